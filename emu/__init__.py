@@ -1,0 +1,1 @@
+"""Mininet emulation of the multi-rail leaf/spine RoCE fabric."""

@@ -1,0 +1,68 @@
+"""The ``starpulse`` command: a thin dispatcher over each package's command module.
+
+Each subcommand lives beside the code it drives (``sw.roce.cli``, ``p4.cli``, ``hw.cli``, ...) and is imported
+only when invoked, so ``starpulse --help`` is instant and this module statically imports no package above it
+(the CLI is the top layer; it is housed in ``sw/`` only because the top-level layout is fixed).
+
+A command module provides ``add_arguments(parser)`` and ``run(args) -> int``.  Exceptions whose class sets
+``is_user_error = True`` are bad input: printed as one clear line, exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+# name -> (module, one-line help).  Later issues add their commands here.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "doctor": ("sw.cli.doctor", "check every external piece (root, netns, mnexec, simulators, tshark, BMv2)"),
+    "roce": ("sw.roce.cli", "RoCEv2 wire format and transport: pcap, bench, perf"),
+    "p4": ("p4.cli", "P4_16 v1model target: check, sim, bench, switch, cli"),
+    "hw": ("hw.cli", "FPGA NIC RTL: verilog, report"),
+}
+
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 70
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    epilog = "commands:\n" + "\n".join(f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="starpulse",
+        description="StarPulse Lab: an emulated rail-optimized RoCEv2 AI-cluster fabric on one Linux box.",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND", help="one of the commands below")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the command (see COMMAND --help)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    top = _top_parser().parse_args(argv[:1])
+    module_name, help_ = COMMANDS[top.command]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"starpulse {top.command}", description=help_)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"starpulse {top.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
+        if getattr(exc, "is_user_error", False):
+            print(f"starpulse {top.command}: error: {exc}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        traceback.print_exc()
+        print(f"starpulse {top.command}: internal error (a bug, please report it): {exc}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,7 @@
+"""Allow ``python -m sw.cli``."""
+
+import sys
+
+from sw.cli import main
+
+sys.exit(main())

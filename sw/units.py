@@ -1,0 +1,64 @@
+"""Parsing and printing of rates, sizes and durations as users write them (100M, 1G, 8K, 10us).
+
+A leaf module like ``sw.clock``: every package and CLI may import it.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SI = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_BIN = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_TIME_NS = {"ns": 1, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9}
+
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:bps|b/s|bit/s|bit)?\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_TIME_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ns|us|µs|ms|s)?\s*$")
+
+
+class UnitError(ValueError):
+    """A rate, size or duration that cannot be parsed; the message names the value and the allowed form."""
+
+    is_user_error = True
+
+
+def parse_rate_bps(text: str, *, what: str = "rate") -> int:
+    """'100M' -> 100_000_000 bit/s (SI prefixes, as link rates are written)."""
+    m = _RATE_RE.match(str(text))
+    if not m:
+        raise UnitError(f"{what} {text!r}: expected a rate like 100M, 1G or 400G (bit/s)")
+    value = float(m.group(1)) * _SI[m.group(2).upper()]
+    if value <= 0:
+        raise UnitError(f"{what} {text!r}: must be greater than 0")
+    return int(round(value))
+
+
+def parse_size_bytes(text: str, *, what: str = "size") -> int:
+    """'8K' -> 8192 bytes (binary prefixes, as nccl-tests and perftest read sizes)."""
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise UnitError(f"{what} {text!r}: expected a size like 64, 8K, 64M or 1G (bytes)")
+    return int(m.group(1)) * _BIN[m.group(2).upper()]
+
+
+def parse_duration_ns(text: str, *, what: str = "duration", default_unit: str = "ns") -> int:
+    """'10us' -> 10_000 ns; a bare number is taken in ``default_unit``."""
+    m = _TIME_RE.match(str(text))
+    if not m:
+        raise UnitError(f"{what} {text!r}: expected a duration like 500ns, 10us, 2ms or 1s")
+    unit = m.group(2) or default_unit
+    return int(round(float(m.group(1)) * _TIME_NS[unit]))
+
+
+def format_rate_bps(rate_bps: float) -> str:
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if rate_bps >= scale:
+            return f"{rate_bps / scale:.3g}{prefix}b/s"
+    return f"{rate_bps:.3g}b/s"
+
+
+def format_size_bytes(size_bytes: int) -> str:
+    for prefix, scale in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if size_bytes >= scale and size_bytes % scale == 0:
+            return f"{size_bytes // scale}{prefix}"
+    return str(size_bytes)

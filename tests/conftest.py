@@ -1,0 +1,16 @@
+"""Shared pytest set-up: markers are declared in pyproject.toml; root-only tests skip clearly without root."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() == 0:
+        return
+    skip = pytest.mark.skip(reason="needs root for network namespaces")
+    for item in items:
+        if "emu" in item.keywords or "hil" in item.keywords:
+            item.add_marker(skip)

@@ -1,7 +1,8 @@
 """Network namespaces, veth links and processes that a test or tool creates itself and always removes.
 
-A small, dependency-free alternative to a full Mininet net for two- or three-host experiments: every name carries
-a unique prefix, everything created is tracked, and ``destroy()`` removes exactly that (also after failures).
+A small, dependency-free alternative to a full Mininet net for two- or three-host experiments: every name
+carries a unique prefix, everything created is tracked, and ``destroy()`` removes exactly that, also after
+failures.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ class NetnsLab:
 
     # --- teardown -----------------------------------------------------------------------------------------
     def destroy(self) -> None:
-        """Kill our processes, delete our namespaces (their veths go with them). Never touches anything else."""
+        """Kill our processes and delete our namespaces (their veths go with them); nothing else."""
         for proc in self.processes:
             if proc.poll() is None:
                 try:

@@ -102,7 +102,7 @@ def get_clock() -> Clock:
             try:
                 dilation = float(raw)
             except ValueError:
-                raise ValueError(f"${ENV_DILATION}={raw!r}: expected a positive number like 1 or 1000") from None
+                raise ValueError(f"${ENV_DILATION}={raw!r}: expected a number > 0") from None
             _default = Clock(dilation)
         return _default
 

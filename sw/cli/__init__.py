@@ -35,8 +35,8 @@ def _top_parser() -> argparse.ArgumentParser:
         epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND", help="one of the commands below")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments of the command (see COMMAND --help)")
+    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND", help="see below")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="see COMMAND --help")
     return parser
 
 

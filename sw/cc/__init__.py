@@ -26,8 +26,9 @@ Number formats (see :mod:`sw.cc.fixedpoint` for the constants):
 from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp, RpStage, RpState
 from sw.cc.errors import CcError, CcParamError
+from sw.cc.hpcc import Hpcc, HpccParams
 
 __all__ = [
     "AckInfo", "CcError", "CcParamError", "CongestionControl", "DcqcnNp", "DcqcnParams", "DcqcnRp",
-    "IntHop", "NoCc", "RpStage", "RpState",
+    "Hpcc", "HpccParams", "IntHop", "NoCc", "RpStage", "RpState",
 ]

@@ -1,0 +1,83 @@
+"""Token-bucket pacer model: byte-accurate, integer, deterministic; the host stack's pacer and the RTL rate
+limiter are both checked against it.
+
+Credit is kept in units of 1e-9 bit so that refilling is exact: ``credit += rate_bps * elapsed_ns``. A
+packet of ``n`` bytes costs ``n * 8_000_000_000`` units. Rules (the RTL limiter implements the same):
+
+* the bucket holds at most ``burst_bytes`` of credit (refill saturates there);
+* a packet is *eligible* when credit >= 0 (a sign test); sending it subtracts its full size, so credit may go
+  negative (a deficit) and a packet larger than the burst is still sent - the long-run rate stays exact;
+* ``set_rate`` first refills at the old rate up to ``now``, then switches.
+
+Because refills telescope (credit(t) = credit(t0) + rate * (t - t0) while below the cap) the result does not
+depend on how often ``refill`` is called - e.g. once per RTL clock cycle or once per packet.
+"""
+
+from __future__ import annotations
+
+from sw.cc.base import ModelTime
+
+UNITS_PER_BYTE = 8 * 1_000_000_000
+"""Credit units (1e-9 bit) per byte."""
+
+
+class TokenBucket:
+    """Paces one QP at ``rate_bps`` with a bucket of ``burst_bytes``; starts full unless ``start_full=False``."""
+
+    def __init__(self, rate_bps: int, burst_bytes: int, now_ns: int = 0, start_full: bool = True) -> None:
+        if burst_bytes < 0:
+            raise ValueError(f"burst_bytes must be >= 0, not {burst_bytes}")
+        self._check_rate(rate_bps)
+        self.rate_bps = int(rate_bps)
+        self.burst_bytes = int(burst_bytes)
+        self.credit_max = self.burst_bytes * UNITS_PER_BYTE
+        self.credit = self.credit_max if start_full else 0
+        self._time = ModelTime(now_ns)
+        self.bytes_sent = 0
+        self.packets_sent = 0
+
+    @staticmethod
+    def _check_rate(rate_bps: int) -> None:
+        if isinstance(rate_bps, bool) or not isinstance(rate_bps, int) or rate_bps <= 0:
+            raise ValueError(f"rate_bps must be a positive integer, not {rate_bps!r}")
+
+    @property
+    def credit_bytes(self) -> int:
+        """Current credit in whole bytes (floor; negative while in deficit)."""
+        return self.credit // UNITS_PER_BYTE
+
+    def refill(self, now_ns: int) -> None:
+        """Add ``rate_bps * (now - last)`` credit, saturating at the burst."""
+        elapsed = now_ns - self._time.now_ns
+        self._time.move_to(now_ns)
+        if self.credit < self.credit_max:
+            self.credit = min(self.credit_max, self.credit + self.rate_bps * elapsed)
+
+    def set_rate(self, rate_bps: int, now_ns: int) -> None:
+        """Change the rate at ``now_ns`` (credit earned so far is kept at the old rate)."""
+        self._check_rate(rate_bps)
+        self.refill(now_ns)
+        self.rate_bps = int(rate_bps)
+
+    def eligible(self, now_ns: int) -> bool:
+        """May a packet start now? (credit >= 0)"""
+        self.refill(now_ns)
+        return self.credit >= 0
+
+    def try_send(self, nbytes: int, now_ns: int) -> bool:
+        """Send ``nbytes`` now if eligible (charging its full size); returns whether it was sent."""
+        if nbytes <= 0:
+            raise ValueError(f"nbytes must be > 0, not {nbytes}")
+        if not self.eligible(now_ns):
+            return False
+        self.credit -= nbytes * UNITS_PER_BYTE
+        self.bytes_sent += nbytes
+        self.packets_sent += 1
+        return True
+
+    def next_eligible_ns(self, now_ns: int) -> int:
+        """Earliest time >= now at which a packet becomes eligible at the current rate (ceil)."""
+        self.refill(now_ns)
+        if self.credit >= 0:
+            return now_ns
+        return now_ns + (-self.credit + self.rate_bps - 1) // self.rate_bps

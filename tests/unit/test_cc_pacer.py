@@ -1,0 +1,77 @@
+"""Token-bucket pacer model: exact long-run rate, burst cap, deficit rule, rate changes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sw.cc.pacer import UNITS_PER_BYTE, TokenBucket
+
+pytestmark = pytest.mark.unit
+
+
+def run_saturated(tb: TokenBucket, pkt_bytes: int, until_ns: int) -> list[int]:
+    """Send back-to-back whenever eligible; returns the send times."""
+    now, times = 0, []
+    while True:
+        now = tb.next_eligible_ns(now)
+        if now > until_ns:
+            return times
+        assert tb.try_send(pkt_bytes, now)
+        times.append(now)
+
+
+def test_paces_at_exactly_the_rate():
+    tb = TokenBucket(rate_bps=10_000_000_000, burst_bytes=0, start_full=True)   # 10 Gb/s, no burst
+    times = run_saturated(tb, 1000, 1_000_000)
+    # 1000 B at 10 Gb/s = 800 ns apart: sends at 0, 800, ..., 1_000_000 ns
+    assert times[:3] == [0, 800, 1600]
+    assert len(times) == 1_000_000 // 800 + 1
+    assert all(b - a == 800 for a, b in zip(times, times[1:], strict=False))
+
+
+def test_burst_allows_back_to_back_then_paces():
+    tb = TokenBucket(rate_bps=1_000_000_000, burst_bytes=3000)
+    times = run_saturated(tb, 1000, 20_000)
+    assert times[:4] == [0, 0, 0, 0]           # 3000 B of credit: sends while credit >= 0 (4th goes to -1000)
+    assert times[4:6] == [8000, 16000]          # each 1000 B deficit refills in 8 us at 1 Gb/s
+
+
+def test_credit_saturates_at_burst():
+    tb = TokenBucket(rate_bps=1_000_000_000, burst_bytes=1500, start_full=False)
+    tb.refill(10**9)
+    assert tb.credit == 1500 * UNITS_PER_BYTE and tb.credit_bytes == 1500
+
+
+def test_rate_change_keeps_earned_credit():
+    tb = TokenBucket(rate_bps=8_000_000_000, burst_bytes=10_000, start_full=False)   # 1 B/ns
+    tb.set_rate(800_000_000, 1000)                  # 1000 B earned at the old rate, then 0.1 B/ns
+    tb.refill(2000)
+    assert tb.credit_bytes == 1000 + 100
+
+
+def test_large_packet_goes_into_deficit():
+    tb = TokenBucket(rate_bps=8_000_000_000, burst_bytes=100)
+    assert tb.try_send(4000, 0)
+    assert not tb.try_send(64, 1)
+    assert tb.next_eligible_ns(1) == 3900          # 3900 B deficit at 1 B/ns
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1_000_000, 400_000_000_000), st.integers(64, 9000), st.integers(0, 20_000))
+def test_long_run_rate_error_is_below_one_packet(rate_bps, pkt, burst):
+    tb = TokenBucket(rate_bps, burst)
+    horizon = 2_000 * pkt * 8 * 10**9 // rate_bps   # about 2000 packets' worth of time
+    sent = len(run_saturated(tb, pkt, horizon)) * pkt
+    ideal = rate_bps * horizon // (8 * 10**9) + burst
+    assert abs(sent - ideal) <= pkt
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="rate_bps"):
+        TokenBucket(0, 100)
+    tb = TokenBucket(1000, 100)
+    tb.refill(50)
+    with pytest.raises(ValueError, match="backwards"):
+        tb.refill(10)

@@ -1,0 +1,277 @@
+"""The traffic manager between ingress and egress: per egress port FIFO queues, shaping, tail drop, priorities.
+
+A deterministic object driven only by the times handed to it (network ns from ``sw.clock``), so tests run it on
+a ``ManualClock``.  Semantics follow BMv2 simple_switch: depth in packets (default 64), ``set_queue_rate`` in
+packets/s (default: unlimited), ``enq_qdepth`` = packets already queued at the port when a packet arrives,
+``deq_qdepth`` = packets left at the port when it leaves, ``deq_timedelta`` = time spent queued.  Beyond BMv2:
+a port shaper in bytes/s (to emulate a line rate) and strict priority among up to 8 queues per port
+(``standard_metadata.priority``; a higher value is served first).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4.errors import P4Error
+
+DEFAULT_QUEUE_DEPTH_PKTS = 64
+MAX_PRIORITY_LEVELS = 8
+NS_PER_S = 1_000_000_000
+
+
+class TrafficManagerError(P4Error):
+    """A queue setting out of range (bad port, priority, depth or rate)."""
+
+
+@dataclass(slots=True)
+class QueuedPacket:
+    """One packet waiting in a queue, with the queueing metadata the egress pipeline reads."""
+
+    item: Any
+    length_bytes: int
+    enq_timestamp_ns: int
+    enq_qdepth_pkts: int
+    priority: int = 0
+    egress_port: int = 0
+    deq_timestamp_ns: int = 0
+    deq_qdepth_pkts: int = 0
+
+    @property
+    def deq_timedelta_ns(self) -> int:
+        return self.deq_timestamp_ns - self.enq_timestamp_ns
+
+
+class _Shaper:
+    """Spacing of departures: packets/s or bytes/s (``None`` = unlimited); remembers when it is next free."""
+
+    __slots__ = ("rate_pps", "rate_Bps", "free_at_ns")
+
+    def __init__(self) -> None:
+        self.rate_pps: float | None = None
+        self.rate_Bps: float | None = None
+        self.free_at_ns = 0
+
+    def limited(self) -> bool:
+        return self.rate_pps is not None or self.rate_Bps is not None
+
+    def consume(self, start_ns: int, length_bytes: int) -> None:
+        if self.rate_Bps is not None:
+            self.free_at_ns = start_ns + int(length_bytes * NS_PER_S / self.rate_Bps)
+        elif self.rate_pps is not None:
+            self.free_at_ns = start_ns + int(NS_PER_S / self.rate_pps)
+        else:
+            self.free_at_ns = start_ns
+
+
+@dataclass
+class QueueStats:
+    """Counters of one (port, priority) queue."""
+
+    enq_pkts: int = 0
+    deq_pkts: int = 0
+    drop_pkts: int = 0
+    high_water_pkts: int = 0
+
+
+@dataclass
+class _Queue:
+    depth_pkts: int
+    fifo: deque[QueuedPacket] = field(default_factory=deque)
+    shaper: _Shaper = field(default_factory=_Shaper)
+    stats: QueueStats = field(default_factory=QueueStats)
+
+
+class _Port:
+    """All queues of one egress port plus the port-level shaper shared by them."""
+
+    def __init__(self, levels: int, depth_pkts: int) -> None:
+        self.queues = [_Queue(depth_pkts) for _ in range(levels)]
+        self.shaper = _Shaper()
+        self.qdepth_pkts = 0
+        self.high_water_pkts = 0
+
+    def head_ready_ns(self) -> tuple[int, int] | None:
+        """(departure time, priority) of the packet this port sends next, or None when empty."""
+        best: tuple[int, int] | None = None
+        for prio in range(len(self.queues) - 1, -1, -1):
+            q = self.queues[prio]
+            if not q.fifo:
+                continue
+            t = max(q.fifo[0].enq_timestamp_ns, q.shaper.free_at_ns, self.shaper.free_at_ns)
+            if best is None or t < best[0]:
+                best = (t, prio)
+        return best
+
+
+class TrafficManager:
+    """Egress queues of one switch; ``enqueue`` at ingress end, ``dequeue_due(now)`` feeds egress in time order."""
+
+    def __init__(self, *, priority_levels: int = 1, default_depth_pkts: int = DEFAULT_QUEUE_DEPTH_PKTS) -> None:
+        if not 1 <= priority_levels <= MAX_PRIORITY_LEVELS:
+            raise TrafficManagerError(f"priority levels {priority_levels}: allowed 1..{MAX_PRIORITY_LEVELS}")
+        if default_depth_pkts < 1:
+            raise TrafficManagerError(f"queue depth {default_depth_pkts}: must be >= 1 packet")
+        self.priority_levels = priority_levels
+        self.default_depth_pkts = default_depth_pkts
+        self.default_rate_pps: float | None = None
+        self.ports: dict[int, _Port] = {}
+        self._heap: list[tuple[int, int, int]] = []   # (time, seq, port): lazy departure candidates
+        self._seq = 0
+
+    # --- configuration (simple_switch_CLI set_queue_depth / set_queue_rate, plus a byte-rate shaper) --------
+    def _port(self, port: int) -> _Port:
+        p = self.ports.get(port)
+        if p is None:
+            if port < 0:
+                raise TrafficManagerError(f"egress port {port}: must be >= 0")
+            p = _Port(self.priority_levels, self.default_depth_pkts)
+            if self.default_rate_pps is not None:
+                p.shaper.rate_pps = self.default_rate_pps
+            self.ports[port] = p
+        return p
+
+    def _check_priority(self, priority: int) -> None:
+        if not 0 <= priority < self.priority_levels:
+            raise TrafficManagerError(
+                f"priority {priority}: allowed 0..{self.priority_levels - 1} (switch has {self.priority_levels}"
+                " priority queue(s) per port)")
+
+    def set_queue_depth(self, depth_pkts: int, port: int | None = None, priority: int | None = None) -> None:
+        """Depth of one port's queue(s) or, without a port, of every queue (existing and future)."""
+        if depth_pkts < 1:
+            raise TrafficManagerError(f"queue depth {depth_pkts}: must be >= 1 packet")
+        if priority is not None:
+            self._check_priority(priority)
+        if port is None:
+            self.default_depth_pkts = depth_pkts
+            targets = list(self.ports.values())
+        else:
+            targets = [self._port(port)]
+        for p in targets:
+            for prio, q in enumerate(p.queues):
+                if priority is None or prio == priority:
+                    q.depth_pkts = depth_pkts
+
+    def set_queue_rate(self, rate_pps: float | None, port: int | None = None, priority: int | None = None) -> None:
+        """Service rate in packets/s (None = unlimited): of a port, of one priority queue, or of every port."""
+        if rate_pps is not None and not rate_pps > 0:
+            raise TrafficManagerError(f"queue rate {rate_pps} pps: must be > 0")
+        if priority is not None:
+            self._check_priority(priority)
+            if port is None:
+                raise TrafficManagerError("a priority needs an egress port")
+            self._port(port).queues[priority].shaper.rate_pps = rate_pps
+            return
+        targets = [self._port(port)] if port is not None else list(self.ports.values())
+        if port is None:
+            self.default_rate_pps = rate_pps
+        for p in targets:
+            p.shaper.rate_pps = rate_pps
+            p.shaper.rate_Bps = None
+
+    def set_port_rate_Bps(self, rate_Bps: float | None, port: int) -> None:
+        """Shape a port to ``rate_Bps`` bytes/s of frame bytes (a line rate); None removes the shaper."""
+        if rate_Bps is not None and not rate_Bps > 0:
+            raise TrafficManagerError(f"port rate {rate_Bps} B/s: must be > 0")
+        sh = self._port(port).shaper
+        sh.rate_Bps = rate_Bps
+        if rate_Bps is not None:
+            sh.rate_pps = None
+
+    # --- data path -----------------------------------------------------------------------------------------
+    def enqueue(self, port: int, item: Any, length_bytes: int, now_ns: int, priority: int = 0) -> QueuedPacket | None:
+        """Queue ``item`` for ``port``; None when the queue is full (tail drop, counted)."""
+        p = self._port(port)
+        if priority >= self.priority_levels:
+            priority = self.priority_levels - 1   # BMv2 clamps out-of-range priorities the same way
+        q = p.queues[priority]
+        if len(q.fifo) >= q.depth_pkts:
+            q.stats.drop_pkts += 1
+            return None
+        qp = QueuedPacket(item, length_bytes, now_ns, p.qdepth_pkts, priority, port)
+        q.fifo.append(qp)
+        q.stats.enq_pkts += 1
+        if len(q.fifo) > q.stats.high_water_pkts:
+            q.stats.high_water_pkts = len(q.fifo)
+        p.qdepth_pkts += 1
+        if p.qdepth_pkts > p.high_water_pkts:
+            p.high_water_pkts = p.qdepth_pkts
+        ready = p.head_ready_ns()
+        if ready is not None:
+            self._push(ready[0], port)
+        return qp
+
+    def _push(self, t_ns: int, port: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t_ns, self._seq, port))
+
+    def next_departure_ns(self) -> int | None:
+        """Earliest time any queued packet may leave (None when all queues are empty)."""
+        heap = self._heap
+        while heap:
+            t_ns, _, port = heap[0]
+            ready = self.ports[port].head_ready_ns()
+            if ready is None:
+                heapq.heappop(heap)
+            elif ready[0] != t_ns:
+                heapq.heapreplace(heap, (ready[0], self._seq + 1, port))
+                self._seq += 1
+            else:
+                return t_ns
+        return None
+
+    def dequeue_due(self, now_ns: int, limit: int | None = None) -> list[QueuedPacket]:
+        """Every packet whose departure time is <= ``now_ns``, in departure order (at most ``limit``)."""
+        out: list[QueuedPacket] = []
+        while limit is None or len(out) < limit:
+            t_ns = self.next_departure_ns()
+            if t_ns is None or t_ns > now_ns:
+                break
+            _, _, port = heapq.heappop(self._heap)
+            p = self.ports[port]
+            ready = p.head_ready_ns()
+            assert ready is not None and ready[0] == t_ns
+            q = p.queues[ready[1]]
+            qp = q.fifo.popleft()
+            p.qdepth_pkts -= 1
+            q.stats.deq_pkts += 1
+            qp.deq_timestamp_ns = t_ns
+            qp.deq_qdepth_pkts = p.qdepth_pkts
+            q.shaper.consume(t_ns, qp.length_bytes)
+            p.shaper.consume(t_ns, qp.length_bytes)
+            out.append(qp)
+            nxt = p.head_ready_ns()
+            if nxt is not None:
+                self._push(nxt[0], port)
+        return out
+
+    # --- counters ------------------------------------------------------------------------------------------
+    def qdepth_pkts(self, port: int) -> int:
+        p = self.ports.get(port)
+        return p.qdepth_pkts if p else 0
+
+    def port_counters(self, port: int) -> dict[str, int]:
+        """Totals over the port's queues: enqueued, dequeued, tail-dropped, depth now and high-water mark."""
+        p = self.ports.get(port)
+        if p is None:
+            return {"enq_pkts": 0, "deq_pkts": 0, "queue_drop_pkts": 0, "qdepth_pkts": 0, "high_water_pkts": 0}
+        return {
+            "enq_pkts": sum(q.stats.enq_pkts for q in p.queues),
+            "deq_pkts": sum(q.stats.deq_pkts for q in p.queues),
+            "queue_drop_pkts": sum(q.stats.drop_pkts for q in p.queues),
+            "qdepth_pkts": p.qdepth_pkts,
+            "high_water_pkts": p.high_water_pkts,
+        }
+
+    def queue_stats(self, port: int, priority: int = 0) -> QueueStats:
+        self._check_priority(priority)
+        return self._port(port).queues[priority].stats
+
+    def reset_high_water(self) -> None:
+        for p in self.ports.values():
+            p.high_water_pkts = p.qdepth_pkts
+            for q in p.queues:
+                q.stats.high_water_pkts = len(q.fifo)

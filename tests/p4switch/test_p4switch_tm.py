@@ -1,0 +1,111 @@
+"""The traffic manager on a manual clock: shaping, tail drop, queue metadata, strict priority, high-water marks."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4.switch.tm import TrafficManager, TrafficManagerError
+from sw.clock import ManualClock
+
+pytestmark = pytest.mark.unit
+
+
+def test_unlimited_rate_departs_at_once_with_zero_depth() -> None:
+    tm = TrafficManager()
+    qp = tm.enqueue(1, "a", 100, now_ns=5)
+    assert qp is not None and qp.enq_qdepth_pkts == 0
+    out = tm.dequeue_due(5)
+    assert [q.item for q in out] == ["a"]
+    assert out[0].deq_qdepth_pkts == 0 and out[0].deq_timedelta_ns == 0
+    assert tm.next_departure_ns() is None
+
+
+def test_rate_pps_spaces_departures_and_reports_real_queue_state() -> None:
+    clock = ManualClock()
+    tm = TrafficManager()
+    tm.set_queue_rate(1000, port=2)           # 1 ms per packet
+    for i in range(4):
+        qp = tm.enqueue(2, i, 64, clock.now_ns())
+        assert qp is not None and qp.enq_qdepth_pkts == i
+    first = tm.dequeue_due(clock.now_ns())
+    assert [q.item for q in first] == [0]
+    assert first[0].deq_qdepth_pkts == 3
+    assert tm.next_departure_ns() == 1_000_000
+    clock.advance_ns(999_999)
+    assert tm.dequeue_due(clock.now_ns()) == []
+    clock.advance_ns(1)
+    second = tm.dequeue_due(clock.now_ns())
+    assert [(q.item, q.deq_qdepth_pkts, q.deq_timedelta_ns) for q in second] == [(1, 2, 1_000_000)]
+    clock.advance_ns(10_000_000)              # late: the backlog leaves at its scheduled times
+    rest = tm.dequeue_due(clock.now_ns())
+    assert [(q.item, q.deq_timestamp_ns) for q in rest] == [(2, 2_000_000), (3, 3_000_000)]
+    assert tm.port_counters(2)["high_water_pkts"] == 4
+
+
+def test_tail_drop_counts_exactly_the_overflow() -> None:
+    tm = TrafficManager()
+    tm.set_queue_rate(1, port=1)
+    tm.set_queue_depth(5, port=1)
+    accepted = [tm.enqueue(1, i, 64, 0) for i in range(12)]
+    assert sum(a is not None for a in accepted) == 5
+    counters = tm.port_counters(1)
+    assert counters["queue_drop_pkts"] == 7 and counters["enq_pkts"] == 5 and counters["qdepth_pkts"] == 5
+
+
+def test_byte_rate_shaper_serializes_by_length() -> None:
+    tm = TrafficManager()
+    tm.set_port_rate_Bps(1_000_000, port=3)   # 1 MB/s: 1000 B take 1 ms
+    tm.enqueue(3, "big", 1000, 0)
+    tm.enqueue(3, "small", 100, 0)
+    tm.enqueue(3, "next", 100, 0)
+    assert [q.item for q in tm.dequeue_due(0)] == ["big"]
+    assert tm.next_departure_ns() == 1_000_000
+    assert [q.item for q in tm.dequeue_due(1_000_000)] == ["small"]
+    assert tm.next_departure_ns() == 1_100_000
+
+
+def test_strict_priority_serves_higher_value_first_on_a_shaped_port() -> None:
+    tm = TrafficManager(priority_levels=8)
+    tm.set_queue_rate(1000, port=1)
+    tm.enqueue(1, "low0", 64, 0, priority=0)  # leaves at once: the port was idle
+    tm.enqueue(1, "low1", 64, 0, priority=0)
+    tm.enqueue(1, "high", 64, 10, priority=7)
+    tm.enqueue(1, "mid", 64, 20, priority=3)
+    order = [q.item for q in tm.dequeue_due(10_000_000)]
+    assert order == ["low0", "high", "mid", "low1"]
+
+
+def test_ports_are_independent_and_departures_in_time_order() -> None:
+    tm = TrafficManager()
+    tm.set_queue_rate(1000, port=1)
+    tm.set_queue_rate(400, port=2)            # 2.5 ms per packet
+    for i in range(3):
+        tm.enqueue(1, f"p1-{i}", 64, 0)
+        tm.enqueue(2, f"p2-{i}", 64, 0)
+    out = tm.dequeue_due(10_000_000)
+    times = [q.deq_timestamp_ns for q in out]
+    assert times == sorted(times)
+    assert [q.item for q in out if q.egress_port == 2] == ["p2-0", "p2-1", "p2-2"]
+    assert [q.deq_timestamp_ns for q in out if q.egress_port == 2] == [0, 2_500_000, 5_000_000]
+
+
+def test_dequeue_limit_and_reconfiguration() -> None:
+    tm = TrafficManager()
+    for i in range(10):
+        tm.enqueue(4, i, 64, 0)
+    assert len(tm.dequeue_due(0, limit=3)) == 3
+    tm.set_queue_rate(None, port=4)
+    assert [q.item for q in tm.dequeue_due(0)] == list(range(3, 10))
+
+
+@pytest.mark.parametrize("call", [
+    lambda tm: tm.set_queue_depth(0),
+    lambda tm: tm.set_queue_rate(0, port=1),
+    lambda tm: tm.set_queue_rate(10, port=1, priority=1),
+    lambda tm: tm.set_port_rate_Bps(-5, port=1),
+])
+def test_bad_settings_are_user_errors(call) -> None:
+    tm = TrafficManager()
+    with pytest.raises(TrafficManagerError) as info:
+        call(tm)
+    assert info.value.is_user_error

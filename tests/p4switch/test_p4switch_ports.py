@@ -1,0 +1,93 @@
+"""Switch ports on veths: promiscuous receive of exactly what was sent, no echo of our own frames, interface loss."""
+
+from __future__ import annotations
+
+import select
+import time
+
+import pytest
+
+from emu.netns import NetnsLab
+from p4.switch.pcap import PcapWriter, read_pcap
+from p4.switch.ports import Port, PortError, parse_interface_spec
+
+pytestmark = pytest.mark.emu
+
+
+def _frame(i: int, size: int = 64) -> bytes:
+    dst = bytes.fromhex("02aabbccdd%02x" % (i % 256))          # foreign unicast: needs promiscuous mode
+    src = bytes.fromhex("020000000001")
+    return (dst + src + b"\x88\xb5" + i.to_bytes(4, "big")).ljust(size, b"\x00")
+
+
+def _drain(port: Port, want: int, timeout_s: float = 5.0) -> list[bytes]:
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < want and time.monotonic() < deadline:
+        select.select([port], [], [], 0.1)
+        got += port.recv_batch(64)
+    return got
+
+
+def test_port_receives_exactly_what_was_sent_and_not_its_own_frames(raw_socket, tmp_path) -> None:
+    with NetnsLab() as lab:
+        h1 = lab.add_host("h1")
+        root_if = f"{lab.prefix}p1"
+        lab.add_link(None, h1, ifname_a=root_if, ifname_b="eth0")
+        h1.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        port = Port(1, root_if)
+        try:
+            host_sock = raw_socket(h1.name, "eth0")
+            sent = [_frame(i) for i in range(200)]
+            for f in sent:
+                host_sock.send(f)
+            got = _drain(port, len(sent))
+            assert got == sent
+            assert port.counters.rx_pkts == 200 and port.counters.rx_bytes == 200 * 64
+            back = _frame(7, 1500)
+            assert port.send(back)
+            assert port.recv_batch(64) == []               # our own transmission is not received
+            deadline = time.monotonic() + 5
+            echoed = b""
+            while time.monotonic() < deadline and echoed != back:
+                select.select([host_sock], [], [], 0.1)
+                try:
+                    echoed = host_sock.recv(65536)
+                except BlockingIOError:
+                    continue
+            assert echoed == back
+            w = PcapWriter(tmp_path / "p1.pcap")
+            for n, f in enumerate(got):
+                w.write(f, 1_700_000_000_000_000_000 + n)
+            w.close()
+            assert [f for _, f in read_pcap(tmp_path / "p1.pcap")] == sent
+        finally:
+            port.close()
+
+
+def test_interface_deleted_marks_port_down_without_raising() -> None:
+    with NetnsLab() as lab:
+        h1 = lab.add_host("h1")
+        root_if = f"{lab.prefix}p1"
+        lab.add_link(None, h1, ifname_a=root_if, ifname_b="eth0")
+        port = Port(3, root_if)
+        try:
+            h1.cmd("ip", "link", "delete", "eth0")          # takes the root-side peer with it
+            for _ in range(3):
+                port.recv_batch(8)
+                port.send(_frame(1))
+            assert not port.up
+            assert port.counters.tx_errors >= 1
+        finally:
+            port.close()
+
+
+@pytest.mark.parametrize("spec", ["eth1", "x@eth1", "1@", "600@eth1"])
+def test_bad_interface_specs_are_user_errors(spec: str) -> None:
+    with pytest.raises(PortError, match="-i"):
+        parse_interface_spec(spec)
+
+
+def test_missing_interface_is_a_user_error() -> None:
+    with pytest.raises(PortError, match="does not exist"):
+        Port(1, "nope-does-not-x")

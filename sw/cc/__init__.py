@@ -27,8 +27,11 @@ from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp, RpStage, RpState
 from sw.cc.errors import CcError, CcParamError
 from sw.cc.hpcc import Hpcc, HpccParams
+from sw.cc.pacer import TokenBucket
+from sw.cc.sim import SimConfig, SimResult, simulate
 
 __all__ = [
     "AckInfo", "CcError", "CcParamError", "CongestionControl", "DcqcnNp", "DcqcnParams", "DcqcnRp",
-    "Hpcc", "HpccParams", "IntHop", "NoCc", "RpStage", "RpState",
+    "Hpcc", "HpccParams", "IntHop", "NoCc", "RpStage", "RpState", "SimConfig", "SimResult", "TokenBucket",
+    "simulate",
 ]

@@ -1,0 +1,236 @@
+"""Per-QP TX rate limiter and scheduler: token buckets in a BRAM, work-conserving round-robin, one beat/clock.
+
+Every QP has one memory word (tokens, last refill time, rate, pending bytes).  A single read-modify-write
+pipeline serves one operation per clock, in priority order: a *pick* of the round-robin winner among the
+eligible QPs, a rate write, a doorbell, and otherwise a background *sweep* that refills the next QP.  Refill
+is lazy and exact: ``tokens += rate * (now - last)`` in bytes/clock with ``frac_bits`` fraction bits, so credit
+is never lost to sweep latency, only capped at ``burst_bytes``.  A pick sends ``min(pending, mtu)`` bytes and
+debits them byte-accurately; a QP is eligible while its tokens are > 0 and it has pending bytes (two
+bitmaps in flip-flops, one bit per QP).  Picks go through a small descriptor FIFO to the framer, which emits
+the packets on ``m_axis`` back to back.  After reset, one pass of n_qps clocks zeroes every QP's state.
+Pick -> re-eligibility takes two clocks, so one QP alone reaches line rate without bubbles when its packets
+are at least two beats long.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.stream import AxiStream, keep_for_remaining
+
+RATE_FRAC_BITS = 24
+TIMESTAMP_BITS = 32
+PENDING_BITS = 32
+
+OP_NONE, OP_PICK, OP_RATE, OP_DOORBELL, OP_SWEEP, OP_CLEAR = range(6)
+
+
+def rate_to_reg(rate_bps: float, clk_hz: float, frac_bits: int = RATE_FRAC_BITS) -> int:
+    """Rate register value (bytes per clock, ``frac_bits`` fraction bits) closest to ``rate_bps``."""
+    return int(round(rate_bps / 8 / clk_hz * (1 << frac_bits)))
+
+
+def reg_to_rate_bps(rate_reg: int, clk_hz: float, frac_bits: int = RATE_FRAC_BITS) -> float:
+    """Inverse of :func:`rate_to_reg`: the exact rate a register value programs."""
+    return rate_reg / (1 << frac_bits) * 8 * clk_hz
+
+
+def first_set(bits):
+    """(any, index) of the lowest set bit of ``bits``, as a balanced tree of muxes (log depth)."""
+    n = len(bits)
+    if n == 1:
+        return bits[0], Const(0, 1)
+    half = 1 << ((n - 1).bit_length() - 1)
+    lo_any, lo_idx = first_set(bits[:half])
+    hi_any, hi_idx = first_set(bits[half:])
+    width = (n - 1).bit_length()
+    idx = Mux(lo_any, lo_idx, hi_idx + half)
+    return lo_any | hi_any, idx[:width]
+
+
+class TxScheduler(wiring.Component):
+    """Paces N QPs by per-QP token buckets held in memory and emits their packets on one AXI-Stream.
+
+    Ports: ``doorbell`` (qp, bytes) adds work; ``rate_wr`` (qp, rate) sets a QP's rate in bytes/clock with
+    ``frac_bits`` fraction bits (values above line rate are clamped to it); ``m_axis`` carries the packets
+    (``tuser`` = QP); ``tx_pkts``/``tx_bytes``/``tx_last_qp``/``tx_last_len`` count what left.
+    """
+
+    def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
+                 burst_bytes: int = 16384, fifo_depth: int = 4, frac_bits: int = RATE_FRAC_BITS) -> None:
+        if data_width <= 0 or data_width % 8:
+            raise ValueError(f"data_width must be a positive multiple of 8, not {data_width}")
+        if n_qps < 2 or n_qps & (n_qps - 1):
+            raise ValueError(f"n_qps must be a power of two >= 2, not {n_qps}")
+        if not 1 <= mtu_bytes <= burst_bytes:
+            raise ValueError(f"need 1 <= mtu_bytes <= burst_bytes, got mtu {mtu_bytes} burst {burst_bytes}")
+        if fifo_depth < 2:
+            raise ValueError(f"fifo_depth must be >= 2, not {fifo_depth}")
+        self.data_width = data_width
+        self.bytes_per_beat = data_width // 8
+        self.n_qps = n_qps
+        self.qp_bits = (n_qps - 1).bit_length()
+        self.mtu_bytes = mtu_bytes
+        self.burst_bytes = burst_bytes
+        self.fifo_depth = fifo_depth
+        self.frac_bits = frac_bits
+        self.line_rate_reg = self.bytes_per_beat << frac_bits
+        self.rate_bits = self.line_rate_reg.bit_length()
+        self.len_bits = mtu_bytes.bit_length()
+        burst_units = burst_bytes << frac_bits
+        self.token_bits = max(burst_units.bit_length(), (mtu_bytes << frac_bits).bit_length()) + 2
+        self.state_layout = data.StructLayout({
+            "tokens": signed(self.token_bits),
+            "last_ts": unsigned(TIMESTAMP_BITS),
+            "rate": unsigned(self.rate_bits),
+            "pending": unsigned(PENDING_BITS),
+        })
+        super().__init__({
+            "doorbell": In(stream.Signature(data.StructLayout({
+                "qp": unsigned(self.qp_bits), "bytes": unsigned(PENDING_BITS)}))),
+            "rate_wr": In(stream.Signature(data.StructLayout({
+                "qp": unsigned(self.qp_bits), "rate": unsigned(32)}))),
+            "m_axis": Out(AxiStream(data_width, user_width=self.qp_bits)),
+            "rate_clamped": Out(1),
+            "tx_pkts": Out(32),
+            "tx_bytes": Out(48),
+            "tx_last_qp": Out(self.qp_bits),
+            "tx_last_len": Out(self.len_bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, frac = self.n_qps, self.frac_bits
+        burst_units = self.burst_bytes << frac
+
+        m.submodules.mem = mem = Memory(shape=self.state_layout, depth=n, init=[])
+        wr = mem.write_port()
+        rd = mem.read_port(transparent_for=(wr,))
+        m.submodules.fifo = fifo = SyncFIFO(width=self.qp_bits + self.len_bits, depth=self.fifo_depth)
+
+        now = Signal(TIMESTAMP_BITS)
+        m.d.sync += now.eq(now + 1)
+
+        tok_ok = Signal(n)
+        has_work = Signal(n)
+        rr_ptr = Signal(self.qp_bits)
+        sweep_ptr = Signal(self.qp_bits)
+
+        # ---- stage 0: issue one operation ------------------------------------------------------------
+        eligible = tok_ok & has_work
+        upper = eligible & (Const((1 << n) - 1, n) << rr_ptr)[:n]
+        up_any, up_idx = first_set(upper)
+        el_any, el_idx = first_set(eligible)
+        pick_q = Mux(up_any, up_idx, el_idx)
+
+        op1 = Signal(range(6))
+        q1 = Signal(self.qp_bits)
+        arg1 = Signal(32)
+        fifo_room = fifo.level + (op1 == OP_PICK) < self.fifo_depth
+
+        op0 = Signal(range(6))
+        q0 = Signal(self.qp_bits)
+        arg0 = Signal(32)
+        init_done = Signal()  # after reset, one pass writes every QP's state to zero (BRAMs keep content)
+        with m.If(~init_done):
+            m.d.comb += [op0.eq(OP_CLEAR), q0.eq(sweep_ptr)]
+            m.d.sync += sweep_ptr.eq(sweep_ptr + 1)
+            with m.If(sweep_ptr == n - 1):
+                m.d.sync += init_done.eq(1)
+        with m.Elif(el_any & fifo_room):
+            m.d.comb += [op0.eq(OP_PICK), q0.eq(pick_q)]
+        with m.Elif(self.rate_wr.valid):
+            rate_in = self.rate_wr.payload.rate
+            clamp = rate_in > self.line_rate_reg
+            m.d.comb += [op0.eq(OP_RATE), q0.eq(self.rate_wr.payload.qp),
+                         arg0.eq(Mux(clamp, self.line_rate_reg, rate_in)), self.rate_wr.ready.eq(1)]
+            m.d.sync += self.rate_clamped.eq(clamp)
+        with m.Elif(self.doorbell.valid):
+            m.d.comb += [op0.eq(OP_DOORBELL), q0.eq(self.doorbell.payload.qp),
+                         arg0.eq(self.doorbell.payload.bytes), self.doorbell.ready.eq(1)]
+        with m.Else():
+            m.d.comb += [op0.eq(OP_SWEEP), q0.eq(sweep_ptr)]
+            m.d.sync += sweep_ptr.eq(sweep_ptr + 1)
+        m.d.comb += rd.addr.eq(q0)
+        m.d.sync += [op1.eq(op0), q1.eq(q0), arg1.eq(arg0)]
+
+        # ---- stage 1: refill, apply, write back --------------------------------------------------------
+        st = rd.data
+        dt = Signal(TIMESTAMP_BITS)
+        m.d.comb += dt.eq(now - st.last_ts)
+        refilled = Signal(signed(self.token_bits + 1))
+        sum_wide = st.tokens + st.rate * dt
+        m.d.comb += refilled.eq(Mux(sum_wide > burst_units, burst_units, sum_wide))
+
+        new = Signal(self.state_layout)
+        m.d.comb += [new.eq(st), new.tokens.eq(refilled), new.last_ts.eq(now)]
+        send_len = Signal(self.len_bits)
+        m.d.comb += send_len.eq(Mux(st.pending < self.mtu_bytes, st.pending, self.mtu_bytes))
+        send = Signal()
+        with m.Switch(op1):
+            with m.Case(OP_PICK):
+                with m.If((refilled > 0) & (st.pending != 0)):
+                    m.d.comb += [send.eq(1), new.tokens.eq(refilled - (send_len << frac)),
+                                 new.pending.eq(st.pending - send_len)]
+            with m.Case(OP_RATE):
+                m.d.comb += new.rate.eq(arg1)
+            with m.Case(OP_DOORBELL):
+                total = st.pending + arg1
+                m.d.comb += new.pending.eq(Mux(total >> PENDING_BITS, (1 << PENDING_BITS) - 1, total))
+            with m.Case(OP_CLEAR):
+                m.d.comb += new.eq(0)
+        active1 = op1 != OP_NONE
+        m.d.comb += [wr.addr.eq(q1), wr.data.eq(new), wr.en.eq(active1)]
+        m.d.comb += [fifo.w_data.eq(Cat(q1, send_len)), fifo.w_en.eq(send)]
+
+        tok_next = Signal(n)
+        work_next = Signal(n)
+        m.d.comb += [tok_next.eq(tok_ok), work_next.eq(has_work)]
+        with m.If(active1):
+            m.d.comb += [tok_next.bit_select(q1, 1).eq(new.tokens > 0),
+                         work_next.bit_select(q1, 1).eq(new.pending != 0)]
+        with m.If(op0 == OP_PICK):
+            # speculative: the pick is re-checked in stage 1, and its write-back sets the true value
+            m.d.comb += tok_next.bit_select(q0, 1).eq(0)
+            m.d.sync += rr_ptr.eq(q0 + 1)
+        m.d.sync += [tok_ok.eq(tok_next), has_work.eq(work_next)]
+
+        # ---- framer: descriptors -> back-to-back beats ---------------------------------------------------
+        bpb = self.bytes_per_beat
+        active = Signal()
+        cur_qp = Signal(self.qp_bits)
+        cur_len = Signal(self.len_bits)
+        remaining = Signal(self.len_bits)
+        beat = Signal(16)
+        seq = Signal(32)
+        axis = self.m_axis
+        is_last = remaining <= bpb
+        m.d.comb += [
+            axis.tvalid.eq(active),
+            axis.tlast.eq(is_last),
+            axis.tkeep.eq(keep_for_remaining(remaining, bpb)),
+            axis.tuser.eq(cur_qp),
+            axis.tdata.eq(Cat(seq, cur_qp.as_unsigned(), beat)),
+        ]
+        load = Signal()
+        m.d.comb += load.eq((~active | (axis.tready & is_last)) & fifo.r_rdy)
+        m.d.comb += fifo.r_en.eq(load)
+        with m.If(load):
+            d_qp = fifo.r_data[:self.qp_bits]
+            d_len = fifo.r_data[self.qp_bits:]
+            m.d.sync += [active.eq(1), cur_qp.eq(d_qp), cur_len.eq(d_len), remaining.eq(d_len), beat.eq(0)]
+        with m.Elif(active & axis.tready & is_last):
+            m.d.sync += active.eq(0)
+        with m.If(active & axis.tready):
+            with m.If(~is_last):
+                m.d.sync += [remaining.eq(remaining - bpb), beat.eq(beat + 1)]
+            with m.Else():
+                m.d.sync += seq.eq(seq + 1)
+            with m.If(beat == 0):
+                m.d.sync += [self.tx_pkts.eq(self.tx_pkts + 1), self.tx_bytes.eq(self.tx_bytes + cur_len),
+                             self.tx_last_qp.eq(cur_qp), self.tx_last_len.eq(cur_len)]
+        return m

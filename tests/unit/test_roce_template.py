@@ -70,6 +70,15 @@ def test_out_of_range_fields_are_rejected(bad):
         TEMPLATES[4][Opcode.SEND_ONLY].build(**bad)
 
 
+@pytest.mark.parametrize("version", [4, 6])
+@pytest.mark.parametrize("bad", [dict(va=1 << 64), dict(rkey=-1), dict(dma_len=1 << 32)])
+def test_out_of_range_header_fields_are_value_errors(version, bad):
+    with pytest.raises(ValueError, match="RDMA_WRITE_ONLY"):
+        TEMPLATES[version][Opcode.RDMA_WRITE_ONLY].build(0, b"x", **bad)
+    with pytest.raises(ValueError):
+        TEMPLATES[version][Opcode.ACKNOWLEDGE].build(0, msn=1 << 24)
+
+
 def test_payload_on_a_header_only_opcode_is_rejected():
     with pytest.raises(ValueError, match="no payload"):
         TEMPLATES[4][Opcode.ACKNOWLEDGE].build(0, b"x")

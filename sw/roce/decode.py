@@ -137,7 +137,8 @@ def decode(
     else:
         raise NotRoceError(f"EtherType 0x{ethertype:04x} is neither IPv4 nor IPv6", l3 - 2)
 
-    _need(end, l4 + 8, "UDP header")
+    if end < l4 + 8:
+        raise TruncatedFrameError(f"IP packet of {end - l3} bytes ends inside the UDP header", end)
     sport, dport, udp_len, _ = _UDP.unpack_from(mv, l4)
     if dport != ROCEV2_UDP_DPORT:
         raise NotRoceError(f"UDP destination port {dport} is not RoCEv2 ({ROCEV2_UDP_DPORT})", l4 + 2)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from scapy.contrib import roce as _contrib
 from scapy.fields import IntField, XIntField, XLongField
 from scapy.layers.inet import UDP
-from scapy.packet import Packet, Raw, bind_layers, split_layers
+from scapy.packet import Packet, Raw, bind_layers, bind_top_down, split_layers
 
 from sw.roce.opcodes import LAYOUTS, ROCEV2_UDP_DPORT, Opcode
 
@@ -90,6 +90,16 @@ for _opcode, _layout in LAYOUTS.items():
     if _layout.headers:
         bind_layers(BTH, _LAYER_OF[_layout.headers[0]], opcode=int(_opcode))
 bind_layers(UDP, BTH, dport=ROCEV2_UDP_DPORT)
+# When a BTH is stacked on an extended header without an explicit opcode, pick the most common opcode
+# carrying it (bind_layers above left the last one bound, e.g. ATOMIC_ACKNOWLEDGE for a bare AETH).
+for _header, _default in (
+    ("RETH", Opcode.RDMA_WRITE_ONLY),
+    ("ImmDt", Opcode.SEND_ONLY_WITH_IMMEDIATE),
+    ("AETH", Opcode.ACKNOWLEDGE),
+    ("AtomicETH", Opcode.FETCH_ADD),
+    ("CNPPadding", Opcode.CNP),
+):
+    bind_top_down(BTH, _LAYER_OF[_header], opcode=int(_default))
 
 
 def layer_class(header: str) -> type[Packet]:

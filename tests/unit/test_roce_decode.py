@@ -78,6 +78,13 @@ def test_scapy_dissects_our_layers(opcode: Opcode):
         assert CNPPadding in pkt and pkt[BTH].becn == 1
 
 
+def test_stacking_a_header_on_a_bare_bth_picks_its_usual_opcode():
+    for header, opcode in ((AETH, Opcode.ACKNOWLEDGE), (RETH, Opcode.RDMA_WRITE_ONLY),
+                           (ImmDt, Opcode.SEND_ONLY_WITH_IMMEDIATE), (AtomicETH, Opcode.FETCH_ADD),
+                           (CNPPadding, Opcode.CNP)):
+        assert (BTH() / header()).opcode == opcode, header.__name__
+
+
 def test_vlan_tag_and_ethernet_padding_are_handled():
     frame = _valid(Opcode.ACKNOWLEDGE)
     tagged = frame[:12] + b"\x81\x00\x60\x05" + frame[12:] + b"\0" * 8   # 802.1Q PCP 3, VLAN 5, padded

@@ -6,7 +6,8 @@ One model per algorithm, shared by the host stack (``sw.roce`` paces QPs with th
 * :mod:`sw.cc.dcqcn`  - ``DcqcnRp`` (reaction point, per QP) and ``DcqcnNp`` (CNP generation), ``DcqcnParams``
 * :mod:`sw.cc.hpcc`   - ``Hpcc`` (INT-driven window/rate sender), ``HpccParams``
 * :mod:`sw.cc.base`   - the ``CongestionControl`` protocol, ``NoCc`` baseline, ``IntHop`` / ``AckInfo``
-* :mod:`sw.cc.pacer`  - ``TokenBucket``, the pacer both the host stack and the RTL limiter check against
+* :mod:`sw.cc.pacer`  - ``TokenBucket`` (the pacer the host stack and the RTL limiter check against) and
+  ``CcPacer`` (a bucket whose rate follows a CC model, plus its window): how the host stack paces a QP
 * :mod:`sw.cc.sim`    - a tiny deterministic single-bottleneck discrete-event simulator used by the tests
 * :mod:`sw.cc.fixedpoint` - the number formats (units, widths, rounding), documented for the RTL
 
@@ -27,11 +28,11 @@ from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp, RpStage, RpState
 from sw.cc.errors import CcError, CcParamError
 from sw.cc.hpcc import Hpcc, HpccParams
-from sw.cc.pacer import TokenBucket
+from sw.cc.pacer import CcPacer, TokenBucket
 from sw.cc.sim import SimConfig, SimResult, simulate
 
 __all__ = [
-    "AckInfo", "CcError", "CcParamError", "CongestionControl", "DcqcnNp", "DcqcnParams", "DcqcnRp",
+    "AckInfo", "CcError", "CcPacer", "CcParamError", "CongestionControl", "DcqcnNp", "DcqcnParams", "DcqcnRp",
     "Hpcc", "HpccParams", "IntHop", "NoCc", "RpStage", "RpState", "SimConfig", "SimResult", "TokenBucket",
     "simulate",
 ]

@@ -15,7 +15,8 @@ depend on how often ``refill`` is called - e.g. once per RTL clock cycle or once
 
 from __future__ import annotations
 
-from sw.cc.base import ModelTime
+from sw.cc.base import AckInfo, CongestionControl, ModelTime
+from sw.cc.fixedpoint import KBPS
 
 UNITS_PER_BYTE = 8 * 1_000_000_000
 """Credit units (1e-9 bit) per byte."""
@@ -81,3 +82,48 @@ class TokenBucket:
         if self.credit >= 0:
             return now_ns
         return now_ns + (-self.credit + self.rate_bps - 1) // self.rate_bps
+
+
+class CcPacer:
+    """One QP's pacer: a :class:`TokenBucket` whose rate follows a congestion-control model, plus the model's
+    window (if any) as an in-flight limit. The host stack and the simulator pace through this."""
+
+    def __init__(self, cc: CongestionControl, burst_bytes: int, now_ns: int = 0) -> None:
+        self.cc = cc
+        self._rate_kbps = cc.rate_kbps
+        self.bucket = TokenBucket(self._rate_kbps * KBPS, burst_bytes, now_ns=now_ns)
+
+    def _sync(self, now_ns: int) -> None:
+        self.cc.advance(now_ns)
+        rate = self.cc.rate_kbps
+        if rate != self._rate_kbps:
+            self.bucket.set_rate(rate * KBPS, now_ns)
+            self._rate_kbps = rate
+
+    def window_open(self, inflight_bytes: int) -> bool:
+        """May another packet go out with ``inflight_bytes`` unacknowledged? (in-flight < W, as HPCC sends)"""
+        w = self.cc.window_bytes
+        return w is None or inflight_bytes < w
+
+    def next_send_ns(self, now_ns: int, inflight_bytes: int = 0) -> int | None:
+        """Earliest time >= now a packet may start at the current rate; None while the window is closed."""
+        self._sync(now_ns)
+        if not self.window_open(inflight_bytes):
+            return None
+        return self.bucket.next_eligible_ns(now_ns)
+
+    def try_send(self, nbytes: int, now_ns: int, inflight_bytes: int = 0) -> bool:
+        """Send ``nbytes`` now if window and bucket allow; tells the model about the bytes."""
+        self._sync(now_ns)
+        if not self.window_open(inflight_bytes) or not self.bucket.try_send(nbytes, now_ns):
+            return False
+        self.cc.on_bytes_sent(nbytes, now_ns)
+        return True
+
+    def on_cnp(self, now_ns: int) -> None:
+        self.cc.on_cnp(now_ns)
+        self._sync(now_ns)
+
+    def on_ack(self, ack: AckInfo, now_ns: int) -> None:
+        self.cc.on_ack(ack, now_ns)
+        self._sync(now_ns)

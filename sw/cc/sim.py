@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp
 from sw.cc.errors import CcParamError, check_int_range, check_range
-from sw.cc.fixedpoint import KBPS
 from sw.cc.hpcc import Hpcc, HpccParams
-from sw.cc.pacer import TokenBucket
+from sw.cc.pacer import CcPacer
 
 CC_NAMES = ("dcqcn", "hpcc", "none")
 
@@ -141,19 +140,18 @@ class SimResult:
 
 
 class _Flow:
-    __slots__ = ("idx", "cc", "tb", "snd_nxt", "acked", "lost", "start_ns", "tx_token", "stats", "rate_kbps")
+    __slots__ = ("idx", "cc", "pacer", "snd_nxt", "acked", "lost", "start_ns", "tx_token", "stats")
 
-    def __init__(self, idx: int, cc: CongestionControl, tb: TokenBucket, start_ns: int) -> None:
+    def __init__(self, idx: int, cc: CongestionControl, pacer: CcPacer, start_ns: int) -> None:
         self.idx = idx
         self.cc = cc
-        self.tb = tb
+        self.pacer = pacer
         self.snd_nxt = 0
         self.acked = 0
         self.lost = 0
         self.start_ns = start_ns
         self.tx_token = 0
         self.stats = FlowStats()
-        self.rate_kbps = cc.rate_kbps
 
 
 class BottleneckSim:
@@ -187,8 +185,7 @@ class BottleneckSim:
             cc = Hpcc(c.hpcc or HpccParams(line_rate_kbps=c.link_kbps, base_rtt_ns=c.base_rtt_ns), now_ns=start)
         else:
             cc = NoCc(c.link_kbps, now_ns=start)
-        tb = TokenBucket(cc.rate_kbps * KBPS, c.mtu_bytes, now_ns=start)
-        return _Flow(i, cc, tb, start)
+        return _Flow(i, cc, CcPacer(cc, c.mtu_bytes, now_ns=start), start)
 
     def _push(self, t: int, kind: int, data: object) -> None:
         self._seq += 1
@@ -203,21 +200,15 @@ class BottleneckSim:
         c = self.cfg
         if c.flow_bytes and f.snd_nxt >= c.flow_bytes:
             return
-        f.cc.advance(now)
-        w = f.cc.window_bytes
-        if w is not None and f.snd_nxt - f.acked - f.lost >= w:
+        inflight = f.snd_nxt - f.acked - f.lost
+        t_ok = f.pacer.next_send_ns(now, inflight)
+        if t_ok is None:
             return                                     # window-limited: an ACK reschedules
-        rate = f.cc.rate_kbps
-        if rate != f.rate_kbps:
-            f.tb.set_rate(rate * KBPS, now)
-            f.rate_kbps = rate
-        t_ok = f.tb.next_eligible_ns(now)
         if t_ok > now:
             self._schedule_tx(f, t_ok)
             return
         size = c.mtu_bytes if not c.flow_bytes else min(c.mtu_bytes, c.flow_bytes - f.snd_nxt)
-        f.tb.try_send(size, now)
-        f.cc.on_bytes_sent(size, now)
+        f.pacer.try_send(size, now, inflight)
         f.snd_nxt += size
         f.stats.sent_bytes += size
         host_ser = -(-size * 8_000_000 // c.link_kbps)   # the sender NIC runs at the bottleneck's rate
@@ -286,11 +277,11 @@ class BottleneckSim:
     def _feedback(self, now: int, flow: int, ack: tuple[int, IntHop] | None) -> None:
         f = self._flows[flow]
         if ack is None:
-            f.cc.on_cnp(now)
+            f.pacer.on_cnp(now)
         else:
             end_seq, hop = ack
             f.acked = max(f.acked, end_seq)
-            f.cc.on_ack(AckInfo(end_seq, f.snd_nxt, (hop,)), now)
+            f.pacer.on_ack(AckInfo(end_seq, f.snd_nxt, (hop,)), now)
         self._try_send(f, now)   # new rate or window: re-evaluate at once (supersedes the pending TX)
 
     # --- main loop ------------------------------------------------------------------------------------------

@@ -76,3 +76,26 @@ def test_bad_arguments():
     tb.refill(50)
     with pytest.raises(ValueError, match="backwards"):
         tb.refill(10)
+
+
+def test_cc_pacer_follows_the_model_rate_and_window():
+    from sw.cc import AckInfo, DcqcnParams, DcqcnRp, Hpcc, HpccParams, IntHop
+    from sw.cc.pacer import CcPacer
+
+    rp = DcqcnRp(DcqcnParams(line_rate_kbps=8_000_000, min_rate_kbps=1000))        # 8 Gb/s = 1 B/ns
+    pacer = CcPacer(rp, burst_bytes=0)
+    assert pacer.try_send(1000, 0)
+    assert pacer.next_send_ns(0) == 1000
+    pacer.on_cnp(500)                               # rate halves at 500 ns: 500 B still owed at 0.5 B/ns
+    assert pacer.bucket.rate_bps == 4_000_000_000
+    assert pacer.next_send_ns(500) == 1500
+    assert not pacer.try_send(1000, 1499) and pacer.try_send(1000, 1500)
+
+    hp = Hpcc(HpccParams(line_rate_kbps=8_000_000, base_rtt_ns=10_000))         # W = 10_000 B
+    hpacer = CcPacer(hp, burst_bytes=1000)
+    assert hpacer.next_send_ns(0, inflight_bytes=9_999) == 0
+    assert hpacer.next_send_ns(0, inflight_bytes=10_000) is None                  # window closed
+    hop0, hop1 = IntHop(0, 0, 0, 8_000_000), IntHop(10_000, 20_000, 0, 8_000_000)  # 2x overload
+    hpacer.on_ack(AckInfo(1, 1, (hop0,)), 10)
+    hpacer.on_ack(AckInfo(2, 2, (hop1,)), 20)
+    assert hpacer.bucket.rate_bps == hp.rate_kbps * 1000 < 8_000_000_000

@@ -1,0 +1,184 @@
+"""The software RoCE NIC of one interface: verbs entry point (PD, CQ, QP), and the progress engine that decodes
+received frames, dispatches them to QPs, sends CNPs on CE, fires retransmission timers and sends paced frames.
+
+The engine is single-threaded and driven by ``progress()``/``poll()``; all time comes from ``sw.clock``; frames
+move through a port (an AF_PACKET socket, ``sw.roce.nic_port``, or an in-memory wire for tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sw.cc.base import CongestionControl
+from sw.cc.dcqcn import DcqcnNp
+from sw.clock import Clock, get_clock
+from sw.roce.decode import decode
+from sw.roce.errors import NotRoceError, RoceFormatError
+from sw.roce.flow import ECN_CE
+from sw.roce.opcodes import Opcode
+from sw.roce.pacer import make_cc
+from sw.roce.qp import QpCounters, QpState, QueuePair
+from sw.roce.verbs import CompletionQueue, ProtectionDomain
+
+TX_BURST_FRAMES = 64  # frames sent per progress() before receiving again
+RX_BURST_FRAMES = 256
+
+
+class Port(Protocol):
+    """Where frames enter and leave a NIC."""
+
+    def send(self, frame: bytes) -> None: ...
+
+    def recv_batch(self, max_frames: int) -> list[bytes]: ...
+
+    def wait(self, timeout_ns: int) -> None:
+        """Block until a frame may be readable or ``timeout_ns`` of wall time passed."""
+
+
+@dataclass
+class NicCounters:
+    """Frames the engine saw but no QP took: never a crash, always a count."""
+
+    rx_frames: int = 0
+    tx_frames: int = 0
+    non_roce_frames: int = 0
+    malformed_frames: int = 0
+    unknown_qp_frames: int = 0
+    cnps_sent: int = 0
+
+
+class Nic:
+    """One RoCEv2 NIC: owns the QP table of its interface (``mac``/``ip``) and moves their frames."""
+
+    def __init__(self, port: Port, *, mac: str, ip: str, line_rate_bps: int, cc: str = "none",
+                 clock: Clock | None = None, cc_factory: Callable[[int], CongestionControl] | None = None) -> None:
+        self.port = port
+        self.mac = mac
+        self.ip = ip
+        self.clock = clock or get_clock()
+        self.line_rate_bps = line_rate_bps
+        self.cc_name = cc
+        make_cc(cc, line_rate_bps)  # validate the name and rate now, not at the first QP
+        self._cc_factory = cc_factory
+        self.qps: dict[int, QueuePair] = {}
+        self._next_qpn = 0x11
+        self.np = DcqcnNp()
+        self.counters = NicCounters()
+
+    # --- verbs ---------------------------------------------------------------------------------------------
+    def alloc_pd(self) -> ProtectionDomain:
+        return ProtectionDomain()
+
+    def create_cq(self, depth: int = 1 << 16) -> CompletionQueue:
+        return CompletionQueue(depth)
+
+    def create_qp(self, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue | None = None
+                  ) -> QueuePair:
+        qpn = self._next_qpn
+        self._next_qpn += 1
+        qp = QueuePair(self, pd, send_cq, recv_cq or send_cq, qpn)
+        self.qps[qpn] = qp
+        return qp
+
+    def destroy_qp(self, qp: QueuePair) -> None:
+        self.qps.pop(qp.qp_num, None)
+
+    def new_cc(self) -> CongestionControl:
+        """A fresh CC model for a QP entering RTR."""
+        now_ns = self.clock.now_ns()
+        if self._cc_factory is not None:
+            return self._cc_factory(now_ns)
+        return make_cc(self.cc_name, self.line_rate_bps, now_ns)
+
+    def qp_counters(self) -> dict[str, int]:
+        """Sum of every QP's counters."""
+        total = QpCounters()
+        for qp in self.qps.values():
+            for f in dataclasses.fields(QpCounters):
+                setattr(total, f.name, getattr(total, f.name) + getattr(qp.counters, f.name))
+        return total.as_dict()
+
+    # --- engine --------------------------------------------------------------------------------------------
+    def progress(self) -> bool:
+        """One round: receive a burst, fire due timers, send a burst; True if anything happened."""
+        did = self._receive()
+        now_ns = self.clock.now_ns()
+        for qp in self.qps.values():
+            deadline = qp.timer_deadline_ns()
+            if deadline is not None and deadline <= now_ns:
+                qp.on_timer(now_ns)
+                did = True
+        return self._transmit(now_ns) or did
+
+    def _receive(self) -> bool:
+        frames = self.port.recv_batch(RX_BURST_FRAMES)
+        if not frames:
+            return False
+        now_ns = self.clock.now_ns()
+        counters = self.counters
+        qps = self.qps
+        for frame in frames:
+            counters.rx_frames += 1
+            try:
+                pkt = decode(frame)
+            except NotRoceError:
+                counters.non_roce_frames += 1
+                continue
+            except RoceFormatError:
+                counters.malformed_frames += 1
+                continue
+            qp = qps.get(pkt.dest_qp)
+            if qp is None:
+                counters.unknown_qp_frames += 1
+                continue
+            if pkt.opcode == Opcode.CNP:
+                qp.on_cnp(now_ns)
+                continue
+            if pkt.ecn == ECN_CE and self.np.on_packet(pkt.dest_qp, True, now_ns):
+                qp.cnp_pending = True
+                counters.cnps_sent += 1
+            qp.on_packet(pkt, now_ns)
+        return True
+
+    def _transmit(self, now_ns: int) -> bool:
+        sent = 0
+        active = [qp for qp in self.qps.values() if qp.state != QpState.RESET]
+        while active and sent < TX_BURST_FRAMES:
+            still = []
+            for qp in active:
+                frame = qp.next_frame(now_ns)
+                if frame is not None:
+                    self.port.send(frame)
+                    sent += 1
+                    still.append(qp)
+            active = still
+        self.counters.tx_frames += sent
+        return sent > 0
+
+    def next_deadline_ns(self) -> int | None:
+        """Earliest network time at which a timer fires or a paced QP may send again."""
+        times = [t for qp in self.qps.values() for t in (qp.timer_deadline_ns(), qp.wake_ns) if t is not None]
+        return min(times, default=None)
+
+    def poll(self, max_wait_ns: int = 1_000_000) -> bool:
+        """``progress()``; if idle, wait for a frame or the next deadline (at most ``max_wait_ns``)."""
+        if self.progress():
+            return True
+        now_ns = self.clock.now_ns()
+        deadline = self.next_deadline_ns()
+        wait_ns = max_wait_ns if deadline is None else min(max_wait_ns, deadline - now_ns)
+        if wait_ns > 0:
+            self.port.wait(int(self.clock.wall_duration_ns(wait_ns)))
+        return False
+
+    def run_until(self, done: Callable[[], bool], timeout_ns: int) -> bool:
+        """Drive the engine until ``done()`` or ``timeout_ns`` of network time passed; returns ``done()``."""
+        end_ns = self.clock.now_ns() + timeout_ns
+        while not done():
+            if self.clock.now_ns() >= end_ns:
+                return done()
+            self.poll(min(1_000_000, max(1, end_ns - self.clock.now_ns())))
+        return True

@@ -1,0 +1,98 @@
+"""Per-QP pacing: the sw.cc congestion-control model decides the rate, the sw.cc TokenBucket enforces it.
+
+The bucket is charged with each frame's size on the wire (frame + preamble, FCS and inter-frame gap) so a
+QP paced at the link rate fills the link without queueing in front of it.  HPCC also caps the bytes in
+flight with its window; it needs INT in the ACKs, which only the P4 fabric provides: without INT the model
+keeps its initial window (one BDP) and rate (line rate) — ``cc_feedback`` says so.
+"""
+
+from __future__ import annotations
+
+from sw.cc.base import AckInfo, CongestionControl, NoCc
+from sw.cc.dcqcn import DcqcnParams, DcqcnRp
+from sw.cc.fixedpoint import KBPS, kbps_from_bps
+from sw.cc.hpcc import Hpcc, HpccParams
+from sw.cc.pacer import TokenBucket
+
+ETH_WIRE_OVERHEAD_BYTES = 24  # preamble + SFD (8), FCS (4), inter-frame gap (12)
+CC_NAMES = ("none", "dcqcn", "hpcc")
+
+
+class CcConfigError(ValueError):
+    """An unknown congestion-control name or a rate it cannot run at."""
+
+    is_user_error = True
+
+
+def make_cc(name: str, line_rate_bps: int, now_ns: int = 0, *, base_rtt_ns: int = 100_000) -> CongestionControl:
+    """A fresh per-QP model: 'none' (fixed line rate), 'dcqcn' (reaction point) or 'hpcc' (INT-driven)."""
+    line_kbps = kbps_from_bps(line_rate_bps)
+    if line_kbps < 1000:
+        raise CcConfigError(f"line rate {line_rate_bps} bit/s: must be at least 1 Mb/s")
+    if name == "none":
+        return NoCc(line_kbps, now_ns)
+    if name == "dcqcn":
+        min_kbps = max(1, min(DcqcnParams.min_rate_kbps, line_kbps // 100))
+        return DcqcnRp(DcqcnParams(line_rate_kbps=line_kbps, min_rate_kbps=min_kbps,
+                                   rate_ai_kbps=max(1, min(DcqcnParams.rate_ai_kbps, line_kbps // 100)),
+                                   rate_hai_kbps=max(1, min(DcqcnParams.rate_hai_kbps, line_kbps // 20))),
+                       now_ns)
+    if name == "hpcc":
+        min_kbps = max(HpccParams.min_rate_kbps if line_kbps > 10 * HpccParams.min_rate_kbps else line_kbps // 100,
+                       -(-8_000_000 // base_rtt_ns))
+        return Hpcc(HpccParams(line_rate_kbps=line_kbps, base_rtt_ns=base_rtt_ns, min_rate_kbps=min_kbps,
+                               rate_ai_kbps=max(1, min(HpccParams.rate_ai_kbps, line_kbps // 100))), now_ns)
+    raise CcConfigError(f"--cc {name!r}: expected one of {', '.join(CC_NAMES)}")
+
+
+class QpPacer:
+    """Token bucket at the CC model's current rate; also the place CNPs and ACKs reach the model."""
+
+    def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 2 * 4200) -> None:
+        self.cc = cc
+        self.bucket = TokenBucket(cc.rate_kbps * KBPS, burst_bytes, now_ns)
+        self.cnps = 0
+
+    @property
+    def rate_bps(self) -> int:
+        return self.bucket.rate_bps
+
+    @property
+    def window_bytes(self) -> int | None:
+        return self.cc.window_bytes
+
+    @property
+    def cc_feedback(self) -> str:
+        """What drives the rate here: 'none', 'cnp' (DCQCN) or 'int' (HPCC, only where ACKs carry INT)."""
+        if isinstance(self.cc, NoCc):
+            return "none"
+        return "int" if isinstance(self.cc, Hpcc) else "cnp"
+
+    def _sync(self, now_ns: int) -> None:
+        self.cc.advance(now_ns)
+        rate_bps = self.cc.rate_kbps * KBPS
+        if rate_bps != self.bucket.rate_bps:
+            self.bucket.set_rate(rate_bps, now_ns)
+
+    def next_send_ns(self, now_ns: int) -> int:
+        """Earliest time >= now a frame may start."""
+        self._sync(now_ns)
+        return self.bucket.next_eligible_ns(now_ns)
+
+    def may_send(self, now_ns: int) -> bool:
+        self._sync(now_ns)
+        return self.bucket.eligible(now_ns)
+
+    def charge(self, frame_bytes: int, now_ns: int) -> None:
+        """A frame of ``frame_bytes`` (no FCS) left at ``now_ns``; call only after ``may_send`` said yes."""
+        self.bucket.try_send(frame_bytes + ETH_WIRE_OVERHEAD_BYTES, now_ns)
+        self.cc.on_bytes_sent(frame_bytes, now_ns)
+
+    def on_cnp(self, now_ns: int) -> None:
+        self.cnps += 1
+        self.cc.on_cnp(now_ns)
+        self._sync(now_ns)
+
+    def on_ack(self, acked_bytes: int, sent_bytes: int, now_ns: int) -> None:
+        """Cumulative bytes acknowledged / sent; no INT hops on this path (see the module docstring)."""
+        self.cc.on_ack(AckInfo(acked_bytes, sent_bytes), now_ns)

@@ -1,0 +1,235 @@
+"""RC queue pair: the RESET -> INIT -> RTR -> RTS state machine, its attributes and counters, and the glue that
+routes packets to the requester or responder half and picks the next frame to send (ACKs first, then paced
+data).  Deterministic: the NIC engine passes time in and takes frames out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from sw.roce.decode import RocePacket
+from sw.roce.flow import Flow
+from sw.roce.opcodes import Opcode
+from sw.roce.pacer import QpPacer
+from sw.roce.qp_requester import Requester
+from sw.roce.qp_responder import Responder
+from sw.roce.template import FlowTemplates
+from sw.roce.transport_rules import PATH_MTUS, TO_REQUESTER, ack_timeout_ns
+from sw.roce.verbs import CompletionQueue, ProtectionDomain, RecvWr, SendWr, VerbsError
+
+if TYPE_CHECKING:
+    from sw.roce.nic import Nic
+
+
+class QpState(IntEnum):
+    """ibv_qp_state, the states an RC QP moves through."""
+
+    RESET = 0
+    INIT = 1
+    RTR = 2
+    RTS = 3
+    ERROR = 6
+
+
+_NEXT = {QpState.RESET: QpState.INIT, QpState.INIT: QpState.RTR, QpState.RTR: QpState.RTS}
+
+
+@dataclass
+class QpAttr:
+    """QP attributes (ibv_qp_attr names); the remote address fields are set on INIT -> RTR."""
+
+    path_mtu: int = 1024
+    dest_qp_num: int = 0
+    dest_mac: str = "00:00:00:00:00:00"
+    dest_ip: str = "0.0.0.0"
+    rq_psn: int = 0
+    sq_psn: int = 0
+    timeout: int = 14  # local ACK timeout 4.096 us * 2^14 = 67 ms
+    retry_cnt: int = 7
+    rnr_retry: int = 7  # 7 = infinite
+    min_rnr_timer: int = 12  # 0.64 ms
+    max_inflight_pkts: int = 1024  # send window in packets (our NIC's outstanding-PSN limit)
+    ack_every_pkts: int = 16  # AckReq on every n-th packet of a long message (and on every last packet)
+
+    def check(self) -> None:
+        if self.path_mtu not in PATH_MTUS:
+            raise VerbsError(f"path_mtu={self.path_mtu}: must be one of {', '.join(map(str, PATH_MTUS))}")
+        for name, lo, hi in (("dest_qp_num", 0, 0xFFFFFF), ("rq_psn", 0, 0xFFFFFF), ("sq_psn", 0, 0xFFFFFF),
+                             ("timeout", 1, 31), ("retry_cnt", 0, 7), ("rnr_retry", 0, 7),
+                             ("min_rnr_timer", 0, 31), ("max_inflight_pkts", 1, 1 << 22),
+                             ("ack_every_pkts", 1, 1 << 16)):
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                raise VerbsError(f"modify_qp {name}={value}: must be {lo}..{hi}")
+
+
+@dataclass
+class QpCounters:
+    """Per-QP packet counters: every retransmission and drop is explained by one of these."""
+
+    tx_packets: int = 0
+    tx_bytes: int = 0
+    rx_packets: int = 0
+    retransmitted_packets: int = 0
+    go_back_events: int = 0
+    timeouts: int = 0
+    acks_sent: int = 0
+    acks_coalesced: int = 0
+    acks_received: int = 0
+    stale_acks: int = 0
+    naks_sent: int = 0
+    naks_received: int = 0
+    rnr_naks_sent: int = 0
+    rnr_naks_received: int = 0
+    duplicates_received: int = 0
+    out_of_sequence_received: int = 0
+    duplicate_responses: int = 0
+    stale_responses: int = 0
+    malformed_responses: int = 0
+    cnps_sent: int = 0
+    cnps_received: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+
+class QueuePair:
+    """One reliable-connected QP of a NIC."""
+
+    def __init__(self, nic: Nic, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue,
+                 qp_num: int) -> None:
+        self.nic = nic
+        self.pd = pd
+        self.send_cq = send_cq
+        self.recv_cq = recv_cq
+        self.qp_num = qp_num
+        self.state = QpState.RESET
+        self.attr = QpAttr()
+        self.counters = QpCounters()
+        self.templates: FlowTemplates | None = None
+        self.pacer: QpPacer | None = None
+        self.req: Requester | None = None
+        self.resp: Responder | None = None
+        self.ack_timeout_ns = ack_timeout_ns(self.attr.timeout)
+        self.cnp_pending = False
+        self.wake_ns: int | None = None  # when the pacer or an RNR wait lets us send again
+
+    # --- state machine -------------------------------------------------------------------------------------
+    def modify(self, state: QpState, **attrs: int | str) -> None:
+        """ibv_modify_qp: move to ``state`` (the next state, ERROR or RESET), setting ``attrs`` on the way."""
+        if state not in (QpState.ERROR, QpState.RESET) and _NEXT.get(self.state) != state:
+            raise VerbsError(f"modify_qp: {self.state.name} -> {QpState(state).name} is not a valid transition")
+        new_attr = dataclasses.replace(self.attr)
+        for name, value in attrs.items():
+            if not hasattr(new_attr, name):
+                raise VerbsError(f"modify_qp: unknown attribute {name!r}")
+            setattr(new_attr, name, value)
+        new_attr.check()
+        self.attr = new_attr
+        self.ack_timeout_ns = ack_timeout_ns(new_attr.timeout)
+        if state == QpState.INIT:
+            self.resp = None
+        elif state == QpState.RTR:
+            flow = Flow(self.nic.mac, new_attr.dest_mac, self.nic.ip, new_attr.dest_ip, self.qp_num,
+                        new_attr.dest_qp_num)
+            self.templates = FlowTemplates(flow)
+            self.pacer = QpPacer(self.nic.new_cc(), self.nic.clock.now_ns())
+            self.resp = Responder(self, new_attr.rq_psn)
+        elif state == QpState.RTS:
+            self.req = Requester(self, new_attr.sq_psn)
+        elif state == QpState.ERROR:
+            self.to_error()
+            return
+        elif state == QpState.RESET:
+            self.req = self.resp = None
+            self.templates = self.pacer = None
+        self.state = state
+
+    def to_error(self, *, after_flush_out: bool = False) -> None:
+        """Enter ERROR: flush both queues with WR_FLUSH_ERR (a pending NAK still goes out)."""
+        self.state = QpState.ERROR
+        if self.req is not None:
+            self.req.flush()
+        if self.resp is not None:
+            self.resp.flush()
+
+    # --- verbs ---------------------------------------------------------------------------------------------
+    def post_send(self, wr: SendWr) -> None:
+        if self.state != QpState.RTS or self.req is None:
+            raise VerbsError(f"post_send on QP {self.qp_num} in state {self.state.name}: needs RTS")
+        self.req.post(wr)
+
+    def post_recv(self, wr: RecvWr) -> None:
+        if self.state not in (QpState.RTR, QpState.RTS) or self.resp is None:
+            raise VerbsError(f"post_recv on QP {self.qp_num} in state {self.state.name}: needs RTR or RTS")
+        self.resp.post_recv(wr)
+
+    # --- engine interface ----------------------------------------------------------------------------------
+    def on_packet(self, pkt: RocePacket, now_ns: int) -> None:
+        self.counters.rx_packets += 1
+        if self.state not in (QpState.RTR, QpState.RTS):
+            return
+        if pkt.opcode in TO_REQUESTER:
+            if self.req is None:
+                return
+            if pkt.opcode == Opcode.ACKNOWLEDGE:
+                self.req.on_ack(pkt, now_ns)
+            elif pkt.opcode != Opcode.ATOMIC_ACKNOWLEDGE:
+                self.req.on_read_response(pkt, now_ns)
+        elif self.resp is not None:
+            self.resp.on_request(pkt, now_ns)
+
+    def on_cnp(self, now_ns: int) -> None:
+        self.counters.cnps_received += 1
+        if self.pacer is not None:
+            self.pacer.on_cnp(now_ns)
+
+    def timer_deadline_ns(self) -> int | None:
+        return self.req.timer_ns if self.req is not None and self.state == QpState.RTS else None
+
+    def on_timer(self, now_ns: int) -> None:
+        if self.req is not None and self.state == QpState.RTS:
+            self.req.on_timer(now_ns)
+
+    def next_frame(self, now_ns: int) -> bytes | None:
+        """The next frame to send now, or None (then ``wake_ns`` says when to ask again, if pacing blocks)."""
+        self.wake_ns = None
+        tpl = self.templates
+        if tpl is None:
+            return None
+        if self.cnp_pending:
+            self.cnp_pending = False
+            self.counters.cnps_sent += 1
+            return self._count(tpl[Opcode.CNP].build(0))
+        resp = self.resp
+        if resp is not None and resp.out:
+            if resp.next_is_ack():
+                return self._count(resp.build_next()[0])
+            if self.state != QpState.ERROR:
+                return self._paced(now_ns, lambda: resp.build_next()[0])
+        if self.state != QpState.RTS:
+            return None
+        req = self.req
+        if req is None or not req.can_send(now_ns):
+            if req is not None:
+                self.wake_ns = req.blocked_until_ns(now_ns)
+            return None
+        return self._paced(now_ns, lambda: req.build_next(now_ns))
+
+    def _paced(self, now_ns: int, build) -> bytes | None:  # type: ignore[no-untyped-def]
+        pacer = self.pacer
+        assert pacer is not None
+        if not pacer.may_send(now_ns):
+            self.wake_ns = pacer.next_send_ns(now_ns)
+            return None
+        frame = build()
+        pacer.charge(len(frame), now_ns)
+        return self._count(frame)
+
+    def _count(self, frame: bytes) -> bytes:
+        self.counters.tx_packets += 1
+        self.counters.tx_bytes += len(frame)
+        return frame

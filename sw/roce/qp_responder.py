@@ -1,0 +1,271 @@
+"""Responder half of an RC QP: checks PSNs, places SEND/WRITE data, serves READs, answers with coalesced ACKs,
+NAKs (sequence error, access error, invalid request) and RNR NAKs when no receive is posted.
+
+Everything the responder sends leaves in one FIFO (ACKs queue behind read responses, as on a NIC), so an ACK
+for a later PSN never overtakes the responses of an earlier READ.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sw.roce.decode import RocePacket
+from sw.roce.opcodes import Opcode
+from sw.roce.transport_rules import (
+    CREDITS_INVALID,
+    NAK_INV_REQ,
+    NAK_PSN_SEQ_ERR,
+    NAK_REM_ACCESS_ERR,
+    READ_RESP_OPS,
+    SEND_ANY,
+    SEND_FIRSTISH,
+    SEND_LASTISH,
+    SYN_ACK,
+    SYN_NAK,
+    SYN_RNR,
+    WITH_IMM,
+    WRITE_ANY,
+    WRITE_FIRSTISH,
+    WRITE_LASTISH,
+    n_packets,
+    psn_add,
+    psn_diff,
+    segment_opcode,
+)
+from sw.roce.verbs import Access, MemoryRegion, RecvWr, VerbsError, WcOpcode, WcStatus, WorkCompletion
+
+if TYPE_CHECKING:
+    from sw.roce.qp import QueuePair
+
+
+@dataclass(slots=True)
+class _Ack:
+    syndrome: int
+    psn: int
+    msn: int
+
+
+@dataclass(slots=True)
+class _ReadJob:
+    """Responses still to send for one READ request."""
+
+    first_psn: int
+    mr: MemoryRegion
+    off: int
+    length: int
+    n_pkts: int
+    msn: int
+    next_i: int = 0
+
+
+@dataclass(slots=True)
+class _Incoming:
+    """A multi-packet SEND or WRITE being received."""
+
+    mr: MemoryRegion
+    off: int
+    capacity: int
+    received: int = 0
+    recv: RecvWr | None = None
+
+
+class Responder:
+    """Receive side of one QP."""
+
+    def __init__(self, qp: QueuePair, rq_psn: int) -> None:
+        self.qp = qp
+        self.epsn = rq_psn
+        self.msn = 0
+        self.recv_queue: deque[RecvWr] = deque()
+        self.out: deque[_Ack | _ReadJob] = deque()
+        self.nak_sent = False  # one NAK per sequence-error episode
+        self.send_in: _Incoming | None = None
+        self.write_in: _Incoming | None = None
+
+    def post_recv(self, wr: RecvWr) -> None:
+        mr = self.qp.pd.by_lkey(wr.sge.lkey)
+        if mr is None:
+            raise VerbsError(f"post_recv wr_id={wr.wr_id}: unknown lkey {wr.sge.lkey:#x}")
+        mr.offset(wr.sge.addr, wr.sge.length, Access.LOCAL_WRITE, what=f"post_recv wr_id={wr.wr_id}")
+        self.recv_queue.append(wr)
+
+    # --- receive -------------------------------------------------------------------------------------------
+    def on_request(self, pkt: RocePacket, now_ns: int) -> None:
+        counters = self.qp.counters
+        d = psn_diff(pkt.psn, self.epsn)
+        if d > 0:
+            counters.out_of_sequence_received += 1
+            if not self.nak_sent:
+                self.nak_sent = True
+                counters.naks_sent += 1
+                self._queue_ack(SYN_NAK | NAK_PSN_SEQ_ERR, self.epsn, coalesce=False)
+            return
+        if d < 0:
+            counters.duplicates_received += 1
+            if pkt.opcode == Opcode.RDMA_READ_REQUEST:
+                self._serve_read(pkt, replay=True)  # reads are idempotent: serve the duplicate again
+            elif pkt.ackreq:
+                self._queue_ack(SYN_ACK | CREDITS_INVALID, psn_add(self.epsn, -1))
+            return
+        op = pkt.opcode
+        if op in WRITE_ANY:
+            ok = self._on_write(pkt)
+        elif op in SEND_ANY:
+            ok = self._on_send(pkt)
+        elif op == Opcode.RDMA_READ_REQUEST:
+            self._serve_read(pkt, replay=False)
+            return
+        else:
+            self._nak(NAK_INV_REQ, pkt.psn)
+            return
+        if not ok:
+            return
+        self.nak_sent = False
+        self.epsn = psn_add(self.epsn, 1)
+        if pkt.ackreq:
+            self._queue_ack(SYN_ACK | CREDITS_INVALID, pkt.psn)
+
+    def _on_send(self, pkt: RocePacket) -> bool:
+        op = pkt.opcode
+        incoming = self.send_in
+        if op in SEND_FIRSTISH:
+            if not self.recv_queue:
+                self.qp.counters.rnr_naks_sent += 1
+                self.nak_sent = True  # the packets behind this one are dropped silently until it comes again
+                self._queue_ack(SYN_RNR | self.qp.attr.min_rnr_timer, pkt.psn, coalesce=False)
+                return False
+            wr = self.recv_queue.popleft()
+            mr = self.qp.pd.by_lkey(wr.sge.lkey)
+            assert mr is not None  # checked at post_recv
+            incoming = self.send_in = _Incoming(mr, mr.offset(wr.sge.addr, 0, Access(0)), wr.sge.length, recv=wr)
+        elif incoming is None:
+            self._nak(NAK_INV_REQ, pkt.psn)
+            return False
+        n = len(pkt.payload)
+        if incoming.received + n > incoming.capacity:
+            self._recv_complete(incoming, WcStatus.LOC_LEN_ERR, WcOpcode.RECV, None)
+            self._nak(NAK_INV_REQ, pkt.psn)
+            return False
+        start = incoming.off + incoming.received
+        incoming.mr.view[start : start + n] = pkt.payload
+        incoming.received += n
+        if op in SEND_LASTISH:
+            self.send_in = None
+            self.msn = (self.msn + 1) & 0xFFFFFF
+            self._recv_complete(incoming, WcStatus.SUCCESS, WcOpcode.RECV, pkt.immdt if op in WITH_IMM else None)
+        return True
+
+    def _on_write(self, pkt: RocePacket) -> bool:
+        op = pkt.opcode
+        incoming = self.write_in
+        if op in WRITE_FIRSTISH:
+            mr = self.qp.pd.by_rkey(pkt.rkey or 0)
+            try:
+                if mr is None:
+                    raise VerbsError(f"unknown rkey {pkt.rkey:#x}")
+                off = mr.offset(pkt.va or 0, pkt.dma_len or 0, Access.REMOTE_WRITE, what="RDMA WRITE")
+            except VerbsError:
+                self._nak(NAK_REM_ACCESS_ERR, pkt.psn)
+                return False
+            incoming = self.write_in = _Incoming(mr, off, pkt.dma_len or 0)
+        elif incoming is None:
+            self._nak(NAK_INV_REQ, pkt.psn)
+            return False
+        n = len(pkt.payload)
+        if incoming.received + n > incoming.capacity:
+            self._nak(NAK_INV_REQ, pkt.psn)
+            return False
+        if op in WITH_IMM and not self.recv_queue:
+            self.qp.counters.rnr_naks_sent += 1
+            self.nak_sent = True
+            self._queue_ack(SYN_RNR | self.qp.attr.min_rnr_timer, pkt.psn, coalesce=False)
+            return False
+        start = incoming.off + incoming.received
+        incoming.mr.view[start : start + n] = pkt.payload
+        incoming.received += n
+        if op in WRITE_LASTISH:
+            self.write_in = None
+            self.msn = (self.msn + 1) & 0xFFFFFF
+            if op in WITH_IMM:
+                wr = self.recv_queue.popleft()
+                self.qp.recv_cq.push(WorkCompletion(wr.wr_id, WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM,
+                                                    self.qp.qp_num, incoming.received, pkt.immdt))
+        return True
+
+    def _serve_read(self, pkt: RocePacket, *, replay: bool) -> None:
+        mr = self.qp.pd.by_rkey(pkt.rkey or 0)
+        length = pkt.dma_len or 0
+        try:
+            if mr is None:
+                raise VerbsError(f"unknown rkey {pkt.rkey:#x}")
+            off = mr.offset(pkt.va or 0, length, Access.REMOTE_READ, what="RDMA READ")
+        except VerbsError:
+            self._nak(NAK_REM_ACCESS_ERR, pkt.psn)
+            return
+        n = n_packets(length, self.qp.attr.path_mtu)
+        if not replay:
+            self.nak_sent = False
+            self.epsn = psn_add(self.epsn, n)
+            self.msn = (self.msn + 1) & 0xFFFFFF
+        else:
+            if psn_diff(psn_add(pkt.psn, n), self.epsn) > 0:
+                return  # a "duplicate" reaching past what we executed is malformed: ignore it
+            # The requester went back to this PSN and discards everything after it: drop stale responses.
+            self.out = deque(item for item in self.out if not isinstance(item, _ReadJob))
+        self.out.append(_ReadJob(pkt.psn, mr, off, length, n, self.msn))
+
+    def _recv_complete(self, incoming: _Incoming, status: WcStatus, opcode: WcOpcode, imm: int | None) -> None:
+        wr = incoming.recv
+        if wr is not None:
+            self.qp.recv_cq.push(WorkCompletion(wr.wr_id, status, opcode, self.qp.qp_num, incoming.received, imm))
+
+    def _nak(self, code: int, psn: int) -> None:
+        """A fatal NAK (access error, invalid request): send it, then the QP goes to ERROR."""
+        self.qp.counters.naks_sent += 1
+        self._queue_ack(SYN_NAK | code, psn, coalesce=False)
+        self.qp.to_error(after_flush_out=True)
+
+    def _queue_ack(self, syndrome: int, psn: int, *, coalesce: bool = True) -> None:
+        if coalesce and self.out:
+            tail = self.out[-1]
+            if isinstance(tail, _Ack) and tail.syndrome == syndrome:
+                tail.psn, tail.msn = psn, self.msn
+                self.qp.counters.acks_coalesced += 1
+                return
+        self.out.append(_Ack(syndrome, psn, self.msn))
+
+    # --- transmit ------------------------------------------------------------------------------------------
+    def next_is_ack(self) -> bool:
+        return bool(self.out) and isinstance(self.out[0], _Ack)
+
+    def build_next(self) -> tuple[bytes, bool]:
+        """The next frame of the FIFO and whether it is paced data (a read response) rather than an ACK."""
+        item = self.out[0]
+        tpl = self.qp.templates
+        if isinstance(item, _Ack):
+            self.out.popleft()
+            self.qp.counters.acks_sent += 1
+            return tpl[Opcode.ACKNOWLEDGE].build(item.psn, b"", syndrome=item.syndrome, msn=item.msn), False
+        mtu = self.qp.attr.path_mtu
+        i = item.next_i
+        start = item.off + i * mtu
+        end = min(item.off + item.length, start + mtu)
+        opcode = segment_opcode(READ_RESP_OPS, i, item.n_pkts)
+        fields = {}
+        if opcode != Opcode.RDMA_READ_RESPONSE_MIDDLE:
+            fields = {"syndrome": SYN_ACK | CREDITS_INVALID, "msn": item.msn}
+        frame = tpl[opcode].build(psn_add(item.first_psn, i), item.mr.view[start:end], **fields)
+        item.next_i += 1
+        if item.next_i >= item.n_pkts:
+            self.out.popleft()
+        return frame, True
+
+    def flush(self) -> None:
+        """QP went to ERROR: posted receives complete with WR_FLUSH_ERR."""
+        while self.recv_queue:
+            wr = self.recv_queue.popleft()
+            self.qp.recv_cq.push(WorkCompletion(wr.wr_id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, self.qp.qp_num))
+        self.send_in = self.write_in = None
+        self.out = deque(item for item in self.out if isinstance(item, _Ack))  # pending NAKs still leave

@@ -1,0 +1,211 @@
+"""Verbs objects with the names RDMA programmers know: PD, MR over numpy buffers, CQ, work requests, completions.
+
+Memory regions get a virtual address range and lkey/rkey like a real HCA's; the transport looks them up by key
+and checks bounds and access flags on every local and remote access.  One scatter/gather element per work
+request (the transport copies into and out of numpy buffers; gather lists would add nothing here).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+
+import numpy as np
+
+
+class VerbsError(ValueError):
+    """A verbs call with bad arguments (unknown key, out of bounds, wrong QP state): one clear line."""
+
+    is_user_error = True
+
+
+class Access(IntFlag):
+    """Memory-region access flags (ibv_access_flags)."""
+
+    LOCAL_WRITE = 1
+    REMOTE_WRITE = 2
+    REMOTE_READ = 4
+    REMOTE_ATOMIC = 8
+
+
+ACCESS_ALL = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ
+
+
+class WrOpcode(IntEnum):
+    """Send-queue work-request opcodes (ibv_wr_opcode)."""
+
+    RDMA_WRITE = 0
+    RDMA_WRITE_WITH_IMM = 1
+    SEND = 2
+    SEND_WITH_IMM = 3
+    RDMA_READ = 4
+
+
+class WcOpcode(IntEnum):
+    """What a completion reports (ibv_wc_opcode)."""
+
+    SEND = 0
+    RDMA_WRITE = 1
+    RDMA_READ = 2
+    RECV = 128
+    RECV_RDMA_WITH_IMM = 129
+
+
+class WcStatus(IntEnum):
+    """Completion status (ibv_wc_status), the subset an RC transport produces."""
+
+    SUCCESS = 0
+    LOC_LEN_ERR = 1
+    LOC_PROT_ERR = 4
+    WR_FLUSH_ERR = 5
+    REM_INV_REQ_ERR = 9
+    REM_ACCESS_ERR = 10
+    REM_OP_ERR = 11
+    RETRY_EXC_ERR = 12
+    RNR_RETRY_EXC_ERR = 13
+
+
+_WC_OF_WR = {
+    WrOpcode.RDMA_WRITE: WcOpcode.RDMA_WRITE,
+    WrOpcode.RDMA_WRITE_WITH_IMM: WcOpcode.RDMA_WRITE,
+    WrOpcode.SEND: WcOpcode.SEND,
+    WrOpcode.SEND_WITH_IMM: WcOpcode.SEND,
+    WrOpcode.RDMA_READ: WcOpcode.RDMA_READ,
+}
+
+
+def wc_opcode_of(opcode: WrOpcode) -> WcOpcode:
+    return _WC_OF_WR[opcode]
+
+
+@dataclass(frozen=True, slots=True)
+class Sge:
+    """One scatter/gather element: ``length`` bytes at virtual address ``addr`` of the MR with ``lkey``."""
+
+    addr: int
+    length: int
+    lkey: int
+
+
+@dataclass(frozen=True, slots=True)
+class SendWr:
+    """A send-queue work request; ``remote_addr``/``rkey`` for RDMA, ``imm_data`` for the *_WITH_IMM opcodes."""
+
+    wr_id: int
+    opcode: WrOpcode
+    sge: Sge
+    remote_addr: int = 0
+    rkey: int = 0
+    imm_data: int | None = None
+    signaled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RecvWr:
+    """A receive-queue work request: where the next incoming SEND lands."""
+
+    wr_id: int
+    sge: Sge
+
+
+@dataclass(frozen=True, slots=True)
+class WorkCompletion:
+    """One completion-queue entry (ibv_wc)."""
+
+    wr_id: int
+    status: WcStatus
+    opcode: WcOpcode
+    qp_num: int
+    byte_len: int = 0
+    imm_data: int | None = None
+
+
+_key_counter = itertools.count(0x1000)
+_VA_BASE = 0x7F00_0000_0000
+_VA_ALIGN = 1 << 21
+
+
+class MemoryRegion:
+    """A registered numpy buffer: bytes ``[addr, addr + length)`` of a virtual address space, lkey and rkey."""
+
+    def __init__(self, pd: ProtectionDomain, buf: np.ndarray, access: Access, addr: int) -> None:
+        if not isinstance(buf, np.ndarray) or not buf.flags.c_contiguous:
+            raise VerbsError("reg_mr: the buffer must be a C-contiguous numpy array")
+        self.pd = pd
+        self.buf = buf
+        self.view = memoryview(buf).cast("B")  # byte view the transport copies into and out of
+        self.length = len(self.view)
+        self.access = Access(access)
+        self.addr = addr
+        self.lkey = next(_key_counter)
+        self.rkey = next(_key_counter)
+
+    def offset(self, addr: int, length: int, need: Access, *, what: str = "access") -> int:
+        """Byte offset of ``[addr, addr+length)`` in the buffer, or VerbsError if out of bounds/not allowed."""
+        if need and not self.access & need:
+            raise VerbsError(f"{what}: MR {self.lkey:#x} lacks access {need!r}")
+        off = addr - self.addr
+        if off < 0 or length < 0 or off + length > self.length:
+            raise VerbsError(
+                f"{what}: [{addr:#x}, +{length}) is outside MR [{self.addr:#x}, +{self.length})"
+            )
+        return off
+
+    def sge(self, offset: int = 0, length: int | None = None) -> Sge:
+        """An SGE over part of this region (default: all of it)."""
+        n = self.length - offset if length is None else length
+        self.offset(self.addr + offset, n, Access(0), what="sge")
+        return Sge(self.addr + offset, n, self.lkey)
+
+
+class ProtectionDomain:
+    """Groups memory regions and QPs; keys are looked up only within their PD."""
+
+    def __init__(self) -> None:
+        self._by_lkey: dict[int, MemoryRegion] = {}
+        self._by_rkey: dict[int, MemoryRegion] = {}
+        self._next_va = _VA_BASE
+
+    def reg_mr(self, buf: np.ndarray, access: Access = ACCESS_ALL) -> MemoryRegion:
+        """Register ``buf`` (contiguous numpy array of any dtype) with ``access`` flags."""
+        mr = MemoryRegion(self, buf, access, self._next_va)
+        self._next_va += (mr.length + _VA_ALIGN) // _VA_ALIGN * _VA_ALIGN + _VA_ALIGN
+        self._by_lkey[mr.lkey] = mr
+        self._by_rkey[mr.rkey] = mr
+        return mr
+
+    def dereg_mr(self, mr: MemoryRegion) -> None:
+        self._by_lkey.pop(mr.lkey, None)
+        self._by_rkey.pop(mr.rkey, None)
+
+    def by_lkey(self, lkey: int) -> MemoryRegion | None:
+        return self._by_lkey.get(lkey)
+
+    def by_rkey(self, rkey: int) -> MemoryRegion | None:
+        return self._by_rkey.get(rkey)
+
+
+class CompletionQueue:
+    """Completions in the order the transport produced them; ``poll`` takes up to ``max_entries``."""
+
+    def __init__(self, depth: int = 1 << 16) -> None:
+        self.depth = depth
+        self._entries: deque[WorkCompletion] = deque()
+        self.overflows = 0
+
+    def push(self, wc: WorkCompletion) -> None:
+        if len(self._entries) >= self.depth:
+            self.overflows += 1
+            return
+        self._entries.append(wc)
+
+    def poll(self, max_entries: int = 16) -> list[WorkCompletion]:
+        out = []
+        while self._entries and len(out) < max_entries:
+            out.append(self._entries.popleft())
+        return out
+
+    def __len__(self) -> int:
+        return len(self._entries)

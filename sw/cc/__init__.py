@@ -8,6 +8,7 @@ One model per algorithm, shared by the host stack (``sw.roce`` paces QPs with th
 * :mod:`sw.cc.base`   - the ``CongestionControl`` protocol, ``NoCc`` baseline, ``IntHop`` / ``AckInfo``
 * :mod:`sw.cc.pacer`  - ``TokenBucket`` (the pacer the host stack and the RTL limiter check against) and
   ``CcPacer`` (a bucket whose rate follows a CC model, plus its window): how the host stack paces a QP
+* :mod:`sw.cc.stimulus` - seeded random event streams and their replay, for RTL scoreboards
 * :mod:`sw.cc.sim`    - a tiny deterministic single-bottleneck discrete-event simulator used by the tests
 * :mod:`sw.cc.fixedpoint` - the number formats (units, widths, rounding), documented for the RTL
 

@@ -3,6 +3,16 @@
 Public entry points: ``Flow`` (addressing of one connection), ``FlowTemplates``/``PacketTemplate`` (fast
 build), ``decode``/``RocePacket`` (fast parse), ``scapy_packet`` (reference build), ``Opcode``, and the
 ``RoceFormatError`` family.  Importing ``sw.roce.headers`` registers the Scapy layers on UDP port 4791.
+
+Typical use on an AF_PACKET socket::
+
+    flow = Flow(src_mac, dst_mac, "10.0.0.1", "10.0.0.2", src_qpn=0x11, dst_qpn=0x22)
+    tx = FlowTemplates(flow)                                    # per connection, once
+    sock.send(tx[Opcode.RDMA_WRITE_ONLY].build(psn, data, ackreq=True, va=va, rkey=rkey, dma_len=len(data)))
+    try:
+        pkt = decode(sock.recv(65535))                          # RocePacket: opcode, dest_qp, psn, ecn, ...
+    except RoceFormatError:
+        ...                                                     # not ours, truncated, or bad ICRC: drop
 """
 
 from __future__ import annotations

@@ -1,0 +1,134 @@
+"""P4_16 source -> lark parse tree (LALR), with type names told apart from other names by a post-lexer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Tree
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from p4.errors import CompileError
+from p4.preprocess import Preprocessed
+
+_GRAMMAR = Path(__file__).with_name("p4.lark")
+_TYPE_INTRO = {"header", "struct", "header_union", "enum", "extern", "parser", "control", "package"}
+_BUILTIN_TYPES = {"packet_in", "packet_out"}
+
+
+class TypeNamePostLex:
+    """Disambiguate tokens the way p4c's lexer does (the classic C 'lexer hack').
+
+    * NAME tokens that name a declared type become TYPE_NAME (P4 declares types before use, so one
+      left-to-right pass is enough);
+    * ``<`` that opens type arguments/parameters becomes TLT and its matching ``>`` TGT, and a ``>>`` that
+      closes two of them is split, so ``register<bit<32>>`` and ``a >> 1 > b`` both parse.
+    """
+
+    always_accept = ("NAME", "LT", "GT", "SHR")
+    _STMT_START = {";", "{", "}", "extern", "package", "parser", "control", "void", ">", "("}
+
+    def __init__(self) -> None:
+        self.types: set[str] = set(_BUILTIN_TYPES)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        intro: str | None = None       # keyword waiting for the name it declares
+        pending = ""
+        in_typedef = False
+        prev: Token | None = None
+        prev2: Token | None = None
+        depth = 0                      # brace depth: type declarations only count at depth 0
+        angle = 0                      # open TLTs
+        for tok in stream:
+            val = tok.value
+            if tok.type == "NAME" and val in self.types:
+                tok = Token.new_borrow_pos("TYPE_NAME", val, tok)
+            if tok.type == "LT" and prev is not None and self._opens_type_args(prev, prev2):
+                tok = Token.new_borrow_pos("TLT", val, tok)
+                angle += 1
+            elif tok.type == "GT" and angle:
+                tok = Token.new_borrow_pos("TGT", val, tok)
+                angle -= 1
+            elif tok.type == "SHR" and angle:
+                first = Token("TGT", ">", tok.start_pos, tok.line, tok.column, tok.end_line, tok.column + 1,
+                              tok.start_pos + 1)
+                angle -= 1
+                yield first
+                if angle:
+                    angle -= 1
+                    tok = Token("TGT", ">", tok.start_pos + 1, tok.line, tok.column + 1, tok.end_line,
+                                tok.end_column, tok.end_pos)
+                else:
+                    tok = Token("GT", ">", tok.start_pos + 1, tok.line, tok.column + 1, tok.end_line,
+                                tok.end_column, tok.end_pos)
+            if depth == 0:
+                if tok.type != "NAME" and tok.type != "TYPE_NAME" and val in _TYPE_INTRO:
+                    intro = val
+                elif intro and tok.type in ("NAME", "TYPE_NAME"):
+                    if intro == "extern":
+                        intro = "extern?"      # decide on the next token: '{' or '<' means an object
+                        pending = val
+                    else:
+                        self.types.add(val)
+                        intro = None
+                elif intro == "extern?":
+                    if val in ("{", "<"):
+                        self.types.add(pending)
+                    intro = None
+                elif intro == "extern":
+                    intro = None                # extern void f(...) / extern bit<8> f(...): a function
+                elif intro == "enum":
+                    pass                        # enum bit<8> Name: keep waiting
+                elif val in ("typedef", "type") and tok.type != "NAME":
+                    in_typedef = True
+                elif val == ";" and in_typedef and prev is not None:
+                    self.types.add(prev.value)
+                    in_typedef = False
+            if val == "{":
+                depth += 1
+            elif val == "}":
+                depth = max(0, depth - 1)
+            prev2, prev = prev, tok
+            yield tok
+
+    def _opens_type_args(self, prev: Token, prev2: Token | None) -> bool:
+        if prev.type in ("TYPE_NAME", "BIT", "INT_KW", "VARBIT", "LOOKAHEAD") or prev.value == "tuple":
+            return True
+        if prev.type == "NAME":
+            return prev2 is None or prev2.value in self._STMT_START or prev2.type in ("NAME", "TYPE_NAME", "TGT")
+        return False
+
+
+@lru_cache(maxsize=1)
+def _grammar_text() -> str:
+    return _GRAMMAR.read_text()
+
+
+def _parser(postlex: TypeNamePostLex) -> Lark:
+    return Lark(_grammar_text(), parser="lalr", lexer="basic", postlex=postlex,
+                propagate_positions=True, maybe_placeholders=True)
+
+
+def _describe(tok: Token) -> str:
+    if tok.type == "$END":
+        return "end of file"
+    return f"{tok.value!r}"
+
+
+def parse(pre: Preprocessed) -> Tree:
+    """Parse preprocessed P4 text; syntax errors become ``CompileError`` with the original position."""
+    parser = _parser(TypeNamePostLex())
+    try:
+        return parser.parse(pre.text)
+    except UnexpectedToken as exc:
+        tok = exc.token
+        expected = sorted(e for e in exc.expected if not e.startswith("__"))[:8]
+        line = getattr(tok, "line", None) or exc.line
+        col = getattr(tok, "column", None) or exc.column
+        hint = f" (expected one of: {', '.join(expected)})" if expected else ""
+        raise CompileError(f"syntax error at {_describe(tok)}{hint}", pre.pos(line, col)) from None
+    except UnexpectedCharacters as exc:
+        raise CompileError(f"unexpected character {exc.char!r}", pre.pos(exc.line, exc.column)) from None
+    except UnexpectedInput as exc:
+        raise CompileError("syntax error", pre.pos(exc.line, exc.column)) from None

@@ -1,0 +1,368 @@
+"""The v1model packet pipeline as separately callable stages, with BMv2 simple_switch semantics.
+
+``ingress(port, frame)`` runs parser -> verifyChecksum -> ingress and decides (as BMv2 does, in this order)
+I2E clone, digests, resubmit, multicast replication, drop (egress_spec 511) or unicast; it returns the
+packets to enqueue.  The traffic manager (a queue per port, outside this module) later calls
+``egress(pkt, enq/deq metadata)`` which runs egress -> computeChecksum -> deparser and returns frames to
+transmit, E2E clones to enqueue and recirculations.  ``process`` chains the stages with empty queues.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4.errors import CommandError
+from p4.program import (
+    CLONE_FL,
+    CLONE_SESSION,
+    DIGESTS,
+    DROP_PORT,
+    NO_FIELD_LIST,
+    PAYLOAD,
+    PKT_EGRESS_CLONE,
+    PKT_INGRESS_CLONE,
+    PKT_NORMAL,
+    PKT_RECIRC,
+    PKT_REPLICATION,
+    PKT_RESUBMIT,
+    RECIRC_FL,
+    RESUBMIT_FL,
+    TRUNCATE,
+    AssertFailed,
+    Program,
+)
+from sw.clock import Clock, get_clock
+
+MAX_RESUBMITS = 16  # loops of resubmit/recirculate per original packet before the copy is dropped
+
+
+@dataclass
+class QueuedPacket:
+    """A packet between ingress and egress: its state list and where/how it is to be queued."""
+
+    S: list[Any]
+    egress_port: int
+    instance_type: int
+    priority: int
+    length_bytes: int
+    rid: int = 0
+    loops: int = 0
+
+
+@dataclass
+class Digest:
+    """A ``digest(receiver, data)`` message for the control plane."""
+
+    receiver: int
+    name: str
+    fields: dict[str, int]
+
+
+@dataclass
+class IngressResult:
+    queued: list[QueuedPacket] = field(default_factory=list)
+    digests: list[Digest] = field(default_factory=list)
+    dropped: str | None = None      # reason when the original packet was dropped
+
+
+@dataclass
+class EgressResult:
+    out: list[tuple[int, bytes]] = field(default_factory=list)          # (port, frame) to transmit
+    queued: list[QueuedPacket] = field(default_factory=list)            # E2E clones
+    recirculate: list[tuple[bytes, list[tuple[int, Any]]]] = field(default_factory=list)
+    dropped: str | None = None
+
+
+@dataclass
+class McNode:
+    rid: int
+    ports: list[int]
+
+
+class Pipeline:
+    """Run-time instance of a compiled program: tables/externs state, PRE (multicast), mirror sessions."""
+
+    def __init__(self, program: Program, clock: Clock | None = None, device_id: int = 0) -> None:
+        self.program = program
+        self.clock = clock or get_clock()
+        self.device_id = device_id
+        sm = program.sm
+        self._sm = sm
+        self._ingress_port = sm["ingress_port"]
+        self._egress_spec = sm["egress_spec"]
+        self._egress_port = sm["egress_port"]
+        self._instance_type = sm["instance_type"]
+        self._packet_length = sm["packet_length"]
+        self._parser_error = sm["parser_error"]
+        self._mcast_grp = sm["mcast_grp"]
+        self._egress_rid = sm["egress_rid"]
+        self._priority = sm.get("priority")
+        self._ig_ts = sm.get("ingress_global_timestamp")
+        self._eg_ts = sm.get("egress_global_timestamp")
+        self._init = program.init_state
+        self._meta_lo, self._meta_hi = program.meta_range
+        self._sm_lo = min(sm.values())
+        self._sm_hi = max(sm.values()) + 1
+        self.mc_groups: dict[int, list[int]] = {}
+        self.mc_nodes: dict[int, McNode] = {}
+        self._next_node = 0
+        self.mirror_sessions: dict[int, int] = {}
+        self.queue_depth_pkts: dict[int | None, int] = {}
+        self.queue_rate_pps: dict[int | None, float] = {}
+        self.drops: collections.Counter[str] = collections.Counter()
+        self.digests: list[Digest] = []   # every digest ever generated (callers may also use results)
+        ns = program.namespace
+        ns["_now_us"] = self._now_us
+        self.log = ns["_log"]
+
+    def _now_us(self) -> int:
+        return self.clock.now_ns() // 1000
+
+    # --- ingress ------------------------------------------------------------------------------------------
+    def ingress(self, port: int, frame: bytes, *, instance_type: int = PKT_NORMAL,
+                preserved: list[tuple[int, Any]] | None = None, loops: int = 0) -> IngressResult:
+        """Parse and run ingress on one received frame; returns what to enqueue (and digests, drops)."""
+        prog = self.program
+        res = IngressResult()
+        S = self._init[:]
+        S[self._ingress_port] = port
+        S[self._packet_length] = len(frame)
+        S[self._instance_type] = instance_type
+        if self._ig_ts is not None:
+            S[self._ig_ts] = self._now_us() & 0xFFFFFFFFFFFF
+        if preserved:
+            for slot, v in preserved:
+                S[slot] = v
+        off, err = prog.parser(S, frame)
+        S[PAYLOAD] = frame[off:]
+        S[self._parser_error] = err
+        try:
+            prog.verify_checksum(S)
+            prog.ingress(S)
+        except AssertFailed as exc:
+            self._drop(res, f"assert failed at {exc}")
+            return res
+        # 1. ingress-to-egress clone: the original frame, parsed again, metadata reset but the field list
+        session = S[CLONE_SESSION]
+        if session >= 0:
+            S[CLONE_SESSION] = -1
+            port_out = self.mirror_sessions.get(session)
+            if port_out is None:
+                self.drops["clone to unconfigured mirror session"] += 1
+            else:
+                C = self._init[:]
+                C[self._ingress_port] = port
+                C[self._packet_length] = len(frame)
+                coff, cerr = prog.parser(C, frame)
+                C[PAYLOAD] = frame[coff:]
+                C[self._parser_error] = cerr
+                self._copy_field_list(S, C, S[CLONE_FL])
+                C[self._instance_type] = PKT_INGRESS_CLONE
+                C[self._egress_port] = port_out
+                res.queued.append(QueuedPacket(C, port_out, PKT_INGRESS_CLONE, 0, len(frame)))
+        # 2. digests
+        if S[DIGESTS] is not None:
+            for receiver, k, values in S[DIGESTS]:
+                lay = prog.digest_layouts[k]
+                d = Digest(receiver, lay.receiver_name, {n: v for (n, _), v in zip(lay.fields, values,
+                                                                                    strict=True)})
+                res.digests.append(d)
+                self.digests.append(d)
+            S[DIGESTS] = None
+        # 3. resubmit: the original frame goes through ingress again (this copy is not forwarded)
+        if S[RESUBMIT_FL] != NO_FIELD_LIST:
+            if loops >= MAX_RESUBMITS:
+                self._drop(res, "resubmit loop limit")
+                return res
+            keep = self._field_list_values(S, S[RESUBMIT_FL])
+            again = self.ingress(port, frame, instance_type=PKT_RESUBMIT, preserved=keep, loops=loops + 1)
+            res.queued.extend(again.queued)
+            res.digests.extend(again.digests)
+            res.dropped = again.dropped
+            return res
+        # 4. multicast / drop / unicast
+        prio = S[self._priority] if self._priority is not None else 0
+        grp = S[self._mcast_grp]
+        if grp:
+            nodes = self.mc_groups.get(grp)
+            if not nodes:
+                self._drop(res, f"multicast group {grp} has no members")
+                return res
+            for h in nodes:
+                node = self.mc_nodes[h]
+                for p in node.ports:
+                    C = S[:]
+                    C[self._egress_port] = p
+                    C[self._egress_rid] = node.rid
+                    C[self._instance_type] = PKT_REPLICATION
+                    res.queued.append(QueuedPacket(C, p, PKT_REPLICATION, prio, len(frame), node.rid, loops))
+            return res
+        spec = S[self._egress_spec]
+        if spec == DROP_PORT:
+            self._drop(res, "egress_spec=511 (mark_to_drop)")
+            return res
+        S[self._egress_port] = spec
+        res.queued.append(QueuedPacket(S, spec, instance_type, prio, len(frame), 0, loops))
+        return res
+
+    def _drop(self, res: IngressResult | EgressResult, reason: str) -> None:
+        res.dropped = reason
+        self.drops[reason] += 1
+
+    def _field_list_values(self, S: list[Any], fl: int) -> list[tuple[int, Any]]:
+        return [(slot, S[slot]) for slot in self.program.field_lists.get(fl, [])]
+
+    def _copy_field_list(self, src: list[Any], dst: list[Any], fl: int) -> None:
+        if fl == NO_FIELD_LIST:
+            return
+        for slot in self.program.field_lists.get(fl, []):
+            dst[slot] = src[slot]
+
+    # --- egress -------------------------------------------------------------------------------------------
+    def egress(self, pkt: QueuedPacket, *, enq_qdepth: int = 0, deq_qdepth: int = 0, deq_timedelta_us: int = 0,
+               enq_timestamp_us: int | None = None) -> EgressResult:
+        """Run egress + deparser for one dequeued packet, given the traffic manager's queue metadata."""
+        prog = self.program
+        res = EgressResult()
+        S = pkt.S
+        sm = self._sm
+        now = self._now_us()
+        S[self._egress_port] = pkt.egress_port
+        S[self._egress_spec] = 0
+        S[sm["enq_qdepth"]] = enq_qdepth & 0x7FFFF
+        S[sm["deq_qdepth"]] = deq_qdepth & 0x7FFFF
+        S[sm["deq_timedelta"]] = deq_timedelta_us & 0xFFFFFFFF
+        S[sm["enq_timestamp"]] = (now - deq_timedelta_us if enq_timestamp_us is None else enq_timestamp_us) \
+            & 0xFFFFFFFF
+        if self._eg_ts is not None:
+            S[self._eg_ts] = now & 0xFFFFFFFFFFFF
+        try:
+            prog.egress(S)
+            prog.compute_checksum(S)
+        except AssertFailed as exc:
+            self._drop(res, f"assert failed at {exc}")
+            return res
+        session = S[CLONE_SESSION]
+        if session >= 0:
+            S[CLONE_SESSION] = -1
+            port_out = self.mirror_sessions.get(session)
+            if port_out is None:
+                self.drops["clone to unconfigured mirror session"] += 1
+            else:
+                C = S[:]
+                init = self._init
+                C[self._meta_lo:self._meta_hi] = init[self._meta_lo:self._meta_hi]
+                C[self._sm_lo:self._sm_hi] = init[self._sm_lo:self._sm_hi]
+                self._copy_field_list(S, C, S[CLONE_FL])
+                C[RECIRC_FL] = NO_FIELD_LIST
+                C[TRUNCATE] = 0
+                C[self._instance_type] = PKT_EGRESS_CLONE
+                C[self._egress_port] = port_out
+                C[self._packet_length] = S[self._packet_length]
+                res.queued.append(QueuedPacket(C, port_out, PKT_EGRESS_CLONE, 0, pkt.length_bytes, 0,
+                                               pkt.loops + 1))
+        if S[self._egress_spec] == DROP_PORT:
+            self._drop(res, "egress_spec=511 in egress (mark_to_drop)")
+            return res
+        frame = b"".join(prog.deparser(S)) + S[PAYLOAD]
+        if S[TRUNCATE]:
+            frame = frame[: S[TRUNCATE]]
+        if S[RECIRC_FL] != NO_FIELD_LIST:
+            if pkt.loops >= MAX_RESUBMITS:
+                self._drop(res, "recirculate loop limit")
+                return res
+            res.recirculate.append((frame, self._field_list_values(S, S[RECIRC_FL])))
+            return res
+        res.out.append((pkt.egress_port, frame))
+        return res
+
+    def recirculate(self, port: int, frame: bytes, preserved: list[tuple[int, Any]], loops: int = 0) -> IngressResult:
+        """Feed a recirculated frame back into ingress (instance_type RECIRC)."""
+        return self.ingress(port, frame, instance_type=PKT_RECIRC, preserved=preserved, loops=loops + 1)
+
+    # --- the whole pipeline with zero-delay queues --------------------------------------------------------
+    def process(self, port: int, frame: bytes) -> tuple[list[tuple[int, bytes]], IngressResult]:
+        """Ingress -> (empty) queues -> egress for one frame; returns frames out and the ingress result."""
+        first = self.ingress(port, frame)
+        out: list[tuple[int, bytes]] = []
+        work = collections.deque(first.queued)
+        while work:
+            qp = work.popleft()
+            er = self.egress(qp)
+            out.extend(er.out)
+            work.extend(er.queued)
+            for rframe, keep in er.recirculate:
+                again = self.recirculate(port, rframe, keep, qp.loops)
+                first.digests.extend(again.digests)
+                work.extend(again.queued)
+        return out, first
+
+    def process_batch(self, frames: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+        """Fast path for benchmarks and offline runs: many frames, outputs concatenated in order."""
+        out: list[tuple[int, bytes]] = []
+        ingress, egress = self.ingress, self.egress
+        for port, frame in frames:
+            r = ingress(port, frame)
+            for qp in r.queued:
+                er = egress(qp)
+                out.extend(er.out)
+                if er.queued or er.recirculate:
+                    work = collections.deque(er.queued)
+                    for rframe, keep in er.recirculate:
+                        work.extend(self.recirculate(port, rframe, keep, qp.loops).queued)
+                    while work:
+                        q2 = work.popleft()
+                        e2 = egress(q2)
+                        out.extend(e2.out)
+                        work.extend(e2.queued)
+                        for rframe, keep in e2.recirculate:
+                            work.extend(self.recirculate(port, rframe, keep, q2.loops).queued)
+        return out
+
+    # --- packet replication engine and mirroring (used by the runtime CLI) -------------------------------
+    def mc_group_create(self, grp: int) -> None:
+        if grp in self.mc_groups:
+            raise CommandError(f"multicast group {grp} already exists")
+        if not 0 < grp < 65536:
+            raise CommandError(f"multicast group id {grp} out of range 1..65535")
+        self.mc_groups[grp] = []
+
+    def mc_group_destroy(self, grp: int) -> None:
+        if self.mc_groups.pop(grp, None) is None:
+            raise CommandError(f"multicast group {grp} does not exist")
+
+    def mc_node_create(self, rid: int, ports: list[int]) -> int:
+        h = self._next_node
+        self._next_node += 1
+        self.mc_nodes[h] = McNode(rid, sorted(set(ports)))
+        return h
+
+    def mc_node_update(self, handle: int, ports: list[int]) -> None:
+        self._node(handle).ports = sorted(set(ports))
+
+    def mc_node_destroy(self, handle: int) -> None:
+        self._node(handle)
+        del self.mc_nodes[handle]
+        for nodes in self.mc_groups.values():
+            if handle in nodes:
+                nodes.remove(handle)
+
+    def mc_node_associate(self, grp: int, handle: int) -> None:
+        self._node(handle)
+        if grp not in self.mc_groups:
+            raise CommandError(f"multicast group {grp} does not exist (create it with mc_mgrp_create)")
+        if handle not in self.mc_groups[grp]:
+            self.mc_groups[grp].append(handle)
+
+    def mc_node_dissociate(self, grp: int, handle: int) -> None:
+        if grp not in self.mc_groups or handle not in self.mc_groups[grp]:
+            raise CommandError(f"node {handle} is not associated with group {grp}")
+        self.mc_groups[grp].remove(handle)
+
+    def _node(self, handle: int) -> McNode:
+        node = self.mc_nodes.get(handle)
+        if node is None:
+            raise CommandError(f"multicast node handle {handle} does not exist")
+        return node

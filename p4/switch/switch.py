@@ -1,0 +1,284 @@
+"""The switch process main loop: ports -> ingress -> traffic manager -> egress -> deparser -> ports.
+
+One thread, one epoll loop: it sleeps until a frame arrives, a control request comes or the traffic manager's
+next departure is due (converted to wall time through ``sw.clock``, so time dilation applies to the queues).
+Digests and packets for the CPU port reach control-socket subscribers; per-port counters feed ``port_stats``.
+"""
+
+from __future__ import annotations
+
+import selectors
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from p4.errors import CommandError
+from p4.switch.control import ControlServer
+from p4.switch.pcap import PcapWriter
+from p4.switch.pipeline import SwitchPipeline
+from p4.switch.ports import Port
+from p4.switch.tm import TrafficManager
+from p4.switch.trace import TRACE, frame_summary, make_logger
+from sw.clock import Clock, get_clock
+
+RX_BATCH_FRAMES = 64
+IDLE_WAKEUP_S = 0.2        # wall seconds between housekeeping passes (pcap flush, port liveness) when idle
+PCAP_FLUSH_NS = 200_000_000
+
+
+@dataclass
+class DropCounters:
+    """Per-port packets the switch dropped: by the program (counted at the ingress port), by a full queue
+    (at the egress port), for a port without an interface, or on transmit."""
+
+    pipeline_drop_pkts: int = 0
+    queue_drop_pkts: int = 0
+    no_port_drop_pkts: int = 0
+
+
+@dataclass
+class SwitchConfig:
+    """Everything ``starpulse p4 switch`` accepts, after validation."""
+
+    interfaces: list[tuple[int, str]]
+    device_id: int = 0
+    ctl: str | None = None
+    pcap_dir: str | None = None
+    log_file: str | None = None
+    log_level: str = "info"
+    cpu_port: int | None = None
+    priority_levels: int = 1
+    queue_depth_pkts: int = 64
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class P4Switch:
+    """A running software switch over real interfaces; ``run()`` until ``stop()`` (SIGTERM/SIGINT)."""
+
+    def __init__(self, pipeline: SwitchPipeline, config: SwitchConfig, clock: Clock | None = None) -> None:
+        self.pipeline = pipeline
+        self.config = config
+        self.clock = clock or get_clock()
+        self.log = make_logger(f"dev{config.device_id}", config.log_level, config.log_file)
+        self.trace = self.log.isEnabledFor(TRACE)
+        self.tm = TrafficManager(priority_levels=config.priority_levels,
+                                 default_depth_pkts=config.queue_depth_pkts)
+        pipeline.attach_traffic_manager(self.tm, self)
+        self.selector = selectors.DefaultSelector()
+        self.ports: dict[int, Port] = {}
+        self.drops: dict[int, DropCounters] = {}
+        self.running = False
+        self.pcaps: dict[tuple[int, str], PcapWriter] = {}
+        self._pcap_epoch_ns = time.time_ns() - self.clock.now_ns()   # pcap times: epoch + network time
+        self._last_flush_ns = 0
+        self.ctl: ControlServer | None = None
+        try:
+            for port_num, ifname in config.interfaces:
+                port = Port(port_num, ifname)
+                self.ports[port_num] = port
+                self.selector.register(port.sock, selectors.EVENT_READ, port)
+                if config.pcap_dir:
+                    Path(config.pcap_dir).mkdir(parents=True, exist_ok=True)
+                    for direction in ("in", "out"):
+                        self.pcaps[(port_num, direction)] = PcapWriter(
+                            Path(config.pcap_dir) / f"{ifname}_{direction}.pcap")
+            if config.ctl:
+                self.ctl = ControlServer(config.ctl, self.selector, self.execute, pipeline.describe)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- control ---------------------------------------------------------------------------------------------
+    def execute(self, line: str) -> str:
+        """One simple_switch_CLI command (or ``port_stats``) against this switch."""
+        words = line.split()
+        if not words:
+            return ""
+        if words[0] == "port_stats":
+            if len(words) > 2 or (len(words) == 2 and not words[1].isdigit()):
+                raise CommandError(f"port_stats {' '.join(words[1:])!r}: usage: port_stats [<port>]")
+            return self.port_stats_text(int(words[1]) if len(words) == 2 else None)
+        return self.pipeline.execute(line)
+
+    def port_stats(self) -> dict[int, dict[str, Any]]:
+        """Per port: interface, rx/tx packets and bytes, drops by cause, queue depth and high-water mark."""
+        nums = sorted(set(self.ports) | set(self.tm.ports) | set(self.drops))
+        out: dict[int, dict[str, Any]] = {}
+        for n in nums:
+            port = self.ports.get(n)
+            c = port.counters if port else None
+            d = self.drops.get(n, DropCounters())
+            q = self.tm.port_counters(n)
+            out[n] = {
+                "iface": port.ifname if port else "-", "up": bool(port and port.up),
+                "rx_pkts": c.rx_pkts if c else 0, "rx_bytes": c.rx_bytes if c else 0,
+                "tx_pkts": c.tx_pkts if c else 0, "tx_bytes": c.tx_bytes if c else 0,
+                "tx_errors": c.tx_errors if c else 0,
+                "pipeline_drop_pkts": d.pipeline_drop_pkts, "queue_drop_pkts": q["queue_drop_pkts"],
+                "no_port_drop_pkts": d.no_port_drop_pkts,
+                "qdepth_pkts": q["qdepth_pkts"], "high_water_pkts": q["high_water_pkts"],
+            }
+        return out
+
+    def port_stats_text(self, only: int | None = None) -> str:
+        stats = self.port_stats()
+        if only is not None:
+            if only not in stats:
+                raise CommandError(f"port_stats {only}: no such port (ports: {sorted(stats)})")
+            stats = {only: stats[only]}
+        cols = ["rx_pkts", "rx_bytes", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
+                "queue_drop_pkts", "no_port_drop_pkts", "qdepth_pkts", "high_water_pkts"]
+        lines = ["port iface up " + " ".join(cols)]
+        for n, s in stats.items():
+            lines.append(f"{n} {s['iface']} {int(s['up'])} " + " ".join(str(s[c]) for c in cols))
+        return "\n".join(lines)
+
+    # --- data path -----------------------------------------------------------------------------------------
+    def _drop(self, port: int) -> DropCounters:
+        d = self.drops.get(port)
+        if d is None:
+            d = self.drops[port] = DropCounters()
+        return d
+
+    def _now_us(self, now_ns: int) -> int:
+        return now_ns // 1000
+
+    def receive(self, port_num: int, frame: bytes, now_ns: int) -> None:
+        """One frame from a port (or injected by the controller) through ingress into the queues."""
+        if self.pcaps:
+            w = self.pcaps.get((port_num, "in"))
+            if w:
+                w.write(frame, self._pcap_epoch_ns + now_ns)
+        if self.trace:
+            self.log.log(TRACE, "rx port %d: %s", port_num, frame_summary(frame))
+        queued = self.pipeline.ingress(port_num, frame, now_ns)
+        if not queued:
+            self._drop(port_num).pipeline_drop_pkts += 1
+            if self.trace:
+                self.log.log(TRACE, "port %d: dropped in ingress", port_num)
+        self._publish_digests()
+        self._service(now_ns)
+
+    def enqueue(self, egress_port: int, item: Any, length_bytes: int, now_ns: int, priority: int) -> bool:
+        """Called by the pipeline adapter for each copy ingress (or an egress clone) produced."""
+        if self.tm.enqueue(egress_port, item, length_bytes, now_ns, priority) is None:
+            if self.trace:
+                self.log.log(TRACE, "queue of port %d full: tail drop", egress_port)
+            return False
+        return True
+
+    def _service(self, now_ns: int) -> None:
+        """Run every packet due to leave the queues by ``now_ns`` through egress and out of its port."""
+        tm = self.tm
+        while True:
+            due = tm.dequeue_due(now_ns, RX_BATCH_FRAMES)
+            if not due:
+                return
+            for qp in due:
+                for out_port, frame in self.pipeline.egress(qp, now_ns):
+                    self.transmit(out_port, frame, now_ns)
+            self._publish_digests()
+
+    def transmit(self, port_num: int, frame: bytes, now_ns: int) -> None:
+        port = self.ports.get(port_num)
+        if self.trace:
+            self.log.log(TRACE, "tx port %d: %s", port_num, frame_summary(frame))
+        if port is None:
+            if port_num == self.config.cpu_port and self.ctl is not None:
+                self.ctl.publish("packet_in", {"port": port_num, "frame": frame.hex()})
+                return
+            self._drop(port_num).no_port_drop_pkts += 1
+            return
+        if self.pcaps:
+            w = self.pcaps.get((port_num, "out"))
+            if w:
+                w.write(frame, self._pcap_epoch_ns + now_ns)
+        port.send(frame)
+
+    def _publish_digests(self) -> None:
+        digests = self.pipeline.take_digests()
+        if not digests:
+            return
+        for d in digests:
+            if self.trace:
+                self.log.log(TRACE, "digest %s", d)
+            if self.ctl is not None:
+                self.ctl.publish("digest", d)
+
+    # --- loop --------------------------------------------------------------------------------------------------
+    def run(self, duration_ns: int | None = None) -> None:
+        """Forward until ``stop()`` (or for ``duration_ns`` of network time)."""
+        self.running = True
+        clock, tm, sel = self.clock, self.tm, self.selector
+        start_ns = clock.now_ns()
+        self.log.info("switch %d running: %s%s", self.config.device_id,
+                      " ".join(f"{n}@{p.ifname}" for n, p in sorted(self.ports.items())),
+                      f", control on {self.config.ctl}" if self.config.ctl else "")
+        while self.running:
+            now_ns = clock.now_ns()
+            if duration_ns is not None and now_ns - start_ns >= duration_ns:
+                break
+            nxt = tm.next_departure_ns()
+            if nxt is None:
+                timeout_s = IDLE_WAKEUP_S
+            else:
+                timeout_s = max(0.0, min(IDLE_WAKEUP_S, clock.wall_duration_ns(nxt - now_ns) / 1e9))
+            events = sel.select(timeout_s)
+            for key, _mask in events:
+                data = key.data
+                if isinstance(data, Port):
+                    frames = data.recv_batch(RX_BATCH_FRAMES)
+                    if frames:
+                        num = data.port_num
+                        for frame in frames:
+                            self.receive(num, frame, clock.now_ns())
+                    if not data.up:
+                        self._port_gone(data)
+                else:
+                    data(key.fileobj)
+            now_ns = clock.now_ns()
+            self._service(now_ns)
+            if now_ns - self._last_flush_ns >= PCAP_FLUSH_NS:
+                self._housekeeping(now_ns)
+        self.log.info("switch %d stopping", self.config.device_id)
+
+    def _port_gone(self, port: Port) -> None:
+        self.log.warning("port %d: interface %s is gone (%s); other ports keep forwarding",
+                         port.port_num, port.ifname, port.last_error)
+        try:
+            self.selector.unregister(port.sock)
+        except (KeyError, ValueError):
+            pass
+
+    def _housekeeping(self, now_ns: int) -> None:
+        self._last_flush_ns = now_ns
+        for w in self.pcaps.values():
+            w.flush()
+        for port in self.ports.values():
+            if port.up and not port.exists():
+                port.up = False
+                port.last_error = "interface deleted"
+                self._port_gone(port)
+
+    def stop(self, *_args: object) -> None:
+        self.running = False
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
+
+    def close(self) -> None:
+        if self.ctl is not None:
+            self.ctl.close()
+            self.ctl = None
+        for w in self.pcaps.values():
+            w.close()
+        for port in self.ports.values():
+            try:
+                self.selector.unregister(port.sock)
+            except (KeyError, ValueError):
+                pass
+            port.close()
+        self.selector.close()

@@ -1,0 +1,185 @@
+"""Match-action tables at run time: entries, the lookup structures (dict, LPM levels, priority scan).
+
+Lookup picks the fastest structure the key allows and is rebuilt on every change (changes are rare,
+lookups happen per packet): all-exact -> one dict; one LPM field + exact -> dicts per prefix length,
+longest first; anything with ternary/range/optional -> a scan in priority order (BMv2: lower wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4.errors import CommandError
+
+
+@dataclass
+class ActionSpec:
+    """An action a table may run: its full name, compiled function and action-data parameters."""
+
+    name: str
+    fn: Callable[..., Any]
+    params: list[tuple[str, int]]  # (name, width)
+    index: int
+    default_only: bool = False
+    table_only: bool = False
+
+
+@dataclass
+class KeySpec:
+    name: str
+    kind: str  # exact | lpm | ternary | range | optional
+    width: int
+
+
+@dataclass
+class Entry:
+    """One table entry: per key field a match spec (value, second) - mask, prefix length or range end."""
+
+    handle: int
+    match: list[tuple[int, int]]
+    action: ActionSpec
+    data: tuple[int, ...]
+    priority: int = 0
+    packets: int = 0
+    bytes: int = 0
+    meter: Any = None
+
+    def matches(self, keys: tuple[int, ...], kinds: list[str]) -> bool:
+        for k, (a, b), kind in zip(keys, self.match, kinds, strict=True):
+            if kind == "range":
+                if not a <= k <= b:
+                    return False
+            elif (k & b) != a:
+                return False
+        return True
+
+
+@dataclass
+class Table:
+    """A P4 table's run-time half: entries, default action, and ``lookup(key)`` used by compiled code."""
+
+    name: str
+    keys: list[KeySpec]
+    actions: dict[str, ActionSpec]
+    size: int = 1024
+    default_action: ActionSpec | None = None
+    default_data: tuple[int, ...] = ()
+    const_default: bool = False
+    const_entries: bool = False
+    entries: dict[int, Entry] = field(default_factory=dict)
+    direct_counter: Any = None
+    direct_meter: Any = None
+    _next_handle: int = 0
+
+    def __post_init__(self) -> None:
+        self.initial_default = (self.default_action, self.default_data)
+        self._rebuild()
+
+    # --- control-plane operations -------------------------------------------------------------------------
+    def add(self, match: list[tuple[int, int]], action: ActionSpec, data: tuple[int, ...],
+            priority: int = 0, *, const: bool = False) -> int:
+        if self.const_entries and not const:
+            raise CommandError(f"table {self.name} has const entries; cannot add entries at run time")
+        if action.default_only:
+            raise CommandError(f"action {action.name} is @defaultonly in table {self.name}")
+        if len(self.entries) >= self.size:
+            raise CommandError(f"table {self.name} is full ({self.size} entries)")
+        needs_prio = any(k.kind in ("ternary", "range", "optional") for k in self.keys)
+        for e in self.entries.values():
+            if e.match == match and (not needs_prio or e.priority == priority):
+                raise CommandError(f"duplicate entry in table {self.name} (handle {e.handle})")
+        handle = self._next_handle
+        self._next_handle += 1
+        self.entries[handle] = Entry(handle, match, action, data, priority)
+        self._rebuild()
+        return handle
+
+    def delete(self, handle: int) -> None:
+        if handle not in self.entries:
+            raise CommandError(f"table {self.name} has no entry with handle {handle}")
+        del self.entries[handle]
+        self._rebuild()
+
+    def modify(self, handle: int, action: ActionSpec, data: tuple[int, ...]) -> None:
+        e = self.entries.get(handle)
+        if e is None:
+            raise CommandError(f"table {self.name} has no entry with handle {handle}")
+        e.action, e.data = action, data
+        self._rebuild()
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self._rebuild()
+
+    def set_default(self, action: ActionSpec, data: tuple[int, ...]) -> None:
+        if self.const_default:
+            raise CommandError(f"table {self.name} has a const default_action; it cannot be changed")
+        if action.table_only:
+            raise CommandError(f"action {action.name} is @tableonly in table {self.name}")
+        self.default_action, self.default_data = action, data
+
+    def reset_default(self) -> None:
+        self.default_action, self.default_data = self.initial_default
+
+    # --- data plane ---------------------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        kinds = [k.kind for k in self.keys]
+        self._kinds = kinds
+        entries = list(self.entries.values())
+        if not kinds:
+            self.lookup = self._lookup_none
+        elif all(k == "exact" for k in kinds):
+            single = len(kinds) == 1
+            self._exact = {(e.match[0][0] if single else tuple(m[0] for m in e.match)): e for e in entries}
+            self.lookup = self._exact.get
+        elif kinds.count("lpm") == 1 and all(k in ("exact", "lpm") for k in kinds):
+            li = kinds.index("lpm")
+            width = self.keys[li].width
+            levels: dict[int, dict] = {}
+            single = len(kinds) == 1
+            for e in entries:
+                mask = e.match[li][1]
+                d = levels.setdefault(mask, {})
+                key = e.match[0][0] if single else tuple(m[0] for m in e.match)
+                d.setdefault(key, e)
+            order = sorted(levels, key=lambda m: -bin(m).count("1"))
+            self._levels = [(m, levels[m]) for m in order]
+            self._li, self._width = li, width
+            self.lookup = self._lookup_lpm1 if single else self._lookup_lpm
+        else:
+            def prio(e: Entry) -> tuple[int, int]:
+                if "lpm" in kinds and not any(k in ("ternary", "range", "optional") for k in kinds):
+                    return (-bin(e.match[kinds.index("lpm")][1]).count("1"), e.handle)
+                return (e.priority, e.handle)
+            self._scan = sorted(entries, key=prio)
+            self.lookup = self._lookup_scan
+
+    def _lookup_none(self, key: Any) -> Entry | None:
+        return None
+
+    def _lookup_lpm1(self, key: int) -> Entry | None:
+        for mask, d in self._levels:
+            e = d.get(key & mask)
+            if e is not None:
+                return e
+        return None
+
+    def _lookup_lpm(self, key: tuple[int, ...]) -> Entry | None:
+        li = self._li
+        for mask, d in self._levels:
+            k = list(key)
+            k[li] &= mask
+            e = d.get(tuple(k))
+            if e is not None:
+                return e
+        return None
+
+    def _lookup_scan(self, key: Any) -> Entry | None:
+        keys = key if isinstance(key, tuple) else (key,)
+        kinds = self._kinds
+        for e in self._scan:
+            if e.matches(keys, kinds):
+                return e
+        return None

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.unit
 FLOW = Flow("02:00:00:00:00:0a", "02:00:00:00:00:0b", "10.9.0.1", "10.9.0.2", 0x000101, 0x000202)
 FLOW6 = Flow("02:00:00:00:00:0a", "02:00:00:00:00:0b", "fd00::a", "fd00::b", 0x000101, 0x000202)
 TPL = FlowTemplates(FLOW)
+TPL6 = FlowTemplates(FLOW6)
 BTH_AT = 14 + 20 + 8
 FIELDS = dict(va=0x0000_7F00_DEAD_0000, rkey=0x1234_5678, dma_len=300, immdt=0xFEED_BEEF, syndrome=0x1F,
               msn=0x00_0A_0B, swapdt=0x0102_0304_0506_0708, cmpdt=0x1112_1314_1516_1718,
@@ -173,9 +174,10 @@ def test_random_bytes_only_raise_roce_format_errors(data):
 
 @settings(max_examples=400, deadline=None)
 @given(st.sampled_from(list(LAYOUTS)), st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=4),
-       st.integers(0, 200), st.booleans())
-def test_garbled_valid_frames_only_raise_roce_format_errors(opcode, edits, cut, tagged):
-    frame = bytearray(_valid(opcode))
+       st.integers(0, 200), st.booleans(), st.booleans())
+def test_garbled_valid_frames_only_raise_roce_format_errors(opcode, edits, cut, tagged, ipv6):
+    payload = b"hello world" if LAYOUTS[opcode].has_payload else b""
+    frame = bytearray((TPL6 if ipv6 else TPL)[opcode].build(0x00ABCD, payload, **FIELDS))
     if tagged:
         frame[12:12] = b"\x81\x00\x00\x07"
     for offset, value in edits:

@@ -6,8 +6,9 @@ saturating at ``U_MAX``), ``inc_stage`` (u8, never above max_stage), ``last_upda
 previous ACK's INT hops, and the derived ``rate_kbps`` (u32).
 
 Per ACK carrying INT hops L'[i] (previous ACK's hops L[i]; T = base RTT in ns, B in kb/s):
-  for each hop with dts = L'.ts - L.ts > 0:
-      dtx = max(0, L'.tx_bytes - L.tx_bytes);  q = min(L'.qlen, L.qlen)
+  for each hop with dts = (L'.ts - L.ts) mod 2^int_ts_bits in 1 .. 2^(int_ts_bits-1) - 1:
+      dtx = (L'.tx_bytes - L.tx_bytes) mod 2^int_tx_bits, or 0 if >= 2^(int_tx_bits-1) (went backwards)
+      q = min(L'.qlen, L.qlen)
       u_i = ((q * 8_000_000) << 16) // (B * T) + ((dtx * 8_000_000) << 16) // (B * dts)
             # = qlen / (B * T) + txRate / B in Q.16, each term floored
       keep the largest u_i (first hop wins ties) and its dts as tau
@@ -19,9 +20,12 @@ Per ACK carrying INT hops L'[i] (previous ACK's hops L[i]; T = base RTT in ns, B
   else:                                   W = Wc + W_AI;                        if update: inc_stage += 1
   W = clamp(W, W_min, W_max);  if update: Wc = W
   rate_kbps = clamp((W * 8_000_000) // T, min_rate, line_rate)
-with W_max = line_rate * T // 8_000_000 (one BDP, also the initial W and Wc), W_min = min_rate * T //
-8_000_000, W_AI = rate_ai * T // 8_000_000. The first ACK with INT (or one whose hop count changed) only
-records the hops. ACKs without INT change nothing.
+The INT counters wrap (serial-number arithmetic above): fabric.p4 carries a 32-bit egress tx byte count that
+wraps every 0.34 s at 100 Gb/s, hence ``int_tx_bits=32``; a timestamp that went backwards (or did not move)
+gives no sample for that hop. W_max = line_rate * T // 8_000_000 (one BDP, also the initial W and Wc),
+W_min = min_rate * T // 8_000_000, W_AI = rate_ai * T // 8_000_000. The first ACK with INT (or one whose hop
+count changed) only records the hops; every ACK with INT replaces the stored hops. ACKs without INT change
+nothing. B is the link rate in the newer record.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class HpccParams:
       * ``line_rate_kbps=100_000_000`` (100 Gb/s) and ``base_rtt_ns=10_000``: properties of the deployment,
         not of the algorithm - set them to the NIC's line rate and the fabric's largest base RTT (the paper's
         T, "GLOBAL_T" in the authors' simulator).
+      * ``int_ts_bits=64``, ``int_tx_bits=32``: widths of the INT egress timestamp and tx byte counter
+        (those of p4/programs/fabric.p4); deltas are taken modulo these widths.
     """
 
     line_rate_kbps: int = 100_000_000
@@ -57,9 +63,13 @@ class HpccParams:
     max_stage: int = 5
     rate_ai_kbps: int = 50_000
     min_rate_kbps: int = 100_000
+    int_ts_bits: int = 64
+    int_tx_bits: int = 32
 
     def __post_init__(self) -> None:
         m = "hpcc"
+        check_int_range(m, "int_ts_bits", self.int_ts_bits, 16, 64)
+        check_int_range(m, "int_tx_bits", self.int_tx_bits, 16, 64)
         check_int_range(m, "line_rate_kbps", self.line_rate_kbps, 1_000, RATE_MAX_KBPS)
         check_int_range(m, "base_rtt_ns", self.base_rtt_ns, 100, 100_000_000)
         check_int_range(m, "eta_q16", self.eta_q16, 1, U_ONE)
@@ -91,16 +101,24 @@ class HpccParams:
         return dataclasses.replace(self, **changes)
 
 
-def hop_utilization_q16(new: IntHop, old: IntHop, base_rtt_ns: int) -> int | None:
-    """One hop's normalised load qlen/(B*T) + txRate/B in Q.16, or None when the hop has no new sample."""
-    dts = new.ts_ns - old.ts_ns
+def serial_delta(new: int, old: int, bits: int) -> int:
+    """``new - old`` modulo 2^bits, or -1 when that is >= 2^(bits-1) (the counter went backwards)."""
+    d = (new - old) & ((1 << bits) - 1)
+    return d if d < 1 << (bits - 1) else -1
+
+
+def hop_utilization_q16(new: IntHop, old: IntHop, base_rtt_ns: int, ts_bits: int = 64,
+                        tx_bits: int = 32) -> tuple[int, int] | None:
+    """One hop's (normalised load qlen/(B*T) + txRate/B in Q.16, dts in ns), or None without a new sample."""
+    dts = serial_delta(new.ts_ns, old.ts_ns, ts_bits)
     if dts <= 0:
         return None
-    dtx = max(0, new.tx_bytes - old.tx_bytes)
+    dtx = max(0, serial_delta(new.tx_bytes, old.tx_bytes, tx_bits))
     q = min(new.qlen_bytes, old.qlen_bytes)
     b = new.link_kbps
-    return ((q * BITS_NS_PER_KBPS) << U_FRAC_BITS) // (b * base_rtt_ns) + \
+    u = ((q * BITS_NS_PER_KBPS) << U_FRAC_BITS) // (b * base_rtt_ns) + \
         ((dtx * BITS_NS_PER_KBPS) << U_FRAC_BITS) // (b * dts)
+    return u, dts
 
 
 class Hpcc:
@@ -156,9 +174,9 @@ class Hpcc:
         t = p.base_rtt_ns
         u_max, tau = -1, 0
         for new, old in zip(hops, prev, strict=True):
-            u = hop_utilization_q16(new, old, t)
-            if u is not None and u > u_max:
-                u_max, tau = u, new.ts_ns - old.ts_ns
+            sample = hop_utilization_q16(new, old, t, p.int_ts_bits, p.int_tx_bits)
+            if sample is not None and sample[0] > u_max:
+                u_max, tau = sample
         if u_max < 0:
             return
         u_max = min(u_max, U_MAX)

@@ -35,12 +35,23 @@ def test_defaults_and_derived_windows():
 
 def test_hop_utilization_terms():
     # link fully busy for one RTT, empty queue: txRate/B = 1.0
-    assert hop_utilization_q16(hop(T, BDP), hop(0, 0), T) == 65536
+    assert hop_utilization_q16(hop(T, BDP), hop(0, 0), T) == (65536, T)
     # half busy plus a standing queue of one BDP: 0.5 + 1.0
-    assert hop_utilization_q16(hop(T, BDP // 2, BDP), hop(0, 0, BDP), T) == 65536 + 32768
+    assert hop_utilization_q16(hop(T, BDP // 2, BDP), hop(0, 0, BDP), T) == (65536 + 32768, T)
     # the queue term takes the smaller of the two samples
-    assert hop_utilization_q16(hop(T, 0, BDP), hop(0, 0, 0), T) == 0
+    assert hop_utilization_q16(hop(T, 0, BDP), hop(0, 0, 0), T) == (0, T)
     assert hop_utilization_q16(hop(0, 5), hop(0, 0), T) is None
+    assert hop_utilization_q16(hop(5, 5), hop(10, 0), T) is None               # timestamp went backwards
+
+
+def test_int_counters_wrap():
+    # the 32-bit tx byte counter wrapped during the interval: still one full RTT of line-rate bytes
+    old, new = hop(0, (1 << 32) - 1000), hop(T, BDP - 1000)
+    assert hop_utilization_q16(new, old, T) == (65536, T)
+    # a 32-bit timestamp wraps too when configured so
+    assert hop_utilization_q16(hop(T - 1, BDP), hop((1 << 32) - 1, 0), T, ts_bits=32) == (65536, T)
+    # a tx counter that went backwards (reordered ACK) counts as no bytes
+    assert hop_utilization_q16(hop(T, 0), hop(0, 500), T) == (0, T)
 
 
 def test_full_link_cuts_window_to_eta():

@@ -35,8 +35,10 @@ def dissected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]
             owners.append(pcap_name(opcode))
     combined = outdir / "all.pcap"
     write_pcap(combined, frames)
-    out = subprocess.run([TSHARK, "-r", str(combined), "-T", "json"], capture_output=True, text=True,
-                         timeout=120, check=True)
+    # Let tshark verify the IPv4 header and UDP checksums too (off by default).
+    out = subprocess.run([TSHARK, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
+                          "-r", str(combined), "-T", "json"], capture_output=True, text=True, timeout=120,
+                         check=True)
     result: dict[str, list[dict]] = {}
     for owner, frame, packet in zip(owners, frames, json.loads(out.stdout), strict=True):
         layers = packet["_source"]["layers"]
@@ -61,8 +63,12 @@ def test_tshark_reads_opcode_qp_psn_and_extended_headers(dissected, opcode: Opco
     for layers, flow in zip(dissected[pcap_name(opcode)], (SAMPLE_FLOW_V4, SAMPLE_FLOW_V6), strict=True):
         assert layers["frame"]["frame.protocols"].endswith(("udp:infiniband", "udp:infiniband:data"))
         assert layers["udp"]["udp.dstport"] == "4791"
-        if flow.ip_version == 6:
-            assert layers["udp"]["udp.checksum.status"] == "2"    # 2 = unverified, i.e. not flagged illegal
+        # checksum status: 1 = good, 3 = not present (UDP checksum 0 over IPv4, as RoCEv2 NICs send it)
+        if flow.ip_version == 4:
+            assert layers["ip"]["ip.checksum.status"] == "1"
+            assert layers["udp"]["udp.checksum.status"] == "3"
+        else:
+            assert layers["udp"]["udp.checksum.status"] == "1"
         bth = _ib(layers, "bth")
         assert int(bth["infiniband.bth.opcode"]) == opcode
         assert int(bth["infiniband.bth.destqp"], 16) == flow.dst_qpn

@@ -1,0 +1,125 @@
+"""``starpulse p4``: check (compile only), sim (pcaps through the pipeline), bench (packets/s in-process)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from p4.errors import P4Error
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="p4_command", metavar="SUBCOMMAND", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("program", metavar="PROG.p4", help="P4_16 program for the v1model architecture")
+        p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                       help="extra #include directory (ours with core.p4/v1model.p4 is always searched)")
+        p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                       help="preprocessor definition")
+
+    c = sub.add_parser("check", help="compile only: exit 0, or 2 with file:line:col and a caret line")
+    common(c)
+    c.add_argument("--dump", action="store_true", help="print the generated Python")
+
+    s = sub.add_parser("sim", help="feed pcaps through ingress -> queues -> egress -> deparser")
+    common(s)
+    s.add_argument("--commands", metavar="CMDS.txt", help="simple_switch_CLI commands to run first")
+    s.add_argument("--in", dest="inputs", action="append", default=[], metavar="PORT:FILE.pcap", required=True,
+                   help="input pcap for an ingress port (repeatable)")
+    s.add_argument("--out", required=True, metavar="DIR", help="writes DIR/port<N>.pcap and DIR/drops.txt")
+    s.add_argument("--seed", type=int, default=0, help="seed of random() / RNG externs (default 0)")
+
+    b = sub.add_parser("bench", help="packets/s through the in-process pipeline (basic IPv4 forwarding)")
+    common(b)
+    b.add_argument("--commands", metavar="CMDS.txt", help="table entries (default: a route 10.0.0.0/8 when the "
+                                                         "program has MyIngress.ipv4_lpm/ipv4_forward)")
+    b.add_argument("--packets", type=int, default=50000, help="packets per run (default 50000)")
+    b.add_argument("--size", type=int, default=64, help="frame size in bytes (default 64)")
+    b.add_argument("--mode", choices=("single", "batch", "both"), default="both",
+                   help="per-packet process() calls, process_batch(), or both (default)")
+    b.add_argument("--json", action="store_true", help="print results as JSON")
+
+
+def _defines(items: list[str]) -> dict[str, str]:
+    out = {}
+    for d in items:
+        k, _, v = d.partition("=")
+        out[k] = v or "1"
+    return out
+
+
+def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from p4.compiler import compile_file
+
+    path = Path(args.program)
+    if not path.is_file():
+        raise P4Error(f"{args.program}: no such file")
+    return compile_file(path, include_dirs=[Path(d) for d in args.include], defines=_defines(args.define),
+                        seed=getattr(args, "seed", 0))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.p4_command == "check":
+            return _check(args)
+        if args.p4_command == "sim":
+            return _sim(args)
+        if args.p4_command == "bench":
+            return _bench(args)
+    except P4Error as exc:
+        print(exc.render(), file=sys.stderr)
+        return 2
+    raise AssertionError(args.p4_command)
+
+
+def _check(args: argparse.Namespace) -> int:
+    prog = _compile(args)
+    if args.dump:
+        print(prog.source)
+    print(f"{args.program}: ok ({len(prog.tables)} tables, {len(prog.actions)} actions, "
+          f"{len(prog.init_state)} state slots)")
+    return 0
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from p4 import sim
+    from p4.pipeline import Pipeline
+    from p4.runtime_cli import RuntimeCLI
+    from sw.clock import ManualClock
+
+    inputs = [sim.parse_in_spec(s) for s in args.inputs]
+    for _, p in inputs:
+        if not p.is_file():
+            raise P4Error(f"--in: {p}: no such file")
+    prog = _compile(args)
+    pipe = Pipeline(prog, clock=ManualClock())
+    if args.commands:
+        for line in RuntimeCLI(pipe).run_file(args.commands):
+            print(line)
+    res = sim.run(pipe, inputs)
+    written = sim.write_outputs(res, Path(args.out))
+    for p in written:
+        print(f"wrote {p}")
+    for d in res.digests:
+        print(f"digest receiver={d.receiver} {d.name} {json.dumps(d.fields)}")
+    print(f"{res.packets_in} packets in, {sum(len(v) for v in res.outputs.values())} out, "
+          f"{sum(res.drops.values())} dropped (see {Path(args.out) / 'drops.txt'})")
+    return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from p4.bench import run_bench
+
+    prog = _compile(args)
+    results = run_bench(prog, packets=args.packets, size=args.size, mode=args.mode, commands=args.commands)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for r in results["runs"]:
+            print(f"{r['mode']:<7} {r['packets']} packets of {results['frame_bytes']} B in {r['elapsed_s']:.3f} s: "
+                  f"{r['pps']:,.0f} packets/s ({r['forwarded']} forwarded)")
+    return 0

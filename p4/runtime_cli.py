@@ -1,0 +1,497 @@
+"""The simple_switch_CLI command language over a ``Pipeline`` (table_add, register_read, mc_*, ...).
+
+``RuntimeCLI(pipeline).execute(line)`` returns the text BMv2's CLI would print (close to it); errors raise
+``CommandError`` naming the command, the bad value and what is allowed.  The same command files work
+offline (``starpulse p4 sim --commands``) and, later, over the switch's control socket.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+from p4.errors import CommandError
+from p4.pipeline import Pipeline
+from p4.tables import ActionSpec, Table
+
+COMMANDS_HELP = {
+    "table_add": "table_add TABLE ACTION MATCH... => DATA... [PRIORITY]",
+    "table_delete": "table_delete TABLE HANDLE",
+    "table_modify": "table_modify TABLE ACTION HANDLE DATA...",
+    "table_set_default": "table_set_default TABLE ACTION DATA...",
+    "table_reset_default": "table_reset_default TABLE",
+    "table_clear": "table_clear TABLE",
+    "table_dump": "table_dump TABLE",
+    "table_num_entries": "table_num_entries TABLE",
+    "table_info": "table_info TABLE",
+    "show_tables": "show_tables",
+    "show_actions": "show_actions",
+    "register_read": "register_read REGISTER [INDEX]",
+    "register_write": "register_write REGISTER INDEX VALUE",
+    "register_reset": "register_reset REGISTER",
+    "counter_read": "counter_read COUNTER INDEX (direct counters: entry HANDLE)",
+    "counter_reset": "counter_reset COUNTER",
+    "meter_array_set_rates": "meter_array_set_rates METER CIR:CBS PIR:PBS (rates per microsecond)",
+    "meter_set_rates": "meter_set_rates METER INDEX CIR:CBS PIR:PBS",
+    "mirroring_add": "mirroring_add SESSION PORT",
+    "mirroring_delete": "mirroring_delete SESSION",
+    "mc_mgrp_create": "mc_mgrp_create GROUP",
+    "mc_mgrp_destroy": "mc_mgrp_destroy GROUP",
+    "mc_node_create": "mc_node_create RID PORT...",
+    "mc_node_update": "mc_node_update HANDLE PORT...",
+    "mc_node_destroy": "mc_node_destroy HANDLE",
+    "mc_node_associate": "mc_node_associate GROUP HANDLE",
+    "mc_node_dissociate": "mc_node_dissociate GROUP HANDLE",
+    "mc_dump": "mc_dump",
+    "set_queue_depth": "set_queue_depth DEPTH_PKTS [EGRESS_PORT]",
+    "set_queue_rate": "set_queue_rate RATE_PPS [EGRESS_PORT]",
+    "reset_state": "reset_state",
+    "help": "help [COMMAND]",
+}
+
+
+def parse_value(text: str, width: int, what: str) -> int:
+    """A CLI value: decimal, 0x hex, 0b binary, IPv4 dotted quad, IPv6, or MAC aa:bb:cc:dd:ee:ff."""
+    t = text.strip()
+    try:
+        if t.count(".") == 3 and all(p.isdigit() for p in t.split(".")):
+            v = int(ipaddress.IPv4Address(t))
+        elif t.count(":") == 5 and all(len(p) <= 2 for p in t.split(":")):
+            v = int(t.replace(":", ""), 16)
+        elif ":" in t:
+            v = int(ipaddress.IPv6Address(t))
+        else:
+            neg = t.startswith("-")
+            v = int(t, 0)
+            if neg:
+                v &= (1 << width) - 1
+    except ValueError:
+        raise CommandError(f"{what}: cannot parse {text!r} (expected a number, 0x hex, IPv4/IPv6 address "
+                           "or MAC address)") from None
+    if v >> width:
+        raise CommandError(f"{what}: value {text} does not fit in {width} bits")
+    return v
+
+
+class RuntimeCLI:
+    """Executes simple_switch_CLI commands against one pipeline."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
+        self.program = pipeline.program
+        self._handlers: dict[str, Callable[[list[str]], str]] = {
+            name: getattr(self, "_" + name) for name in COMMANDS_HELP
+        }
+
+    # --- entry points -------------------------------------------------------------------------------------
+    def execute(self, line: str) -> str:
+        """Run one command line; returns its output text ('' for none)."""
+        line = line.strip()
+        if not line or line.startswith("#"):
+            return ""
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError as exc:
+            raise CommandError(f"cannot split command line: {exc}") from None
+        if not words:
+            return ""
+        cmd, args = words[0], words[1:]
+        handler = self._handlers.get(cmd)
+        if handler is None:
+            raise CommandError(f"unknown command {cmd!r} (try 'help'; known: {', '.join(sorted(COMMANDS_HELP))})")
+        try:
+            return handler(args)
+        except CommandError as exc:
+            if exc.message.startswith(cmd):
+                raise
+            raise CommandError(f"{cmd}: {exc.message}") from None
+
+    def run_file(self, path: str | Path) -> list[str]:
+        """Run every line of a command file; errors name the file and line."""
+        outputs = []
+        text = Path(path).read_text() if Path(path).exists() else None
+        if text is None:
+            raise CommandError(f"cannot read command file {path}")
+        for lineno, line in enumerate(text.splitlines(), 1):
+            try:
+                out = self.execute(line)
+            except CommandError as exc:
+                raise CommandError(f"{path}:{lineno}: {exc.message}") from None
+            if out:
+                outputs.append(out)
+        return outputs
+
+    # --- lookups ------------------------------------------------------------------------------------------
+    def _find(self, kind: str, name: str, objs: dict) -> object:
+        if name in objs:
+            return objs[name]
+        hits = [v for k, v in objs.items() if k.split(".")[-1] == name or k.endswith("." + name)]
+        if len(hits) == 1:
+            return hits[0]
+        known = ", ".join(sorted(objs)) or "none"
+        if len(hits) > 1:
+            raise CommandError(f"{kind} name {name!r} is ambiguous; use the full name ({known})")
+        raise CommandError(f"unknown {kind} {name!r} (known: {known})")
+
+    def table(self, name: str) -> Table:
+        return self._find("table", name, self.program.tables)  # type: ignore[return-value]
+
+    def action(self, table: Table, name: str) -> ActionSpec:
+        if name in table.actions:
+            return table.actions[name]
+        hits = [a for k, a in table.actions.items() if k.split(".")[-1] == name]
+        if len(hits) == 1:
+            return hits[0]
+        raise CommandError(f"table {table.name} has no action {name!r} (actions: {', '.join(table.actions)})")
+
+    def _data(self, action: ActionSpec, words: list[str]) -> tuple[int, ...]:
+        if len(words) != len(action.params):
+            want = " ".join(f"{n}:bit<{w}>" for n, w in action.params) or "no data"
+            raise CommandError(f"action {action.name} takes {len(action.params)} data values ({want}), "
+                               f"got {len(words)}")
+        return tuple(parse_value(w, width, f"action data {n}") for w, (n, width) in
+                     zip(words, action.params, strict=True))
+
+    def _int(self, text: str, what: str) -> int:
+        try:
+            return int(text, 0)
+        except ValueError:
+            raise CommandError(f"{what} must be an integer, not {text!r}") from None
+
+    def _nargs(self, args: list[str], n: int | tuple[int, int], cmd: str) -> None:
+        lo, hi = (n, n) if isinstance(n, int) else n
+        if not lo <= len(args) <= hi:
+            raise CommandError(f"{cmd}: wrong number of arguments; usage: {COMMANDS_HELP[cmd]}")
+
+    # --- tables -------------------------------------------------------------------------------------------
+    def _table_add(self, args: list[str]) -> str:
+        if len(args) < 2:
+            raise CommandError(f"table_add: usage: {COMMANDS_HELP['table_add']}")
+        table = self.table(args[0])
+        action = self.action(table, args[1])
+        rest = args[2:]
+        if "=>" in rest:
+            i = rest.index("=>")
+            match_words, data_words = rest[:i], rest[i + 1 :]
+        else:
+            match_words, data_words = rest, []
+        needs_prio = any(k.kind in ("ternary", "range", "optional") for k in table.keys)
+        priority = 0
+        if needs_prio:
+            if len(data_words) == len(action.params) + 1:
+                priority = self._int(data_words[-1], "priority")
+                data_words = data_words[:-1]
+            else:
+                raise CommandError(f"table {table.name} has ternary/range/optional keys: give a priority "
+                                   "after the action data (lower value wins, as in BMv2)")
+        if len(match_words) != len(table.keys):
+            want = " ".join(f"{k.name}:{k.kind}" for k in table.keys)
+            raise CommandError(f"table {table.name} needs {len(table.keys)} match values ({want}), "
+                               f"got {len(match_words)}")
+        match = [self._match(w, k.kind, k.width, k.name) for w, k in zip(match_words, table.keys, strict=True)]
+        data = self._data(action, data_words)
+        handle = table.add(match, action, data, priority)
+        return f"Entry has been added with handle {handle}"
+
+    def _match(self, word: str, kind: str, width: int, name: str) -> tuple[int, int]:
+        full = (1 << width) - 1
+        what = f"match field {name}"
+        if kind == "exact":
+            return (parse_value(word, width, what), full)
+        if kind == "lpm":
+            if "/" not in word:
+                raise CommandError(f"{what} is lpm: expected VALUE/PREFIX_LEN, got {word!r}")
+            v, plen_s = word.rsplit("/", 1)
+            plen = self._int(plen_s, f"{what} prefix length")
+            if not 0 <= plen <= width:
+                raise CommandError(f"{what}: prefix length {plen} out of range 0..{width}")
+            mask = (full >> (width - plen)) << (width - plen) if plen else 0
+            return (parse_value(v, width, what) & mask, mask)
+        if kind == "ternary":
+            if "&&&" not in word:
+                raise CommandError(f"{what} is ternary: expected VALUE&&&MASK, got {word!r}")
+            v, m = word.split("&&&", 1)
+            mask = parse_value(m, width, what)
+            return (parse_value(v, width, what) & mask, mask)
+        if kind == "range":
+            if "->" not in word:
+                raise CommandError(f"{what} is range: expected LOW->HIGH, got {word!r}")
+            lo, hi = word.split("->", 1)
+            return (parse_value(lo, width, what), parse_value(hi, width, what))
+        if kind == "optional":
+            if word in ("*", "_"):
+                return (0, 0)
+            return (parse_value(word, width, what), full)
+        raise CommandError(f"{what}: unsupported match kind {kind}")
+
+    def _table_delete(self, args: list[str]) -> str:
+        self._nargs(args, 2, "table_delete")
+        self.table(args[0]).delete(self._int(args[1], "entry handle"))
+        return ""
+
+    def _table_modify(self, args: list[str]) -> str:
+        if len(args) < 3:
+            raise CommandError(f"table_modify: usage: {COMMANDS_HELP['table_modify']}")
+        table = self.table(args[0])
+        action = self.action(table, args[1])
+        data_words = [w for w in args[3:] if w != "=>"]
+        table.modify(self._int(args[2], "entry handle"), action, self._data(action, data_words))
+        return ""
+
+    def _table_set_default(self, args: list[str]) -> str:
+        if len(args) < 2:
+            raise CommandError(f"table_set_default: usage: {COMMANDS_HELP['table_set_default']}")
+        table = self.table(args[0])
+        action = self.action(table, args[1])
+        data_words = [w for w in args[2:] if w != "=>"]
+        table.set_default(action, self._data(action, data_words))
+        return ""
+
+    def _table_reset_default(self, args: list[str]) -> str:
+        self._nargs(args, 1, "table_reset_default")
+        self.table(args[0]).reset_default()
+        return ""
+
+    def _table_clear(self, args: list[str]) -> str:
+        self._nargs(args, 1, "table_clear")
+        self.table(args[0]).clear()
+        return ""
+
+    def _table_num_entries(self, args: list[str]) -> str:
+        self._nargs(args, 1, "table_num_entries")
+        return str(len(self.table(args[0]).entries))
+
+    def _table_dump(self, args: list[str]) -> str:
+        self._nargs(args, 1, "table_dump")
+        t = self.table(args[0])
+        lines = ["==========", f"TABLE ENTRIES ({t.name})"]
+        for e in sorted(t.entries.values(), key=lambda e: e.handle):
+            lines.append("**********")
+            lines.append(f"Dumping entry 0x{e.handle:x}")
+            lines.append("Match key:")
+            for k, (a, b) in zip(t.keys, e.match, strict=True):
+                digits = (k.width + 3) // 4
+                if k.kind == "exact":
+                    lines.append(f"* {k.name:<20}: EXACT     {a:0{digits}x}")
+                elif k.kind == "lpm":
+                    lines.append(f"* {k.name:<20}: LPM       {a:0{digits}x}/{bin(b).count('1')}")
+                elif k.kind == "range":
+                    lines.append(f"* {k.name:<20}: RANGE     {a:0{digits}x} -> {b:0{digits}x}")
+                else:
+                    lines.append(f"* {k.name:<20}: {k.kind.upper():<9} {a:0{digits}x} &&& {b:0{digits}x}")
+            if e.priority:
+                lines.append(f"Priority: {e.priority}")
+            data = ", ".join(f"{v:x}" for v in e.data)
+            lines.append(f"Action entry: {e.action.name} - {data}")
+        lines.append("==========")
+        if t.default_action is not None:
+            data = ", ".join(f"{v:x}" for v in t.default_data)
+            lines.append(f"Dumping default entry\nAction entry: {t.default_action.name} - {data}")
+        lines.append("==========")
+        return "\n".join(lines)
+
+    def _table_info(self, args: list[str]) -> str:
+        self._nargs(args, 1, "table_info")
+        t = self.table(args[0])
+        keys = "\t".join(f"{k.name}({k.kind}, {k.width})" for k in t.keys)
+        lines = [f"{t.name:<30} [size={t.size}, entries={len(t.entries)}]\t{keys}", "*" * 40]
+        for a in t.actions.values():
+            params = "\t".join(f"{n}({w})" for n, w in a.params)
+            lines.append(f"{a.name:<30} [{params}]")
+        return "\n".join(lines)
+
+    def _show_tables(self, args: list[str]) -> str:
+        out = []
+        for t in self.program.tables.values():
+            keys = "\t".join(f"{k.name}({k.kind}, {k.width})" for k in t.keys)
+            out.append(f"{t.name:<30} [size={t.size}]\t{keys}")
+        return "\n".join(out)
+
+    def _show_actions(self, args: list[str]) -> str:
+        return "\n".join(f"{a.name:<30} [{', '.join(f'{n}({w})' for n, w in a.params)}]"
+                         for a in self.program.actions.values())
+
+    # --- stateful externs ---------------------------------------------------------------------------------
+    def _register_read(self, args: list[str]) -> str:
+        self._nargs(args, (1, 2), "register_read")
+        r = self._find("register", args[0], self.program.registers)
+        if len(args) == 1:
+            return f"{r.name}= " + ", ".join(str(v) for v in r.values)  # type: ignore[attr-defined]
+        i = self._index(args[1], r.size, r.name)  # type: ignore[attr-defined]
+        return f"{r.name}[{i}]= {r.values[i]}"  # type: ignore[attr-defined]
+
+    def _index(self, text: str, size: int, name: str) -> int:
+        i = self._int(text, "index")
+        if not 0 <= i < size:
+            raise CommandError(f"index {i} out of range for {name} (size {size})")
+        return i
+
+    def _register_write(self, args: list[str]) -> str:
+        self._nargs(args, 3, "register_write")
+        r = self._find("register", args[0], self.program.registers)
+        i = self._index(args[1], r.size, r.name)  # type: ignore[attr-defined]
+        v = parse_value(args[2], r.width, f"register {r.name} value")  # type: ignore[attr-defined]
+        if r.signed and v >> (r.width - 1):  # type: ignore[attr-defined]
+            v -= 1 << r.width  # type: ignore[attr-defined]
+        r.values[i] = v  # type: ignore[attr-defined]
+        return ""
+
+    def _register_reset(self, args: list[str]) -> str:
+        self._nargs(args, 1, "register_reset")
+        self._find("register", args[0], self.program.registers).reset()  # type: ignore[attr-defined]
+        return ""
+
+    def _counter_read(self, args: list[str]) -> str:
+        self._nargs(args, 2, "counter_read")
+        c = self._find("counter", args[0], self.program.counters)
+        if c.direct:  # type: ignore[attr-defined]
+            h = self._int(args[1], "entry handle")
+            for t in self.program.tables.values():
+                if t.direct_counter is c and h in t.entries:
+                    e = t.entries[h]
+                    return f"{c.name}[{h}]=  BmCounterValue(packets={e.packets}, bytes={e.bytes})"  # type: ignore[attr-defined]
+            raise CommandError(f"no entry with handle {h} in the table of direct counter {args[0]}")
+        i = self._index(args[1], c.size, c.name)  # type: ignore[attr-defined]
+        return f"{c.name}[{i}]=  BmCounterValue(packets={c.packets[i]}, bytes={c.bytes[i]})"  # type: ignore[attr-defined]
+
+    def _counter_reset(self, args: list[str]) -> str:
+        self._nargs(args, 1, "counter_reset")
+        c = self._find("counter", args[0], self.program.counters)
+        c.reset()  # type: ignore[attr-defined]
+        for t in self.program.tables.values():
+            if t.direct_counter is c:
+                for e in t.entries.values():
+                    e.packets = e.bytes = 0
+        return ""
+
+    def _rates(self, words: list[str]) -> list[tuple[float, int]]:
+        out = []
+        for w in words:
+            if ":" not in w:
+                raise CommandError(f"meter rate {w!r}: expected RATE:BURST (rate per microsecond)")
+            r, b = w.split(":", 1)
+            try:
+                out.append((float(r), int(b)))
+            except ValueError:
+                raise CommandError(f"meter rate {w!r}: expected RATE:BURST, e.g. 0.5:10") from None
+        return out
+
+    def _meter_array_set_rates(self, args: list[str]) -> str:
+        self._nargs(args, 3, "meter_array_set_rates")
+        m = self._find("meter", args[0], self.program.meters)
+        m.set_rates(None, self._rates(args[1:]))  # type: ignore[attr-defined]
+        return ""
+
+    def _meter_set_rates(self, args: list[str]) -> str:
+        self._nargs(args, 4, "meter_set_rates")
+        m = self._find("meter", args[0], self.program.meters)
+        rates = self._rates(args[2:])
+        if m.direct:  # type: ignore[attr-defined]
+            h = self._int(args[1], "entry handle")
+            m.__dict__.setdefault("entry_rates", {})[h] = rates
+            for t in self.program.tables.values():
+                if t.direct_meter is m and h in t.entries and t.entries[h].meter is not None:
+                    t.entries[h].meter.set_rates(0, rates)
+            return ""
+        m.set_rates(self._index(args[1], m.size, m.name), rates)  # type: ignore[attr-defined]
+        return ""
+
+    # --- PRE, mirroring, queues -----------------------------------------------------------------------------
+    def _mirroring_add(self, args: list[str]) -> str:
+        self._nargs(args, 2, "mirroring_add")
+        self.pipeline.mirror_sessions[self._int(args[0], "session id")] = self._int(args[1], "port")
+        return ""
+
+    def _mirroring_delete(self, args: list[str]) -> str:
+        self._nargs(args, 1, "mirroring_delete")
+        if self.pipeline.mirror_sessions.pop(self._int(args[0], "session id"), None) is None:
+            raise CommandError(f"mirroring session {args[0]} does not exist")
+        return ""
+
+    def _mc_mgrp_create(self, args: list[str]) -> str:
+        self._nargs(args, 1, "mc_mgrp_create")
+        g = self._int(args[0], "group id")
+        self.pipeline.mc_group_create(g)
+        return f"Creating multicast group {g}"
+
+    def _mc_mgrp_destroy(self, args: list[str]) -> str:
+        self._nargs(args, 1, "mc_mgrp_destroy")
+        self.pipeline.mc_group_destroy(self._int(args[0], "group id"))
+        return ""
+
+    def _ports(self, words: list[str]) -> list[int]:
+        return [self._int(w, "port") for w in words]
+
+    def _mc_node_create(self, args: list[str]) -> str:
+        if len(args) < 1:
+            raise CommandError(f"mc_node_create: usage: {COMMANDS_HELP['mc_node_create']}")
+        h = self.pipeline.mc_node_create(self._int(args[0], "rid"), self._ports(args[1:]))
+        return f"Creating node with rid {args[0]} , port map {args[1:]} and lag map []\nnode was created with handle {h}"
+
+    def _mc_node_update(self, args: list[str]) -> str:
+        if len(args) < 1:
+            raise CommandError(f"mc_node_update: usage: {COMMANDS_HELP['mc_node_update']}")
+        self.pipeline.mc_node_update(self._int(args[0], "node handle"), self._ports(args[1:]))
+        return ""
+
+    def _mc_node_destroy(self, args: list[str]) -> str:
+        self._nargs(args, 1, "mc_node_destroy")
+        self.pipeline.mc_node_destroy(self._int(args[0], "node handle"))
+        return ""
+
+    def _mc_node_associate(self, args: list[str]) -> str:
+        self._nargs(args, 2, "mc_node_associate")
+        self.pipeline.mc_node_associate(self._int(args[0], "group id"), self._int(args[1], "node handle"))
+        return f"Associating node {args[1]} to multicast group {args[0]}"
+
+    def _mc_node_dissociate(self, args: list[str]) -> str:
+        self._nargs(args, 2, "mc_node_dissociate")
+        self.pipeline.mc_node_dissociate(self._int(args[0], "group id"), self._int(args[1], "node handle"))
+        return ""
+
+    def _mc_dump(self, args: list[str]) -> str:
+        lines = ["==========", "MC ENTRIES"]
+        for g, nodes in sorted(self.pipeline.mc_groups.items()):
+            lines.append(f"**********\nmgrp({g})")
+            for h in nodes:
+                n = self.pipeline.mc_nodes[h]
+                lines.append(f"  -> (L1h={h}, rid={n.rid}) -> (ports=[{', '.join(map(str, n.ports))}], lags=[])")
+        lines.append("==========")
+        return "\n".join(lines)
+
+    def _set_queue_depth(self, args: list[str]) -> str:
+        self._nargs(args, (1, 2), "set_queue_depth")
+        port = self._int(args[1], "egress port") if len(args) == 2 else None
+        self.pipeline.queue_depth_pkts[port] = self._int(args[0], "queue depth")
+        return ""
+
+    def _set_queue_rate(self, args: list[str]) -> str:
+        self._nargs(args, (1, 2), "set_queue_rate")
+        port = self._int(args[1], "egress port") if len(args) == 2 else None
+        try:
+            rate = float(args[0])
+        except ValueError:
+            raise CommandError(f"set_queue_rate: rate must be a number of packets per second, not {args[0]!r}") \
+                from None
+        self.pipeline.queue_rate_pps[port] = rate
+        return ""
+
+    def _reset_state(self, args: list[str]) -> str:
+        for t in self.program.tables.values():
+            if not t.const_entries:
+                t.clear()
+            t.reset_default()
+        for r in self.program.registers.values():
+            r.reset()
+        for c in self.program.counters.values():
+            c.reset()
+        return ""
+
+    def _help(self, args: list[str]) -> str:
+        if args:
+            if args[0] not in COMMANDS_HELP:
+                raise CommandError(f"help: unknown command {args[0]!r}")
+            return COMMANDS_HELP[args[0]]
+        return "\n".join(COMMANDS_HELP.values())

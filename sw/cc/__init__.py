@@ -22,18 +22,20 @@ Number formats (see :mod:`sw.cc.fixedpoint` for the constants):
   alpha    u17 Q1.16             (DCQCN; 65536 = 1.0)
   U, eta   u24 Q8.16 saturating  (HPCC utilisation and target; 65536 = 1.0, eta 0.95 = 62259)
   window   u32 bytes             (HPCC), queue lengths u32 bytes
-  pacer    credit in units of 1e-9 bit (rate_bps * dt_ns), exact; see :mod:`sw.cc.pacer`
+  pacer    host: credit in units of 1e-9 bit (rate_bps * dt_ns), exact (``TokenBucket``);
+           RTL: credit in 2^-24 byte, per-cycle increment (rate_kbps * mult) >> 16 with
+           mult = (1000 << 40) // (8 * clk_hz) (``RateToIncrement``, ``CycleTokenBucket``)
 """
 
 from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp, RpStage, RpState
 from sw.cc.errors import CcError, CcParamError
 from sw.cc.hpcc import Hpcc, HpccParams
-from sw.cc.pacer import CcPacer, TokenBucket
+from sw.cc.pacer import CcPacer, CycleTokenBucket, RateToIncrement, TokenBucket
 from sw.cc.sim import SimConfig, SimResult, simulate
 
 __all__ = [
-    "AckInfo", "CcError", "CcPacer", "CcParamError", "CongestionControl", "DcqcnNp", "DcqcnParams", "DcqcnRp",
-    "Hpcc", "HpccParams", "IntHop", "NoCc", "RpStage", "RpState", "SimConfig", "SimResult", "TokenBucket",
-    "simulate",
+    "AckInfo", "CcError", "CcPacer", "CcParamError", "CongestionControl", "CycleTokenBucket", "DcqcnNp",
+    "DcqcnParams", "DcqcnRp", "Hpcc", "HpccParams", "IntHop", "NoCc", "RateToIncrement", "RpStage", "RpState",
+    "SimConfig", "SimResult", "TokenBucket", "simulate",
 ]

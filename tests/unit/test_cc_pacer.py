@@ -99,3 +99,46 @@ def test_cc_pacer_follows_the_model_rate_and_window():
     hpacer.on_ack(AckInfo(1, 1, (hop0,)), 10)
     hpacer.on_ack(AckInfo(2, 2, (hop1,)), 20)
     assert hpacer.bucket.rate_bps == hp.rate_kbps * 1000 < 8_000_000_000
+
+
+def test_rate_to_increment_is_within_a_tenth_of_a_percent():
+    import random
+
+    from sw.cc.pacer import RateToIncrement
+
+    conv = RateToIncrement()                        # 400 MHz, Q.24 bytes per cycle
+    assert conv.mult == 343_597
+    assert conv.increment(400_000_000) == 2_097_149_658 < 1 << 31   # 400 Gb/s = 125 B/cycle
+    rng = random.Random(8)
+    for rate_kbps in [1000, 400_000_000] + [rng.randrange(1000, 400_000_001) for _ in range(100)]:
+        assert abs(conv.paced_rate_bps(rate_kbps) / (rate_kbps * 1000) - 1) < 1e-3
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 300)), max_size=40), st.integers(0, 2000))
+def test_lazy_refill_equals_per_cycle_refill(steps, burst):
+    from sw.cc.pacer import CycleTokenBucket
+
+    inc = 5_000_000                                 # ~0.3 B/cycle in Q.24
+    lazy, per_cycle = CycleTokenBucket(inc, burst), CycleTokenBucket(inc, burst)
+    for gap, nbytes in steps:
+        lazy.advance(gap)
+        for _ in range(gap):
+            per_cycle.advance(1)
+        if nbytes:
+            assert lazy.send(nbytes) == per_cycle.send(nbytes)
+        assert lazy.credit == per_cycle.credit
+
+
+def test_cycle_bucket_paces_line_rate_beats():
+    from sw.cc.pacer import CycleTokenBucket, RateToIncrement
+
+    conv = RateToIncrement()
+    tb = CycleTokenBucket(conv.increment(200_000_000), burst_bytes=128)   # half of 400G: 62.5 B/cycle
+    sent = 0
+    for _ in range(10_000):
+        tb.advance(1)
+        if tb.send(128):                            # one 1024-bit beat when eligible
+            sent += 128
+    assert abs(sent - 625_000) <= 256
+    assert tb.cycles_until_eligible() <= 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -100,14 +101,15 @@ class TypeNamePostLex:
         return False
 
 
+_LOCK = threading.Lock()
+_POSTLEX = TypeNamePostLex()
+
+
 @lru_cache(maxsize=1)
-def _grammar_text() -> str:
-    return _GRAMMAR.read_text()
-
-
-def _parser(postlex: TypeNamePostLex) -> Lark:
-    return Lark(_grammar_text(), parser="lalr", lexer="basic", postlex=postlex,
-                propagate_positions=True, maybe_placeholders=True)
+def _parser() -> Lark:
+    """The LALR parser, built once per process (lark caches the analysed grammar on disk too)."""
+    return Lark(_GRAMMAR.read_text(), parser="lalr", lexer="basic", postlex=_POSTLEX,
+                propagate_positions=True, maybe_placeholders=True, cache=True)
 
 
 def _describe(tok: Token) -> str:
@@ -118,7 +120,13 @@ def _describe(tok: Token) -> str:
 
 def parse(pre: Preprocessed) -> Tree:
     """Parse preprocessed P4 text; syntax errors become ``CompileError`` with the original position."""
-    parser = _parser(TypeNamePostLex())
+    with _LOCK:
+        return _parse_locked(pre)
+
+
+def _parse_locked(pre: Preprocessed) -> Tree:
+    parser = _parser()
+    _POSTLEX.types = set(_BUILTIN_TYPES)
     try:
         return parser.parse(pre.text)
     except UnexpectedToken as exc:

@@ -67,7 +67,7 @@ def run_switch(args: argparse.Namespace) -> int:
     from p4.switch.switch import P4Switch
 
     config = _build_config(args)
-    pipeline = load_pipeline(args.program)
+    pipeline = load_pipeline(args.program, device_id=args.device_id)
     if args.commands:
         try:
             with open(args.commands) as f:

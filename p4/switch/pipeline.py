@@ -1,0 +1,211 @@
+"""Adapter from the switch process to the compiled pipeline (``p4.pipeline``) and its command language.
+
+The pipeline's ``ingress``/``egress`` stages are used as they are; this module only routes their results
+into the switch's traffic manager (copies, E2E clones, recirculation), hands queue metadata to egress, and
+keeps the traffic manager in step with ``set_queue_depth``/``set_queue_rate`` run by ``p4.runtime_cli``.
+Loading goes through a parse-tree cache keyed by the preprocessed source's hash, so a switch starts fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from p4.errors import CommandError, P4Error
+from p4.switch.tm import QueuedPacket as TmPacket
+from p4.switch.tm import TrafficManagerError
+from sw.clock import Clock, get_clock
+from sw.units import UnitError, parse_rate_bps
+
+if TYPE_CHECKING:
+    from p4.pipeline import Pipeline
+    from p4.switch.switch import P4Switch
+    from p4.switch.tm import TrafficManager
+
+CACHE_ENV = "STARPULSE_CACHE_DIR"
+SWITCH_COMMANDS = {
+    "port_stats": "port_stats [EGRESS_PORT]  (rx/tx/drop counters, queue depth and high-water mark per port)",
+    "set_port_rate": "set_port_rate EGRESS_PORT RATE  (shape a port to a line rate in bit/s of frame bytes, "
+                     "e.g. 100M; 'off' removes it)",
+}
+_COMPILER_FILES = ("compiler.py", "parse.py", "p4.lark", "preprocess.py", "program.py", "pipeline.py")
+
+
+def cache_dir() -> Path:
+    """Where compiled-program artefacts live: $STARPULSE_CACHE_DIR, else ~/.cache/starpulse/p4."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env) / "p4"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "starpulse" / "p4"
+
+
+def _compiler_fingerprint() -> str:
+    """Changes whenever the front end changes, so stale cached parse trees are never used."""
+    import p4
+
+    h = hashlib.sha256()
+    base = Path(p4.__file__).parent
+    for name in _COMPILER_FILES:
+        p = base / name
+        if p.exists():
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def compile_cached(path: str | Path, *, seed: int = 0) -> Any:
+    """Compile ``path`` like ``p4.compiler.compile_file``, reusing a cached parse tree for identical source."""
+    from p4 import compiler
+    from p4.preprocess import preprocess
+
+    if not Path(path).is_file():
+        raise P4Error(f"{path}: no such file")
+    pre = preprocess(path)
+    key = hashlib.sha256((_compiler_fingerprint() + "\0" + pre.text).encode()).hexdigest()
+    entry = cache_dir() / f"{key}.tree.pickle"
+    tree = None
+    try:
+        tree = pickle.loads(entry.read_bytes())
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        tree = None
+    if tree is None:
+        tree = compiler.parse(pre)           # raises CompileError with file:line:col for bad programs
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = entry.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_bytes(pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL))
+            tmp.replace(entry)
+        except OSError:
+            pass                             # a read-only home only costs start-up time
+    # compile_preprocessed() parses internally; hand it the (cached) tree instead of re-parsing.
+    real_parse = compiler.parse
+    compiler.parse = lambda _pre: tree
+    try:
+        return compiler.compile_preprocessed(pre, Path(path).stem, seed)
+    finally:
+        compiler.parse = real_parse
+
+
+class SwitchPipeline:
+    """The compiled program as the switch uses it: stages feeding a traffic manager, plus the command language."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        from p4.runtime_cli import COMMANDS_HELP, RuntimeCLI
+
+        self.pipe = pipeline
+        self.cli = RuntimeCLI(pipeline)
+        self._commands_help = COMMANDS_HELP
+        self.tm: TrafficManager | None = None
+        self.switch: P4Switch | None = None
+        self._digests: list[dict[str, Any]] = []
+        self._ingress_port_slot = pipeline.program.sm["ingress_port"]
+
+    def attach_traffic_manager(self, tm: TrafficManager, switch: P4Switch) -> None:
+        self.tm = tm
+        self.switch = switch
+        self._sync_queues({}, {})
+
+    # --- data path -------------------------------------------------------------------------------------------
+    def ingress(self, port: int, frame: bytes, now_ns: int) -> bool:
+        """Run ingress; enqueue every copy it produced. False when the original packet was dropped."""
+        res = self.pipe.ingress(port, frame)
+        self._take(res.digests)
+        enqueue = self.switch.enqueue  # type: ignore[union-attr]
+        for qp in res.queued:
+            enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
+        return bool(res.queued)
+
+    def egress(self, tp: TmPacket, now_ns: int) -> list[tuple[int, bytes]]:
+        """Run egress on a dequeued packet with its real queue metadata; returns frames to transmit."""
+        qp = tp.item
+        res = self.pipe.egress(qp, enq_qdepth=tp.enq_qdepth_pkts, deq_qdepth=tp.deq_qdepth_pkts,
+                               deq_timedelta_us=tp.deq_timedelta_ns // 1000,
+                               enq_timestamp_us=tp.enq_timestamp_ns // 1000)
+        if res.queued or res.recirculate:
+            enqueue = self.switch.enqueue  # type: ignore[union-attr]
+            for clone in res.queued:                       # E2E clones go back through the queues
+                enqueue(clone.egress_port, clone, clone.length_bytes, now_ns, clone.priority)
+            for rframe, keep in res.recirculate:
+                again = self.pipe.recirculate(qp.S[self._ingress_port_slot], rframe, keep, qp.loops)
+                self._take(again.digests)
+                for c in again.queued:
+                    enqueue(c.egress_port, c, c.length_bytes, now_ns, c.priority)
+        return res.out
+
+    def _take(self, digests: list[Any]) -> None:
+        for d in digests:
+            self._digests.append({"receiver": d.receiver, "name": d.name, "fields": d.fields})
+
+    def take_digests(self) -> list[dict[str, Any]]:
+        out, self._digests = self._digests, []
+        return out
+
+    # --- control ---------------------------------------------------------------------------------------------
+    def execute(self, line: str) -> str:
+        """A simple_switch_CLI command (via ``p4.runtime_cli``) or one of this switch's own commands."""
+        words = line.split()
+        if words and words[0] == "set_port_rate":
+            return self._set_port_rate(words[1:])
+        if words and words[0] == "help" and len(words) == 1:
+            return self.cli.execute(line) + "\n" + "\n".join(SWITCH_COMMANDS.values())
+        depth_before = dict(self.pipe.queue_depth_pkts)
+        rate_before = dict(self.pipe.queue_rate_pps)
+        out = self.cli.execute(line)
+        if words and words[0] in ("set_queue_depth", "set_queue_rate"):
+            self._sync_queues(depth_before, rate_before)
+        return out
+
+    def _sync_queues(self, depth_before: dict, rate_before: dict) -> None:
+        """Apply queue settings the command language recorded on the pipeline to the traffic manager."""
+        tm = self.tm
+        if tm is None:
+            return
+        depths, rates = self.pipe.queue_depth_pkts, self.pipe.queue_rate_pps
+        for store, before, apply in ((depths, depth_before, lambda v, p: tm.set_queue_depth(int(v), p)),
+                                     (rates, rate_before, lambda v, p: tm.set_queue_rate(v, p))):
+            for port in sorted(store, key=lambda p: -1 if p is None else p):
+                if before.get(port, object()) == store[port]:
+                    continue
+                try:
+                    apply(store[port], port)
+                except TrafficManagerError as exc:
+                    if port in before:
+                        store[port] = before[port]
+                    else:
+                        del store[port]
+                    raise CommandError(str(exc)) from None
+
+    def _set_port_rate(self, args: list[str]) -> str:
+        if len(args) != 2 or not args[0].isdigit():
+            raise CommandError(f"set_port_rate {' '.join(args)!r}: usage: {SWITCH_COMMANDS['set_port_rate']}")
+        port = int(args[0])
+        if args[1] == "off":
+            self.tm.set_port_rate_Bps(None, port)  # type: ignore[union-attr]
+            return ""
+        try:
+            rate_bps = parse_rate_bps(args[1], what="set_port_rate rate")
+        except UnitError as exc:
+            raise CommandError(str(exc)) from None
+        self.tm.set_port_rate_Bps(rate_bps / 8, port)  # type: ignore[union-attr]
+        return ""
+
+    def command_names(self) -> list[str]:
+        return sorted(set(self._commands_help) | set(SWITCH_COMMANDS))
+
+    def describe(self) -> dict[str, list[str]]:
+        """Command and object names for the shell's tab completion."""
+        prog = self.pipe.program
+        names: set[str] = set()
+        for group in (prog.tables, prog.actions, prog.registers, prog.counters, prog.meters):
+            names.update(group)
+        return {"commands": self.command_names(), "names": sorted(names)}
+
+
+def load_pipeline(path: str | Path, *, device_id: int = 0, clock: Clock | None = None) -> SwitchPipeline:
+    """Compile (through the cache) and instantiate the program for a switch."""
+    from p4.pipeline import Pipeline
+
+    prog = compile_cached(path)
+    return SwitchPipeline(Pipeline(prog, clock=clock or get_clock(), device_id=device_id))

@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--warmup", default="", help="time excluded from throughput figures (default: half)")
     sim.add_argument("--flow-size", default="0", help="bytes per flow (0 = unlimited, long-lived flows)")
     sim.add_argument("--start-gap", default="0ns", help="flow i starts at i * GAP")
+    sim.add_argument("--prop-delay", default="2us",
+                     help="one-way propagation per leg: sender->switch and switch->receiver; ACKs/CNPs take 2x")
     sim.add_argument("--seed", type=int, default=1, help="seed of the switch's RED marking draws")
     sim.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     params = sub.add_parser("params", help="print the default DCQCN and HPCC parameters")
@@ -43,6 +45,7 @@ def _summary(r: SimResult, wall_s: float) -> dict[str, object]:
         "cc": r.config.cc,
         "flows": r.config.n_flows,
         "link_rate_bps": r.config.link_kbps * 1000,
+        "base_rtt_ns": r.config.base_rtt_ns,
         "drops": r.drops,
         "utilization": round(r.utilization, 4),
         "max_queue_bytes": r.max_queue_bytes,
@@ -67,6 +70,7 @@ def _run_sim(args: argparse.Namespace) -> int:
     flow_bytes = parse_size_bytes(args.flow_size, what="--flow-size")
     default_warmup = 0 if flow_bytes else duration // 2
     warmup = parse_duration_ns(args.warmup, what="--warmup") if args.warmup else default_warmup
+    prop = parse_duration_ns(args.prop_delay, what="--prop-delay")
     rows = []
     for name in names:
         cfg = SimConfig(
@@ -74,6 +78,7 @@ def _run_sim(args: argparse.Namespace) -> int:
             duration_ns=duration, warmup_ns=warmup,
             flow_bytes=flow_bytes,
             start_gap_ns=parse_duration_ns(args.start_gap, what="--start-gap"), seed=args.seed,
+            to_switch_ns=prop, to_receiver_ns=prop, back_ns=2 * prop,
             dcqcn=DcqcnParams(line_rate_kbps=link_kbps), hpcc=None,
         )
         t0 = time.perf_counter()  # wall time of the simulator itself, reported only
@@ -86,7 +91,10 @@ def _run_sim(args: argparse.Namespace) -> int:
           f"{'max_fct_us':>11} {'events':>8} {'wall_s':>7}")
     for row in rows:
         fcts = [t for t in row["completion_ns"] if t is not None]  # type: ignore[union-attr]
-        fct = f"{max(fcts) / 1000:.1f}" if fcts and len(fcts) == row["flows"] else f"{len(fcts)} done"
+        if not args.flow_size or parse_size_bytes(args.flow_size) == 0:
+            fct = "-"
+        else:
+            fct = f"{max(fcts) / 1000:.1f}" if len(fcts) == row["flows"] else f"{len(fcts)} done"
         print(f"{row['cc']:<6} {row['drops']:>7} {row['utilization']:>7.4f} {row['max_queue_bytes']:>9} "
               f"{row['jain']:>7.4f} {row['ecn_marks']:>7} {row['cnps']:>6} {fct:>11} {row['events']:>8} "
               f"{row['wall_s']:>7}")

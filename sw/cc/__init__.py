@@ -30,12 +30,12 @@ Number formats (see :mod:`sw.cc.fixedpoint` for the constants):
 from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp, RpStage, RpState
 from sw.cc.errors import CcError, CcParamError
-from sw.cc.hpcc import Hpcc, HpccParams
+from sw.cc.hpcc import Hpcc, HpccParams, HpccState
 from sw.cc.pacer import CcPacer, CycleTokenBucket, RateToIncrement, TokenBucket
 from sw.cc.sim import SimConfig, SimResult, simulate
 
 __all__ = [
     "AckInfo", "CcError", "CcPacer", "CcParamError", "CongestionControl", "CycleTokenBucket", "DcqcnNp",
-    "DcqcnParams", "DcqcnRp", "Hpcc", "HpccParams", "IntHop", "NoCc", "RateToIncrement", "RpStage", "RpState",
-    "SimConfig", "SimResult", "TokenBucket", "simulate",
+    "DcqcnParams", "DcqcnRp", "Hpcc", "HpccParams", "HpccState", "IntHop", "NoCc", "RateToIncrement", "RpStage",
+    "RpState", "SimConfig", "SimResult", "TokenBucket", "simulate",
 ]

@@ -165,6 +165,11 @@ class DcqcnRp:
     def now_ns(self) -> int:
         return self._time.now_ns
 
+    @property
+    def next_deadline_ns(self) -> int:
+        """The earliest pending timer deadline (alpha or rate increase): when a timer scan must next visit."""
+        return min(self.next_alpha_ns, self.next_rate_ns)
+
     def state(self) -> RpState:
         return RpState(self.rc_kbps, self.rt_kbps, self.alpha_q16, self.t_count, self.bc_count,
                        self.bytes_acc, self.next_alpha_ns, self.next_rate_ns, self.last_stage)

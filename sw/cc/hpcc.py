@@ -101,6 +101,18 @@ class HpccParams:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass(frozen=True, slots=True)
+class HpccState:
+    """A snapshot of one HPCC sender's registers: what an RTL scoreboard compares."""
+
+    window_bytes: int
+    wc_bytes: int
+    u_q16: int
+    inc_stage: int
+    rate_kbps: int
+    last_update_seq: int
+
+
 def serial_delta(new: int, old: int, bits: int) -> int:
     """``new - old`` modulo 2^bits, or -1 when that is >= 2^(bits-1) (the counter went backwards)."""
     d = (new - old) & ((1 << bits) - 1)
@@ -149,6 +161,10 @@ class Hpcc:
     @property
     def window_bytes(self) -> int | None:
         return self.window
+
+    def state(self) -> HpccState:
+        return HpccState(self.window, self.wc_bytes, self.u_q16, self.inc_stage, self._rate_kbps,
+                         self.last_update_seq)
 
     def advance(self, now_ns: int) -> None:
         """HPCC has no timers: only time moves."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sw.cc.base import AckInfo, IntHop
 from sw.cc.dcqcn import DcqcnParams, DcqcnRp, RpState
-from sw.cc.hpcc import Hpcc, HpccParams
+from sw.cc.hpcc import Hpcc, HpccParams, HpccState
 
 CNP, BYTES, TICK = "cnp", "bytes", "tick"
 
@@ -64,17 +64,6 @@ def replay_dcqcn_rp(events: list[RpEvent], params: DcqcnParams | None = None) ->
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class HpccState:
-    """HPCC registers after one ACK: what an RTL scoreboard compares."""
-
-    window_bytes: int
-    wc_bytes: int
-    u_q16: int
-    inc_stage: int
-    rate_kbps: int
-
-
 def hpcc_acks(seed: int, count: int, params: HpccParams | None = None,
               hops: int = 1) -> Iterator[tuple[int, AckInfo]]:
     """``count`` (arrival time, ACK) pairs along one path of ``hops`` hops. The load changes regime every
@@ -111,5 +100,5 @@ def replay_hpcc(acks: list[tuple[int, AckInfo]], params: HpccParams | None = Non
     out = []
     for now, ack in acks:
         h.on_ack(ack, now)
-        out.append(HpccState(h.window, h.wc_bytes, h.u_q16, h.inc_stage, h.rate_kbps))
+        out.append(h.state())
     return out

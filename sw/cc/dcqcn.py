@@ -31,6 +31,9 @@ timers touch disjoint state, so this equals the interleaved order). Every event 
 constant R_HAI (as NVIDIA firmware's ``rpg_hai_rate`` and the HPCC authors' ns-3 DCQCN do), not QCN's i*R_HAI.
 Invariants: min_rate <= Rc <= Rt <= line rate; the mean rounds up so Rc reaches Rt exactly (a floor mean
 would stall one unit below). Alpha decays to a floor of (1 << g_shift) - 1 (255/65536 for g = 1/256).
+Not modelled (firmware variants, not the paper): NVIDIA's rate_reduce_monitor_period (at most one cut per few
+us; the NP's one CNP per 50 us per QP already bounds cuts) and the variant that applies the alpha increase at
+the next alpha-timer tick instead of on the CNP (the HPCC authors' ns-3 'Mellanox DCQCN').
 """
 
 from __future__ import annotations

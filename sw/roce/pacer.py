@@ -1,4 +1,5 @@
-"""Per-QP pacing: the sw.cc congestion-control model decides the rate, the sw.cc TokenBucket enforces it.
+"""Per-QP pacing: the sw.cc congestion-control model decides the rate, sw.cc's CcPacer (a TokenBucket that
+follows the model) enforces it; this module picks the model per QP and charges whole frames on the wire.
 
 The bucket is charged with each frame's size on the wire (frame + preamble, FCS and inter-frame gap) so a
 QP paced at the link rate fills the link without queueing in front of it.  HPCC also caps the bytes in
@@ -10,9 +11,9 @@ from __future__ import annotations
 
 from sw.cc.base import AckInfo, CongestionControl, NoCc
 from sw.cc.dcqcn import DcqcnParams, DcqcnRp
-from sw.cc.fixedpoint import KBPS, kbps_from_bps
+from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import Hpcc, HpccParams
-from sw.cc.pacer import TokenBucket
+from sw.cc.pacer import CcPacer
 
 ETH_WIRE_OVERHEAD_BYTES = 24  # preamble + SFD (8), FCS (4), inter-frame gap (12)
 CC_NAMES = ("none", "dcqcn", "hpcc")
@@ -46,16 +47,17 @@ def make_cc(name: str, line_rate_bps: int, now_ns: int = 0, *, base_rtt_ns: int 
 
 
 class QpPacer:
-    """Token bucket at the CC model's current rate; also the place CNPs and ACKs reach the model."""
+    """sw.cc CcPacer of one QP, charged with frame sizes on the wire; CNPs and ACKs reach the model here."""
 
-    def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 2 * 4200) -> None:
+    def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 32 * 1024) -> None:
         self.cc = cc
-        self.bucket = TokenBucket(cc.rate_kbps * KBPS, burst_bytes, now_ns)
+        self._pacer = CcPacer(cc, burst_bytes, now_ns)
+        self._next_ns = now_ns  # the bucket is in deficit until then (see ``may_send``)
         self.cnps = 0
 
     @property
     def rate_bps(self) -> int:
-        return self.bucket.rate_bps
+        return self._pacer.bucket.rate_bps
 
     @property
     def window_bytes(self) -> int | None:
@@ -68,31 +70,29 @@ class QpPacer:
             return "none"
         return "int" if isinstance(self.cc, Hpcc) else "cnp"
 
-    def _sync(self, now_ns: int) -> None:
-        self.cc.advance(now_ns)
-        rate_bps = self.cc.rate_kbps * KBPS
-        if rate_bps != self.bucket.rate_bps:
-            self.bucket.set_rate(rate_bps, now_ns)
-
     def next_send_ns(self, now_ns: int) -> int:
         """Earliest time >= now a frame may start."""
-        self._sync(now_ns)
-        return self.bucket.next_eligible_ns(now_ns)
+        if now_ns < self._next_ns:
+            return self._next_ns
+        return self._pacer.next_send_ns(now_ns) or now_ns
 
     def may_send(self, now_ns: int) -> bool:
-        self._sync(now_ns)
-        return self.bucket.eligible(now_ns)
+        # Fast path: until the time computed at the last charge the bucket is in deficit for sure (a CNP can
+        # only lower the rate; a rate increase is seen at most one packet time late).
+        if now_ns < self._next_ns:
+            return False
+        return self._pacer.next_send_ns(now_ns) == now_ns
 
     def charge(self, frame_bytes: int, now_ns: int) -> None:
-        """A frame of ``frame_bytes`` (no FCS) left at ``now_ns``; call only after ``may_send`` said yes."""
-        self.bucket.try_send(frame_bytes + ETH_WIRE_OVERHEAD_BYTES, now_ns)
-        self.cc.on_bytes_sent(frame_bytes, now_ns)
+        """A frame of ``frame_bytes`` (no FCS) leaves at ``now_ns``; call only after ``may_send`` said yes."""
+        self._pacer.try_send(frame_bytes + ETH_WIRE_OVERHEAD_BYTES, now_ns)
+        self._next_ns = self._pacer.bucket.next_eligible_ns(now_ns)
 
     def on_cnp(self, now_ns: int) -> None:
         self.cnps += 1
-        self.cc.on_cnp(now_ns)
-        self._sync(now_ns)
+        self._pacer.on_cnp(now_ns)
+        self._next_ns = self._pacer.bucket.next_eligible_ns(now_ns)
 
     def on_ack(self, acked_bytes: int, sent_bytes: int, now_ns: int) -> None:
         """Cumulative bytes acknowledged / sent; no INT hops on this path (see the module docstring)."""
-        self.cc.on_ack(AckInfo(acked_bytes, sent_bytes), now_ns)
+        self._pacer.on_ack(AckInfo(acked_bytes, sent_bytes), now_ns)

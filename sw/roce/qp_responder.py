@@ -81,6 +81,7 @@ class Responder:
         self.recv_queue: deque[RecvWr] = deque()
         self.out: deque[_Ack | _ReadJob] = deque()
         self.nak_sent = False  # one NAK per sequence-error episode
+        self.resp_high_psn = rq_psn  # first read-response PSN never sent (earlier ones going again are resends)
         self.send_in: _Incoming | None = None
         self.write_in: _Incoming | None = None
 
@@ -258,6 +259,11 @@ class Responder:
             fields = {"syndrome": SYN_ACK | CREDITS_INVALID, "msn": item.msn}
         frame = tpl[opcode].build(psn_add(item.first_psn, i), item.mr.view[start:end], **fields)
         item.next_i += 1
+        psn = psn_add(item.first_psn, i)
+        if psn_diff(psn, self.resp_high_psn) < 0:
+            self.qp.counters.retransmitted_packets += 1  # this response PSN went out before
+        else:
+            self.resp_high_psn = psn_add(psn, 1)
         if item.next_i >= item.n_pkts:
             self.out.popleft()
         return frame, True

@@ -1,0 +1,133 @@
+"""The NIC's wire: an AF_PACKET raw socket on one interface (frames in and out as bytes), plus its addresses.
+
+Our own transmitted frames are not read back (PACKET_IGNORE_OUTGOING, or skipped by packet type); frames that
+are not addressed to this host are skipped and counted.  A UDP socket bound to port 4791 (never read) keeps
+the kernel from answering our RoCE packets with ICMP port-unreachable.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import select
+import socket
+import struct
+from dataclasses import dataclass
+
+from sw.roce.opcodes import ROCEV2_UDP_DPORT
+from sw.roce.transport_rules import PATH_MTUS
+
+ETH_P_ALL = 0x0003
+PACKET_HOST = 0
+PACKET_OUTGOING = 4
+PACKET_IGNORE_OUTGOING = 23  # linux/if_packet.h, Linux >= 4.20
+SOL_PACKET = 263
+SIOCGIFADDR = 0x8915
+SIOCGIFMTU = 0x8921
+MAX_FRAME_BYTES = 65536
+ROCE_HEADROOM_BYTES = 20 + 8 + 12 + 16 + 4  # IPv4 + UDP + BTH + RETH + ICRC around one MTU of payload
+
+
+class PortError(OSError):
+    """The interface cannot be opened (missing, no IPv4 address, not root); says which and why."""
+
+    is_user_error = True
+
+
+@dataclass
+class PortCounters:
+    rx_frames: int = 0
+    tx_frames: int = 0
+    tx_errors: int = 0
+    outgoing_skipped: int = 0
+    not_for_us: int = 0
+
+
+def interface_ipv4(ifname: str) -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            raw = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", ifname.encode()[:15]))
+        except OSError as exc:
+            raise PortError(f"interface {ifname!r} has no IPv4 address ({exc.strerror})") from None
+    return socket.inet_ntoa(raw[20:24])
+
+
+def interface_mtu(ifname: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        raw = fcntl.ioctl(s.fileno(), SIOCGIFMTU, struct.pack("256s", ifname.encode()[:15]))
+    return struct.unpack_from("i", raw, 16)[0]
+
+
+def path_mtu_for(if_mtu: int) -> int:
+    """Largest RoCE path MTU (256..4096) whose packets fit in an interface MTU of ``if_mtu``."""
+    fitting = [m for m in PATH_MTUS if m + ROCE_HEADROOM_BYTES <= if_mtu]
+    if not fitting:
+        raise PortError(f"interface MTU {if_mtu} is too small for RoCE (needs >= {256 + ROCE_HEADROOM_BYTES})")
+    return fitting[-1]
+
+
+class RawSocketPort:
+    """Frames to and from interface ``ifname`` through one non-blocking AF_PACKET socket."""
+
+    def __init__(self, ifname: str, *, rcvbuf_bytes: int = 8 << 20, claim_udp_port: bool = True) -> None:
+        self.ifname = ifname
+        self.counters = PortCounters()
+        try:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            sock.bind((ifname, 0))
+        except OSError as exc:
+            raise PortError(f"cannot open a raw socket on interface {ifname!r}: {exc.strerror}") from None
+        for opt, value in ((socket.SO_RCVBUF, rcvbuf_bytes), (socket.SO_SNDBUF, rcvbuf_bytes)):
+            sock.setsockopt(socket.SOL_SOCKET, opt, value)
+        try:
+            sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        except OSError:
+            pass  # older kernel: outgoing frames are skipped by packet type in recv_batch
+        sock.setblocking(False)
+        self.sock = sock
+        self.mac = sock.getsockname()[4].hex(":")
+        self.ip = interface_ipv4(ifname)
+        self.mtu = interface_mtu(ifname)
+        self._udp_sink: socket.socket | None = None
+        if claim_udp_port:
+            sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:
+                sink.bind((self.ip, ROCEV2_UDP_DPORT))
+                self._udp_sink = sink
+            except OSError:
+                sink.close()  # another stack in this namespace already holds the port: fine
+
+    def send(self, frame: bytes) -> None:
+        try:
+            self.sock.send(frame)
+            self.counters.tx_frames += 1
+        except OSError:
+            self.counters.tx_errors += 1  # like a NIC TX drop: the transport's recovery resends it
+
+    def recv_batch(self, max_frames: int) -> list[bytes]:
+        out = []
+        recvfrom = self.sock.recvfrom
+        c = self.counters
+        for _ in range(max_frames):
+            try:
+                frame, addr = recvfrom(MAX_FRAME_BYTES)
+            except (BlockingIOError, InterruptedError):
+                break
+            pkttype = addr[2]
+            if pkttype != PACKET_HOST:
+                if pkttype == PACKET_OUTGOING:
+                    c.outgoing_skipped += 1
+                else:
+                    c.not_for_us += 1
+                continue
+            c.rx_frames += 1
+            out.append(frame)
+        return out
+
+    def wait(self, timeout_ns: int) -> None:
+        select.select([self.sock], [], [], max(0.0, timeout_ns / 1e9))
+
+    def close(self) -> None:
+        self.sock.close()
+        if self._udp_sink is not None:
+            self._udp_sink.close()

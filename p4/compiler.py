@@ -546,6 +546,8 @@ class Compiler:
             raise self.err(n, f"unary - needs a number, not {a.type}")
         if d == "cast":
             return self.cast(n)
+        if d == "uplus":
+            return self.expr(n.children[1], want)
         if d == "list_expr":
             items = [self.expr(c) for c in _nonnull(n.children)]
             return E("(" + "".join(i.src + ", " for i in items) + ")", ListT([i.type for i in items]),
@@ -631,7 +633,7 @@ class Compiler:
         if op in ("==", "!="):
             if isinstance(t, StructLike):
                 raise self.err(node, "comparing headers/structs with == is not supported yet")
-            if a.const is not None and b.const is not None:
+            if isinstance(a.const, int) and isinstance(b.const, int):
                 v = (a.const == b.const) == (op == "==")
                 return E(repr(v), BOOL, const=v)
             return E(f"({a.src} {op} {b.src})", BOOL)
@@ -645,7 +647,7 @@ class Compiler:
             raise self.err(node, f"'{op}' needs bit<N>/int<N> operands, not {t}")
         if isinstance(t, InfIntT):
             pyop = {"/": "//", "|+|": "+", "|-|": "-"}.get(op, op)
-            if a.const is not None and b.const is not None:
+            if isinstance(a.const, int) and isinstance(b.const, int):
                 try:
                     v = eval(f"{a.const} {pyop} {b.const}")  # noqa: S307 - two ints and an operator
                 except ZeroDivisionError:
@@ -787,11 +789,10 @@ class Compiler:
             raise self.err(n, f"slice [{hi}:{lo}] out of range for {b.type}")
         w = hi - lo + 1
         src = f"(({b.src} >> {lo}) & {(1 << w) - 1})" if lo else f"({b.src} & {(1 << w) - 1})"
-        e = E(src, BitT(w))
-        e.const = ("slice", b, hi, lo)  # remembered for assignment to a slice
-        if b.ref is None:
-            e.const = None
-        return e
+        if isinstance(b.const, int):
+            v = (b.const >> lo) & ((1 << w) - 1)
+            return E(repr(v), BitT(w), const=v)
+        return E(src, BitT(w))
 
     def lookahead(self, n: Tree) -> E:
         obj = self.expr(n.children[0])

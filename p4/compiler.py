@@ -1676,7 +1676,9 @@ class Compiler:
         action_index: dict[str, int] = {}
         for i, (info, iann) in enumerate(action_infos):
             base = info.spec  # type: ignore[attr-defined]
-            spec = ActionSpec(base.name, None, base.params, i, "defaultonly" in iann, "tableonly" in iann)
+            decl_ann = _annotations(info.node)
+            spec = ActionSpec(base.name, None, base.params, i, "defaultonly" in iann or "defaultonly" in decl_ann,
+                              "tableonly" in iann or "tableonly" in decl_ann)
             spec.fn_name = info.fn_name  # type: ignore[attr-defined]
             actions[info.name] = spec
             action_index[info.name] = i

@@ -112,6 +112,21 @@ def _parser() -> Lark:
                 propagate_positions=True, maybe_placeholders=True, cache=True)
 
 
+def _terminal_text(parser: Lark, name: str) -> str:
+    """'SEMICOLON' -> "';'", 'NAME' -> 'a name': what a user should have written."""
+    friendly = {"NAME": "a name", "TYPE_NAME": "a type name", "INTEGER": "a number", "STRING": "a string",
+                "TLT": "'<'", "TGT": "'>'"}
+    if name in friendly:
+        return friendly[name]
+    try:
+        pat = parser.get_terminal(name).pattern
+    except KeyError:
+        return name
+    if pat.type == "str":
+        return repr(pat.value)
+    return name.lower()
+
+
 def _describe(tok: Token) -> str:
     if tok.type == "$END":
         return "end of file"
@@ -131,7 +146,7 @@ def _parse_locked(pre: Preprocessed) -> Tree:
         return parser.parse(pre.text)
     except UnexpectedToken as exc:
         tok = exc.token
-        expected = sorted(e for e in exc.expected if not e.startswith("__"))[:8]
+        expected = sorted({_terminal_text(parser, e) for e in exc.expected if not e.startswith("__")})[:10]
         line = getattr(tok, "line", None) or exc.line
         col = getattr(tok, "column", None) or exc.column
         hint = f" (expected one of: {', '.join(expected)})" if expected else ""

@@ -1,0 +1,144 @@
+"""Tables: match kinds, priorities, const entries, defaults, hit/miss/action_run, and CLI table commands."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4.errors import CommandError
+
+pytestmark = pytest.mark.unit
+
+PROGRAM = """
+header h_t { bit<8> k1; bit<16> k2; bit<8> res; bit<8> flags; bit<8> tern; }
+struct headers { h_t h; }
+struct metadata { bit<8> m; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action set_out(bit<8> v) { hdr.h.res = v; }
+    action set_flag(bit<8> f) { hdr.h.flags = hdr.h.flags | f; }
+    action nop() { }
+    action set_tern(bit<8> v) { hdr.h.tern = v; }
+    @defaultonly action only_default() { hdr.h.res = 0xdd; }
+    table t_ternary {
+        key = { hdr.h.k1: ternary; hdr.h.k2: range; }
+        actions = { set_tern; nop; }
+        default_action = nop();
+    }
+    table t_optional {
+        key = { hdr.h.k1: optional; hdr.h.k2: exact; }
+        actions = { set_flag; nop; }
+        default_action = nop();
+    }
+    table t_const {
+        key = { hdr.h.k1: ternary; }
+        actions = { set_flag; nop; }
+        const default_action = set_flag(0x80);
+        const entries = {
+            0x10 &&& 0xF0 : set_flag(0x01);
+            0x11 : set_flag(0x02);
+            _ : set_flag(0x04);
+        }
+    }
+    table t_exact {
+        key = { hdr.h.k1: exact; }
+        actions = { set_out; only_default; }
+        default_action = only_default();
+    }
+    apply {
+        sm.egress_spec = 1;
+        t_ternary.apply();
+        t_optional.apply();
+        if (t_const.apply().hit) {
+            hdr.h.flags = hdr.h.flags | 0x40;
+        }
+        switch (t_exact.apply().action_run) {
+            set_out: { hdr.h.flags = hdr.h.flags | 0x20; }
+            default: { hdr.h.flags = hdr.h.flags | 0x10; exit; }
+        }
+        hdr.h.flags = hdr.h.flags | 0x08;
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.fixture
+def sw(source_switch):  # type: ignore[no-untyped-def]
+    return source_switch(PROGRAM)
+
+
+def _run(sw, k1: int, k2: int) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    out = sw.send(0, bytes([k1]) + k2.to_bytes(2, "big") + b"\0\0\0" + b"\0" * 40)
+    frame = out[0][1]
+    return frame[3], frame[4], frame[5]
+
+
+def test_ternary_and_range_lowest_priority_value_wins(sw) -> None:  # type: ignore[no-untyped-def]
+    sw.cmd("table_add t_ternary set_tern 0x00&&&0x00 0->65535 => 1 100",
+           "table_add t_ternary set_tern 0x20&&&0xF0 100->200 => 2 10",
+           "table_add t_ternary set_tern 0x21&&&0xFF 150->150 => 3 5")
+    assert _run(sw, 0x21, 150)[2] == 3
+    assert _run(sw, 0x21, 151)[2] == 2
+    assert _run(sw, 0x2F, 100)[2] == 2
+    assert _run(sw, 0x2F, 99)[2] == 1
+    assert _run(sw, 0x31, 150)[2] == 1
+
+
+def test_optional_wildcard_and_exact(sw) -> None:  # type: ignore[no-untyped-def]
+    sw.cmd("table_add t_optional set_flag * 7 => 0x01 2")
+    assert _run(sw, 0x99, 7)[1] & 0x01
+    assert not _run(sw, 0x99, 8)[1] & 0x01
+
+
+def test_const_entries_in_order_hit_flag_and_switch_action_run(sw) -> None:  # type: ignore[no-untyped-def]
+    _, flags, _ = _run(sw, 0x11, 0)
+    # 0x11 matches 0x10&&&0xF0 first (const entries: first wins); hit sets 0x40; t_exact misses ->
+    # default only_default -> switch default: 0x10 then exit (0x08 never set)
+    assert flags == 0x01 | 0x40 | 0x10
+    sw.cmd("table_add t_exact set_out 0x33 => 0x77")
+    out, flags, _ = _run(sw, 0x33, 0)
+    assert out == 0x77 and flags == 0x04 | 0x40 | 0x20 | 0x08
+
+
+def test_cli_errors_are_clear(sw) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(CommandError, match="has const entries"):
+        sw.cmd("table_add t_const set_flag 0x1&&&0xff => 1 1")
+    with pytest.raises(CommandError, match="const default_action"):
+        sw.cmd("table_set_default t_const nop")
+    with pytest.raises(CommandError, match="is @defaultonly"):
+        sw.cmd("table_add t_exact only_default 0x1 =>")
+    with pytest.raises(CommandError, match="give a priority"):
+        sw.cmd("table_add t_ternary set_tern 0x1&&&0xff 1->2 => 1")
+    with pytest.raises(CommandError, match="takes 1 data values"):
+        sw.cmd("table_add t_exact set_out 0x1 => 1 2")
+    with pytest.raises(CommandError, match="does not fit in 8 bits"):
+        sw.cmd("table_add t_exact set_out 0x100 => 1")
+    with pytest.raises(CommandError, match="unknown table 'nope'"):
+        sw.cmd("table_add nope set_out 1 => 1")
+    with pytest.raises(CommandError, match="unknown command 'tabel_add'"):
+        sw.cmd("tabel_add t_exact set_out 1 => 1")
+
+
+def test_cli_modify_delete_dump_and_default(sw) -> None:  # type: ignore[no-untyped-def]
+    (msg,) = sw.cmd("table_add t_exact set_out 0x05 => 0x11")
+    assert msg == "Entry has been added with handle 0"
+    assert _run(sw, 5, 0)[0] == 0x11
+    sw.cmd("table_modify t_exact set_out 0 0x12")
+    assert _run(sw, 5, 0)[0] == 0x12
+    assert sw.cmd("table_num_entries t_exact") == ["1"]
+    dump = sw.cmd("table_dump t_exact")[0]
+    assert "EXACT     05" in dump and "I.set_out - 12" in dump
+    sw.cmd("table_delete t_exact 0")
+    assert _run(sw, 5, 0)[0] == 0xDD
+    sw.cmd("table_set_default t_exact set_out 0x44")
+    assert _run(sw, 5, 0)[0] == 0x44
+    sw.cmd("table_reset_default t_exact")
+    assert _run(sw, 5, 0)[0] == 0xDD
+    with pytest.raises(CommandError, match="no entry with handle 0"):
+        sw.cmd("table_delete t_exact 0")

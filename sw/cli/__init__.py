@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "roce": ("sw.roce.cli", "RoCEv2 wire format and transport: pcap, bench, perf"),
     "p4": ("p4.cli", "P4_16 v1model target: check, sim, bench, switch, cli"),
     "hw": ("hw.cli", "FPGA NIC RTL: verilog, report"),
+    "cc": ("sw.cc.cli", "congestion-control golden models: sim, params"),
 }
 
 EXIT_USER_ERROR = 2

@@ -1,0 +1,284 @@
+"""The RC transport over real veths between two namespaces: AF_PACKET NICs move RDMA WRITE/READ/SEND exactly,
+also through a lossy, reordering, duplicating link; RNR, access errors and a vanished peer complete with the
+right status; tshark dissects the captured frames as RoCEv2 (InfiniBand over UDP 4791).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from emu.netns import Host, NetnsLab
+from emu.wire import WireProfile
+from sw.clock import get_clock
+from sw.roce.nic import Nic
+from sw.roce.nic_port import RawSocketPort
+from sw.roce.qp import QpState, QueuePair
+from sw.roce.qp_connect import connect, qp_info
+from sw.roce.verbs import RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode
+
+pytestmark = pytest.mark.emu
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+RATE_BPS = 200_000_000
+ADDR_A, ADDR_B = "10.78.0.1", "10.78.0.2"
+
+
+@contextmanager
+def in_netns(host: Host) -> Iterator[None]:
+    """Run the block in ``host``'s network namespace (sockets created here stay in it)."""
+    with open("/proc/self/ns/net") as orig, open(f"/var/run/netns/{host.name}") as target:
+        if _libc.setns(target.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {host.name}")
+        try:
+            yield
+        finally:
+            if _libc.setns(orig.fileno(), CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns back to the original namespace")
+
+
+@dataclass
+class End:
+    """One host's NIC with a PD, a CQ and one QP."""
+
+    host: Host
+    port: RawSocketPort
+    nic: Nic
+
+    def __post_init__(self) -> None:
+        self.pd = self.nic.alloc_pd()
+        self.cq = self.nic.create_cq()
+        self.qp: QueuePair = self.nic.create_qp(self.pd, self.cq)
+
+
+def _end(host: Host, **nic_kw) -> End:
+    with in_netns(host):
+        port = RawSocketPort("eth0")
+    return End(host, port, Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS, **nic_kw))
+
+
+def _connect(a: End, b: End, *, mtu: int = 4096, **attrs: int) -> None:
+    ia, ib = qp_info(a.qp, 1000), qp_info(b.qp, 2000)
+    connect(a.qp, 1000, ib, path_mtu=mtu, **attrs)
+    connect(b.qp, 2000, ia, path_mtu=mtu, **attrs)
+
+
+def _drive(ends: list[End], done: Callable[[], bool], timeout_s: float = 60.0) -> bool:
+    """Progress both NICs from this one thread until ``done()``; sleeps in select when both are idle."""
+    clock = get_clock()
+    end_ns = clock.now_ns() + int(timeout_s * 1e9)
+    socks = [e.port.sock for e in ends]
+    while not done():
+        busy = False
+        for e in ends:
+            busy = e.nic.progress() or busy
+        if busy:
+            continue
+        now = clock.now_ns()
+        if now > end_ns:
+            return done()
+        deadlines = [d for e in ends if (d := e.nic.next_deadline_ns()) is not None]
+        wait_ns = min([1_000_000, *(max(0, d - now) for d in deadlines)])
+        if wait_ns:
+            select.select(socks, [], [], wait_ns / 1e9)
+    return True
+
+
+def _wait_wcs(ends: list[End], cq, n: int, timeout_s: float = 60.0) -> list:
+    got: list = []
+
+    def done() -> bool:
+        got.extend(cq.poll(n - len(got)))
+        return len(got) >= n
+
+    assert _drive(ends, done, timeout_s), f"only {len(got)} of {n} completions"
+    return got
+
+
+@pytest.fixture
+def lab() -> Iterator[NetnsLab]:
+    with NetnsLab() as lab:
+        yield lab
+
+
+def _pair(lab: NetnsLab, profile: WireProfile | None = None, *, stats: str | None = None) -> tuple[End, End]:
+    h1, h2 = lab.add_host("h1"), lab.add_host("h2")
+    kw = {"ifname_a": "eth0", "ifname_b": "eth0", "addr_a": f"{ADDR_A}/24", "addr_b": f"{ADDR_B}/24",
+          "mtu": 9000}
+    if profile is None:
+        lab.add_link(h1, h2, **kw)
+    else:
+        lab.add_wired_link(h1, h2, profile, stats_path=stats, **kw)
+    return _end(h1), _end(h2)
+
+
+def _write_read(a: End, b: End, size: int) -> None:
+    src = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    dst, back = np.zeros(size, np.uint8), np.zeros(size, np.uint8)
+    ms, mb, md = a.pd.reg_mr(src), a.pd.reg_mr(back), b.pd.reg_mr(dst)
+    a.qp.post_send(SendWr(1, WrOpcode.RDMA_WRITE, ms.sge(), remote_addr=md.addr, rkey=md.rkey))
+    a.qp.post_send(SendWr(2, WrOpcode.RDMA_READ, mb.sge(), remote_addr=md.addr, rkey=md.rkey))
+    wcs = _wait_wcs([a, b], a.cq, 2, timeout_s=120)
+    assert [(w.wr_id, w.status) for w in wcs] == [(1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
+    assert np.array_equal(dst, src), "RDMA WRITE data differs"
+    assert np.array_equal(back, src), "RDMA READ data differs"
+
+
+def test_write_read_send_exact_over_veth_and_tshark_dissects_rocev2(lab, tmp_path):
+    a, b = _pair(lab)
+    _connect(a, b, mtu=1024)
+    pcap = tmp_path / "roce.pcap"
+    dump = b.host.popen(["tcpdump", "-i", "eth0", "-U", "--immediate-mode", "-s", "256", "-B", "32768", "-w", str(pcap),
+                                      "udp port 4791"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # test set-up, not the data path: let tcpdump attach before traffic starts
+    _write_read(a, b, 3 * 1024 * 1024 + 77)
+    inbox = np.zeros(8192, np.uint8)
+    b.qp.post_recv(RecvWr(5, b.pd.reg_mr(inbox).sge()))
+    msg = np.arange(5000, dtype=np.uint8)
+    a.qp.post_send(SendWr(3, WrOpcode.SEND_WITH_IMM, a.pd.reg_mr(msg).sge(), imm_data=7))
+    (wc,) = _wait_wcs([a, b], b.cq, 1)
+    assert (wc.opcode, wc.byte_len, wc.imm_data) == (WcOpcode.RECV, 5000, 7)
+    assert np.array_equal(inbox[:5000], msg)
+    _wait_wcs([a, b], a.cq, 1)
+    time.sleep(1.5)  # let tcpdump write the last frames before it is stopped
+    dump.terminate()
+    _, dump_err = dump.communicate(timeout=10)
+    assert "\n0 packets dropped by kernel" in dump_err, dump_err
+    out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "infiniband.bth.opcode",
+                          "-e", "infiniband.bth.destqp"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("\t") for line in out.stdout.splitlines() if line.strip()]
+    opcodes = {int(r[0], 0) for r in rows if r[0]}
+    # RDMA WRITE FIRST/MIDDLE/LAST, READ REQUEST, READ RESPONSE FIRST/MIDDLE/LAST, ACK, SEND FIRST/LAST w/ imm
+    assert {0x06, 0x07, 0x08, 0x0C, 0x0D, 0x0E, 0x0F, 0x11, 0x00, 0x03} <= opcodes, sorted(opcodes)
+    assert {int(r[1], 0) for r in rows if len(r) > 1 and r[1]} == {a.qp.qp_num, b.qp.qp_num}
+    assert a.nic.counters.malformed_frames == 0 and b.nic.counters.malformed_frames == 0
+
+
+@pytest.mark.parametrize("profile", [
+    WireProfile(rate_bps=RATE_BPS, loss_pct=1.0),
+    WireProfile(rate_bps=RATE_BPS, loss_pct=5.0),
+    WireProfile(rate_bps=RATE_BPS, reorder_pct=2.0, dup_pct=2.0, delay_ns=50_000),
+], ids=["loss1", "loss5", "reorder_dup"])
+def test_impaired_link_write_read_exact_and_counters_explain(lab, tmp_path, profile):
+    stats = tmp_path / "wire.json"
+    a, b = _pair(lab, profile, stats=str(stats))
+    _connect(a, b, timeout=10)
+    _write_read(a, b, 2 * 1024 * 1024)
+    ca, cb = a.nic.qp_counters(), b.nic.qp_counters()
+    lab.destroy()
+    import json
+
+    wire = json.loads(stats.read_text())
+    lost = wire["a_to_b"]["lost_frames"] + wire["b_to_a"]["lost_frames"]
+    dups = wire["a_to_b"]["duplicated_frames"] + wire["b_to_a"]["duplicated_frames"]
+    reordered = wire["a_to_b"]["reordered_frames"] + wire["b_to_a"]["reordered_frames"]
+    assert lost + dups + reordered > 0, "the emulated link must have impaired something"
+    if lost:
+        assert ca["retransmitted_packets"] + cb["retransmitted_packets"] > 0
+        assert ca["naks_received"] + ca["timeouts"] + ca["go_back_events"] > 0
+    if dups:
+        assert cb["duplicates_received"] + ca["duplicate_responses"] + ca["stale_acks"] > 0
+
+
+def test_rnr_then_success_and_remote_access_error_over_veth(lab):
+    a, b = _pair(lab)
+    _connect(a, b, min_rnr_timer=4)
+    msg = a.pd.reg_mr(np.ones(3000, np.uint8))
+    a.qp.post_send(SendWr(1, WrOpcode.SEND, msg.sge()))
+    assert _drive([a, b], lambda: a.qp.counters.rnr_naks_received >= 2, 30)
+    inbox = np.zeros(4096, np.uint8)
+    b.qp.post_recv(RecvWr(9, b.pd.reg_mr(inbox).sge()))
+    (wc,) = _wait_wcs([a, b], a.cq, 1)
+    assert wc.status == WcStatus.SUCCESS and inbox[:3000].all()
+    remote = b.pd.reg_mr(np.zeros(100, np.uint8))
+    a.qp.post_send(SendWr(2, WrOpcode.RDMA_WRITE, msg.sge(), remote_addr=remote.addr, rkey=remote.rkey))
+    (wc,) = _wait_wcs([a, b], a.cq, 1)
+    assert wc.status == WcStatus.REM_ACCESS_ERR
+    assert a.qp.state == QpState.ERROR
+
+
+def test_retry_exceeded_when_the_peer_vanishes(lab):
+    a, b = _pair(lab)
+    _connect(a, b, timeout=8, retry_cnt=2)
+    src = a.pd.reg_mr(np.ones(50_000, np.uint8))
+    dst = b.pd.reg_mr(np.zeros(50_000, np.uint8))
+    b.port.close()
+    b.host.cmd("ip", "link", "set", "eth0", "down")
+    a.qp.post_send(SendWr(1, WrOpcode.RDMA_WRITE, src.sge(), remote_addr=dst.addr, rkey=dst.rkey))
+    (wc,) = _wait_wcs([a], a.cq, 1, timeout_s=30)
+    assert wc.status == WcStatus.RETRY_EXC_ERR
+    assert a.qp.counters.timeouts == 3 and a.qp.counters.retransmitted_packets > 0
+
+
+def test_non_roce_frames_are_counted_and_ignored(lab):
+    a, b = _pair(lab)
+    _connect(a, b)
+    a.host.cmd("ping", "-c", "3", "-i", "0.2", "-W", "1", ADDR_B, check=False)
+    _write_read(a, b, 100_000)
+    assert b.nic.counters.non_roce_frames > 0, "the pings reached the NIC and were counted"
+
+
+def _perf(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([os.environ.get("PYTHON", "python"), "-m", "sw.roce.perf_cli", *argv],
+                          capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(os.path.dirname(
+                              os.path.dirname(os.path.abspath(__file__)))))
+
+
+@pytest.fixture
+def python_env(monkeypatch):
+    import sys
+
+    monkeypatch.setenv("PYTHON", sys.executable)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--op", "write", "--size", "2M"],
+    ["--op", "read", "--size", "2M", "--loss", "1"],
+    ["--op", "send", "--size", "1M", "--cc", "dcqcn"],
+], ids=["write", "read_loss1", "send_dcqcn"])
+def test_perf_selftest_prints_one_json_object_with_the_contract_keys(python_env, argv):
+    import json
+
+    out = _perf("--selftest", *argv, "--json")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1
+    result = json.loads(lines[0])
+    assert {"goodput_bps", "link_rate_bps", "retransmissions", "data_ok"} <= set(result)
+    assert result["data_ok"] is True
+    assert 0 < result["goodput_bps"] <= result["link_rate_bps"]
+    if "--loss" in argv:
+        assert result["wire_counters"]["b_to_a"]["lost_frames"] + result["wire_counters"]["a_to_b"][
+            "lost_frames"] > 0
+        assert result["retransmissions"] > 0
+
+
+def test_perf_bad_flag_is_one_line_exit_2(python_env):
+    out = _perf("--selftest", "--loss", "150", "--json")
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "--loss 150" in out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ["write", "read"])
+def test_64mib_exact_through_perf_selftest_with_loss(python_env, op):
+    import json
+
+    out = _perf("--selftest", "--op", op, "--size", "64M", "--link-rate", "200M", "--loss", "1", "--json",
+                timeout=600)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["data_ok"] is True and result["size_bytes"] == 64 << 20
+    assert result["retransmissions"] > 0

@@ -1122,6 +1122,10 @@ class Compiler:
             if not (isinstance(h.type, StructLike) and h.type.is_header) or h.ref is None:
                 raise self.err(args[0], f"extract needs a header, not {h.type}")
             self.extract(h.ref, args[0])
+            an = args[0]
+            if an.data in ("member_expr", "lv_member") and _name(an.children[1]) == "next":
+                stack = self.expr(an.children[0])
+                self.out(f"S[{stack.ref.base}] += 1")
             return E("None", VOID)
         if method == "advance":
             a = self.expr(args[0], BitT(32))

@@ -31,6 +31,7 @@ from p4.program import (
     RESUBMIT_FL,
     TRUNCATE,
     AssertFailed,
+    ParserError,
     Program,
 )
 from sw.clock import Clock, get_clock
@@ -144,6 +145,9 @@ class Pipeline:
         except AssertFailed as exc:
             self._drop(res, f"assert failed at {exc}")
             return res
+        except ParserError:
+            self._drop(res, "header stack index out of bounds in a control")
+            return res
         # 1. ingress-to-egress clone: the original frame, parsed again, metadata reset but the field list
         session = S[CLONE_SESSION]
         if session >= 0:
@@ -243,6 +247,9 @@ class Pipeline:
             prog.compute_checksum(S)
         except AssertFailed as exc:
             self._drop(res, f"assert failed at {exc}")
+            return res
+        except ParserError:
+            self._drop(res, "header stack index out of bounds in a control")
             return res
         session = S[CLONE_SESSION]
         if session >= 0:

@@ -22,6 +22,8 @@ PACKET_OUTGOING = 4
 PACKET_IGNORE_OUTGOING = 23
 MAX_FRAME_BYTES = 65536
 SOCKET_BUFFER_BYTES = 4 << 20
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
 _GONE_ERRNOS = {errno.ENETDOWN, errno.ENXIO, errno.ENODEV, errno.EBADF}
 
 
@@ -63,8 +65,11 @@ class Port:
             self._filter_outgoing = False
         except OSError:
             pass  # kernel < 4.20: fall back to checking the packet type of every frame
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER_BYTES)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER_BYTES)
+        for force, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+            try:   # beyond net.core.rmem_max/wmem_max (root only): bursts wait in the socket, not dropped
+                sock.setsockopt(socket.SOL_SOCKET, force, SOCKET_BUFFER_BYTES)
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER_BYTES)
         sock.bind((ifname, 0))
         mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
         sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)

@@ -838,6 +838,8 @@ class Compiler:
                 self.out(e.src)
         elif d == "generic_call_stmt":
             head = s.children[0]
+            self.call_type_args = [self.resolve_type(c) for c in _trees(head, "type_args")[0].children
+                                   if isinstance(c, Tree)]
             self.call(Tree("lv_name", [head.children[0]], head.meta), _nonnull(s.children[1].children),
                       as_stmt=True)
         elif d == "if_stmt":
@@ -1314,7 +1316,21 @@ class Compiler:
             recv = self.expr(args[0], BitT(32))
             data = self.expr(args[1])
             terms = self.flatten(data, args[1])
-            lay = DigestLayout(str(data.type), [(n or f"f{i}", w) for i, (_, w, n) in enumerate(terms)])
+            targs = getattr(self, "call_type_args", None) or []
+            self.call_type_args = []
+            names = [n or f"f{i}" for i, (_, _, n) in enumerate(terms)]
+            tname = str(data.type)
+            if targs and isinstance(targs[0], StructLike):
+                st_ = targs[0]
+                tname = st_.name
+                if isinstance(data.type, ListT):
+                    if len(st_.fields) != len(terms):
+                        raise self.err(args[1], f"digest data has {len(terms)} values, {st_.name} has "
+                                                f"{len(st_.fields)} fields")
+                    names = [f for f, _ in st_.fields]
+                    terms = [(f"({s_} & {bit_width(ft) and (1 << bit_width(ft)) - 1})", bit_width(ft), f)
+                             for (s_, _, _), (f, ft) in zip(terms, st_.fields, strict=True)]
+            lay = DigestLayout(tname, [(nm, w) for nm, (_, w, _) in zip(names, terms, strict=True)])
             self.digest_layouts.append(lay)
             k = len(self.digest_layouts) - 1
             vals = "(" + "".join(s + ", " for s, _, _ in terms) + ")"

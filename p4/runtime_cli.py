@@ -428,7 +428,8 @@ class RuntimeCLI:
         if len(args) < 1:
             raise CommandError(f"mc_node_create: usage: {COMMANDS_HELP['mc_node_create']}")
         h = self.pipeline.mc_node_create(self._int(args[0], "rid"), self._ports(args[1:]))
-        return f"Creating node with rid {args[0]} , port map {args[1:]} and lag map []\nnode was created with handle {h}"
+        return (f"Creating node with rid {args[0]} , port map {args[1:]} and lag map []\n"
+                f"node was created with handle {h}")
 
     def _mc_node_update(self, args: list[str]) -> str:
         if len(args) < 1:

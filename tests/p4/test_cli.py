@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-from scapy.packet import Raw, raw
+from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from sw.cli import main

@@ -103,9 +103,8 @@ def decode(out: bytes) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def sw():  # type: ignore[no-untyped-def]
-    from tests.p4.conftest import V1_PRELUDE, Switch
-
     from p4.compiler import compile_source
+    from tests.p4.conftest import V1_PRELUDE, Switch
     return Switch(compile_source(V1_PRELUDE + PROGRAM, "expr.p4"))
 
 

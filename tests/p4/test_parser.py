@@ -81,9 +81,8 @@ ETH = bytes(6) + bytes(5) + b"\x01"
 
 @pytest.fixture(scope="module")
 def sw():  # type: ignore[no-untyped-def]
-    from tests.p4.conftest import V1_PRELUDE, Switch
-
     from p4.compiler import compile_source
+    from tests.p4.conftest import V1_PRELUDE, Switch
     return Switch(compile_source(V1_PRELUDE + PROGRAM, "parser.p4"))
 
 
@@ -133,7 +132,8 @@ def test_ten_thousand_random_and_truncated_frames_never_crash(sw) -> None:  # ty
     ports: dict[int, int] = {}
     for i in range(10_000):
         body = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 24)))
-        frame = (ETH + rng.choice(types) + body) if i % 3 else bytes(rng.getrandbits(8) for _ in range(rng.randrange(60)))
+        junk = bytes(rng.getrandbits(8) for _ in range(rng.randrange(60)))
+        frame = (ETH + rng.choice(types) + body) if i % 3 else junk
         out = sw.send(1, frame)
         for port, _ in out:
             ports[port] = ports.get(port, 0) + 1

@@ -1,0 +1,278 @@
+"""Fault injection on a running fabric: link down/up, slow link, switch stop/start; every action JSON-logged.
+
+Links are named ``A:B`` by their two nodes (``s0:p0l0`` is server s0's NIC into leaf p0l0, ``p0l0:sp1`` a
+leaf-spine link).  A leaf-spine link going down also reroutes: ``emu.reroute`` recomputes the ECMP groups of
+every leaf and the routes of the spine without it.  A slow link is shaped in the switch's traffic manager at its
+switch end(s) and with a kernel ``tbf`` on a host NIC's egress.  Loss and extra delay are not available: the
+switch's traffic manager (``p4/switch/tm.py``) has no loss or delay knob and this kernel has no tc netem, so
+those faults raise a ``FaultError`` that says so.  A script (``run_script``) replays timed actions:
+``+0.5s link_down p0l0:sp0`` (times relative to the script's start, in network time through ``sw.clock``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from emu.reroute import DegradedTopology, link_key, route_commands
+from emu.topology import LinkSpec
+from sw.units import UnitError, parse_duration_ns, parse_rate_bps
+
+if TYPE_CHECKING:
+    from emu.fabric import Fabric
+
+ACTIONS = ("link_down", "link_up", "slow_link", "restore_link", "loss", "delay", "switch_stop", "switch_start")
+TBF_BURST_BYTES = 32768
+TBF_LATENCY_US = 50_000
+
+
+class FaultError(RuntimeError):
+    """A fault request that cannot be applied: unknown link/switch/action, a bad value, or a missing capability."""
+
+    is_user_error = True
+
+
+@dataclass
+class FaultEvent:
+    """One logged fault action (a JSON line in the fault log)."""
+
+    time_utc: str
+    t_ns: int
+    action: str
+    target: str
+    value: str | None
+    ok: bool
+    detail: str = ""
+    changed: list[str] = field(default_factory=list)
+
+
+class FaultInjector:
+    """Applies faults to one ``Fabric`` and appends each action to ``log_path`` (JSON lines)."""
+
+    def __init__(self, fabric: Fabric, log_path: str) -> None:
+        self.fabric = fabric
+        self.log_path = Path(log_path)
+        self.down_links: set[frozenset[str]] = set()
+        self.slow_links: dict[frozenset[str], int] = {}
+        self.stopped_switches: set[str] = set()
+        self._lock = threading.Lock()
+
+    # --- naming ----------------------------------------------------------------------------------------------
+    def link(self, name: str) -> LinkSpec:
+        """The link named ``A:B`` (either order)."""
+        parts = name.split(":")
+        if len(parts) != 2:
+            raise FaultError(f"link {name!r}: expected NODE:NODE, e.g. s0:p0l0 or p0l0:sp0")
+        key = link_key(*parts)
+        for link in self.fabric.topo.links:
+            if link_key(link.a, link.b) == key:
+                return link
+        raise FaultError(f"link {name!r}: no such link in this fabric (examples: "
+                         f"{', '.join(f'{lk.a}:{lk.b}' for lk in self.fabric.topo.links[:3])})")
+
+    def _switch(self, name: str) -> Any:
+        sw = self.fabric.net.switches.get(name)
+        if sw is None:
+            raise FaultError(f"switch {name!r}: no such switch (switches: {', '.join(self.fabric.net.switches)})")
+        return sw
+
+    # --- actions ---------------------------------------------------------------------------------------------
+    def apply(self, action: str, target: str, value: str | None = None) -> FaultEvent:
+        """Apply one fault action by name (as the CLI and scripts do) and log it."""
+        handlers = {
+            "link_down": lambda: self._link_down(target), "link_up": lambda: self._link_up(target),
+            "slow_link": lambda: self._slow_link(target, value),
+            "restore_link": lambda: self._restore_link(target),
+            "loss": lambda: self._unsupported("loss", "packet loss"),
+            "delay": lambda: self._unsupported("delay", "extra delay"),
+            "switch_stop": lambda: self._switch_stop(target), "switch_start": lambda: self._switch_start(target),
+        }
+        if action not in handlers:
+            raise FaultError(f"fault action {action!r}: allowed {', '.join(ACTIONS)}")
+        with self._lock:
+            try:
+                changed = handlers[action]()
+            except FaultError as exc:
+                self._log(FaultEvent(_utc(), self.fabric.clock.now_ns(), action, target, value, False, str(exc)))
+                raise
+            event = FaultEvent(_utc(), self.fabric.clock.now_ns(), action, target, value, True, changed=changed)
+            self._log(event)
+            return event
+
+    def link_down(self, name: str) -> FaultEvent:
+        return self.apply("link_down", name)
+
+    def link_up(self, name: str) -> FaultEvent:
+        return self.apply("link_up", name)
+
+    def slow_link(self, name: str, rate: str | int) -> FaultEvent:
+        return self.apply("slow_link", name, str(rate))
+
+    def restore_link(self, name: str) -> FaultEvent:
+        return self.apply("restore_link", name)
+
+    def switch_stop(self, name: str) -> FaultEvent:
+        return self.apply("switch_stop", name)
+
+    def switch_start(self, name: str) -> FaultEvent:
+        return self.apply("switch_start", name)
+
+    def _ends(self, link: LinkSpec) -> list[tuple[Any, str]]:
+        net = self.fabric.net
+        return [(net.node(link.a), link.a_ifname), (net.node(link.b), link.b_ifname)]
+
+    def _set_link_state(self, link: LinkSpec, state: str) -> None:
+        for node, ifname in self._ends(link):
+            out = node.cmd(f"ip link set dev {ifname} {state} 2>&1; echo rc=$?")
+            if not out.strip().endswith("rc=0"):
+                raise FaultError(f"link {link.a}:{link.b}: `ip link set {ifname} {state}` failed: {out.strip()}")
+
+    def _link_down(self, name: str) -> list[str]:
+        link = self.link(name)
+        self._set_link_state(link, "down")
+        self.down_links.add(link_key(link.a, link.b))
+        return self._reroute(link)
+
+    def _link_up(self, name: str) -> list[str]:
+        link = self.link(name)
+        self._set_link_state(link, "up")
+        if link.kind == "host-leaf":   # the host's addresses and routes on a NIC go away with its carrier
+            self._reconfigure_host(link.a)
+        self.down_links.discard(link_key(link.a, link.b))
+        return self._reroute(link)
+
+    def _reconfigure_host(self, server: str) -> None:
+        from emu.net import host_batch
+
+        batch = self.fabric.workdir / f"{server}.ip-batch"
+        batch.write_text("\n".join(host_batch(self.fabric.topo, server)).replace("rule add", "rule replace") + "\n")
+        self.fabric.net.hosts[server].cmd(f"ip -force -batch {batch} >/dev/null 2>&1")
+
+    def _reroute(self, link: LinkSpec) -> list[str]:
+        """Reprogram the routing tables of every switch whose routes depend on leaf-spine link states."""
+        if link.kind != "leaf-spine":
+            return []
+        degraded = DegradedTopology(self.fabric.spec, self.down_links)
+        changed = []
+        for sw in self.fabric.topo.switches:
+            if sw.name in self.stopped_switches:
+                continue
+            self.fabric.program_switch(sw.name, route_commands(degraded, sw.name))
+            changed.append(sw.name)
+        return changed
+
+    def _slow_link(self, name: str, value: str | None) -> list[str]:
+        link = self.link(name)
+        if value is None:
+            raise FaultError(f"slow_link {name}: needs a rate like 10M")
+        try:
+            rate_bps = int(value) if str(value).isdigit() else parse_rate_bps(value, what="slow_link rate")
+        except UnitError as exc:
+            raise FaultError(str(exc)) from None
+        self._shape(link, rate_bps)
+        self.slow_links[link_key(link.a, link.b)] = rate_bps
+        return [link.a, link.b]
+
+    def _restore_link(self, name: str) -> list[str]:
+        link = self.link(name)
+        self._shape(link, None)
+        self.slow_links.pop(link_key(link.a, link.b), None)
+        return [link.a, link.b]
+
+    def _shape(self, link: LinkSpec, rate_bps: int | None) -> None:
+        fab = self.fabric
+        for node_name, port in ((link.a, link.a_port), (link.b, link.b_port)):
+            if node_name in fab.net.switches:
+                if node_name in self.stopped_switches:
+                    continue
+                cmds = fab.port_rate_commands(node_name, {port: rate_bps or link.rate_bps})
+                fab.program_switch(node_name, [c for c in cmds if c.split()[1] == str(port)
+                                               or c.split()[-1] == str(port)])
+            else:
+                host = fab.net.hosts[node_name]
+                if rate_bps is None:
+                    host.cmd(f"tc qdisc del dev {link.a_ifname} root 2>/dev/null")
+                    continue
+                wall_bps = int(fab.clock.wall_rate_bps(rate_bps))
+                out = host.cmd(f"tc qdisc replace dev {link.a_ifname} root tbf rate {wall_bps}bit burst "
+                               f"{TBF_BURST_BYTES} latency {TBF_LATENCY_US}us 2>&1; echo rc=$?")
+                if not out.strip().endswith("rc=0"):
+                    raise FaultError(f"slow_link {link.a}:{link.b}: tbf on {link.a_ifname} failed: {out.strip()}")
+
+    def _unsupported(self, action: str, what: str) -> list[str]:
+        raise FaultError(
+            f"{action}: {what} cannot be injected here: the P4 switch's traffic manager has no {what} knob and this"
+            " kernel has no tc netem; use link_down/link_up, slow_link or switch_stop/switch_start")
+
+    def _switch_stop(self, name: str) -> list[str]:
+        sw = self._switch(name)
+        if name in self.stopped_switches:
+            raise FaultError(f"switch_stop {name}: already stopped")
+        sw.stop_process()
+        self.stopped_switches.add(name)
+        return [name]
+
+    def _switch_start(self, name: str) -> list[str]:
+        sw = self._switch(name)
+        if name not in self.stopped_switches:
+            raise FaultError(f"switch_start {name}: it is running")
+        sw.start([])
+        self.stopped_switches.discard(name)
+        fab = self.fabric
+        degraded = DegradedTopology(fab.spec, self.down_links)
+        overrides = {}
+        for key, rate in self.slow_links.items():
+            if name in key:
+                link = self.link(":".join(sorted(key)))
+                overrides[link.a_port if link.a == name else link.b_port] = rate
+        fab.program_switch(name, _program_for(fab, degraded, name, overrides))
+        return [name]
+
+    # --- scripts and state -----------------------------------------------------------------------------------
+    def run_script(self, text: str) -> list[FaultEvent]:
+        """Replay ``[+T] ACTION TARGET [VALUE]`` lines (``#`` comments); T is network time from the start."""
+        clock = self.fabric.clock
+        start_ns = clock.now_ns()
+        events = []
+        for lineno, raw in enumerate(text.splitlines(), 1):
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            words = line.split()
+            at_ns = 0
+            if words[0].startswith("+"):
+                try:
+                    at_ns = parse_duration_ns(words[0][1:], what=f"line {lineno} time", default_unit="s")
+                except UnitError as exc:
+                    raise FaultError(str(exc)) from None
+                words = words[1:]
+            if len(words) not in (2, 3):
+                raise FaultError(f"fault script line {lineno}: {raw.strip()!r}: expected [+T] ACTION TARGET [VALUE]")
+            clock.sleep_until_ns(start_ns + at_ns)
+            events.append(self.apply(words[0], words[1], words[2] if len(words) == 3 else None))
+        return events
+
+    def active(self) -> dict[str, Any]:
+        return {"down_links": sorted(":".join(sorted(k)) for k in self.down_links),
+                "slow_links": {":".join(sorted(k)): v for k, v in self.slow_links.items()},
+                "stopped_switches": sorted(self.stopped_switches)}
+
+    def _log(self, event: FaultEvent) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as f:
+            f.write(json.dumps(asdict(event)) + "\n")
+
+
+def _program_for(fab: Fabric, topo: DegradedTopology, switch: str, rate_overrides: dict[int, int]) -> list[str]:
+    from emu.control import switch_commands
+
+    return switch_commands(topo, switch, fab.ecn, fab.int_cfg) + fab.port_rate_commands(switch, rate_overrides)
+
+
+def _utc() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+

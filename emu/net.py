@@ -1,0 +1,183 @@
+"""Builds the Mininet network of a fabric from a ``Topology``: hosts with every NIC, P4 switches, plain veths.
+
+Every node (hosts and switches) lives in its own network namespace, so the fabric's interfaces never appear in
+the root namespace and parallel fabrics cannot collide even with the plain names ``s<i>-eth<r>`` and
+``p<p>l<r>-eth<port>`` of ``emu.topology``.  Links are plain veth pairs (no TCLink/netem): queues build inside
+the P4 switches, which shape each egress port to its line rate.
+
+Host addressing (see ``emu.topology`` for the address plan): each NIC gets its ``/24``; the leaf of its rail is
+its gateway.  Neighbour entries are static (``nud permanent``) for the gateway and for every peer of the same
+``/24`` (mapped to the gateway's MAC: the leaf routes at L3), so hosts never ARP.  Policy routing gives every
+rail its own table (``100 + rail``, rule ``from <nic ip>``), so traffic leaves by the NIC of its source address;
+without a source address, a destination on rail r leaves by the host's NIC on rail r.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mininet.link import Link
+from mininet.net import Mininet
+
+from emu.p4switch import P4Host, P4Switch
+from emu.topology import Nic, Topology, switch_port_mac
+
+RAIL_TABLE_BASE = 100
+RAIL_RULE_PREF_BASE = 1000
+FABRIC_SUPERNET = "10.0.0.0/8"
+OFFLOADS_OFF = "rx off tx off sg off tso off gso off gro off"
+
+
+class NetBuildError(RuntimeError):
+    """Building or configuring the Mininet network failed; the message names the node and the command."""
+
+
+@dataclass
+class FabricNet:
+    """A built Mininet network of one fabric: its hosts and switches by topology name."""
+
+    topo: Topology
+    net: Mininet
+    hosts: dict[str, P4Host] = field(default_factory=dict)
+    switches: dict[str, P4Switch] = field(default_factory=dict)
+    workdir: Path = field(default_factory=Path)
+
+    def node(self, name: str) -> P4Host | P4Switch:
+        if name in self.hosts:
+            return self.hosts[name]
+        if name in self.switches:
+            return self.switches[name]
+        raise KeyError(name)
+
+    def node_pids(self) -> dict[str, int]:
+        """PID of each node's shell (its network namespace lives as long as processes in it do)."""
+        return {name: node.pid for name, node in {**self.hosts, **self.switches}.items()}
+
+
+def host_batch(topo: Topology, server: str) -> list[str]:
+    """``ip -batch`` lines that configure one server: addresses, static neighbours, per-rail routing."""
+    nics = topo.nics_of(server)
+    spec = topo.spec
+    lines: list[str] = []
+    for nic in nics:
+        table = RAIL_TABLE_BASE + nic.rail
+        lines += [
+            f"link set dev {nic.ifname} mtu {spec.mtu}",
+            f"link set dev {nic.ifname} address {nic.mac}",
+            f"addr replace {nic.ip}/{nic.prefix_len} dev {nic.ifname}",
+            f"link set dev {nic.ifname} up",
+            f"neigh replace {nic.gateway_ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent",
+        ]
+        for peer in _subnet_peers(topo, nic):
+            lines.append(f"neigh replace {peer.ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent")
+        lines += [
+            f"route replace {FABRIC_SUPERNET} via {nic.gateway_ip} dev {nic.ifname} src {nic.ip} table {table}",
+            f"rule add from {nic.ip} lookup {table} pref {RAIL_RULE_PREF_BASE + nic.rail}",
+        ]
+        for pod in range(spec.pods):
+            if pod != nic.pod:   # the own pod's /24 is the connected route
+                lines.append(f"route replace 10.{pod}.{nic.rail}.0/24 via {nic.gateway_ip} dev {nic.ifname}"
+                             f" src {nic.ip}")
+    return lines
+
+
+def _subnet_peers(topo: Topology, nic: Nic) -> list[Nic]:
+    return [n for n in topo.nics if n.leaf == nic.leaf and n is not nic]
+
+
+HOST_SYSCTLS = (
+    "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",   # multi-homed: replies by rail
+    "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2",
+    "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+)
+
+
+def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdir: Path,
+              log_level: str = "warning", pcap_dir: str | None = None) -> FabricNet:
+    """Create (but do not start) the Mininet net: one P4Host per server, one P4Switch per leaf/spine."""
+    net = Mininet(topo=None, controller=None, build=False, host=P4Host, switch=P4Switch, link=Link,
+                  autoSetMacs=False, autoStaticArp=False, waitConnected=False)
+    fnet = FabricNet(topo, net, workdir=workdir)
+    try:
+        for server in topo.servers:
+            fnet.hosts[server] = net.addHost(server, cls=P4Host, ip=None, mac=None, inNamespace=True)
+        for sw in topo.switches:
+            fnet.switches[sw.name] = net.addSwitch(
+                sw.name, cls=P4Switch, program=program, backend=backend, device_id=sw.device_id,
+                dpid=f"{sw.device_id:016x}", inNamespace=True, log_level=log_level,
+                log_file=str(workdir / f"{sw.name}.log"), pcap_dir=pcap_dir)
+        for link in topo.links:
+            node_a, node_b = fnet.node(link.a), fnet.node(link.b)
+            a_is_host = link.a in fnet.hosts
+            port_a = int(link.a_ifname.rsplit("eth", 1)[1]) if a_is_host else link.a_port
+            mac_a = (next(n.mac for n in topo.nics if n.ifname == link.a_ifname) if a_is_host
+                     else switch_port_mac(topo.switch(link.a).device_id, link.a_port))
+            mac_b = switch_port_mac(topo.switch(link.b).device_id, link.b_port)
+            net.addLink(node_a, node_b, port1=port_a, port2=link.b_port, intfName1=link.a_ifname,
+                        intfName2=link.b_ifname, addr1=mac_a, addr2=mac_b, cls=Link)
+    except BaseException:
+        stop_net(fnet)
+        raise
+    return fnet
+
+
+def configure_hosts(fnet: FabricNet) -> None:
+    """Addresses, static neighbours and policy routing on every host, one ``ip -batch`` per host."""
+    fnet.net.build()
+    for server, host in fnet.hosts.items():
+        batch = fnet.workdir / f"{server}.ip-batch"
+        batch.write_text("\n".join(host_batch(fnet.topo, server)) + "\n")
+        out = host.cmd(f"sysctl -qw {' '.join(HOST_SYSCTLS)} ; ip -batch {batch} 2>&1 ; echo rc=$?")
+        if not out.strip().endswith("rc=0"):
+            raise NetBuildError(f"host {server}: configuring with {batch} failed: {out.strip()[-500:]}")
+
+
+def configure_switch_ports(fnet: FabricNet) -> None:
+    """MTU, up and offloads off on every switch port (the switch copies frames whole through AF_PACKET)."""
+    mtu = fnet.topo.spec.mtu
+    for name, sw in fnet.switches.items():
+        script = "; ".join(
+            f"ip link set dev {ifname} mtu {mtu} up; ethtool --offload {ifname} {OFFLOADS_OFF} >/dev/null 2>&1"
+            for ifname in fnet.topo.ports_of(name).values())
+        out = sw.cmd(f"{script}; sysctl -qw net.ipv6.conf.all.disable_ipv6=1; echo rc=$?")
+        if not out.strip().endswith("rc=0"):
+            raise NetBuildError(f"switch {name}: configuring ports failed: {out.strip()[-500:]}")
+
+
+def start_switches(fnet: FabricNet, parallel: int = 4) -> None:
+    """Start every switch process (a few at a time: each one waits for its program to load)."""
+    env_path = str(Path(__file__).resolve().parents[1])
+    if env_path not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [env_path, os.environ.get("PYTHONPATH")]))
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        futures = {name: pool.submit(sw.start, []) for name, sw in fnet.switches.items()}
+        errors = []
+        for name, fut in futures.items():
+            exc = fut.exception()
+            if exc is not None:
+                errors.append(f"{name}: {exc}")
+    if errors:
+        raise NetBuildError("switches failed to start: " + "; ".join(errors))
+
+
+def stop_net(fnet: FabricNet) -> None:
+    """Stop switch processes, delete links and end every node shell: removes all namespaces we made."""
+    net = fnet.net
+    for sw in fnet.switches.values():
+        try:
+            sw.stop_process()
+        except Exception as exc:  # noqa: BLE001 - keep tearing down the rest
+            print(f"warning: stopping switch {sw.name}: {exc}", file=sys.stderr)
+    try:
+        net.stop()
+    except Exception as exc:  # noqa: BLE001
+        print(f"warning: mininet stop: {exc}", file=sys.stderr)
+        for node in [*net.switches, *net.hosts]:
+            try:
+                node.terminate()
+            except Exception:  # noqa: BLE001
+                pass

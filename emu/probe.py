@@ -1,0 +1,198 @@
+"""UDP reachability probe run inside a fabric host: answers probes on every local NIC and probes given pairs.
+
+One process per host (``python -m emu.probe --addrs A,B,...``): it binds ``--port`` on each local address, prints
+``ready``, echoes every request it receives, and on a JSON line ``{"pairs": [[src, dst], ...], ...}`` on stdin
+probes each pair (retrying unanswered ones) and prints one JSON result line.  With INT on the probe port the
+fabric inserts an INT-MD stack after the UDP header; the receiver reads the hop count (and per-hop queue
+occupancy) from it, so one probe proves both reachability and the switch-hop count of each direction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import socket
+import struct
+import sys
+from dataclasses import dataclass
+
+from sw.clock import Clock, get_clock
+
+MAGIC = b"SPRB"
+KIND_REQUEST = 1
+KIND_REPLY = 2
+# magic, kind, seq, hops seen by the responder on the request (0xff = no INT), spare
+_HDR = struct.Struct("!4sBIBx")
+DSCP_INT = 0x17
+INT_SHIM_BYTES = 4
+INT_MD_BYTES = 12
+INT_MD_WORDS = 4   # shim + MD header, in the shim's length field
+NO_INT = 0xFF
+SEQ_INDEX_BITS = 20
+SEQ_INDEX_MASK = (1 << SEQ_INDEX_BITS) - 1
+SEQ_EPOCH_MASK = (1 << (32 - SEQ_INDEX_BITS)) - 1
+
+
+@dataclass(frozen=True)
+class IntStack:
+    """The per-hop INT data a probe carried: node ids and queue occupancies, newest hop first."""
+
+    node_ids: tuple[int, ...]
+    queue_occupancy: tuple[int, ...]
+
+    @property
+    def hops(self) -> int:
+        return len(self.node_ids)
+
+
+def parse_int(tos: int, payload: bytes) -> tuple[IntStack | None, bytes]:
+    """Split an INT-MD stack (present when the DSCP is the INT marker) from the UDP payload."""
+    if (tos >> 2) != DSCP_INT or len(payload) < INT_SHIM_BYTES + INT_MD_BYTES:
+        return None, payload
+    length_words = payload[1]
+    int_bytes = length_words * 4
+    md_word0 = struct.unpack_from("!I", payload, INT_SHIM_BYTES)[0]
+    hop_words = (md_word0 >> 8) & 0x1F
+    if hop_words == 0 or int_bytes > len(payload) or length_words < INT_MD_WORDS:
+        return None, payload
+    hops = (length_words - INT_MD_WORDS) // hop_words
+    node_ids, occupancy = [], []
+    base = INT_SHIM_BYTES + INT_MD_BYTES
+    for h in range(hops):
+        off = base + h * hop_words * 4
+        node_ids.append(struct.unpack_from("!I", payload, off)[0])
+        if hop_words >= 4:
+            occupancy.append(struct.unpack_from("!I", payload, off + 12)[0] & 0xFFFFFF)
+    return IntStack(tuple(node_ids), tuple(occupancy)), payload[int_bytes:]
+
+
+class Prober:
+    """Sockets on every local address; ``serve_once`` answers requests, ``probe`` measures a list of pairs."""
+
+    def __init__(self, addrs: list[str], port: int, clock: Clock | None = None) -> None:
+        self.clock = clock or get_clock()
+        self.port = port
+        self.socks: dict[str, socket.socket] = {}
+        for addr in addrs:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+            s.bind((addr, port))
+            s.setblocking(False)
+            self.socks[addr] = s
+        self.by_fd = {s.fileno(): (a, s) for a, s in self.socks.items()}
+        self.replies: dict[int, tuple[int, IntStack | None, int]] = {}
+        self.answered = 0
+        self.epoch = 0   # high bits of the sequence number: late replies to an earlier round never count
+
+    def _drain(self, timeout_s: float) -> None:
+        ready, _, _ = select.select(list(self.socks.values()), [], [], max(0.0, timeout_s))
+        for s in ready:
+            while True:
+                try:
+                    data, anc, _flags, peer = s.recvmsg(65536, socket.CMSG_SPACE(4))
+                except BlockingIOError:
+                    break
+                tos = 0
+                for level, kind, cdata in anc:
+                    if level == socket.IPPROTO_IP and kind == socket.IP_TOS and cdata:
+                        tos = cdata[0]
+                stack, body = parse_int(tos, data)
+                if len(body) < _HDR.size:
+                    continue
+                magic, msg_kind, seq, seen = _HDR.unpack_from(body)
+                if magic != MAGIC:
+                    continue
+                if msg_kind == KIND_REQUEST:
+                    hops = stack.hops if stack else NO_INT
+                    s.sendto(_HDR.pack(MAGIC, KIND_REPLY, seq, min(hops, NO_INT)), peer)
+                    self.answered += 1
+                elif msg_kind == KIND_REPLY and seq >> SEQ_INDEX_BITS == self.epoch:
+                    self.replies.setdefault(seq & SEQ_INDEX_MASK, (seen, stack, self.clock.now_ns()))
+
+    def serve_once(self, timeout_s: float) -> None:
+        self._drain(timeout_s)
+
+    def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int, retries: int, gap_every: int = 32) -> list[dict]:
+        """Send one request per pair, resend the unanswered ones up to ``retries`` times; results per pair."""
+        if len(pairs) > SEQ_INDEX_MASK:
+            raise ValueError(f"{len(pairs)} pairs: at most {SEQ_INDEX_MASK} per round")
+        self.epoch = (self.epoch + 1) & SEQ_EPOCH_MASK
+        self.replies.clear()
+        sent_ns: dict[int, int] = {}
+        pending = set(range(len(pairs)))
+        for _attempt in range(retries + 1):
+            for n, i in enumerate(sorted(pending)):
+                src, dst = pairs[i]
+                sent_ns[i] = self.clock.now_ns()
+                try:
+                    seq = (self.epoch << SEQ_INDEX_BITS) | i
+                    self.socks[src].sendto(_HDR.pack(MAGIC, KIND_REQUEST, seq, 0), (dst, self.port))
+                except OSError:
+                    pass
+                if n % gap_every == gap_every - 1:
+                    self._drain(0.0)   # answer peers between bursts, so nobody's queue overflows
+            deadline_ns = self.clock.now_ns() + timeout_ms * 1_000_000
+            while True:
+                pending -= set(self.replies)
+                remaining_ns = deadline_ns - self.clock.now_ns()
+                if not pending or remaining_ns <= 0:
+                    break
+                self._drain(self.clock.wall_duration_ns(remaining_ns) / 1e9)
+            if not pending:
+                break
+        out = []
+        for i, (src, dst) in enumerate(pairs):
+            rep = self.replies.get(i)
+            if rep is None:
+                out.append({"src": src, "dst": dst, "ok": False})
+                continue
+            seen, stack, at_ns = rep
+            out.append({
+                "src": src, "dst": dst, "ok": True, "rtt_ns": at_ns - sent_ns[i],
+                "fwd_hops": None if seen == NO_INT else seen,
+                "rev_hops": stack.hops if stack else None,
+                "rev_node_ids": list(stack.node_ids) if stack else [],
+                "rev_queue_occupancy": list(stack.queue_occupancy) if stack else [],
+            })
+        self.replies.clear()
+        return out
+
+    def close(self) -> None:
+        for s in self.socks.values():
+            s.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m emu.probe")
+    parser.add_argument("--addrs", required=True, help="comma-separated local addresses to bind")
+    parser.add_argument("--port", type=int, default=4791)
+    args = parser.parse_args(argv)
+    prober = Prober(args.addrs.split(","), args.port)
+    print("ready", flush=True)
+    stdin = sys.stdin.buffer
+    buf = b""
+    try:
+        while True:
+            ready, _, _ = select.select([stdin, *prober.socks.values()], [], [], 1.0)
+            if stdin in ready:
+                chunk = stdin.read1(65536) if hasattr(stdin, "read1") else stdin.readline()
+                if not chunk:
+                    return 0
+                buf += chunk
+                while b"\n" in buf:
+                    line, _, buf = buf.partition(b"\n")
+                    if line.strip() == b"quit":
+                        return 0
+                    if line.strip():
+                        req = json.loads(line)
+                        results = prober.probe([tuple(p) for p in req["pairs"]], timeout_ms=req.get("timeout_ms", 500),
+                                               retries=req.get("retries", 3))
+                        print(json.dumps({"results": results, "answered": prober.answered}), flush=True)
+            prober.serve_once(0.0)
+    finally:
+        prober.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

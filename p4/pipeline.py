@@ -125,8 +125,15 @@ class Pipeline:
     def ingress(self, port: int, frame: bytes, *, instance_type: int = PKT_NORMAL,
                 preserved: list[tuple[int, Any]] | None = None, loops: int = 0) -> IngressResult:
         """Parse and run ingress on one received frame; returns what to enqueue (and digests, drops)."""
-        prog = self.program
         res = IngressResult()
+        S = self._run_ingress(port, frame, instance_type, preserved, res)
+        if S is None:
+            return res
+        return self._after_ingress(S, port, frame, instance_type, loops, res)
+
+    def _run_ingress(self, port: int, frame: bytes, instance_type: int,
+                     preserved: list[tuple[int, Any]] | None, res: IngressResult) -> list[Any] | None:
+        prog = self.program
         S = self._init[:]
         S[self._ingress_port] = port
         S[self._packet_length] = len(frame)
@@ -144,10 +151,16 @@ class Pipeline:
             prog.ingress(S)
         except AssertFailed as exc:
             self._drop(res, f"assert failed at {exc}")
-            return res
+            return None
         except ParserError:
             self._drop(res, "header stack index out of bounds in a control")
-            return res
+            return None
+        return S
+
+    def _after_ingress(self, S: list[Any], port: int, frame: bytes, instance_type: int, loops: int,
+                       res: IngressResult) -> IngressResult:
+        """BMv2's post-ingress decisions, in its order: I2E clone, digests, resubmit, multicast/drop/unicast."""
+        prog = self.program
         # 1. ingress-to-egress clone: the original frame, parsed again, metadata reset but the field list
         session = S[CLONE_SESSION]
         if session >= 0:
@@ -251,6 +264,12 @@ class Pipeline:
         except ParserError:
             self._drop(res, "header stack index out of bounds in a control")
             return res
+        self._post_egress(S, pkt, res)
+        return res
+
+    def _post_egress(self, S: list[Any], pkt: QueuedPacket, res: EgressResult) -> None:
+        """BMv2's post-egress order: E2E clone, drop on egress_spec 511, deparse, truncate, recirculate."""
+        prog = self.program
         session = S[CLONE_SESSION]
         if session >= 0:
             S[CLONE_SESSION] = -1
@@ -272,18 +291,17 @@ class Pipeline:
                                                pkt.loops + 1))
         if S[self._egress_spec] == DROP_PORT:
             self._drop(res, "egress_spec=511 in egress (mark_to_drop)")
-            return res
+            return
         frame = b"".join(prog.deparser(S)) + S[PAYLOAD]
         if S[TRUNCATE]:
             frame = frame[: S[TRUNCATE]]
         if S[RECIRC_FL] != NO_FIELD_LIST:
             if pkt.loops >= MAX_RESUBMITS:
                 self._drop(res, "recirculate loop limit")
-                return res
+                return
             res.recirculate.append((frame, self._field_list_values(S, S[RECIRC_FL])))
-            return res
+            return
         res.out.append((pkt.egress_port, frame))
-        return res
 
     def recirculate(self, port: int, frame: bytes, preserved: list[tuple[int, Any]], loops: int = 0) -> IngressResult:
         """Feed a recirculated frame back into ingress (instance_type RECIRC)."""
@@ -307,26 +325,87 @@ class Pipeline:
         return out, first
 
     def process_batch(self, frames: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
-        """Fast path for benchmarks and offline runs: many frames, outputs concatenated in order."""
+        """Batched mode: many frames with one clock reading per batch; outputs concatenated in order.
+
+        The common case (unicast, no clone/digest/resubmit/recirculate/truncate) runs inline with locals
+        bound once; anything else continues on the general stages, so results equal ``process`` per frame.
+        """
+        prog = self.program
+        parser, verify, ingress = prog.parser, prog.verify_checksum, prog.ingress
+        egress, compute, deparser = prog.egress, prog.compute_checksum, prog.deparser
+        init = self._init
+        ip_s, pl_s, pe_s, es_s, ep_s = (self._ingress_port, self._packet_length, self._parser_error,
+                                        self._egress_spec, self._egress_port)
+        mc_s = self._mcast_grp
+        now = self._now_us()
+        ts_ig = self._ig_ts if self._ig_ts is not None else TRUNCATE  # harmless scratch write, reset below
+        ts_eg = self._eg_ts if self._eg_ts is not None else TRUNCATE
+        enq_ts = self._sm.get("enq_timestamp", TRUNCATE)
+        now48 = now & 0xFFFFFFFFFFFF if self._ig_ts is not None else 0
+        now32 = now & 0xFFFFFFFF if "enq_timestamp" in self._sm else 0
+        drops = self.drops
         out: list[tuple[int, bytes]] = []
-        ingress, egress = self.ingress, self.egress
+        append = out.append
+        join = b"".join
         for port, frame in frames:
-            r = ingress(port, frame)
-            for qp in r.queued:
-                er = egress(qp)
-                out.extend(er.out)
-                if er.queued or er.recirculate:
-                    work = collections.deque(er.queued)
-                    for rframe, keep in er.recirculate:
-                        work.extend(self.recirculate(port, rframe, keep, qp.loops).queued)
-                    while work:
-                        q2 = work.popleft()
-                        e2 = egress(q2)
-                        out.extend(e2.out)
-                        work.extend(e2.queued)
-                        for rframe, keep in e2.recirculate:
-                            work.extend(self.recirculate(port, rframe, keep, q2.loops).queued)
+            S = init[:]
+            S[ip_s] = port
+            S[pl_s] = len(frame)
+            S[ts_ig] = now48
+            off, err = parser(S, frame)
+            S[PAYLOAD] = frame[off:]
+            S[pe_s] = err
+            try:
+                verify(S)
+                ingress(S)
+            except (AssertFailed, ParserError):
+                drops["assert failed or header stack index out of bounds"] += 1
+                continue
+            if S[CLONE_SESSION] >= 0 or S[DIGESTS] is not None or S[RESUBMIT_FL] != NO_FIELD_LIST or S[mc_s]:
+                res = self._after_ingress(S, port, frame, PKT_NORMAL, 0, IngressResult())
+                self._egress_all(port, res.queued, out)
+                continue
+            spec = S[es_s]
+            if spec == DROP_PORT:
+                drops["egress_spec=511 (mark_to_drop)"] += 1
+                continue
+            S[ep_s] = spec
+            S[es_s] = 0
+            S[enq_ts] = now32
+            S[ts_eg] = now48
+            try:
+                egress(S)
+                compute(S)
+            except (AssertFailed, ParserError):
+                drops["assert failed or header stack index out of bounds"] += 1
+                continue
+            if S[CLONE_SESSION] >= 0 or S[RECIRC_FL] != NO_FIELD_LIST or S[TRUNCATE]:
+                self._after_egress(S, QueuedPacket(S, spec, PKT_NORMAL, 0, len(frame)), port, out)
+                continue
+            if S[es_s] == DROP_PORT:
+                drops["egress_spec=511 in egress (mark_to_drop)"] += 1
+                continue
+            append((spec, join(deparser(S)) + S[PAYLOAD]))
         return out
+
+    def _egress_all(self, port: int, queued: list[QueuedPacket], out: list[tuple[int, bytes]]) -> None:
+        work = collections.deque(queued)
+        while work:
+            qp = work.popleft()
+            er = self.egress(qp)
+            out.extend(er.out)
+            work.extend(er.queued)
+            for rframe, keep in er.recirculate:
+                work.extend(self.recirculate(port, rframe, keep, qp.loops).queued)
+
+    def _after_egress(self, S: list[Any], qp: QueuedPacket, port: int, out: list[tuple[int, bytes]]) -> None:
+        res = EgressResult()
+        self._post_egress(S, qp, res)
+        out.extend(res.out)
+        work = list(res.queued)
+        for rframe, keep in res.recirculate:
+            work.extend(self.recirculate(port, rframe, keep, qp.loops).queued)
+        self._egress_all(port, work, out)
 
     # --- packet replication engine and mirroring (used by the runtime CLI) -------------------------------
     def mc_group_create(self, grp: int) -> None:

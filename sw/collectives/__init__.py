@@ -1,0 +1,28 @@
+"""NCCL-style collectives for StarPulse ranks: communicator, algorithms (ring, double binary tree, recursive
+halving-doubling, hierarchical rail-aware, rail-aligned all-to-all), tuner, and shm/TCP transports.
+
+    comm = init_from_env()          # RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, STARPULSE_STORE
+    comm.allreduce(grads, op="avg")
+    work = comm.allgather(shard, out, async_op=True); ...; work.wait()
+"""
+
+from .bootstrap import init_communicator, init_from_env
+from .comm import Communicator, Work
+from .config import CommConfig
+from .dtypes import bf16_to_f32, f32_to_bf16
+from .errors import (
+    CollectiveMismatchError,
+    CollectiveTimeoutError,
+    CollectiveUserError,
+    CommAbortedError,
+    PeerGoneError,
+)
+from .store import FileStore
+from .topology import Layout
+from .tuner import ALGOS
+
+__all__ = [
+    "ALGOS", "CollectiveMismatchError", "CollectiveTimeoutError", "CollectiveUserError", "CommAbortedError",
+    "CommConfig", "Communicator", "FileStore", "Layout", "PeerGoneError", "Work", "bf16_to_f32", "f32_to_bf16",
+    "init_communicator", "init_from_env",
+]

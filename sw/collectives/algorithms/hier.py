@@ -1,0 +1,33 @@
+"""Hierarchical rail-aware allreduce: intra-server reduce-scatter, per-rail inter-server allreduce of the
+owned segment, intra-server allgather.  Only same-rail traffic leaves a server, so no byte crosses a spine."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import CollectiveUserError
+from ..net import Net
+from .common import Reduce, segment_bounds
+from .ring import ring
+
+
+def hier_allreduce(net: Net, x: np.ndarray, reduce: Reduce, chunk_elems: int) -> None:
+    layout = net.layout
+    if not layout.uniform:
+        raise CollectiveUserError("algorithm 'hier' needs the same number of GPUs on every server (use 'ring')")
+    local = layout.local_ranks(layout.server_of[net.rank])
+    rail = layout.rail_ranks(layout.local_of[net.rank])
+    g = len(local)
+    bounds = segment_bounds(len(x), g)
+    ring(net, local, x, chunk_elems, reduce, rs=True, ag=False, off=0, bounds=bounds)
+    lo, hi = bounds[(local.index(net.rank) + 1) % g]  # the segment this rank owns after the reduce-scatter
+    ring(net, rail, x[lo:hi], chunk_elems, reduce, rs=True, ag=True)
+    ring(net, local, x, chunk_elems, None, rs=False, ag=True, off=0, bounds=bounds)
+
+
+def hier_cross_bytes_model(count_bytes: int, servers: int, gpus: int) -> dict[str, float]:
+    """Bytes each rank sends per link class in hierarchical allreduce (for reports next to the counters)."""
+    seg = count_bytes / gpus
+    return {"intra": 2 * (gpus - 1) * seg / gpus if gpus > 1 else 0.0,
+            "rail": 2 * (servers - 1) * seg / servers if servers > 1 else 0.0, "cross": 0.0}
+

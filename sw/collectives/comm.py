@@ -1,0 +1,351 @@
+"""The communicator: NCCL/torch.distributed-shaped collectives on numpy arrays, run in issue order on a
+per-communicator worker (a stream), with async handles; algorithms come from the tuner or the caller."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .algorithms import alltoall as a2a
+from .algorithms.hier import hier_allreduce
+from .algorithms.rhd import rhd_allgather, rhd_allreduce, rhd_reducescatter
+from .algorithms.ring import ring, ring_allreduce, ring_broadcast, ring_reduce
+from .algorithms.tree import tree_allreduce, tree_broadcast, tree_reduce
+from .dtypes import DTYPE_CODES, OP_CODES, check_op, dtype_name, finish_avg, reducer
+from .errors import CollectiveTimeoutError, CollectiveUserError, CommAbortedError
+from .net import Net
+from .topology import Layout
+from .tuner import Tuner
+
+_KIND = {"allreduce": 1, "broadcast": 2, "reduce": 3, "allgather": 4, "reducescatter": 5, "alltoall": 6,
+         "barrier": 7, "p2p": 8, "calibrate": 9}
+
+
+class Work:
+    """Handle of an issued operation: ``wait()`` returns its result or raises its error."""
+
+    def __init__(self, comm: Communicator, what: str) -> None:
+        self._comm = comm
+        self.what = what
+        self._event = threading.Event()
+        self._error: BaseException | None = None
+        self._result: Any = None
+
+    def is_completed(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout_s: float | None = None) -> Any:
+        """Block until done (or ``timeout_s`` wall seconds); re-raise the operation's error here."""
+        budget = timeout_s if timeout_s is not None else None
+        waited = 0.0
+        while not self._event.wait(0.2):
+            waited += 0.2
+            if budget is not None and waited >= budget:
+                raise CollectiveTimeoutError(f"{self.what} did not complete within {timeout_s:g} s")
+            if not self._comm._worker.is_alive():
+                raise CommAbortedError(f"{self.what}: the communicator was closed before it ran")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def _flat(buf: np.ndarray, what: str) -> np.ndarray:
+    if not buf.flags.c_contiguous:
+        raise CollectiveUserError(f"{what}: the array must be C-contiguous (use np.ascontiguousarray)")
+    return buf.reshape(-1)
+
+
+def _addr(buf: np.ndarray) -> int:
+    return int(buf.__array_interface__["data"][0])
+
+
+class Communicator:
+    """One rank's view of a group of ``world_size`` ranks laid out as servers x GPUs (rails)."""
+
+    def __init__(self, rank: int, layout: Layout, net: Net, tuner: Tuner, closers: list[Callable[[], None]]
+                 | None = None) -> None:
+        self.rank = rank
+        self.layout = layout
+        self.world_size = layout.world_size
+        self.local_rank = layout.local_of[rank]
+        self.server = layout.server_of[rank]
+        self.net = net
+        self.tuner = tuner
+        self._closers = closers or []
+        self._seq = 0
+        self._aborted: BaseException | None = None
+        self._queue: queue.Queue[tuple[Work, Callable[[], Any]] | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._run, name=f"coll-rank{rank}", daemon=True)
+        self._worker.start()
+        self.last_choice: tuple[str, int] | None = None
+
+    # --- the stream -----------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            work, fn = item
+            try:
+                if self._aborted is not None:
+                    raise CommAbortedError(f"{work.what}: communicator aborted earlier ({self._aborted})")
+                work._result = fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+                work._error = exc
+                if self._aborted is None:  # the ranks' message streams are out of step now
+                    self._aborted = exc
+            finally:
+                work._event.set()
+
+    def _submit(self, what: str, tag: int, fn: Callable[[], Any], async_op: bool) -> Any:
+        if not self._worker.is_alive():
+            raise CommAbortedError(f"{what}: the communicator is closed")
+        work = Work(self, what)
+
+        def tagged() -> Any:
+            self.net.tag = tag
+            return fn()
+        self._queue.put((work, tagged))
+        return work if async_op else work.wait()
+
+    def _tag(self, kind: str, dtype: str = "", op: str = "", root: int = 0) -> int:
+        if kind == "p2p":
+            seq = 0xFFFF_FFFF
+        else:
+            self._seq += 1
+            seq = self._seq & 0xFFFF_FFFF
+        return (seq << 32) | (_KIND[kind] << 24) | (DTYPE_CODES.get(dtype, 0) << 16) | (OP_CODES.get(op, 0) << 8) \
+            | (root & 0xFF)
+
+    def _check_root(self, root: int) -> int:
+        if isinstance(root, bool) or not isinstance(root, int | np.integer) or not 0 <= root < self.world_size:
+            raise CollectiveUserError(f"root {root!r}: expected a rank in 0..{self.world_size - 1}")
+        return int(root)
+
+    def _choose(self, coll: str, nbytes: int, algo: str | None, chunk_bytes: int | None, itemsize: int
+                ) -> tuple[str, int]:
+        name = self.tuner.algo(coll, nbytes, algo)
+        if name not in self.tuner.available(coll):
+            raise CollectiveUserError(f"algo {name!r}: cannot run {coll} on {self.world_size} ranks in this layout "
+                                      f"(available: {', '.join(self.tuner.available(coll))})")
+        chunk = self.tuner.chunk_bytes(coll, name, nbytes, chunk_bytes)
+        self.last_choice = (name, chunk)
+        return name, max(1, chunk // itemsize)
+
+    @staticmethod
+    def _out(send: np.ndarray, recv: np.ndarray | None, count: int, dtype: str, what: str) -> np.ndarray:
+        if recv is None:
+            return np.empty(count, dtype=send.dtype)
+        if dtype_name(recv, what) != dtype:
+            raise CollectiveUserError(f"{what}: dtype {recv.dtype.name} differs from the send buffer's "
+                                      f"{send.dtype.name}")
+        if recv.size != count:
+            raise CollectiveUserError(f"{what}: has {recv.size} elements, expected {count}")
+        return recv
+
+    # --- collectives ----------------------------------------------------------------------------------------
+    def allreduce(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, op: str = "sum", *,
+                  algo: str | None = None, chunk_bytes: int | None = None, async_op: bool = False) -> Any:
+        """Reduce ``sendbuf`` over all ranks into ``recvbuf`` (``sendbuf`` itself when omitted: in place)."""
+        dtype = dtype_name(sendbuf, "allreduce sendbuf")
+        check_op(op, dtype)
+        recvbuf = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, sendbuf.size, dtype, "allreduce recvbuf")
+        x, src = _flat(recvbuf, "allreduce recvbuf"), _flat(sendbuf, "allreduce sendbuf")
+        name, chunk = self._choose("allreduce", x.nbytes, algo, chunk_bytes, x.itemsize)
+        red = reducer(op, dtype)
+
+        def run() -> np.ndarray:
+            if x is not src:
+                x[...] = src
+            if x.size:
+                group = list(range(self.world_size))
+                if name == "ring":
+                    ring_allreduce(self.net, group, x, red, chunk)
+                elif name == "tree":
+                    tree_allreduce(self.net, group, x, red, chunk)
+                elif name == "rhd":
+                    rhd_allreduce(self.net, group, x, red)
+                else:
+                    hier_allreduce(self.net, x, red, chunk)
+                if op == "avg":
+                    finish_avg(x, dtype, self.world_size)
+            return recvbuf
+        return self._submit(f"allreduce({op}, {name})", self._tag("allreduce", dtype, op), run, async_op)
+
+    def broadcast(self, buf: np.ndarray, root: int = 0, *, algo: str | None = None, chunk_bytes: int | None = None,
+                  async_op: bool = False) -> Any:
+        """Copy ``buf`` of rank ``root`` into ``buf`` of every rank."""
+        dtype = dtype_name(buf, "broadcast buf")
+        root = self._check_root(root)
+        x = _flat(buf, "broadcast buf")
+        name, chunk = self._choose("broadcast", x.nbytes, algo, chunk_bytes, x.itemsize)
+
+        def run() -> np.ndarray:
+            if x.size:
+                fn = ring_broadcast if name == "ring" else tree_broadcast
+                fn(self.net, list(range(self.world_size)), x, root, chunk)
+            return buf
+        return self._submit(f"broadcast(root {root}, {name})", self._tag("broadcast", dtype, root=root), run, async_op)
+
+    def reduce(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, op: str = "sum", root: int = 0, *,
+               algo: str | None = None, chunk_bytes: int | None = None, async_op: bool = False) -> Any:
+        """Reduce into ``recvbuf`` on ``root`` only (``sendbuf`` when omitted); other ranks' buffers are kept."""
+        dtype = dtype_name(sendbuf, "reduce sendbuf")
+        check_op(op, dtype)
+        root = self._check_root(root)
+        out = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, sendbuf.size, dtype, "reduce recvbuf")
+        src = _flat(sendbuf, "reduce sendbuf")
+        dst = _flat(out, "reduce recvbuf")
+        name, chunk = self._choose("reduce", src.nbytes, algo, chunk_bytes, src.itemsize)
+        red = reducer(op, dtype)
+
+        def run() -> np.ndarray:
+            is_root = self.rank == root
+            x = dst if is_root else src.copy()
+            if x is not src:
+                x[...] = src
+            if x.size:
+                fn = ring_reduce if name == "ring" else tree_reduce
+                fn(self.net, list(range(self.world_size)), x, root, red, chunk)
+                if op == "avg" and is_root:
+                    finish_avg(x, dtype, self.world_size)
+            return out
+        return self._submit(f"reduce({op}, root {root}, {name})", self._tag("reduce", dtype, op, root), run, async_op)
+
+    def allgather(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, *, algo: str | None = None,
+                  chunk_bytes: int | None = None, async_op: bool = False) -> Any:
+        """Concatenate every rank's ``sendbuf`` in rank order into ``recvbuf`` (world_size x count elements).
+
+        In place when ``sendbuf`` is this rank's slice of ``recvbuf`` (as in NCCL)."""
+        dtype = dtype_name(sendbuf, "allgather sendbuf")
+        n = self.world_size
+        src = _flat(sendbuf, "allgather sendbuf")
+        out = self._out(sendbuf, recvbuf, n * src.size, dtype, "allgather recvbuf")
+        x = _flat(out, "allgather recvbuf")
+        count = src.size
+        inplace = count > 0 and _addr(src) == _addr(x) + self.rank * src.nbytes
+        if count and not inplace and np.shares_memory(src, x):
+            raise CollectiveUserError("allgather: sendbuf overlaps recvbuf but is not this rank's slice of it")
+        name, chunk = self._choose("allgather", x.nbytes, algo, chunk_bytes, x.itemsize)
+
+        def run() -> np.ndarray:
+            if not inplace:
+                x[self.rank * count:(self.rank + 1) * count] = src
+            if count:
+                group = list(range(n))
+                if name == "ring":
+                    ring(self.net, group, x, chunk, None, rs=False, ag=True, off=-1)
+                else:
+                    rhd_allgather(self.net, group, x)
+            return out
+        return self._submit(f"allgather({name})", self._tag("allgather", dtype), run, async_op)
+
+    def reducescatter(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, op: str = "sum", *,
+                      algo: str | None = None, chunk_bytes: int | None = None, async_op: bool = False) -> Any:
+        """Reduce ``sendbuf`` (world_size x count) over ranks; rank r gets block r in ``recvbuf`` (count).
+
+        In place when ``recvbuf`` is this rank's slice of ``sendbuf``; ``sendbuf`` is never modified otherwise."""
+        dtype = dtype_name(sendbuf, "reducescatter sendbuf")
+        check_op(op, dtype)
+        n = self.world_size
+        src = _flat(sendbuf, "reducescatter sendbuf")
+        if src.size % n:
+            raise CollectiveUserError(f"reducescatter sendbuf: {src.size} elements is not a multiple of the "
+                                      f"world size {n}")
+        count = src.size // n
+        out = self._out(sendbuf, recvbuf, count, dtype, "reducescatter recvbuf")
+        y = _flat(out, "reducescatter recvbuf")
+        name, chunk = self._choose("reducescatter", src.nbytes, algo, chunk_bytes, src.itemsize)
+        red = reducer(op, dtype)
+
+        def run() -> np.ndarray:
+            x = src.copy()
+            if count:
+                group = list(range(n))
+                if name == "ring":
+                    ring(self.net, group, x, chunk, red, rs=True, ag=False, off=-1)
+                else:
+                    rhd_reducescatter(self.net, group, x, red)
+            y[...] = x[self.rank * count:(self.rank + 1) * count]
+            if op == "avg":
+                finish_avg(y, dtype, n)
+            return out
+        return self._submit(f"reducescatter({op}, {name})", self._tag("reducescatter", dtype, op), run, async_op)
+
+    def alltoall(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, *, algo: str | None = None,
+                 async_op: bool = False) -> Any:
+        """Block j of ``sendbuf`` (world_size equal blocks) goes to rank j, landing as block ``rank`` there."""
+        dtype = dtype_name(sendbuf, "alltoall sendbuf")
+        n = self.world_size
+        src = _flat(sendbuf, "alltoall sendbuf")
+        if src.size % n:
+            raise CollectiveUserError(f"alltoall sendbuf: {src.size} elements is not a multiple of the world size {n}")
+        out = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, src.size, dtype, "alltoall recvbuf")
+        y = _flat(out, "alltoall recvbuf")
+        name, _ = self._choose("alltoall", src.nbytes, algo, None, src.itemsize)
+
+        def run() -> np.ndarray:
+            send = src.copy() if np.shares_memory(src, y) else src
+            if src.size:
+                fn = a2a.pairwise_alltoall if name == "pairwise" else a2a.rail_alltoall
+                fn(self.net, send, y)
+            return out
+        return self._submit(f"alltoall({name})", self._tag("alltoall", dtype), run, async_op)
+
+    def send(self, buf: np.ndarray, peer: int, *, async_op: bool = False) -> Any:
+        """Send ``buf`` to ``peer`` (matched by that rank's next ``recv`` from us)."""
+        dtype = dtype_name(buf, "send buf")
+        x = _flat(buf, "send buf")
+        self.net._transport(int(peer))
+        return self._submit(f"send(to {peer})", self._tag("p2p", dtype),
+                            lambda: self.net.waitall([self.net.isend(int(peer), x)]), async_op)
+
+    def recv(self, buf: np.ndarray, peer: int, *, async_op: bool = False) -> Any:
+        """Receive the next message from ``peer`` into ``buf`` (sizes and dtypes must match the send)."""
+        dtype = dtype_name(buf, "recv buf")
+        x = _flat(buf, "recv buf")
+        self.net._transport(int(peer))
+
+        def run() -> np.ndarray:
+            self.net.wait(self.net.irecv(int(peer), x))
+            return buf
+        return self._submit(f"recv(from {peer})", self._tag("p2p", dtype), run, async_op)
+
+    def barrier(self, *, async_op: bool = False) -> Any:
+        """Return only once every rank has entered the barrier (dissemination: ceil(log2 n) rounds)."""
+        def run() -> None:
+            n, p, k = self.world_size, self.rank, 1
+            token, sink = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
+            while k < n:
+                self.net.waitall([self.net.irecv((p - k) % n, sink), self.net.isend((p + k) % n, token)])
+                k *= 2
+        return self._submit("barrier", self._tag("barrier"), run, async_op)
+
+    # --- bookkeeping ----------------------------------------------------------------------------------------
+    def counters(self) -> dict[str, int]:
+        """Payload bytes this rank sent per link class (intra, rail, cross) since start or reset."""
+        return dict(self.net.bytes_sent)
+
+    def reset_counters(self) -> None:
+        for d in (self.net.bytes_sent, self.net.messages_sent):
+            for k in d:
+                d[k] = 0
+
+    def close(self) -> None:
+        """Finish queued work, stop the worker and release transports (idempotent)."""
+        if self._worker.is_alive():
+            self._queue.put(None)
+            self._worker.join(timeout=self.net.timeout_s + 5)
+        for close in self._closers:
+            close()
+        self._closers = []
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,103 @@
+"""Communicator settings and their environment variables (validated: a bad value names the variable)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from sw.units import UnitError, parse_rate_bps, parse_size_bytes
+
+from .errors import CollectiveUserError
+
+ENV_STORE = "STARPULSE_STORE"
+ENV_TIMEOUT = "STARPULSE_TIMEOUT"
+ENV_INTRA_RATE = "STARPULSE_INTRA_RATE"
+ENV_INTER_RATE = "STARPULSE_INTER_RATE"
+ENV_SHM_BYTES = "STARPULSE_SHM_BYTES"
+ENV_NIC_ADDR = "STARPULSE_NIC_ADDR"
+ENV_SERVER = "STARPULSE_SERVER"
+ENV_CALIBRATE = "STARPULSE_CALIBRATE"
+
+DEFAULT_INTRA_RATE_BPS = 20e9
+"""Shared-memory (NVLink stand-in) egress per rank: a Python memcpy sustains it on one core, so the throttle
+and not the copy sets the pace."""
+DEFAULT_INTER_MODEL_RATE_BPS = 1e9
+"""Rail rate the cost model assumes until calibrated, when TCP is not throttled (the fabric sets the pace)."""
+DEFAULT_ALPHA_INTRA_S = 20e-6
+DEFAULT_ALPHA_INTER_S = 60e-6
+"""Per-message latencies of this Python stack (start values of the model; ``calibrate`` measures them)."""
+
+
+@dataclass(frozen=True)
+class CommConfig:
+    """Per-communicator settings; ``None`` rates mean unthrottled."""
+
+    timeout_s: float = 60.0
+    intra_rate_bps: float | None = DEFAULT_INTRA_RATE_BPS
+    inter_rate_bps: float | None = None
+    shm_ring_bytes: int = 1 << 20
+    nic_addr: str = "127.0.0.1"
+    calibrate: bool = False
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> CommConfig:
+        env = dict(os.environ) if env is None else env
+        kw: dict[str, object] = {}
+        if env.get(ENV_TIMEOUT):
+            kw["timeout_s"] = _positive_float(env[ENV_TIMEOUT], ENV_TIMEOUT)
+        if env.get(ENV_INTRA_RATE):
+            kw["intra_rate_bps"] = _rate_or_off(env[ENV_INTRA_RATE], ENV_INTRA_RATE)
+        if env.get(ENV_INTER_RATE):
+            kw["inter_rate_bps"] = _rate_or_off(env[ENV_INTER_RATE], ENV_INTER_RATE)
+        if env.get(ENV_SHM_BYTES):
+            try:
+                size = parse_size_bytes(env[ENV_SHM_BYTES], what=f"${ENV_SHM_BYTES}")
+            except UnitError as exc:
+                raise CollectiveUserError(str(exc)) from None
+            if size < 4096:
+                raise CollectiveUserError(f"${ENV_SHM_BYTES}={env[ENV_SHM_BYTES]!r}: must be at least 4K")
+            kw["shm_ring_bytes"] = size
+        if env.get(ENV_NIC_ADDR):
+            kw["nic_addr"] = env[ENV_NIC_ADDR]
+        if env.get(ENV_CALIBRATE):
+            raw = env[ENV_CALIBRATE].strip().lower()
+            if raw not in ("0", "1", "yes", "no", "true", "false"):
+                raise CollectiveUserError(f"${ENV_CALIBRATE}={env[ENV_CALIBRATE]!r}: expected 0 or 1")
+            kw["calibrate"] = raw in ("1", "yes", "true")
+        return cls(**kw)  # type: ignore[arg-type]
+
+
+def _positive_float(raw: str, var: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise CollectiveUserError(f"${var}={raw!r}: expected a number of seconds > 0")
+    return value
+
+
+def _rate_or_off(raw: str, var: str) -> float | None:
+    if raw.strip().lower() in ("off", "0", "none"):
+        return None
+    try:
+        return float(parse_rate_bps(raw, what=f"${var}"))
+    except UnitError as exc:
+        raise CollectiveUserError(f"{exc} or 'off'") from None
+
+
+def env_int(env: dict[str, str], var: str, *, minimum: int, default: int | None = None) -> int:
+    """An integer environment variable (RANK, WORLD_SIZE, ...) with a clear error when missing or bad."""
+    raw = env.get(var)
+    if raw is None or raw.strip() == "":
+        if default is not None:
+            return default
+        raise CollectiveUserError(f"${var} is not set (the launcher sets RANK, WORLD_SIZE, LOCAL_RANK, "
+                                  f"LOCAL_WORLD_SIZE and {ENV_STORE})")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise CollectiveUserError(f"${var}={raw!r}: expected an integer >= {minimum}")
+    return value

@@ -1,0 +1,31 @@
+"""Errors of the collectives library: user mistakes carry ``is_user_error = True`` (one clear line, no traceback)."""
+
+from __future__ import annotations
+
+
+class CollectiveUserError(ValueError):
+    """Bad input from the caller: a wrong dtype, size, algorithm name, rank or environment value."""
+
+    is_user_error = True
+
+
+class CollectiveMismatchError(CollectiveUserError):
+    """Ranks called different collectives, or the same one with different sizes/dtypes (seen on the wire)."""
+
+
+class CollectiveTimeoutError(TimeoutError):
+    """A peer did not answer within the communicator's timeout (dead or stuck rank); names the wait and peer."""
+
+    is_user_error = False
+
+
+class PeerGoneError(ConnectionError):
+    """A peer closed its connection in the middle of a collective (the rank exited or crashed)."""
+
+    is_user_error = False
+
+
+class CommAbortedError(RuntimeError):
+    """The communicator failed earlier (timeout, dead peer, mismatch); later calls refuse to run on it."""
+
+    is_user_error = False

@@ -1,0 +1,82 @@
+"""Run a function on every rank of a servers x GPUs job on this machine (forked processes, a temporary store):
+shared memory inside each emulated server, TCP on loopback between servers.  Tests and single-box use."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import shutil
+import tempfile
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from .bootstrap import init_communicator, job_digest
+from .comm import Communicator
+from .config import CommConfig
+from .deadline import Deadline
+from .transport.shm import SHM_DIR
+
+
+class RankFailure(RuntimeError):
+    """One or more ranks raised (their error lines are in the message) or did not finish in time."""
+
+    is_user_error = False
+
+
+def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world: int, store: str, server: int,
+               local_rank: int, config: CommConfig, env: dict[str, str], results: Any) -> None:
+    comm: Communicator | None = None
+    try:
+        comm = init_communicator(rank, world, store, server=server, local_rank=local_rank, config=config, env=env)
+        value = fn(comm, *args)
+        results.put((rank, True, value))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        results.put((rank, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
+    finally:
+        if comm is not None:
+            comm.close()
+
+
+def run_local(servers: int, gpus: int, fn: Callable[..., Any], *args: Any, config: CommConfig | None = None,
+              env: dict[str, str] | None = None, timeout_s: float = 60.0) -> list[Any]:
+    """``fn(comm, *args)`` on ranks 0..servers*gpus-1 (rank = server * gpus + gpu); their results in rank order."""
+    config = replace(config or CommConfig(), timeout_s=min((config or CommConfig()).timeout_s, timeout_s))
+    ctx = mp.get_context("fork")
+    store = tempfile.mkdtemp(prefix="spcoll-store-")
+    results = ctx.Queue()
+    world = servers * gpus
+    procs = [ctx.Process(target=_rank_main, name=f"rank{r}",
+                         args=(fn, args, r, world, store, r // gpus, r % gpus, config, env or {}, results))
+             for r in range(world)]
+    got: dict[int, tuple[bool, Any]] = {}
+    try:
+        for p in procs:
+            p.start()
+        deadline = Deadline(timeout_s)
+        while len(got) < world and not deadline.expired():
+            try:
+                rank, ok, value = results.get(timeout=min(1.0, max(0.05, deadline.remaining_s())))
+            except Exception:  # noqa: BLE001 - queue.Empty: look at the clock and the processes again
+                if all(not p.is_alive() for p in procs) and results.empty():
+                    break
+                continue
+            got[rank] = (ok, value)
+    finally:
+        for p in procs:
+            p.join(timeout=2.0)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=2.0)
+        results.close()
+        shutil.rmtree(store, ignore_errors=True)
+        for leftover in SHM_DIR.glob(f"spcoll-{job_digest(store)}-*"):  # only if a rank died during set-up
+            leftover.unlink(missing_ok=True)
+    errors = [f"rank {r}: {v}" for r, (ok, v) in sorted(got.items()) if not ok]
+    missing = [r for r in range(world) if r not in got]
+    if missing:
+        errors.append(f"ranks {missing} did not report within {timeout_s:g} s")
+    if errors:
+        raise RankFailure("\n".join(errors))
+    return [got[r][1] for r in range(world)]
+

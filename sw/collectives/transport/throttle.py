@@ -1,0 +1,31 @@
+"""Byte-rate throttle on ``sw.clock`` (network time): keeps an emulated link class at its configured bandwidth."""
+
+from __future__ import annotations
+
+from sw.clock import Clock, get_clock
+
+
+class Throttle:
+    """Token bucket of ``rate_bps`` (network time) holding at most ``burst_bytes``; ``grant`` never blocks."""
+
+    def __init__(self, rate_bps: float, burst_bytes: int = 64 * 1024, clock: Clock | None = None) -> None:
+        if not rate_bps > 0:
+            raise ValueError(f"rate_bps must be > 0, not {rate_bps!r}")
+        self.clock = clock or get_clock()
+        self.rate_bps = float(rate_bps)
+        self.burst_bytes = int(burst_bytes)
+        self._tokens = float(burst_bytes)
+        self._last_ns = self.clock.now_ns()
+
+    def grant(self, want_bytes: int) -> int:
+        """How many of ``want_bytes`` may go now (0..want); the granted bytes are spent."""
+        now = self.clock.now_ns()
+        self._tokens = min(self.burst_bytes, self._tokens + (now - self._last_ns) * self.rate_bps / 8e9)
+        self._last_ns = now
+        n = min(want_bytes, int(self._tokens))
+        self._tokens -= n
+        return max(n, 0)
+
+    def refund(self, nbytes: int) -> None:
+        """Return granted bytes that could not be sent after all."""
+        self._tokens = min(self.burst_bytes, self._tokens + nbytes)

@@ -1,0 +1,166 @@
+"""Picks the algorithm and pipeline chunk size of each call from an alpha-beta cost model of the topology.
+
+Each link class (``intra``: shared memory in a server; ``inter``: a rail between servers) costs
+alpha + bytes / bandwidth per message.  The model starts from the configured rates and default latencies
+and can be replaced by a short measured calibration.  ``STARPULSE_ALGO`` (like NCCL_ALGO) and
+``STARPULSE_CHUNK_BYTES`` override it, and so do per-call arguments.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from sw.units import UnitError, parse_size_bytes
+
+from .errors import CollectiveUserError
+from .topology import Layout
+
+ALGOS: dict[str, tuple[str, ...]] = {
+    "allreduce": ("ring", "tree", "rhd", "hier"),
+    "broadcast": ("ring", "tree"),
+    "reduce": ("ring", "tree"),
+    "allgather": ("ring", "rhd"),
+    "reducescatter": ("ring", "rhd"),
+    "alltoall": ("pairwise", "rail"),
+}
+"""The schedules each collective offers."""
+
+ENV_ALGO = "STARPULSE_ALGO"
+ENV_CHUNK = "STARPULSE_CHUNK_BYTES"
+MIN_CHUNK_BYTES = 4 * 1024
+MAX_CHUNK_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class LinkCost:
+    """alpha (per-message latency, s) and bandwidth (bit/s) of one link class, in network time."""
+
+    alpha_s: float
+    rate_bps: float
+
+    def time_s(self, nbytes: float, messages: float = 1.0) -> float:
+        return messages * self.alpha_s + 8 * nbytes / self.rate_bps
+
+
+@dataclass(frozen=True)
+class CostModel:
+    intra: LinkCost
+    inter: LinkCost
+
+
+def parse_algo_env(raw: str) -> dict[str, str]:
+    """'ring' (every collective that has it) or 'allreduce=hier,alltoall=rail' -> {collective: algo}."""
+    known = {a for algos in ALGOS.values() for a in algos}
+    out: dict[str, str] = {}
+    for item in (s.strip() for s in raw.split(",") if s.strip()):
+        coll, _, algo = item.rpartition("=")
+        algo = algo.strip().lower()
+        coll = coll.strip().lower()
+        if coll and coll not in ALGOS:
+            raise CollectiveUserError(f"${ENV_ALGO}={raw!r}: unknown collective {coll!r} "
+                                      f"(allowed: {', '.join(ALGOS)})")
+        if algo not in (ALGOS[coll] if coll else known):
+            allowed = ALGOS[coll] if coll else sorted(known)
+            raise CollectiveUserError(f"${ENV_ALGO}={raw!r}: unknown algorithm {algo!r} "
+                                      f"(allowed: {', '.join(allowed)})")
+        for c in [coll] if coll else [c for c, algos in ALGOS.items() if algo in algos]:
+            out[c] = algo
+    return out
+
+
+def parse_chunk_env(raw: str) -> int:
+    try:
+        value = parse_size_bytes(raw, what=f"${ENV_CHUNK}")
+    except UnitError as exc:
+        raise CollectiveUserError(str(exc)) from None
+    if value < 1:
+        raise CollectiveUserError(f"${ENV_CHUNK}={raw!r}: must be at least 1 byte")
+    return value
+
+
+class Tuner:
+    """Deterministic choice (every rank computes the same) of algorithm and chunk bytes per call."""
+
+    def __init__(self, layout: Layout, model: CostModel, env: dict[str, str] | None = None) -> None:
+        env = dict(os.environ) if env is None else env
+        self.layout = layout
+        self.model = model
+        self.env_algo = parse_algo_env(env[ENV_ALGO]) if env.get(ENV_ALGO, "").strip() else {}
+        self.env_chunk = parse_chunk_env(env[ENV_CHUNK]) if env.get(ENV_CHUNK, "").strip() else None
+
+    # --- model ----------------------------------------------------------------------------------------------
+    def _flat_link(self) -> LinkCost:
+        return self.model.inter if len(self.layout.servers) > 1 else self.model.intra
+
+    def available(self, coll: str) -> tuple[str, ...]:
+        """Algorithms that can run on this layout (rhd needs 2^k ranks outside allreduce; hier/rail uniformity)."""
+        n = self.layout.world_size
+        out = []
+        for algo in ALGOS[coll]:
+            if algo == "rhd" and coll != "allreduce" and n & (n - 1):
+                continue
+            if algo in ("hier", "rail") and not self.layout.uniform:
+                continue
+            out.append(algo)
+        return tuple(out)
+
+    def estimate_s(self, coll: str, algo: str, nbytes: int) -> float:
+        """Modelled time of one call moving ``nbytes`` per rank (the full buffer of allreduce/broadcast)."""
+        n = self.layout.world_size
+        if n == 1:
+            return 0.0
+        link = self._flat_link()
+        logn = math.ceil(math.log2(n))
+        if coll == "allreduce":
+            if algo == "ring":
+                return link.time_s(2 * (n - 1) / n * nbytes, 2 * (n - 1))
+            if algo == "tree":
+                return link.time_s(2 * nbytes, 2 * logn)
+            if algo == "rhd":
+                fold = 0 if n & (n - 1) == 0 else 2
+                return link.time_s(2 * (n - 1) / n * nbytes + fold * nbytes, 2 * logn + fold)
+            g, s = self.layout.gpus_per_server, len(self.layout.servers)
+            intra = self.model.intra.time_s(2 * (g - 1) / g * nbytes, 2 * (g - 1)) if g > 1 else 0.0
+            inter = self.model.inter.time_s(2 * (s - 1) / s * nbytes / g, 2 * (s - 1)) if s > 1 else 0.0
+            return intra + inter
+        if coll in ("broadcast", "reduce"):
+            return link.time_s(nbytes, n - 1) if algo == "ring" else link.time_s(2 * nbytes, logn)
+        if coll in ("allgather", "reducescatter"):
+            total = nbytes * (n - 1) / n
+            return link.time_s(total, n - 1 if algo == "ring" else logn)
+        # alltoall: pairwise sends every block at once (shared memory and NIC overlap); rail-aligned first
+        # moves blocks inside the server, then makes one inter-server hop per server on its own rail
+        g, s = self.layout.gpus_per_server, len(self.layout.servers)
+        if algo == "pairwise":
+            return max(self.model.intra.time_s(nbytes * (g - 1) / n, g - 1),
+                       self.model.inter.time_s(nbytes * (n - g) / n, n - g) if n > g else 0.0)
+        return (self.model.intra.time_s(nbytes * (g - 1) / g, g - 1)
+                + (self.model.inter.time_s(nbytes * (s - 1) / s, s - 1) if s > 1 else 0.0))
+
+    # --- choices --------------------------------------------------------------------------------------------
+    def algo(self, coll: str, nbytes: int, requested: str | None = None) -> str:
+        """The per-call choice, else $STARPULSE_ALGO, else the cheapest modelled algorithm."""
+        if requested is not None:
+            if requested not in ALGOS[coll]:
+                raise CollectiveUserError(f"algo {requested!r}: unknown for {coll} (allowed: {', '.join(ALGOS[coll])})")
+            return requested
+        options = self.available(coll)
+        env = self.env_algo.get(coll)
+        if env is not None and env in options:
+            return env
+        return min(options, key=lambda a: (self.estimate_s(coll, a, nbytes), options.index(a)))
+
+    def chunk_bytes(self, coll: str, algo: str, nbytes: int, requested: int | None = None) -> int:
+        """Pipeline chunk: per call, else $STARPULSE_CHUNK_BYTES, else sqrt(alpha * bandwidth * segment)."""
+        if requested is not None:
+            if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+                raise CollectiveUserError(f"chunk_bytes {requested!r}: expected a positive integer")
+            return requested
+        if self.env_chunk is not None:
+            return self.env_chunk
+        link = self._flat_link()
+        seg = max(1, nbytes // max(1, self.layout.world_size))
+        best = math.sqrt(link.alpha_s * link.rate_bps / 8 * seg)
+        return int(min(MAX_CHUNK_BYTES, max(MIN_CHUNK_BYTES, 2 ** round(math.log2(max(best, 1))))))

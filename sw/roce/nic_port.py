@@ -21,6 +21,8 @@ PACKET_HOST = 0
 PACKET_OUTGOING = 4
 PACKET_IGNORE_OUTGOING = 23  # linux/if_packet.h, Linux >= 4.20
 SOL_PACKET = 263
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
 SIOCGIFADDR = 0x8915
 SIOCGIFMTU = 0x8921
 MAX_FRAME_BYTES = 65536
@@ -68,7 +70,7 @@ def path_mtu_for(if_mtu: int) -> int:
 class RawSocketPort:
     """Frames to and from interface ``ifname`` through one non-blocking AF_PACKET socket."""
 
-    def __init__(self, ifname: str, *, rcvbuf_bytes: int = 8 << 20, claim_udp_port: bool = True) -> None:
+    def __init__(self, ifname: str, *, rcvbuf_bytes: int = 32 << 20, claim_udp_port: bool = True) -> None:
         self.ifname = ifname
         self.counters = PortCounters()
         try:
@@ -76,8 +78,11 @@ class RawSocketPort:
             sock.bind((ifname, 0))
         except OSError as exc:
             raise PortError(f"cannot open a raw socket on interface {ifname!r}: {exc.strerror}") from None
-        for opt, value in ((socket.SO_RCVBUF, rcvbuf_bytes), (socket.SO_SNDBUF, rcvbuf_bytes)):
-            sock.setsockopt(socket.SOL_SOCKET, opt, value)
+        for force, opt in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, force, rcvbuf_bytes)  # root: beyond net.core.rmem_max
+            except OSError:
+                sock.setsockopt(socket.SOL_SOCKET, opt, rcvbuf_bytes)
         try:
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         except OSError:

@@ -29,7 +29,8 @@ DEFAULT_LINK_RATE = "100M"
 DEFAULT_SELFTEST_SIZE = "16M"
 DEFAULT_SWEEP = "64,256,1K,4K,16K,64K,256K,1M"
 SELFTEST_IF_MTU = 9000
-SELFTEST_TIMEOUT_S = 600
+IMPAIRED_DELAY_NS = 20_000
+REORDER_DELAY_NS = 1_000_000
 
 
 class PerfArgError(ValueError):
@@ -61,6 +62,8 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rendezvous directory shared by server and client")
     parser.add_argument("--name", default="perf", help="session name in the store (default perf)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before giving up (default 120)")
+    parser.add_argument("--qp-timeout", type=int, default=13,
+                        help="local ACK timeout exponent: 4.096 us * 2^N (default 13 = 33.5 ms)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -84,6 +87,8 @@ def _positive(flag: str, value: int) -> int:
 
 
 def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
+    if not 1 <= args.qp_timeout <= 31:
+        raise PerfArgError(f"--qp-timeout {args.qp_timeout}: must be 1..31 (4.096 us * 2^N)")
     if not args.dev:
         raise PerfArgError(f"perf {args.role}: --dev IFNAME is required (the interface of this host's NIC)")
     port = RawSocketPort(args.dev)
@@ -102,10 +107,12 @@ def _run_role(args: argparse.Namespace) -> dict[str, Any]:
     max_size = max(_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"))
     timeout_ns = int(args.timeout * 1e9)
     if args.role == "server":
-        return run_server(nic, store, args.name, max_size=max_size, path_mtu=mtu, idle_timeout_ns=timeout_ns)
+        return run_server(nic, store, args.name, max_size=max_size, path_mtu=mtu, qp_timeout=args.qp_timeout,
+                          idle_timeout_ns=timeout_ns)
     cfg = PerfConfig(op=args.op, sizes=_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"),
                      iters=_positive("--iters", args.iters), lat_iters=max(0, args.lat_iters),
-                     tx_depth=_positive("--tx-depth", args.tx_depth), path_mtu=mtu, timeout_ns=timeout_ns)
+                     tx_depth=_positive("--tx-depth", args.tx_depth), path_mtu=mtu, timeout_ns=timeout_ns,
+                     qp_timeout=args.qp_timeout)
     if args.size:
         cfg.budget_bytes = max(cfg.sizes)
     return PerfClient(nic, store, args.name, cfg).run()
@@ -137,8 +144,9 @@ def _selftest_in_lab(args: argparse.Namespace, tmp: str, rate_bps: int, size: in
         h1, h2 = lab.add_host("h1"), lab.add_host("h2")
         addr = {"addr_a": "10.77.0.1/24", "addr_b": "10.77.0.2/24", "mtu": SELFTEST_IF_MTU}
         if loss or dup or reorder:
+            # Reordering needs frames in flight to overtake: give the link a delay of several frame times.
             profile = WireProfile(rate_bps=rate_bps, loss_pct=loss, dup_pct=dup, reorder_pct=reorder,
-                                  delay_ns=20_000)
+                                  delay_ns=REORDER_DELAY_NS if reorder else IMPAIRED_DELAY_NS)
             lab.add_wired_link(h1, h2, profile, ifname_a="eth0", ifname_b="eth0", stats_path=str(wire_stats),
                                **addr)
             link = "emu.wire"
@@ -148,7 +156,8 @@ def _selftest_in_lab(args: argparse.Namespace, tmp: str, rate_bps: int, size: in
                 lab.shape_rate(host, "eth0", rate_bps, burst_bytes=4 * SELFTEST_IF_MTU)
             link = "tbf"
         common = ["--dev", "eth0", "--store", tmp, "--name", "selftest", "--op", args.op, "--size", str(size),
-                  "--link-rate", str(rate_bps), "--cc", args.cc, "--timeout", str(args.timeout), "--json"]
+                  "--link-rate", str(rate_bps), "--cc", args.cc, "--timeout", str(args.timeout),
+                  "--qp-timeout", str(args.qp_timeout), "--json"]
         if args.mtu:
             common += ["--mtu", str(args.mtu)]
         me = [sys.executable, "-m", "sw.roce.perf_cli"]
@@ -188,6 +197,7 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
         "cc_feedback": {"none": "none", "dcqcn": "cnp (no ECN marking on this link)",
                         "hpcc": "int unavailable on this link: model holds line rate"}[args.cc],
         "loss_pct": loss, "dup_pct": dup, "reorder_pct": reorder, "link": link,
+        "link_delay_ns": (REORDER_DELAY_NS if reorder else IMPAIRED_DELAY_NS) if link == "emu.wire" else 0,
         "goodput_fraction": row["bw_bps"] / rate_bps, "elapsed_s": row["elapsed_s"],
         "timeouts": row["timeouts"], "pps_per_core": row["pps_per_core"],
         "time_dilation": get_clock().dilation,

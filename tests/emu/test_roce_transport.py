@@ -169,7 +169,7 @@ def test_write_read_send_exact_over_veth_and_tshark_dissects_rocev2(lab, tmp_pat
 @pytest.mark.parametrize("profile", [
     WireProfile(rate_bps=RATE_BPS, loss_pct=1.0),
     WireProfile(rate_bps=RATE_BPS, loss_pct=5.0),
-    WireProfile(rate_bps=RATE_BPS, reorder_pct=2.0, dup_pct=2.0, delay_ns=50_000),
+    WireProfile(rate_bps=RATE_BPS, reorder_pct=2.0, dup_pct=2.0, delay_ns=2_000_000),
 ], ids=["loss1", "loss5", "reorder_dup"])
 def test_impaired_link_write_read_exact_and_counters_explain(lab, tmp_path, profile):
     stats = tmp_path / "wire.json"
@@ -190,6 +190,8 @@ def test_impaired_link_write_read_exact_and_counters_explain(lab, tmp_path, prof
         assert ca["naks_received"] + ca["timeouts"] + ca["go_back_events"] > 0
     if dups:
         assert cb["duplicates_received"] + ca["duplicate_responses"] + ca["stale_acks"] > 0
+    if reordered:
+        assert cb["out_of_sequence_received"] + ca["out_of_sequence_received"] > 0
 
 
 def test_rnr_then_success_and_remote_access_error_over_veth(lab):
@@ -282,3 +284,25 @@ def test_64mib_exact_through_perf_selftest_with_loss(python_env, op):
     result = json.loads(out.stdout)
     assert result["data_ok"] is True and result["size_bytes"] == 64 << 20
     assert result["retransmissions"] > 0
+
+
+def test_perf_server_and_client_sweep_print_a_table(lab, tmp_path, python_env):
+    import sys
+
+    h1, h2 = lab.add_host("h1"), lab.add_host("h2")
+    lab.add_link(h1, h2, ifname_a="eth0", ifname_b="eth0", addr_a=f"{ADDR_A}/24", addr_b=f"{ADDR_B}/24",
+                 mtu=1500)
+    common = ["--dev", "eth0", "--store", str(tmp_path), "--name", "sweep", "--sizes", "64,4K,64K",
+              "--link-rate", "200M", "--timeout", "60"]
+    me = [sys.executable, "-m", "sw.roce.perf_cli"]
+    server = h2.popen([*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = h1.popen([*me, "client", *common, "--op", "send", "--iters", "50", "--lat-iters", "5"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = client.communicate(timeout=120)
+    server.communicate(timeout=30)
+    assert client.returncode == 0, err
+    lines = out.strip().splitlines()
+    assert "path MTU 1024" in lines[0], lines[0]  # 1500-byte interface: the largest RoCE MTU that fits
+    rows = [line.split() for line in lines[2:]]
+    assert [r[0] for r in rows] == ["64", "4K", "64K"]
+    assert all(r[-1] == "yes" for r in rows), out

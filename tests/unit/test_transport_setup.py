@@ -1,0 +1,90 @@
+"""Connection set-up pieces that need no root: the rendezvous store, QP connection through it, and the perf
+command's flag validation (one clear line naming the flag)."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+import numpy as np
+import pytest
+
+from sw.clock import Clock, ManualClock
+from sw.roce.nic import Nic
+from sw.roce.nic_loopback import MemoryWire, run_until
+from sw.roce.nic_port import path_mtu_for
+from sw.roce.perf_cli import PerfArgError, add_perf_arguments, run_perf
+from sw.roce.qp import QpState
+from sw.roce.qp_connect import connect, exchange, qp_info
+from sw.roce.store import FileStore, StoreError
+from sw.roce.verbs import SendWr, WcStatus, WrOpcode
+from sw.units import UnitError
+
+pytestmark = pytest.mark.unit
+
+
+def test_file_store_roundtrip_atomic_and_timeout(tmp_path):
+    store = FileStore(tmp_path, clock=Clock())
+    assert store.get("k") is None
+    store.set("k", {"qp_num": 17, "mac": "02:00:00:00:00:01"})
+    assert store.get("k") == {"qp_num": 17, "mac": "02:00:00:00:00:01"}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")], "temporary files renamed away"
+    with pytest.raises(StoreError, match="'missing' did not appear"):
+        store.wait("missing", 5_000_000, poll_ns=1_000_000)
+    with pytest.raises(StoreError, match="store key 'a/b'"):
+        store.set("a/b", 1)
+
+
+def test_two_qps_connect_through_the_store_and_move_data(tmp_path):
+    clock = ManualClock()
+    wire = MemoryWire(clock)
+    nics = [Nic(port, mac=f"02:00:00:00:00:0{i + 1}", ip=f"10.5.0.{i + 1}", line_rate_bps=10**9, clock=clock)
+            for i, port in enumerate(wire.ports)]
+    pds = [n.alloc_pd() for n in nics]
+    cqs = [n.create_cq() for n in nics]
+    qps = [n.create_qp(pd, cq) for n, pd, cq in zip(nics, pds, cqs, strict=True)]
+    dst = np.zeros(10_000, np.uint8)
+    mr_dst = pds[1].reg_mr(dst)
+    store = FileStore(tmp_path, clock=Clock())
+    peer: dict = {}
+    t = threading.Thread(target=lambda: peer.update(exchange(store, "b", "a", qp_info(qps[1], 7, mr_dst), 10**10)))
+    t.start()
+    info_b = exchange(store, "a", "b", qp_info(qps[0], 3), 10**10)
+    t.join()
+    connect(qps[0], 3, info_b, path_mtu=1024)
+    connect(qps[1], 7, peer, path_mtu=1024)
+    assert qps[0].state == qps[1].state == QpState.RTS
+    src = np.arange(10_000, dtype=np.uint32).astype(np.uint8)
+    qps[0].post_send(SendWr(1, WrOpcode.RDMA_WRITE, pds[0].reg_mr(src).sge(), remote_addr=info_b["addr"],
+                            rkey=info_b["rkey"]))
+    assert run_until(clock, wire, nics, lambda: len(cqs[0]) > 0, 10**9)
+    assert cqs[0].poll()[0].status == WcStatus.SUCCESS and np.array_equal(dst, src)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_perf_arguments(parser)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--selftest", "--loss", "150"], "--loss 150"),
+    (["--selftest", "--link-rate", "10X"], "--link-rate '10X'"),
+    (["--selftest", "--size", "0"], "--size"),
+    (["client"], "--dev IFNAME is required"),
+    ([], "give a role"),
+    (["server", "--selftest"], "drop 'server'"),
+    (["client", "--dev", "lo", "--qp-timeout", "40"], "--qp-timeout 40"),
+])
+def test_perf_flag_errors_are_user_errors_naming_the_flag(argv, match):
+    with pytest.raises((PerfArgError, UnitError), match=match) as info:
+        run_perf(_args(*argv))
+    assert getattr(info.value, "is_user_error", False)
+
+
+def test_path_mtu_follows_the_interface_mtu():
+    assert path_mtu_for(1500) == 1024
+    assert path_mtu_for(9000) == 4096
+    assert path_mtu_for(4200) == 4096
+    with pytest.raises(OSError, match="too small"):
+        path_mtu_for(300)

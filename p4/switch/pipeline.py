@@ -108,14 +108,12 @@ class SwitchPipeline:
         self._sync_queues({}, {})
 
     # --- data path -------------------------------------------------------------------------------------------
-    def ingress(self, port: int, frame: bytes, now_ns: int) -> bool:
-        """Run ingress; enqueue every copy it produced. False when the original packet was dropped."""
+    def ingress(self, port: int, frame: bytes) -> list[Any]:
+        """Run ingress; returns the copies to queue (each has egress_port, priority, length_bytes)."""
         res = self.pipe.ingress(port, frame)
-        self._take(res.digests)
-        enqueue = self.switch.enqueue  # type: ignore[union-attr]
-        for qp in res.queued:
-            enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
-        return bool(res.queued)
+        if res.digests:
+            self._take(res.digests)
+        return res.queued
 
     def egress(self, tp: TmPacket, now_ns: int) -> list[tuple[int, bytes]]:
         """Run egress on a dequeued packet with its real queue metadata; returns frames to transmit."""
@@ -137,6 +135,9 @@ class SwitchPipeline:
     def _take(self, digests: list[Any]) -> None:
         for d in digests:
             self._digests.append({"receiver": d.receiver, "name": d.name, "fields": d.fields})
+
+    def has_digests(self) -> bool:
+        return bool(self._digests)
 
     def take_digests(self) -> list[dict[str, Any]]:
         out, self._digests = self._digests, []

@@ -153,16 +153,24 @@ class P4Switch:
                 w.write(frame, self._pcap_epoch_ns + now_ns)
         if self.trace:
             self.log.log(TRACE, "rx port %d: %s", port_num, frame_summary(frame))
-        queued = self.pipeline.ingress(port_num, frame, now_ns)
+        queued = self.pipeline.ingress(port_num, frame)
         if not queued:
             self._drop(port_num).pipeline_drop_pkts += 1
             if self.trace:
                 self.log.log(TRACE, "port %d: dropped in ingress", port_num)
-        self._publish_digests()
-        self._service(now_ns)
+        else:
+            for qp in queued:
+                self.enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
+        if self.pipeline.has_digests():
+            self._publish_digests()
 
     def enqueue(self, egress_port: int, item: Any, length_bytes: int, now_ns: int, priority: int) -> bool:
-        """Called by the pipeline adapter for each copy ingress (or an egress clone) produced."""
+        """Into the traffic manager; straight on to egress when the port is idle and unshaped."""
+        tp = self.tm.cut_through(egress_port, item, length_bytes, now_ns, priority)
+        if tp is not None:
+            for out_port, frame in self.pipeline.egress(tp, now_ns):
+                self.transmit(out_port, frame, now_ns)
+            return True
         if self.tm.enqueue(egress_port, item, length_bytes, now_ns, priority) is None:
             if self.trace:
                 self.log.log(TRACE, "queue of port %d full: tail drop", egress_port)
@@ -172,14 +180,15 @@ class P4Switch:
     def _service(self, now_ns: int) -> None:
         """Run every packet due to leave the queues by ``now_ns`` through egress and out of its port."""
         tm = self.tm
-        while True:
+        while tm.queued_pkts:
             due = tm.dequeue_due(now_ns, RX_BATCH_FRAMES)
             if not due:
                 return
             for qp in due:
                 for out_port, frame in self.pipeline.egress(qp, now_ns):
                     self.transmit(out_port, frame, now_ns)
-            self._publish_digests()
+            if self.pipeline.has_digests():
+                self._publish_digests()
 
     def transmit(self, port_num: int, frame: bytes, now_ns: int) -> None:
         port = self.ports.get(port_num)
@@ -232,14 +241,19 @@ class P4Switch:
                     frames = data.recv_batch(RX_BATCH_FRAMES)
                     if frames:
                         num = data.port_num
+                        receive = self.receive
+                        now_ns = clock.now_ns()
                         for frame in frames:
-                            self.receive(num, frame, clock.now_ns())
+                            receive(num, frame, now_ns)
+                            if tm.queued_pkts:
+                                self._service(now_ns)
                     if not data.up:
                         self._port_gone(data)
                 else:
                     data(key.fileobj)
             now_ns = clock.now_ns()
-            self._service(now_ns)
+            if tm.queued_pkts:
+                self._service(now_ns)
             if now_ns - self._last_flush_ns >= PCAP_FLUSH_NS:
                 self._housekeeping(now_ns)
         self.log.info("switch %d stopping", self.config.device_id)

@@ -92,6 +92,10 @@ class _Port:
         self.shaper = _Shaper()
         self.qdepth_pkts = 0
         self.high_water_pkts = 0
+        self.shaped = False          # any shaper on this port or its queues (cut-through needs none)
+
+    def update_shaped(self) -> None:
+        self.shaped = self.shaper.limited() or any(q.shaper.limited() for q in self.queues)
 
     def head_ready_ns(self) -> tuple[int, int] | None:
         """(departure time, priority) of the packet this port sends next, or None when empty."""
@@ -120,6 +124,7 @@ class TrafficManager:
         self.ports: dict[int, _Port] = {}
         self._heap: list[tuple[int, int, int]] = []   # (time, seq, port): lazy departure candidates
         self._seq = 0
+        self.queued_pkts = 0                           # over all ports: 0 means nothing to service
 
     # --- configuration (simple_switch_CLI set_queue_depth / set_queue_rate, plus a byte-rate shaper) --------
     def _port(self, port: int) -> _Port:
@@ -130,6 +135,7 @@ class TrafficManager:
             p = _Port(self.priority_levels, self.default_depth_pkts)
             if self.default_rate_pps is not None:
                 p.shaper.rate_pps = self.default_rate_pps
+                p.update_shaped()
             self.ports[port] = p
         return p
 
@@ -163,7 +169,9 @@ class TrafficManager:
             self._check_priority(priority)
             if port is None:
                 raise TrafficManagerError("a priority needs an egress port")
-            self._port(port).queues[priority].shaper.rate_pps = rate_pps
+            p = self._port(port)
+            p.queues[priority].shaper.rate_pps = rate_pps
+            p.update_shaped()
             return
         targets = [self._port(port)] if port is not None else list(self.ports.values())
         if port is None:
@@ -171,17 +179,39 @@ class TrafficManager:
         for p in targets:
             p.shaper.rate_pps = rate_pps
             p.shaper.rate_Bps = None
+            p.update_shaped()
 
     def set_port_rate_Bps(self, rate_Bps: float | None, port: int) -> None:
         """Shape a port to ``rate_Bps`` bytes/s of frame bytes (a line rate); None removes the shaper."""
         if rate_Bps is not None and not rate_Bps > 0:
             raise TrafficManagerError(f"port rate {rate_Bps} B/s: must be > 0")
-        sh = self._port(port).shaper
-        sh.rate_Bps = rate_Bps
+        p = self._port(port)
+        p.shaper.rate_Bps = rate_Bps
         if rate_Bps is not None:
-            sh.rate_pps = None
+            p.shaper.rate_pps = None
+        p.update_shaped()
 
     # --- data path -----------------------------------------------------------------------------------------
+    def cut_through(self, port: int, item: Any, length_bytes: int, now_ns: int,
+                    priority: int = 0) -> QueuedPacket | None:
+        """The packet as dequeued at once when its port is unshaped and idle (what the queue would give it
+        anyway: zero depths, zero delay), counted like a queued one; None when it must really be queued."""
+        p = self.ports.get(port)
+        if p is None:
+            p = self._port(port)
+        if p.qdepth_pkts or p.shaped:
+            return None
+        if priority >= self.priority_levels:
+            priority = self.priority_levels - 1
+        st = p.queues[priority].stats
+        st.enq_pkts += 1
+        st.deq_pkts += 1
+        if not st.high_water_pkts:
+            st.high_water_pkts = 1
+        if not p.high_water_pkts:
+            p.high_water_pkts = 1
+        return QueuedPacket(item, length_bytes, now_ns, 0, priority, port, now_ns, 0)
+
     def enqueue(self, port: int, item: Any, length_bytes: int, now_ns: int, priority: int = 0) -> QueuedPacket | None:
         """Queue ``item`` for ``port``; None when the queue is full (tail drop, counted)."""
         p = self._port(port)
@@ -197,6 +227,7 @@ class TrafficManager:
         if len(q.fifo) > q.stats.high_water_pkts:
             q.stats.high_water_pkts = len(q.fifo)
         p.qdepth_pkts += 1
+        self.queued_pkts += 1
         if p.qdepth_pkts > p.high_water_pkts:
             p.high_water_pkts = p.qdepth_pkts
         ready = p.head_ready_ns()
@@ -237,6 +268,7 @@ class TrafficManager:
             q = p.queues[ready[1]]
             qp = q.fifo.popleft()
             p.qdepth_pkts -= 1
+            self.queued_pkts -= 1
             q.stats.deq_pkts += 1
             qp.deq_timestamp_ns = t_ns
             qp.deq_qdepth_pkts = p.qdepth_pkts

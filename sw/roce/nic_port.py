@@ -13,6 +13,8 @@ import socket
 import struct
 from dataclasses import dataclass
 
+from sw.clock import Clock
+from sw.roce.nic import Nic
 from sw.roce.opcodes import ROCEV2_UDP_DPORT
 from sw.roce.transport_rules import PATH_MTUS
 
@@ -136,3 +138,9 @@ class RawSocketPort:
         self.sock.close()
         if self._udp_sink is not None:
             self._udp_sink.close()
+
+
+def open_device(ifname: str, *, line_rate_bps: int, cc: str = "none", clock: Clock | None = None) -> Nic:
+    """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address."""
+    port = RawSocketPort(ifname)
+    return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock)

@@ -9,7 +9,7 @@ keeps its initial window (one BDP) and rate (line rate) — ``cc_feedback`` says
 
 from __future__ import annotations
 
-from sw.cc.base import AckInfo, CongestionControl, NoCc
+from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnParams, DcqcnRp
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import Hpcc, HpccParams
@@ -93,6 +93,7 @@ class QpPacer:
         self._pacer.on_cnp(now_ns)
         self._next_ns = self._pacer.bucket.next_eligible_ns(now_ns)
 
-    def on_ack(self, acked_bytes: int, sent_bytes: int, now_ns: int) -> None:
-        """Cumulative bytes acknowledged / sent; no INT hops on this path (see the module docstring)."""
-        self._pacer.on_ack(AckInfo(acked_bytes, sent_bytes), now_ns)
+    def on_ack(self, acked_bytes: int, sent_bytes: int, now_ns: int, hops: tuple[IntHop, ...] = ()) -> None:
+        """Cumulative bytes acknowledged / sent, and the INT hops the ACK echoed (HPCC's input; empty until the
+        P4 fabric stamps INT and the wire format carries it back)."""
+        self._pacer.on_ack(AckInfo(acked_bytes, sent_bytes, hops), now_ns)

@@ -18,7 +18,7 @@ from typing import Any
 
 from sw.clock import get_clock
 from sw.roce.nic import Nic
-from sw.roce.nic_port import RawSocketPort, path_mtu_for
+from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
 from sw.roce.pacer import CC_NAMES
 from sw.roce.perf import OPS, PerfClient, PerfConfig, run_server
 from sw.roce.store import FileStore
@@ -91,14 +91,14 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
         raise PerfArgError(f"--qp-timeout {args.qp_timeout}: must be 1..31 (4.096 us * 2^N)")
     if not args.dev:
         raise PerfArgError(f"perf {args.role}: --dev IFNAME is required (the interface of this host's NIC)")
-    port = RawSocketPort(args.dev)
-    mtu = path_mtu_for(port.mtu)
+    rate = parse_rate_bps(args.link_rate, what="--link-rate")
+    nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc)
+    mtu = path_mtu_for(interface_mtu(args.dev))
     if args.mtu is not None:
         if args.mtu not in PATH_MTUS or args.mtu > mtu:
             raise PerfArgError(f"--mtu {args.mtu}: must be one of {PATH_MTUS} and at most {mtu} on {args.dev}")
         mtu = args.mtu
-    rate = parse_rate_bps(args.link_rate, what="--link-rate")
-    return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=rate, cc=args.cc), mtu
+    return nic, mtu
 
 
 def _run_role(args: argparse.Namespace) -> dict[str, Any]:

@@ -89,6 +89,19 @@ def test_write_and_read_exact_at_every_mtu(mtu, size):
     assert c["retransmitted_packets"] == 0 and c["timeouts"] == 0
 
 
+def test_zero_length_send_and_write_complete():
+    pair = Pair()
+    buf = pair.pd_a.reg_mr(np.zeros(4, np.uint8))
+    remote = pair.pd_b.reg_mr(np.zeros(4, np.uint8))
+    pair.qb.post_recv(RecvWr(3, remote.sge()))
+    pair.qa.post_send(SendWr(1, WrOpcode.SEND, buf.sge(0, 0)))
+    pair.qa.post_send(SendWr(2, WrOpcode.RDMA_WRITE, buf.sge(0, 0), remote_addr=remote.addr, rkey=remote.rkey))
+    wcs = pair.wait_wc(pair.cq_a, 2)
+    assert [(w.wr_id, w.status) for w in wcs] == [(1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
+    (wc,) = pair.wait_wc(pair.cq_b, 1)
+    assert (wc.wr_id, wc.byte_len) == (3, 0)
+
+
 def test_psn_wraps_around_24_bits():
     pair = Pair(psn=0xFFFFFF - 3)
     _write_then_read(pair, 20 * 1024)

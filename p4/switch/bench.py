@@ -124,38 +124,58 @@ class BenchLab:
         self.created.clear()
 
 
-def _start_generator(lab: BenchLab, frame: bytes, seconds: float, tool: str, workdir: Path) -> subprocess.Popen:
+def _start_generator(lab: BenchLab, frame: bytes, seconds: float, tool: str, workdir: Path,
+                     rate_pps: int | None) -> subprocess.Popen:
     if tool == "trafgen":
         cfg = workdir / "frame.cfg"
         cfg.write_text("{ " + ", ".join(f"0x{b:02x}" for b in frame) + " }\n")
+        rate = ["--rate", f"{rate_pps}pps"] if rate_pps else []
         return lab.popen(lab.ns["gen"], ["timeout", "-s", "INT", str(seconds), "trafgen", "--dev", "eth0",
                                          "--conf", str(cfg), "--cpus", "1", "--no-sock-mem", "--notouch-irq",
-                                         "--no-cpu-stats"],
+                                         "--no-cpu-stats", *rate],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if rate_pps:
+        raise BenchError("--rate needs the trafgen generator (the Python sender only runs flat out)")
     return lab.popen(lab.ns["gen"], [sys.executable, "-c", _PY_SENDER, "eth0", frame.hex(), str(seconds)],
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def measure(lab: BenchLab, size: int, seconds: float, warmup_s: float, tool: str, workdir: Path) -> dict:
-    """Offer load for warmup + seconds; forwarded pps from the sink's rx counter over the measured window."""
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` (from /proc, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(lab: BenchLab, size: int, seconds: float, warmup_s: float, tool: str, workdir: Path,
+            switch_pid: int, rate_pps: int | None = None) -> dict:
+    """Offer load for warmup + seconds; forwarded pps from the sink's rx counter over the measured window,
+    and the switch's CPU time per forwarded packet (what it would reach with a core to itself)."""
     frame = udp_frame(size)
-    gen = _start_generator(lab, frame, warmup_s + seconds + 0.5, tool, workdir)
+    gen = _start_generator(lab, frame, warmup_s + seconds + 0.5, tool, workdir, rate_pps)
     try:
         time.sleep(warmup_s)
         t0 = time.monotonic()
+        cpu0 = _cpu_s(switch_pid)
         rx0 = lab.counter("sink", "eth0", "rx_packets")
         off0 = lab.counter("sw", "p1", "rx_packets")
         time.sleep(seconds)
         rx1 = lab.counter("sink", "eth0", "rx_packets")
         off1 = lab.counter("sw", "p1", "rx_packets")
+        cpu1 = _cpu_s(switch_pid)
         dt = time.monotonic() - t0
     finally:
         lab.stop(gen)
+    fwd = rx1 - rx0
+    us_per_pkt = (cpu1 - cpu0) * 1e6 / fwd if fwd else None
     return {"frame_bytes": size, "generator": tool, "seconds": round(dt, 3),
-            "offered_pps": round((off1 - off0) / dt), "forwarded_pps": round((rx1 - rx0) / dt)}
+            "offered_pps": round((off1 - off0) / dt), "forwarded_pps": round(fwd / dt),
+            "switch_cpu_share": round((cpu1 - cpu0) / dt, 2),
+            "switch_cpu_us_per_pkt": round(us_per_pkt, 2) if us_per_pkt else None,
+            "one_core_pps": round(1e6 / us_per_pkt) if us_per_pkt else None}
 
 
-def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: str) -> dict:
+def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: str,
+        rate_pps: int | None = None) -> dict:
     if os.geteuid() != 0:
         raise BenchError("the benchmark needs root (network namespaces, raw sockets)")
     if tool == "auto":
@@ -174,7 +194,7 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
         line = sw.stdout.readline().strip() if sw.stdout else ""
         if line != "ready":
             raise BenchError(f"switch did not start: {sw.stderr.read() if sw.stderr else ''}")
-        results = [measure(lab, size, seconds, warmup_s, tool, workdir) for size in sizes]
+        results = [measure(lab, size, seconds, warmup_s, tool, workdir, sw.pid, rate_pps) for size in sizes]
         alive = sw.poll() is None
     finally:
         lab.close()
@@ -190,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="measured window per size (default 5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="load before measuring (default 1 s)")
     parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
+    parser.add_argument("--rate", type=int, metavar="PPS", help="offered load in packets/s (default: flat out)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     try:
@@ -201,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         print("--sizes: each 60..1514; --seconds: 0..120", file=sys.stderr)
         return 2
     try:
-        out = run(args.program, sizes, args.seconds, args.warmup, args.generator)
+        out = run(args.program, sizes, args.seconds, args.warmup, args.generator, args.rate)
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
@@ -213,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         key = "bmv2_perf_64" if r["frame_bytes"] <= 64 else "bmv2_perf_1500"
         print(f"{r['frame_bytes']:>5} B: forwarded {r['forwarded_pps']:>8,} pps (offered {r['offered_pps']:,} pps,"
               f" {r['generator']}); vs BMv2 perf build {ref[key]:,}: {r['forwarded_pps'] / ref[key]:.2f}x,"
-              f" vs default build {ref['bmv2_default_64']:,}: {r['forwarded_pps'] / ref['bmv2_default_64']:.2f}x")
+              f" vs default build {ref['bmv2_default_64']:,}: {r['forwarded_pps'] / ref['bmv2_default_64']:.2f}x;"
+              f" switch CPU {r['switch_cpu_share']:.0%}, {r['switch_cpu_us_per_pkt']} us/pkt"
+              f" (one core: {r['one_core_pps'] or 0:,} pps)")
     return 0
 
 

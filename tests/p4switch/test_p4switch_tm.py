@@ -109,3 +109,18 @@ def test_bad_settings_are_user_errors(call) -> None:
     with pytest.raises(TrafficManagerError) as info:
         call(tm)
     assert info.value.is_user_error
+
+
+def test_cut_through_only_when_the_port_is_idle_and_unshaped() -> None:
+    tm = TrafficManager()
+    qp = tm.cut_through(1, "a", 64, now_ns=7)
+    assert qp is not None and (qp.enq_qdepth_pkts, qp.deq_qdepth_pkts, qp.deq_timedelta_ns) == (0, 0, 0)
+    assert tm.port_counters(1)["deq_pkts"] == 1 and tm.queued_pkts == 0
+    tm.set_queue_rate(10, port=1)
+    assert tm.cut_through(1, "b", 64, now_ns=8) is None            # shaped: must queue
+    tm.enqueue(1, "b", 64, 8)
+    tm.enqueue(1, "c", 64, 8)
+    tm.set_queue_rate(None, port=1)
+    assert tm.cut_through(1, "d", 64, now_ns=9) is None            # backlog first, never overtaken
+    assert [q.item for q in tm.dequeue_due(9)] == ["b", "c"]
+    assert tm.cut_through(1, "e", 64, now_ns=10) is not None

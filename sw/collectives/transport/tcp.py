@@ -27,6 +27,18 @@ class TcpChannel(StreamChannel):
         super().__init__(my_rank, peer)
         self.sock = sock
         self.throttle = throttle
+        self.eof = False
+
+    def _gone(self) -> PeerGoneError:
+        return PeerGoneError(f"rank {self.my_rank}: rank {self.peer} closed its connection (exited or crashed)")
+
+    def _expecting(self) -> bool:
+        return bool(self._recvq) or self._target is not None or self._hdr_got > 0
+
+    def post_recv(self, req: Request) -> None:
+        super().post_recv(req)
+        if self.eof and not req.done:
+            raise self._gone()
 
     def _write(self, view: memoryview) -> int:
         limit = len(view)
@@ -44,6 +56,10 @@ class TcpChannel(StreamChannel):
             raise PeerGoneError(f"rank {self.my_rank}: connection to rank {self.peer} failed ({exc})") from None
 
     def _read(self, view: memoryview) -> int:
+        if self.eof:  # a peer that finished and closed is fine unless we still expect bytes from it
+            if self._expecting():
+                raise self._gone()
+            return 0
         try:
             n = self.sock.recv_into(view)
         except BlockingIOError:
@@ -51,7 +67,9 @@ class TcpChannel(StreamChannel):
         except OSError as exc:
             raise PeerGoneError(f"rank {self.my_rank}: connection to rank {self.peer} failed ({exc})") from None
         if n == 0:
-            raise PeerGoneError(f"rank {self.my_rank}: rank {self.peer} closed its connection (exited or crashed)")
+            self.eof = True
+            if self._expecting():
+                raise self._gone()
         return n
 
 

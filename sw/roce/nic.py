@@ -25,6 +25,9 @@ from sw.roce.verbs import CompletionQueue, ProtectionDomain
 
 TX_BURST_FRAMES = 64  # frames sent per progress() before receiving again
 RX_BURST_FRAMES = 256
+# Token-bucket depth per QP: large enough to ride out a few ms of scheduling delay of this Python process on a
+# busy host without losing link time, small enough for a tbf/emulator queue to absorb the burst.
+DEFAULT_PACER_BURST_BYTES = 64 * 1024
 
 
 class Port(Protocol):
@@ -54,7 +57,8 @@ class Nic:
     """One RoCEv2 NIC: owns the QP table of its interface (``mac``/``ip``) and moves their frames."""
 
     def __init__(self, port: Port, *, mac: str, ip: str, line_rate_bps: int, cc: str = "none",
-                 clock: Clock | None = None, cc_factory: Callable[[int], CongestionControl] | None = None) -> None:
+                 clock: Clock | None = None, cc_factory: Callable[[int], CongestionControl] | None = None,
+                 pacer_burst_bytes: int = DEFAULT_PACER_BURST_BYTES) -> None:
         self.port = port
         self.mac = mac
         self.ip = ip
@@ -63,6 +67,7 @@ class Nic:
         self.cc_name = cc
         make_cc(cc, line_rate_bps)  # validate the name and rate now, not at the first QP
         self._cc_factory = cc_factory
+        self.pacer_burst_bytes = pacer_burst_bytes
         self.qps: dict[int, QueuePair] = {}
         self._next_qpn = 0x11
         self.np = DcqcnNp()

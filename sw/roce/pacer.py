@@ -49,7 +49,7 @@ def make_cc(name: str, line_rate_bps: int, now_ns: int = 0, *, base_rtt_ns: int 
 class QpPacer:
     """sw.cc CcPacer of one QP, charged with frame sizes on the wire; CNPs and ACKs reach the model here."""
 
-    def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 32 * 1024) -> None:
+    def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 64 * 1024) -> None:
         self.cc = cc
         self._pacer = CcPacer(cc, burst_bytes, now_ns)
         self._next_ns = now_ns  # the bucket is in deficit until then (see ``may_send``)

@@ -20,7 +20,7 @@ from sw.clock import get_clock
 from sw.roce.nic import Nic
 from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
 from sw.roce.pacer import CC_NAMES
-from sw.roce.perf import OPS, PerfClient, PerfConfig, run_server
+from sw.roce.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
 from sw.roce.store import FileStore
 from sw.roce.transport_rules import PATH_MTUS
 from sw.units import UnitError, format_rate_bps, format_size_bytes, parse_rate_bps, parse_size_bytes
@@ -173,7 +173,7 @@ def _selftest_in_lab(args: argparse.Namespace, tmp: str, rate_bps: int, size: in
             raise PerfArgError(f"selftest did not finish within {args.timeout + 60:g} s "
                                "(raise --timeout or lower --size)") from None
         if client.returncode != 0:
-            raise RuntimeError(f"perf client failed: {err.strip().splitlines()[-1] if err.strip() else '?'}")
+            raise PerfError(f"perf client failed: {err.strip().splitlines()[-1] if err.strip() else '?'}")
         report = json.loads(out)
     wire_counters = json.loads(wire_stats.read_text()) if wire_stats.exists() else None
     return report, link, wire_counters

@@ -136,7 +136,7 @@ class QueuePair:
             flow = Flow(self.nic.mac, new_attr.dest_mac, self.nic.ip, new_attr.dest_ip, self.qp_num,
                         new_attr.dest_qp_num)
             self.templates = FlowTemplates(flow)
-            self.pacer = QpPacer(self.nic.new_cc(), self.nic.clock.now_ns())
+            self.pacer = QpPacer(self.nic.new_cc(), self.nic.clock.now_ns(), burst_bytes=self.nic.pacer_burst_bytes)
             self.resp = Responder(self, new_attr.rq_psn)
         elif state == QpState.RTS:
             self.req = Requester(self, new_attr.sq_psn)

@@ -35,6 +35,7 @@ from p4.program import (
     ExitControl,
     ParserError,
     Program,
+    ReturnControl,
 )
 from p4.tables import ActionSpec, KeySpec, Table
 from p4.types import (
@@ -227,11 +228,13 @@ class Compiler:
         self.parsers: dict[str, Tree] = {}
         self.controls: dict[str, Tree] = {}
         self.global_actions: dict[str, Tree] = {}
+        self.global_functions: dict[str, Tree] = {}
         self.main: Tree | None = None
         self.init: list[Any] = [None, None, -1, NO_FIELD_LIST, NO_FIELD_LIST, NO_FIELD_LIST, 0, None]
         assert len(self.init) == N_HIDDEN
         self.ns: dict[str, Any] = {
-            "_PE": ParserError, "_Exit": ExitControl, "_AssertFailed": AssertFailed, "_alg": algorithms,
+            "_PE": ParserError, "_Exit": ExitControl, "_Ret": ReturnControl, "_AssertFailed": AssertFailed,
+            "_alg": algorithms,
             "_rng": _random.Random(seed), "_csum16": algorithms.csum16_int, "_now_us": lambda: 0,
             "_log": [],
         }
@@ -309,7 +312,7 @@ class Compiler:
             elif kind in ("parser_type_decl", "control_type_decl", "package_decl"):
                 self.types.setdefault(_name(_trees(d, "name")[0]), ExternT(_name(_trees(d, "name")[0]), [], {}))
             elif kind == "function_decl":
-                raise self.err(d, "function declarations are not supported yet by this target")
+                self.global_functions[_name(_trees(d, "name")[0])] = d
 
     def const_value(self, e: E, t: P4Type, node: Tree) -> E:
         if e.const is None:
@@ -866,12 +869,21 @@ class Compiler:
         elif d == "return_stmt":
             if self.in_parser:
                 raise self.err(s, "return is not allowed in a parser")
-            if s.children and s.children[0] is not None:
-                raise self.err(s, "return with a value is only allowed in functions (not supported yet)")
-            if self.in_action:
+            value = s.children[0] if s.children else None
+            ret_t = getattr(self, "fn_ret", None)
+            if value is not None:
+                if ret_t is None or isinstance(ret_t, VoidT):
+                    raise self.err(s, "return with a value is only allowed in functions that return one")
+                v = self.expr(value, ret_t)
+                if v.type != ret_t and not isinstance(v.type, InfIntT):
+                    raise self.err(value, f"function returns {ret_t}, not {v.type}")
+                self.out(f"return {self.coerce(v, ret_t).src}")
+            elif ret_t is not None and not isinstance(ret_t, VoidT):
+                raise self.err(s, f"this function must return a value of type {ret_t}")
+            elif self.in_action:
                 self.out("return")
             else:
-                self.out("raise _Exit()")  # control apply: same effect as leaving the block
+                self.out("raise _Ret()")  # leave this control's apply block
         else:
             raise self.err(s, f"unsupported statement ({d})")
 
@@ -972,6 +984,8 @@ class Compiler:
                 if isinstance(lab, Token) and lab.type == "DEFAULT":
                     cond = None
                 else:
+                    if not (isinstance(lab, Tree) and lab.data == "name_ref"):
+                        raise self.err(lab, "action_run labels must be action names")
                     an = _name(lab)
                     idx = self.find_table_action(tinfo, an, lab)
                     pending.append(idx)
@@ -1000,13 +1014,12 @@ class Compiler:
             if isinstance(lab, Token) and lab.type == "DEFAULT":
                 cond = None
             else:
-                nm = _name(lab)
-                if isinstance(e.type, EnumT):
-                    if nm not in e.type.members:
-                        raise self.err(lab, f"enum {e.type} has no member '{nm}'")
-                    pending.append(e.type.members[nm])
-                else:
-                    pending.append(self.const_value(self.name_expr(nm, lab), INFINT, lab).const)
+                lv = self.expr(lab, e.type if isinstance(e.type, BitT) else None)
+                if not isinstance(lv.const, int):
+                    raise self.err(lab, "switch labels must be compile-time constants")
+                if isinstance(e.type, EnumT) and lv.type is not e.type:
+                    raise self.err(lab, f"label of type {lv.type} in a switch on {e.type}")
+                pending.append(lv.const)
                 if block is None:
                     continue
                 cond, pending = f"{r} in {tuple(pending)!r}", []
@@ -1051,8 +1064,12 @@ class Compiler:
                     break
             if sym is None and fname in self.global_actions:
                 sym = Sym("action", value=self.global_action(fname))
+            if sym is None and fname in self.global_functions:
+                sym = Sym("function", value=self.global_function(fname))
             if sym is not None and sym.kind == "action":
                 return self.direct_action_call(sym.value, args, callee)
+            if sym is not None and sym.kind == "function":
+                return self.direct_action_call(sym.value, args, callee, function=True)
             if fname in self.extern_funcs or fname == "verify":
                 return self.extern_func(fname, args, callee)
             raise self.err(callee, f"unknown function or action '{fname}'")
@@ -1459,10 +1476,20 @@ class Compiler:
         raise self.err(node, f"{kind} has no method '{method}' here")
 
     # --- actions ------------------------------------------------------------------------------------------
-    def compile_action(self, info: ActionInfo) -> None:
-        """Generate ``def <fn>(S, <action data...>)``; directional params get slots (copy-in/out)."""
+    def compile_action(self, info: ActionInfo, function: bool = False) -> None:
+        """Generate ``def <fn>(S, <action data...>)``; directional params get slots (copy-in/out).
+
+        Functions compile the same way and also ``return`` their value.
+        """
         node = info.node
-        info.fn_name = self.fresh("a_" + info.name.replace(".", "_"))
+        info.fn_name = self.fresh(("f_" if function else "a_") + info.name.replace(".", "_"))
+        ret_t: P4Type | None = None
+        if function:
+            rnode = [c for c in node.children if isinstance(c, Tree) and c.data == "type_ref"]
+            ret_t = self.resolve_type(rnode[0]) if rnode else VOID
+            if not (ret_t.scalar or isinstance(ret_t, VoidT)):
+                raise self.err(node, f"functions returning {ret_t} are not supported yet (return bit/int/bool)")
+        info.ret_type = ret_t  # type: ignore[attr-defined]
         params = []
         scope: dict[str, Sym] = {}
         pynames = []
@@ -1480,9 +1507,10 @@ class Compiler:
                 scope[pname] = Sym("ref", t, ref=ref)
             params.append((direction, t, pname, scope[pname]))
         info.params = params
-        saved_out, saved_in_action = self.out, self.in_action
+        saved_out, saved_in_action, saved_ret = self.out, self.in_action, getattr(self, "fn_ret", None)
         self.out = Emitter()
         self.in_action = True
+        self.fn_ret = ret_t
         self.out(f"def {info.fn_name}(S{''.join(', ' + p for p in pynames)}):")
         self.out.indent()
         self.scopes.append(scope)
@@ -1490,16 +1518,30 @@ class Compiler:
         self.stmts(body.children)
         self.scopes.pop()
         self.pending_functions.append(self.out.lines)
-        self.out, self.in_action = saved_out, saved_in_action
+        self.out, self.in_action, self.fn_ret = saved_out, saved_in_action, saved_ret
         info.compiled = True
+        if function:
+            return
         data_params = [(n, t.width if isinstance(t, BitT) else 1) for d, t, n, _ in params if d == ""]
         spec = ActionSpec(info.name, None, data_params, 0)  # fn bound after exec
         self.actions[info.name] = spec
         info.spec = spec  # type: ignore[attr-defined]
 
-    def direct_action_call(self, info: ActionInfo, args: list, node: Any) -> E:
+    def global_function(self, name: str) -> ActionInfo:
+        cache = self.__dict__.setdefault("_global_fns", {})
+        if name not in cache:
+            info = ActionInfo(name, self.global_functions[name], None)
+            cache[name] = info
+            saved = self.scopes
+            self.scopes = []
+            self.compile_action(info, function=True)
+            self.scopes = saved
+        return cache[name]
+
+    def direct_action_call(self, info: ActionInfo, args: list, node: Any, function: bool = False) -> E:
+        kind = "function" if function else "action"
         if len(args) != len(info.params):
-            raise self.err(node, f"action {info.name} takes {len(info.params)} arguments, got {len(args)}")
+            raise self.err(node, f"{kind} {info.name} takes {len(info.params)} arguments, got {len(args)}")
         pyargs = []
         copy_out = []
         for (direction, t, pname, sym), a in zip(info.params, args, strict=True):
@@ -1514,13 +1556,21 @@ class Compiler:
                     if tgt.ref is None:
                         raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
                     copy_out.append((tgt.ref, sym.ref))
-        self.out(f"{info.fn_name}(S{''.join(', ' + p for p in pyargs)})")
+        call = f"{info.fn_name}(S{''.join(', ' + p for p in pyargs)})"
+        ret_t = getattr(info, "ret_type", None)
+        result = E("None", VOID)
+        if function and ret_t is not None and not isinstance(ret_t, VoidT):
+            tmp = self.fresh("r")
+            self.out(f"{tmp} = {call}")
+            result = E(tmp, ret_t)
+        else:
+            self.out(call)
         for dst, src in copy_out:
             if dst.type.scalar:
                 self.out(f"{dst.src} = {src.src}")
             else:
                 self.copy(dst, src)
-        return E("None", VOID)
+        return result
 
     # --- controls -----------------------------------------------------------------------------------------
     def control_locals(self, node: Tree, prefix: str, scope: dict[str, Sym]) -> None:
@@ -1553,7 +1603,12 @@ class Compiler:
                 self.table(d, prefix, scope)
                 self.scopes.pop()
             elif d.data == "function_decl":
-                raise self.err(d, "functions are not supported yet by this target")
+                fname = _name(_trees(d, "name")[0])
+                info = ActionInfo(f"{prefix}.{fname}" if prefix else fname, d, prefix)
+                scope[fname] = Sym("function", value=info)
+                self.scopes.append(scope)
+                self.compile_action(info, function=True)
+                self.scopes.pop()
 
     def var_decl_into(self, d: Tree, scope: dict[str, Sym]) -> None:
         kids = [c for c in d.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
@@ -1850,8 +1905,8 @@ class Compiler:
         self.out.indent()
         self.stmts(body.children)
         self.out.dedent()
-        self.out("except _Exit:")
-        self.out("    raise")
+        self.out("except _Ret:")
+        self.out("    pass")
         self.scopes = saved
 
     # --- parser -------------------------------------------------------------------------------------------
@@ -1971,7 +2026,7 @@ class Compiler:
         out.indent()
         self.stmts(body.children)
         out.dedent()
-        out("except _Exit:")
+        out("except (_Exit, _Ret):")
         out("    pass")
         if fn == "_deparser":
             out("return out")

@@ -30,6 +30,10 @@ class ExitControl(Exception):
     """``exit`` statement: leaves the current control block."""
 
 
+class ReturnControl(Exception):
+    """``return`` in a control's apply block: leaves that control (and only that one)."""
+
+
 class AssertFailed(Exception):
     """A v1model ``assert``/``assume`` failed (BMv2 would abort; we drop the packet and count it)."""
 

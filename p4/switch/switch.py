@@ -130,10 +130,12 @@ class P4Switch:
             stats = {only: stats[only]}
         cols = ["rx_pkts", "rx_bytes", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
                 "queue_drop_pkts", "no_port_drop_pkts", "qdepth_pkts", "high_water_pkts"]
-        lines = ["port iface up " + " ".join(cols)]
+        rows = [["port", "iface", "up", *cols]]
         for n, s in stats.items():
-            lines.append(f"{n} {s['iface']} {int(s['up'])} " + " ".join(str(s[c]) for c in cols))
-        return "\n".join(lines)
+            rows.append([str(n), s["iface"], str(int(s["up"])), *(str(s[c]) for c in cols)])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join(" ".join(v.rjust(w) if i != 1 else v.ljust(w) for i, (v, w) in
+                                  enumerate(zip(r, widths, strict=True))).rstrip() for r in rows)
 
     # --- data path -----------------------------------------------------------------------------------------
     def _drop(self, port: int) -> DropCounters:

@@ -1,0 +1,131 @@
+"""Language features beyond tables: preprocessor, functions, sub-controls, enums, typedefs, copies, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from p4.compiler import compile_file, compile_source
+from p4.errors import CompileError
+from p4.preprocess import preprocess
+
+pytestmark = pytest.mark.unit
+
+PROGRAM = """
+#define WIDTH 8
+#define TWICE(x) ((x) + (x))
+#ifdef NOT_DEFINED
+#error this must not be seen
+#else
+const bit<WIDTH> SEVEN = 7;
+#endif
+typedef bit<WIDTH> byte_t;
+type bit<16> Id_t;
+enum bit<8> Op { ADD = 1, SUB = 2, ZERO = 3 }
+enum Color { RED, GREEN }
+header h_t { byte_t op; byte_t a; byte_t b; byte_t r; int<8> s; bit<8> color; }
+header copy_t { byte_t x; byte_t y; }
+struct inner_t { byte_t v; }
+struct metadata { inner_t in1; inner_t in2; Color c; }
+struct headers { h_t h; copy_t c1; copy_t c2; }
+
+bit<8> add3(in bit<8> x, in bit<8> y) {
+    return x + y + 3;
+}
+
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); pkt.extract(hdr.c1); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+
+control Sub(inout h_t h, in bit<8> k) {
+    bit<8> twice(in bit<8> v) { return TWICE(v); }
+    apply {
+        if (k == 0) { return; }
+        h.r = twice(h.r) + k;
+    }
+}
+
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Sub() sub;
+    action fill(out bit<8> dst, inout bit<8> acc) {
+        dst = SEVEN;
+        acc = acc + 1;
+    }
+    apply {
+        sm.egress_spec = 1;
+        switch ((Op) hdr.h.op) {
+            Op.ADD: { hdr.h.r = add3(hdr.h.a, hdr.h.b); }
+            Op.SUB: { hdr.h.r = hdr.h.a - hdr.h.b; }
+            default: { hdr.h.r = 0; }
+        }
+        sub.apply(hdr.h, hdr.h.a);
+        meta.in1.v = 5;
+        meta.in2 = meta.in1;
+        meta.c = Color.GREEN;
+        if (meta.c == Color.GREEN) { hdr.h.color = meta.in2.v; }
+        hdr.c2 = hdr.c1;
+        hdr.c1 = { 0xAA, 0xBB };
+        fill(hdr.h.s, hdr.h.b);
+        if (hdr.h.op == 9) { exit; }
+        hdr.h.op = 0x42;
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.c2); pkt.emit(hdr.c1); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.fixture(scope="module")
+def sw():  # type: ignore[no-untyped-def]
+    from tests.p4.conftest import V1_PRELUDE, Switch
+    return Switch(compile_source(V1_PRELUDE + PROGRAM, "lang.p4"))
+
+
+def run(sw, op: int, a: int, b: int) -> bytes:  # type: ignore[no-untyped-def]
+    (port, out), = sw.send(0, bytes([op, a, b, 0, 0, 0, 0x11, 0x22]) + b"pay")
+    assert port == 1
+    return out
+
+
+def test_functions_enums_subcontrol_and_copies(sw) -> None:  # type: ignore[no-untyped-def]
+    out = run(sw, 1, 10, 20)
+    # add3 -> 33; Sub: 2*33 + 10 = 76; out/inout action params: s = 7, b = 21; enum color = 5
+    assert out[:6] == bytes([0x42, 10, 21, 76, 7, 5])
+    assert out[6:] == bytes([0x11, 0x22, 0xAA, 0xBB]) + b"pay"   # c2 = old c1, c1 = list assignment
+    assert run(sw, 2, 5, 7)[3] == (2 * ((5 - 7) & 0xFF) + 5) & 0xFF
+    out = run(sw, 3, 0, 1)
+    assert out[3] == 0                        # Sub returned early (k == 0); default switch branch
+    assert run(sw, 9, 1, 1)[0] == 9           # exit skipped the rest of ingress
+
+
+def test_preprocessor_maps_positions_through_includes(tmp_path: Path) -> None:
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "defs.p4").write_text("// header\n\nconst bit<8> A = 1;\nconst bit<8> B = nope;\n")
+    main = tmp_path / "main.p4"
+    main.write_text('#include <core.p4>\n#include "inc/defs.p4"\n')
+    with pytest.raises(CompileError) as exc:
+        compile_file(main)
+    assert exc.value.pos is not None
+    assert (Path(exc.value.pos.file).name, exc.value.pos.line, exc.value.pos.col) == ("defs.p4", 4, 18)
+    assert "unknown name 'nope'" in str(exc.value)
+    pre = preprocess(main)
+    assert "const bit<8> A = 1;" in pre.text
+
+
+@pytest.mark.parametrize("src, message", [
+    ("header h_t { varbit<32> v; }", "varbit is not supported yet"),
+    ("header h_t { bit<7> v; }", "headers must be a whole number of bytes"),
+    ("const bit<8> X = 1 +;", "syntax error at ';'"),
+    ("const bit<8> X = Y;", "unknown name 'Y'"),
+    ("struct s { bit<8> a; bit<8> a; }", "duplicate field 'a'"),
+    ("#if FOO(\n#endif", "cannot evaluate #if expression"),
+    ("#ifdef X\n", "missing #endif"),
+])
+def test_unsupported_or_wrong_programs_give_positions(src: str, message: str) -> None:
+    with pytest.raises(CompileError, match=message.replace("(", r"\(")) as exc:
+        compile_source("#include <core.p4>\n#include <v1model.p4>\n" + src, "t.p4")
+    assert "t.p4" in str(exc.value)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from emu.control import EcnConfig, IntConfig, switch_commands
-from emu.net import FabricNet, build_net, configure_hosts, configure_switch_ports, start_switches, stop_net
+from emu.net import (
+    FabricNet,
+    Footprint,
+    build_net,
+    configure_hosts,
+    configure_switch_ports,
+    footprint,
+    start_switches,
+    stop_net,
+)
 from emu.topology import Topology, TopologyError, TopologySpec
 from sw.clock import Clock, get_clock
 
@@ -57,7 +67,7 @@ class Fabric:
     """A running emulated fabric built from a ``TopologySpec``; use as a context manager (``up``/``down``)."""
 
     def __init__(self, spec: TopologySpec, *, backend: str = "embedded", ecn: EcnConfig | None = None,
-                 int_cfg: IntConfig | None = None, program: str = FABRIC_P4, log_level: str = "warning",
+                 int_cfg: IntConfig | None = None, program: str = FABRIC_P4, log_level: str = "warn",
                  workdir: str | None = None, fault_log: str | None = None, pcap_dir: str | None = None,
                  clock: Clock | None = None) -> None:
         if spec.delay_ns:
@@ -79,6 +89,7 @@ class Fabric:
         self.fnet: FabricNet | None = None
         self.timings = FabricTimings()
         self.faults: Any = None
+        self.footprint: Footprint | None = None
         self._extra_pids: list[subprocess.Popen] = []
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -110,6 +121,7 @@ class Fabric:
             self.timings.configure_s = _wall_s(clock, t)
             t = clock.now_ns()
             start_switches(self.fnet)
+            self.footprint = footprint(self.fnet)
             self.timings.start_switches_s = _wall_s(clock, t)
             t = clock.now_ns()
             self.program_all()
@@ -129,6 +141,8 @@ class Fabric:
         if self.fnet is not None:
             stop_net(self.fnet)
             self.fnet = None
+        if self._workdir_arg is None and self.workdir != Path():
+            shutil.rmtree(self.workdir, ignore_errors=True)   # ours: switch logs, command files, batches
         self.timings.down_s = _wall_s(self.clock, t0)
 
     @property
@@ -187,7 +201,7 @@ class Fabric:
     # --- status ----------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         """Per switch and port: rx/tx counters, queue depth and high-water mark, ECN marks, drops by cause."""
-        out: dict[str, Any] = {"topology": _spec_dict(self.spec), "backend": self.backend, "switches": {}}
+        out: dict[str, Any] = {"topology": spec_dict(self.spec), "backend": self.backend, "switches": {}}
         totals = {"rx_pkts": 0, "tx_pkts": 0, "ecn_marks": 0, "drops": 0, "queue_drop_pkts": 0}
         peers = self._port_peers()
         for name, sw in self.net.switches.items():
@@ -275,6 +289,24 @@ class Fabric:
             for proc in procs.values():
                 _stop_proc(proc)
 
+    def send_flows(self, src_ip: str, dst_ip: str, count: int, *, port: int = PROBE_PORT,
+                   seed: int | None = None) -> int:
+        """``count`` one-packet UDP flows src -> dst from distinct random source ports (the ECMP entropy)."""
+        nic = next((n for n in self.topo.nics if n.ip == src_ip), None)
+        if nic is None:
+            raise FabricError(f"{src_ip} is not a NIC address of this fabric")
+        out = self.net.hosts[nic.server].cmd(
+            f"{sys.executable} -m emu.probe --flows {count} --src {src_ip} --dst {dst_ip} --port {port}"
+            f" --seed {self.spec.seed if seed is None else seed} 2>&1")
+        try:
+            return int(out.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise FabricError(f"sending flows from {nic.server}: {out.strip()[-500:]}") from None
+
+    def port_counters(self, switch: str) -> dict[int, dict[str, int]]:
+        """``port_stats`` of one switch (embedded backend): rx/tx/drops/queue per port number."""
+        return _parse_port_stats(self.switch_cli(switch, "port_stats"))
+
     def _read_line(self, proc: subprocess.Popen, server: str, expect: str | None, timeout_ns: int) -> str:
         assert proc.stdout is not None
         deadline = self.clock.now_ns() + timeout_ns
@@ -335,7 +367,7 @@ def _parse_port_stats(text: str) -> dict[int, dict[str, int]]:
     return out
 
 
-def _spec_dict(spec: TopologySpec) -> dict[str, Any]:
+def spec_dict(spec: TopologySpec) -> dict[str, Any]:
     return {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "pods": spec.pods,
             "spines": spec.spines, "link_rate_bps": spec.link_rate_bps, "delay_ns": spec.delay_ns, "mtu": spec.mtu,
             "oversubscription": spec.oversubscription, "seed": spec.seed}

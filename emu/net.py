@@ -58,6 +58,50 @@ class FabricNet:
         return {name: node.pid for name, node in {**self.hosts, **self.switches}.items()}
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """What a fabric created on the machine: node/switch PIDs, network namespace inodes, interface names."""
+
+    pids: tuple[int, ...]
+    netns_inodes: tuple[int, ...]
+    ifnames: tuple[str, ...]
+
+
+def footprint(fnet: FabricNet) -> Footprint:
+    """Record the fabric's processes, namespaces and interfaces (call while it runs)."""
+    pids = [n.pid for n in [*fnet.hosts.values(), *fnet.switches.values()]]
+    pids += [sw.proc.pid for sw in fnet.switches.values() if sw.proc is not None]
+    inodes = {os.stat(f"/proc/{n.pid}/ns/net").st_ino for n in [*fnet.hosts.values(), *fnet.switches.values()]}
+    ifnames = [lk.a_ifname for lk in fnet.topo.links] + [lk.b_ifname for lk in fnet.topo.links]
+    return Footprint(tuple(pids), tuple(sorted(inodes)), tuple(ifnames))
+
+
+def leftovers(fp: Footprint) -> list[str]:
+    """What of ``fp`` still exists: live processes, namespaces any process still holds, interfaces in the
+    root namespace with our names (empty after a clean teardown)."""
+    out = []
+    for pid in fp.pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            out.append(f"process {pid} still running")
+    wanted = set(fp.netns_inodes)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            ino = os.stat(proc / "ns" / "net").st_ino
+        except OSError:
+            continue
+        if ino in wanted:
+            out.append(f"network namespace {ino} still held by pid {proc.name}")
+    root_ifs = set(os.listdir("/sys/class/net"))
+    out += [f"interface {name} in the root namespace" for name in fp.ifnames if name in root_ifs]
+    return out
+
+
 def host_batch(topo: Topology, server: str) -> list[str]:
     """``ip -batch`` lines that configure one server: addresses, static neighbours, per-rail routing."""
     nics = topo.nics_of(server)
@@ -97,7 +141,7 @@ HOST_SYSCTLS = (
 
 
 def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdir: Path,
-              log_level: str = "warning", pcap_dir: str | None = None) -> FabricNet:
+              log_level: str = "warn", pcap_dir: str | None = None) -> FabricNet:
     """Create (but do not start) the Mininet net: one P4Host per server, one P4Switch per leaf/spine."""
     net = Mininet(topo=None, controller=None, build=False, host=P4Host, switch=P4Switch, link=Link,
                   autoSetMacs=False, autoStaticArp=False, waitConnected=False)

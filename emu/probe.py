@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import select
 import socket
 import struct
@@ -29,6 +30,7 @@ INT_SHIM_BYTES = 4
 INT_MD_BYTES = 12
 INT_MD_WORDS = 4   # shim + MD header, in the shim's length field
 NO_INT = 0xFF
+EPHEMERAL_MIN_PORT = 1024
 SEQ_INDEX_BITS = 20
 SEQ_INDEX_MASK = (1 << SEQ_INDEX_BITS) - 1
 SEQ_EPOCH_MASK = (1 << (32 - SEQ_INDEX_BITS)) - 1
@@ -163,11 +165,32 @@ class Prober:
             s.close()
 
 
+def send_flows(src: str, dst: str, port: int, count: int, seed: int) -> int:
+    """One datagram per flow from ``src`` to ``dst:port``, each flow from a distinct random (seeded) source port."""
+    sports = random.Random(seed).sample(range(EPHEMERAL_MIN_PORT, 65536), count)
+    sent = 0
+    for sport in sports:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind((src, sport))
+            s.sendto(_HDR.pack(MAGIC, KIND_REPLY, 0, NO_INT), (dst, port))   # a reply: nobody answers it
+            sent += 1
+    return sent
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emu.probe")
-    parser.add_argument("--addrs", required=True, help="comma-separated local addresses to bind")
+    parser.add_argument("--addrs", help="comma-separated local addresses to bind (probe/echo mode)")
     parser.add_argument("--port", type=int, default=4791)
+    parser.add_argument("--flows", type=int, metavar="N", help="send N one-packet flows --src -> --dst and exit")
+    parser.add_argument("--src")
+    parser.add_argument("--dst")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the flows' source ports")
     args = parser.parse_args(argv)
+    if args.flows is not None:
+        print(send_flows(args.src, args.dst, args.port, args.flows, args.seed), flush=True)
+        return 0
+    if not args.addrs:
+        parser.error("--addrs is required in probe mode")
     prober = Prober(args.addrs.split(","), args.port)
     print("ready", flush=True)
     stdin = sys.stdin.buffer

@@ -1,0 +1,169 @@
+"""The path checks of ``starpulse fabric test``: reachability, INT hop counts, ECMP spread, reroute on link down.
+
+Each check returns a ``CheckResult`` (name, pass/fail, a one-line detail and its numbers), so the CLI prints a
+summary and tests assert on the same objects.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from emu.topology import Nic
+
+if TYPE_CHECKING:
+    from emu.fabric import Fabric
+
+CHI2_Z_P001 = 3.090   # standard normal quantile for p = 0.001 (upper tail)
+ECMP_FLOWS_PER_SPINE = 200
+COUNTER_SETTLE_POLLS = 50
+COUNTER_POLL_NS = 20_000_000
+
+
+@dataclass
+class CheckResult:
+    """One check: did it pass, a one-line human summary, and its measured numbers."""
+
+    name: str
+    ok: bool
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def fabric_pairs(fab: Fabric) -> list[tuple[Nic, Nic]]:
+    """Every NIC pair the fabric carries: all reachable pairs between different servers (same-server pairs
+    never touch the fabric: the kernel delivers them locally)."""
+    return [(a, b) for a, b in fab.topo.reachable_pairs() if a.server != b.server]
+
+
+def check_reachability(fab: Fabric, *, retries: int = 4) -> tuple[CheckResult, list[dict[str, Any]]]:
+    pairs = fabric_pairs(fab)
+    results = fab.probe([(a.ip, b.ip) for a, b in pairs], retries=retries)
+    failed = [f"{r['src']}->{r['dst']}" for r in results if not r["ok"]]
+    rail_local = sum(1 for a, b in pairs if a.leaf == b.leaf)
+    detail = (f"{len(pairs) - len(failed)}/{len(pairs)} NIC pairs answered ({rail_local} rail-local, "
+              f"{len(pairs) - rail_local} cross-rail/cross-pod)")
+    if failed:
+        detail += f"; unreachable: {', '.join(failed[:8])}{' ...' if len(failed) > 8 else ''}"
+    rtts = sorted(r["rtt_ns"] for r in results if r["ok"])
+    data = {"pairs": len(pairs), "failed": failed, "rail_local_pairs": rail_local,
+            "median_rtt_ns": rtts[len(rtts) // 2] if rtts else None}
+    return CheckResult("reachability", not failed and bool(pairs), detail, data), results
+
+
+def check_int_hops(fab: Fabric, pairs: list[tuple[Nic, Nic]], results: list[dict[str, Any]]) -> CheckResult:
+    """INT stacks carry one hop per switch crossed: 1 on the rail's leaf, 3 through a spine."""
+    wrong = []
+    counts: dict[int, int] = {}
+    for (a, b), r in zip(pairs, results, strict=True):
+        if not r["ok"]:
+            continue
+        want = fab.topo.path_switch_hops(a, b)
+        for direction in ("fwd_hops", "rev_hops"):
+            counts[r[direction] or 0] = counts.get(r[direction] or 0, 0) + 1
+            if r[direction] != want:
+                wrong.append(f"{r['src']}->{r['dst']} {direction}={r[direction]} want {want}")
+    detail = "INT hop counts " + ", ".join(f"{h} hop(s): {n}" for h, n in sorted(counts.items()))
+    if wrong:
+        detail += f"; wrong: {', '.join(wrong[:6])}"
+    return CheckResult("int_hops", not wrong and bool(counts), detail, {"hop_histogram": counts, "wrong": wrong})
+
+
+def chi2_critical(df: int, z: float = CHI2_Z_P001) -> float:
+    """Upper critical value of chi-square with ``df`` degrees of freedom (Wilson-Hilferty approximation)."""
+    k = 2.0 / (9.0 * df)
+    return df * (1.0 - k + z * math.sqrt(k)) ** 3
+
+
+def cross_rail_pair(fab: Fabric) -> tuple[Nic, Nic] | None:
+    for a, b in fabric_pairs(fab):
+        if fab.topo.path_switch_hops(a, b) == 3:
+            return a, b
+    return None
+
+
+def _settled_counters(fab: Fabric, switch: str, ports: list[int], target: int, before: dict[int, int]
+                      ) -> dict[int, int]:
+    """Wait (bounded) until ``target`` more packets left ``ports`` of ``switch``; per-port deltas."""
+    delta: dict[int, int] = {}
+    for _ in range(COUNTER_SETTLE_POLLS):
+        stats = fab.port_counters(switch)
+        delta = {p: stats.get(p, {}).get("tx_pkts", 0) - before.get(p, 0) for p in ports}
+        if sum(delta.values()) >= target:
+            break
+        fab.clock.sleep_ns(COUNTER_POLL_NS)
+    return delta
+
+
+def check_ecmp(fab: Fabric, flows: int | None = None) -> CheckResult:
+    """Many one-packet flows (distinct UDP source ports) spread over the spines: chi-square vs uniform."""
+    spines = fab.topo.spines
+    if len(spines) < 2:
+        return CheckResult("ecmp_spread", True, f"skipped: {len(spines)} spine(s), nothing to spread over")
+    pair = cross_rail_pair(fab)
+    if pair is None:
+        return CheckResult("ecmp_spread", True, "skipped: no cross-rail pair")
+    a, b = pair
+    flows = flows or ECMP_FLOWS_PER_SPINE * len(spines)
+    uplinks = [fab.topo.uplink_port(k) for k in range(len(spines))]
+    stats = fab.port_counters(a.leaf)
+    before = {p: stats.get(p, {}).get("tx_pkts", 0) for p in uplinks}
+    sent = fab.send_flows(a.ip, b.ip, flows)
+    delta = _settled_counters(fab, a.leaf, uplinks, sent, before)
+    observed = [delta[p] for p in uplinks]
+    total = sum(observed)
+    expected = total / len(uplinks) if total else 0.0
+    chi2 = sum((o - expected) ** 2 / expected for o in observed) if expected else float("inf")
+    crit = chi2_critical(len(uplinks) - 1)
+    ok = total == sent and chi2 <= crit
+    detail = (f"{sent} flows {a.ip}->{b.ip} over {len(uplinks)} spines: {observed} packets per uplink, "
+              f"chi2={chi2:.2f} (limit {crit:.2f} at p=0.001)")
+    if total != sent:
+        detail += f"; only {total} of {sent} packets left the leaf's uplinks"
+    return CheckResult("ecmp_spread", ok, detail, {"per_spine_pkts": observed, "chi2": chi2, "chi2_limit": crit,
+                                                   "flows": sent})
+
+
+def check_reroute(fab: Fabric) -> CheckResult:
+    """A leaf-spine link goes down: cross-rail traffic of that leaf reroutes over the other spines with no
+    loss once the routes are updated; the link comes back and every path works again."""
+    if len(fab.topo.spines) < 2:
+        return CheckResult("reroute", True, f"skipped: {len(fab.topo.spines)} spine(s), no alternative path")
+    pair = cross_rail_pair(fab)
+    assert pair is not None
+    leaf = pair[0].leaf
+    link = f"{leaf}:{fab.topo.spines[0].name}"
+    touched = [(a, b) for a, b in fabric_pairs(fab) if fab.topo.path_switch_hops(a, b) == 3
+               and (a.leaf == leaf or b.leaf == leaf)]
+    uplink = fab.topo.uplink_port(0)
+    fab.faults.link_down(link)
+    try:
+        before = fab.port_counters(leaf).get(uplink, {}).get("tx_pkts", 0)
+        down = fab.probe([(a.ip, b.ip) for a, b in touched], retries=0)
+        after = fab.port_counters(leaf).get(uplink, {}).get("tx_pkts", 0)
+    finally:
+        fab.faults.link_up(link)
+    up = fab.probe([(a.ip, b.ip) for a, b in touched], retries=2)
+    lost = [f"{r['src']}->{r['dst']}" for r in down if not r["ok"]]
+    failed_after = [f"{r['src']}->{r['dst']}" for r in up if not r["ok"]]
+    used_down_link = after - before
+    ok = not lost and not failed_after and used_down_link == 0
+    detail = (f"{link} down: {len(touched) - len(lost)}/{len(touched)} cross-rail probes through {leaf} answered "
+              f"first time, {used_down_link} packets sent to the down uplink; link up: "
+              f"{len(touched) - len(failed_after)}/{len(touched)} answered")
+    return CheckResult("reroute", ok, detail, {"link": link, "lost": lost, "failed_after_up": failed_after,
+                                               "pkts_to_down_uplink": used_down_link})
+
+
+def run_checks(fab: Fabric) -> list[CheckResult]:
+    """Every check of ``starpulse fabric test``, in order."""
+    pairs = fabric_pairs(fab)
+    reach, results = check_reachability(fab)
+    checks = [reach]
+    if fab.int_cfg.enabled:
+        checks.append(check_int_hops(fab, pairs, results))
+    if fab.backend == "embedded":
+        checks.append(check_ecmp(fab))
+        checks.append(check_reroute(fab))
+    return checks

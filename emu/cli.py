@@ -1,0 +1,414 @@
+"""``starpulse fabric``: up (until ``down``, or into the Mininet CLI), status, down, test, fault.
+
+``up`` keeps the fabric in its own process and serves a small JSON-lines Unix socket next to a state file
+(``$STARPULSE_STATE_DIR/fabric-<name>/``, default under /tmp), so ``status``, ``fault`` and ``down`` from
+other shells reach the running fabric.  Topology flags (a contract): ``--servers N --gpus-per-server R
+--pods P --spines S --link-rate RATE --delay D --mtu M --backend embedded|bmv2 [--oversubscription X] [--seed N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from emu.topology import TopologySpec
+from sw.clock import get_clock
+from sw.units import parse_duration_ns, parse_rate_bps
+
+STATE_ENV = "STARPULSE_STATE_DIR"
+DEFAULT_NAME = "default"
+DOWN_TIMEOUT_NS = 120_000_000_000
+SERVE_POLL_S = 0.5
+MAX_REQUEST_BYTES = 1 << 20
+
+
+class FabricCliError(RuntimeError):
+    """Bad use of ``starpulse fabric`` (a bad flag value, no running fabric, one already running)."""
+
+    is_user_error = True
+
+
+# --- arguments ----------------------------------------------------------------------------------------------
+def add_topology_arguments(p: argparse.ArgumentParser) -> None:
+    """The topology flags shared by ``up`` and ``test`` (and by other commands that bring up a fabric)."""
+    g = p.add_argument_group("topology")
+    g.add_argument("--servers", type=int, default=4, metavar="N", help="servers (default 4)")
+    g.add_argument("--gpus-per-server", type=int, default=2, metavar="R", help="GPUs = NICs = rails (default 2)")
+    g.add_argument("--pods", type=int, default=1, metavar="P", help="pods (default 1)")
+    g.add_argument("--spines", type=int, default=2, metavar="S", help="spines, 0 = rail-only (default 2)")
+    g.add_argument("--link-rate", default="100M", metavar="RATE", help="host link rate, e.g. 100M, 1G (default 100M)")
+    g.add_argument("--delay", default="0", metavar="D", help="per-link delay, e.g. 0, 10us (only 0 here)")
+    g.add_argument("--mtu", type=int, default=1500, metavar="M", help="MTU in bytes, up to 9216 (default 1500)")
+    g.add_argument("--backend", default="embedded", metavar="embedded|bmv2",
+                   help="P4 target: our embedded switch or BMv2 simple_switch (default embedded)")
+    g.add_argument("--oversubscription", type=float, default=1.0, metavar="X",
+                   help="leaf downlink/uplink capacity ratio, >= 1 (default 1)")
+    g.add_argument("--seed", type=int, default=1, metavar="N", help="seed of randomized choices (default 1)")
+
+
+def spec_from_args(args: argparse.Namespace) -> TopologySpec:
+    """A validated ``TopologySpec`` from the topology flags; bad values raise a one-line user error."""
+    if args.backend not in ("embedded", "bmv2"):
+        raise FabricCliError(f"--backend {args.backend}: allowed embedded or bmv2")
+    rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
+    delay_ns = parse_duration_ns(args.delay, what="--delay", default_unit="ns")
+    return TopologySpec(servers=args.servers, gpus_per_server=args.gpus_per_server, pods=args.pods,
+                        spines=args.spines, link_rate_bps=rate_bps, delay_ns=delay_ns, mtu=args.mtu,
+                        oversubscription=args.oversubscription, seed=args.seed)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="fabric_command", metavar="SUBCOMMAND", required=True)
+
+    def named(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--name", default=DEFAULT_NAME, help=f"which running fabric (default {DEFAULT_NAME})")
+
+    up = sub.add_parser("up", help="bring a fabric up; runs until `starpulse fabric down` (or --cli exits)")
+    add_topology_arguments(up)
+    up.add_argument("--cli", action="store_true", help="drop into the Mininet CLI; leaving it tears down")
+    up.add_argument("--log-level", default="warn", help="switch log level (default warn)")
+    named(up)
+
+    st = sub.add_parser("status", help="per-port counters, queue high-water marks, ECN marks, drops")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    named(st)
+
+    dn = sub.add_parser("down", help="tear the running fabric down")
+    named(dn)
+
+    te = sub.add_parser("test", help="up, reachability + INT hops + ECMP + reroute checks, down; exit 0 if all pass")
+    add_topology_arguments(te)
+    te.add_argument("--json", action="store_true", help="print JSON")
+
+    fa = sub.add_parser("fault", help="inject a fault into the running fabric (logged as JSON lines)")
+    fa.add_argument("action", nargs="?", help="link_down|link_up|slow_link|restore_link|loss|delay|"
+                                              "switch_stop|switch_start")
+    fa.add_argument("target", nargs="?", help="link A:B (e.g. p0l0:sp0, s0:p0l0) or switch name")
+    fa.add_argument("value", nargs="?", help="rate for slow_link (e.g. 10M)")
+    fa.add_argument("--script", metavar="FILE", help="replay '[+T] ACTION TARGET [VALUE]' lines")
+    named(fa)
+
+
+# --- state --------------------------------------------------------------------------------------------------
+def state_dir(name: str) -> Path:
+    base = Path(os.environ.get(STATE_ENV) or "/tmp/starpulse-state")
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise FabricCliError(f"--name {name!r}: use letters, digits, '-' and '_'")
+    return base / f"fabric-{name}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(name: str) -> dict[str, Any] | None:
+    """The running fabric's state (pid, socket, topology) or None; stale state of a dead process is removed."""
+    path = state_dir(name) / "state.json"
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not _pid_alive(int(state.get("pid", 0))):
+        _remove_state(name)
+        return None
+    return state
+
+
+def _remove_state(name: str) -> None:
+    d = state_dir(name)
+    for f in ("state.json", "fabric.sock"):
+        with contextlib.suppress(OSError):
+            (d / f).unlink()
+    with contextlib.suppress(OSError):
+        d.rmdir()
+
+
+def request(name: str, req: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
+    """One request to the running fabric's control socket."""
+    state = read_state(name)
+    if state is None:
+        raise FabricCliError(f"no fabric named {name!r} is running (start one with `starpulse fabric up`)")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        try:
+            s.connect(state["socket"])
+            s.sendall(json.dumps(req).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        except OSError as exc:
+            raise FabricCliError(f"fabric {name!r} (pid {state['pid']}) does not answer: {exc}") from None
+    if not buf:
+        raise FabricCliError(f"fabric {name!r} closed the connection without answering")
+    reply = json.loads(buf)
+    if not reply.get("ok"):
+        raise FabricCliError(reply.get("error", "request failed"))
+    return reply
+
+
+# --- commands -----------------------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> int:
+    cmd = args.fabric_command
+    if cmd == "up":
+        return _up(args)
+    if cmd == "status":
+        return _status(args)
+    if cmd == "down":
+        return _down(args)
+    if cmd == "test":
+        return _test(args)
+    if cmd == "fault":
+        return _fault(args)
+    raise AssertionError(cmd)
+
+
+def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-untyped-def]
+    from emu.fabric import Fabric
+    from emu.p4switch import missing_bmv2_tools
+
+    spec = spec_from_args(args)
+    if args.backend == "bmv2" and missing_bmv2_tools():
+        raise FabricCliError(f"--backend bmv2: needs {', '.join(missing_bmv2_tools())} on PATH (not installed "
+                             "here); use --backend embedded")
+    return Fabric(spec, backend=args.backend, **kwargs)
+
+
+def _summary_line(fab: Any) -> str:
+    s = fab.spec
+    return (f"{s.servers} servers x {s.rails} rails, {s.pods} pod(s), {len(fab.topo.leaves)} leaves, "
+            f"{s.spines} spines, {len(fab.topo.nics)} NICs, links {s.link_rate_bps / 1e6:g} Mb/s, MTU {s.mtu}, "
+            f"backend {fab.backend}")
+
+
+def _up(args: argparse.Namespace) -> int:
+    name = args.name
+    existing = read_state(name)
+    if existing is not None:
+        raise FabricCliError(f"a fabric named {name!r} is already running (pid {existing['pid']}); "
+                             "run `starpulse fabric down` first or pick another --name")
+    d = state_dir(name)
+    d.mkdir(parents=True, exist_ok=True)
+    fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"))
+    stop = {"flag": False}
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop["flag"] = True
+        if signum == signal.SIGINT and not args.cli:
+            raise KeyboardInterrupt
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    sock_path = d / "fabric.sock"
+    server: socket.socket | None = None
+    try:
+        fab.up()
+        print(f"fabric {name!r} up in {fab.timings.up_s:.1f} s: {_summary_line(fab)}", flush=True)
+        for nic in fab.topo.nics[:8]:
+            print(f"  {nic.server} {nic.ifname} {nic.ip} -> {nic.leaf} port {nic.leaf_port}")
+        if len(fab.topo.nics) > 8:
+            print(f"  ... {len(fab.topo.nics) - 8} more NICs (addresses 10.<pod>.<rail>.<slot+1>)")
+        with contextlib.suppress(OSError):
+            sock_path.unlink()
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(str(sock_path))
+        server.listen(8)
+        server.settimeout(SERVE_POLL_S)
+        (d / "state.json").write_text(json.dumps({
+            "pid": os.getpid(), "socket": str(sock_path), "workdir": str(fab.workdir),
+            "topology": fab.status()["topology"], "backend": fab.backend,
+            "switch_ctl": {n: sw.ctl for n, sw in fab.net.switches.items()},
+            "fault_log": str(fab.faults.log_path), "up_s": fab.timings.up_s}, indent=2))
+        if args.cli:
+            from mininet.cli import CLI
+
+            CLI(fab.net.net)
+        else:
+            suffix = "" if name == DEFAULT_NAME else f" --name {name}"
+            print(f"running; `starpulse fabric status|fault|down{suffix}` from another shell", flush=True)
+            _serve(server, fab, stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server is not None:
+            server.close()
+        fab.down()
+        _remove_state(name)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        print(f"fabric {name!r} down in {fab.timings.down_s:.1f} s", flush=True)
+    return 0
+
+
+def _serve(server: socket.socket, fab: Any, stop: dict[str, bool]) -> None:
+    """Answer status/fault/down requests, one connection at a time, until ``down`` or a signal."""
+    while not stop["flag"]:
+        try:
+            conn, _ = server.accept()
+        except TimeoutError:
+            continue
+        except InterruptedError:
+            continue
+        with conn:
+            conn.settimeout(10.0)
+            buf = b""
+            try:
+                while not buf.endswith(b"\n") and len(buf) < MAX_REQUEST_BYTES:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    buf += chunk
+                reply = _handle(fab, json.loads(buf), stop)
+            except (OSError, json.JSONDecodeError) as exc:
+                reply = {"ok": False, "error": f"bad request: {exc}"}
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+
+
+def _handle(fab: Any, req: dict[str, Any], stop: dict[str, bool]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    op = req.get("op")
+    try:
+        if op == "status":
+            return {"ok": True, "status": fab.status()}
+        if op == "down":
+            stop["flag"] = True
+            return {"ok": True}
+        if op == "fault":
+            event = fab.faults.apply(req["action"], req["target"], req.get("value"))
+            return {"ok": True, "events": [asdict(event)]}
+        if op == "script":
+            return {"ok": True, "events": [asdict(e) for e in fab.faults.run_script(req["text"])]}
+    except Exception as exc:  # noqa: BLE001 - report to the client, keep the fabric running
+        return {"ok": False, "error": str(exc)}
+    return {"ok": False, "error": f"unknown op {op!r}: expected status, fault, script or down"}
+
+
+def _down(args: argparse.Namespace) -> int:
+    state = read_state(args.name)
+    if state is None:
+        print(f"no fabric named {args.name!r} is running")
+        return 0
+    pid = int(state["pid"])
+    try:
+        request(args.name, {"op": "down"}, timeout_s=30.0)
+    except FabricCliError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    clock = get_clock()
+    deadline = clock.now_ns() + DOWN_TIMEOUT_NS
+    while _pid_alive(pid):
+        if clock.now_ns() > deadline:
+            raise FabricCliError(f"fabric {args.name!r} (pid {pid}) did not stop within "
+                                 f"{DOWN_TIMEOUT_NS / 1e9:.0f} s")
+        clock.sleep_ns(100_000_000)
+    print(f"fabric {args.name!r} is down")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    status = request(args.name, {"op": "status"})["status"]
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    t = status["totals"]
+    print(f"fabric {args.name!r} ({status['backend']}): rx {t['rx_pkts']} tx {t['tx_pkts']} packets, "
+          f"ECN marks {t['ecn_marks']}, drops {t['drops']}")
+    faults = status.get("faults") or {}
+    if any(faults.values()):
+        print(f"active faults: {json.dumps(faults)}")
+    print(f"{'switch':<6} {'port':>4} {'iface':<12} {'peer':<10} {'up':>2} {'rx_pkts':>9} {'tx_pkts':>9} "
+          f"{'q_hw':>5} {'q_drop':>6} {'ecn':>6}")
+    for name, sw in status["switches"].items():
+        if not sw["running"]:
+            print(f"{name:<6} (stopped)")
+            continue
+        for port, p in sw["ports"].items():
+            print(f"{name:<6} {port:>4} {p['iface']:<12} {p['peer']:<10} {int(p['up']):>2} {p['rx_pkts']:>9} "
+                  f"{p['tx_pkts']:>9} {p['high_water_pkts']:>5} {p['queue_drop_pkts']:>6} {p['ecn_marks']:>6}")
+        drops = {k: v for k, v in sw["drop_reasons"].items() if v}
+        if drops:
+            print(f"{name:<6} drops: {', '.join(f'{k}={v}' for k, v in drops.items())}")
+    return 0
+
+
+def _fault(args: argparse.Namespace) -> int:
+    if args.script:
+        try:
+            text = Path(args.script).read_text()
+        except OSError as exc:
+            raise FabricCliError(f"--script {args.script}: {exc.strerror}") from None
+        reply = request(args.name, {"op": "script", "text": text}, timeout_s=3600.0)
+    else:
+        if not args.action or not args.target:
+            raise FabricCliError("fault: give ACTION TARGET [VALUE] (e.g. link_down p0l0:sp0) or --script FILE")
+        reply = request(args.name, {"op": "fault", "action": args.action, "target": args.target,
+                                    "value": args.value})
+    for e in reply["events"]:
+        print(f"{e['time_utc']} {e['action']} {e['target']}{' ' + e['value'] if e['value'] else ''}: ok"
+              f"{' (reprogrammed ' + ', '.join(e['changed']) + ')' if e['changed'] else ''}")
+    return 0
+
+
+def _test(args: argparse.Namespace) -> int:
+    from emu.checks import run_checks
+    from emu.fabric import spec_dict
+
+    fab = _make_fabric(args)
+    checks = []
+    try:
+        fab.up()
+        if not args.json:
+            print(f"fabric up in {fab.timings.up_s:.1f} s: {_summary_line(fab)}", flush=True)
+        checks = run_checks(fab)
+        totals = fab.status()["totals"]
+    finally:
+        fab.down()
+    ok = bool(checks) and all(c.ok for c in checks)
+    if args.json:
+        print(json.dumps({"ok": ok, "topology": spec_dict(fab.spec),
+                          "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail, "data": c.data}
+                                     for c in checks],
+                          "totals": totals, "up_s": fab.timings.up_s, "down_s": fab.timings.down_s}, indent=2))
+    else:
+        for c in checks:
+            print(f"{'PASS' if c.ok else 'FAIL'} {c.name}: {c.detail}")
+        print(f"fabric down in {fab.timings.down_s:.1f} s; {'all checks passed' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m emu.cli ...``: the same command without the ``starpulse`` dispatcher (user errors exit 2)."""
+    parser = argparse.ArgumentParser(prog="starpulse fabric")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if getattr(exc, "is_user_error", False):
+            print(f"starpulse fabric: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -147,3 +147,18 @@ def test_digest_reaches_subscribed_controller(switch_lab) -> None:
         assert ev is not None and ev["event"] == "digest" and ev["receiver"] == 1
         assert list(ev["fields"].values()) == [int(host_mac(3).replace(":", ""), 16), 3]
         assert c.next_event(0.5) is None                   # exactly one
+
+
+def test_byte_rate_shaper_never_sends_faster_than_the_line_rate(switch_lab) -> None:
+    lab = switch_lab
+    lab.start(FEATURES_P4, "--log-level", "trace", commands=ROUTES + "set_port_rate 2 800K\n")   # 100 kB/s
+    frames = [udp_frame(1, host_ip(2), i, size=1000) for i in range(20)]                       # 10 ms each
+    lab.send(1, frames)
+    got = only_udp(lab.recv(2, want=20))
+    assert len(got) == 20
+    assert lab.stop() == 0
+    times = [t for t, f in read_pcap(lab.pcap_dir / "p2_out.pcap") if f in got]
+    assert len(times) == 20
+    assert times[-1] - times[0] >= 19 * 10_000_000 * 0.99               # never ahead of the shaper
+    log = lab.log_text()
+    assert log.count("rx port 1:") >= 20 and log.count("tx port 2:") >= 20   # the per-packet trace

@@ -1927,6 +1927,27 @@ class Compiler:
                     t = self.resolve_type(_trees(d, "type_ref")[0])
                     e = self.expr(_trees(d)[-1], want=t)
                     scope[_name(_trees(d, "name")[0])] = Sym("const", t, value=self.const_value(e, t, d))
+        self.parser_states = states
+        if self._acyclic(states):
+            saved = self.out
+            self.out = Emitter()
+            self.out.level = 2
+            self.inline_budget = 4000
+            try:
+                self.inline_state("start", ids, set())
+                inlined = self.out.lines
+            except _TooBig:
+                inlined = None
+            self.out = saved
+            if inlined is not None:
+                saved("def _parser(S, pkt):")
+                saved("    o = 0; n = len(pkt)")
+                saved("    try:")
+                saved.lines.extend(inlined)
+                saved("    except _PE as exc:")
+                saved("        return o, exc.code")
+                self.in_parser = False
+                return
         out = self.out
         out("def _parser(S, pkt):")
         out.indent()
@@ -1954,7 +1975,47 @@ class Compiler:
         out.dedent()
         self.in_parser = False
 
-    def goto(self, target: str, ids: dict[str, int], node: Any) -> str:
+    @staticmethod
+    def _acyclic(states: dict[str, Tree]) -> bool:
+        """True if no state can reach itself (then states are inlined into straight-line code)."""
+        succ: dict[str, set[str]] = {}
+        for name, st in states.items():
+            targets = set()
+            for t in st.iter_subtrees():
+                if t.data in ("trans_direct", "select_case"):
+                    targets.add(_name(t.children[-1] if t.data == "select_case" else t.children[0]))
+            succ[name] = targets & set(states)
+        color: dict[str, int] = {}
+
+        def visit(n: str) -> bool:
+            color[n] = 1
+            for m in succ[n]:
+                if color.get(m) == 1 or (m not in color and not visit(m)):
+                    return False
+            color[n] = 2
+            return True
+        return all(visit(n) for n in states if n not in color)
+
+    def inline_state(self, name: str, ids: dict[str, int], path: set[str]) -> None:
+        s = self.parser_states[name]
+        self.out(f"# state {name}")
+        stmts = [c for c in s.children if isinstance(c, Tree) and c.data not in (
+            "annotation", "name", "trans_direct", "trans_select")]
+        self.stmts(stmts)
+        trans = [c for c in s.children if isinstance(c, Tree) and c.data in ("trans_direct", "trans_select")]
+        if len(self.out.lines) > self.inline_budget:
+            raise _TooBig()
+        if not trans:
+            self.out(f"raise _PE({self.errors.index('NoError')})  # no transition: reject")
+        else:
+            self.transition(trans[0], ids, inline=True)
+
+    def goto(self, target: str, ids: dict[str, int], node: Any, inline: bool = False) -> str | None:
+        if inline and target not in ("accept", "reject"):
+            if target not in ids:
+                raise self.err(node, f"unknown parser state '{target}' (states: {', '.join(ids)}, accept, reject)")
+            self.inline_state(target, ids, set())
+            return None
         if target == "accept":
             return "return o, 0"
         if target == "reject":
@@ -1963,9 +2024,11 @@ class Compiler:
             raise self.err(node, f"unknown parser state '{target}' (states: {', '.join(ids)}, accept, reject)")
         return f"st = {ids[target]}; continue"
 
-    def transition(self, t: Tree, ids: dict[str, int]) -> None:
+    def transition(self, t: Tree, ids: dict[str, int], inline: bool = False) -> None:
         if t.data == "trans_direct":
-            self.out(self.goto(_name(t.children[0]), ids, t))
+            g = self.goto(_name(t.children[0]), ids, t, inline)
+            if g is not None:
+                self.out(g)
             return
         sel = t.children[0]
         exprs = [c for c in sel.children if isinstance(c, Tree) and c.data != "select_case"]
@@ -2004,9 +2067,15 @@ class Compiler:
                     if item.data in ("name_ref",) and a.const is None and not isinstance(a.type, (BitT, InfIntT)):
                         raise self.err(item, "value sets are not supported yet")
                     conds.append(f"{v} == {a.src}")
-            cond = " and ".join(conds) if conds else "True"
-            self.out(("if " if first else "elif ") + cond + ":")
-            self.out("    " + self.goto(target, ids, case))
+            if not conds:
+                self.out("else:" if not first else "if True:")
+            else:
+                self.out(("if " if first else "elif ") + " and ".join(conds) + ":")
+            self.out.indent()
+            g = self.goto(target, ids, case, inline)
+            if g is not None:
+                self.out(g)
+            self.out.dedent()
             first = False
         self.out(f"raise _PE({self.errors.index('NoMatch')})")
 
@@ -2152,6 +2221,10 @@ class Compiler:
     @property
     def _every_scope(self) -> list[dict[str, Sym]]:
         return self.__dict__.setdefault("_scopes_seen", [])
+
+
+class _TooBig(Exception):
+    """Inlining the parser states would generate too much code: use the state loop instead."""
 
 
 def _direct_meter_exec(t: Table):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Short calibration of the cost model: ping-pong on one intra-server and one same-rail inter-server pair,
+"""Short calibration of the cost model: ping-pong on one intra-server, one same-rail and one cross-rail pair,
 measured on ``sw.clock`` by rank 0 and broadcast so that every rank's tuner decides the same way."""
 
 from __future__ import annotations
@@ -44,17 +44,21 @@ def calibrate(comm: Communicator) -> CostModel:
     layout = comm.layout
     intra_peer = next((r for r in layout.local_ranks(layout.server_of[0]) if r != 0), None)
     inter_peer = next((r for r in layout.rail_ranks(layout.local_of[0]) if r != 0), None)
+    cross_peer = next((r for r in range(comm.world_size) if layout.link_class(0, r) == "cross"), None)
     model = comm.tuner.model
+    cross = model.cross_link
 
     def run() -> CostModel:
-        values = np.array([model.intra.alpha_s, model.intra.rate_bps, model.inter.alpha_s, model.inter.rate_bps])
-        for i, peer in enumerate((intra_peer, inter_peer)):
+        values = np.array([model.intra.alpha_s, model.intra.rate_bps, model.inter.alpha_s, model.inter.rate_bps,
+                           cross.alpha_s, cross.rate_bps])
+        for i, peer in enumerate((intra_peer, inter_peer, cross_peer)):
             if peer is not None and comm.rank in (0, peer):
                 alpha_s, rate_bps = _pingpong(comm, 0, peer)
                 if comm.rank == 0:
                     values[2 * i:2 * i + 2] = alpha_s, rate_bps
         ring_broadcast(comm.net, list(range(comm.world_size)), values, 0, values.size)
-        new = CostModel(LinkCost(float(values[0]), float(values[1])), LinkCost(float(values[2]), float(values[3])))
+        links = [LinkCost(float(values[i]), float(values[i + 1])) for i in (0, 2, 4)]
+        new = CostModel(*links)
         comm.tuner.model = new
         return new
     return comm._submit("calibrate", comm._tag("calibrate"), run, async_op=False)

@@ -46,8 +46,16 @@ class LinkCost:
 
 @dataclass(frozen=True)
 class CostModel:
+    """Costs of the link classes: ``intra`` (shm), ``inter`` (same rail, via one leaf) and ``cross`` (between
+    rails, via a spine; the same as ``inter`` unless measured or configured otherwise)."""
+
     intra: LinkCost
     inter: LinkCost
+    cross: LinkCost | None = None
+
+    @property
+    def cross_link(self) -> LinkCost:
+        return self.cross or self.inter
 
 
 def parse_algo_env(raw: str) -> dict[str, str]:
@@ -92,7 +100,12 @@ class Tuner:
 
     # --- model ----------------------------------------------------------------------------------------------
     def _flat_link(self) -> LinkCost:
-        return self.model.inter if len(self.layout.servers) > 1 else self.model.intra
+        """The slowest link class a rank-order ring or tree crosses on this layout."""
+        if len(self.layout.servers) == 1:
+            return self.model.intra
+        if self.layout.gpus_per_server == 1:
+            return self.model.inter
+        return min((self.model.inter, self.model.cross_link), key=lambda link: (link.rate_bps, -link.alpha_s))
 
     def available(self, coll: str) -> tuple[str, ...]:
         """Algorithms that can run on this layout (rhd needs 2^k ranks outside allreduce; hier/rail uniformity)."""
@@ -133,9 +146,10 @@ class Tuner:
         # alltoall: pairwise sends every block at once (shared memory and NIC overlap); rail-aligned first
         # moves blocks inside the server, then makes one inter-server hop per server on its own rail
         g, s = self.layout.gpus_per_server, len(self.layout.servers)
-        if algo == "pairwise":
-            return max(self.model.intra.time_s(nbytes * (g - 1) / n, g - 1),
-                       self.model.inter.time_s(nbytes * (n - g) / n, n - g) if n > g else 0.0)
+        if algo == "pairwise":  # the NIC carries (s-1) same-rail and n-g-(s-1) cross-rail blocks
+            inter = (self.model.inter.time_s(nbytes * (s - 1) / n, s - 1)
+                     + self.model.cross_link.time_s(nbytes * (n - g - s + 1) / n, n - g - s + 1))
+            return max(self.model.intra.time_s(nbytes * (g - 1) / n, g - 1), inter)
         return (self.model.intra.time_s(nbytes * (g - 1) / g, g - 1)
                 + (self.model.inter.time_s(nbytes * (s - 1) / s, s - 1) if s > 1 else 0.0))
 

@@ -1,0 +1,219 @@
+"""In-process pieces of the collectives: bfloat16 rounding, schedules' index maths, tuner and env parsing,
+the file store, layouts, the framed stream over shared-memory rings, and the throttle."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+import pytest
+
+from sw.clock import ManualClock
+from sw.collectives import CollectiveMismatchError, CollectiveTimeoutError, CollectiveUserError, FileStore, Layout
+from sw.collectives.algorithms.common import chunk_ranges, segment_bounds
+from sw.collectives.algorithms.rhd import halving_plan
+from sw.collectives.algorithms.tree import heap_links
+from sw.collectives.bootstrap import default_model
+from sw.collectives.config import CommConfig
+from sw.collectives.dtypes import bf16_to_f32, f32_to_bf16, reducer
+from sw.collectives.transport.base import Request, byte_view
+from sw.collectives.transport.shm import Ring, ShmChannel
+from sw.collectives.transport.throttle import Throttle
+from sw.collectives.tuner import CostModel, LinkCost, Tuner, parse_algo_env
+
+pytestmark = pytest.mark.unit
+
+
+def test_bf16_rounds_to_nearest_even_and_keeps_specials() -> None:
+    values = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, np.inf, np.nan], dtype=np.float32)
+    bits = f32_to_bf16(values)
+    assert bits[:5].tolist() == [0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F80]
+    assert np.isnan(bf16_to_f32(bits[5:]))[0]
+    every = np.arange(0, 0x7F80, 7, dtype=np.uint16)  # finite positive bf16 values round-trip exactly
+    assert np.array_equal(f32_to_bf16(bf16_to_f32(every)), every)
+
+
+def test_bf16_reduction_rounds_every_step() -> None:
+    dst = f32_to_bf16(np.array([1.0, 3.0], np.float32))
+    reducer("sum", "bfloat16")(dst, f32_to_bf16(np.array([2**-8, 4.0], np.float32)))
+    assert bf16_to_f32(dst).tolist() == [1.0, 7.0]  # 1 + 2^-8 is a tie: rounds to even (1.0)
+    reducer("max", "bfloat16")(dst, f32_to_bf16(np.array([-5.0, 8.0], np.float32)))
+    assert bf16_to_f32(dst).tolist() == [1.0, 8.0]
+
+
+def test_segments_and_chunks_cover_the_buffer_once() -> None:
+    assert segment_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert segment_bounds(2, 4) == [(0, 1), (1, 2), (2, 2), (2, 2)]
+    assert chunk_ranges(3, 10, 4) == [(3, 7), (7, 10)]
+    assert chunk_ranges(5, 5, 4) == []
+
+
+@pytest.mark.parametrize("pof2", [2, 4, 8, 16])
+def test_recursive_halving_partners_agree_and_each_rank_ends_on_its_block(pof2: int) -> None:
+    plans = [halving_plan(q, pof2) for q in range(pof2)]
+    for q, plan in enumerate(plans):
+        assert plan[-1][1] == (q, q + 1)
+        for step, (partner, keep, send) in enumerate(plan):
+            assert plans[partner][step][0] == q
+            assert plans[partner][step][1] == send and plans[partner][step][2] == keep
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 6, 8])
+def test_double_binary_tree_inner_nodes_are_leaves_of_the_other_tree(n: int) -> None:
+    inner_plain = {p for p in range(n) if heap_links(p, n)[1]}
+    inner_mirror = {p for p in range(n) if heap_links(n - 1 - p, n)[1]}
+    assert not inner_plain & inner_mirror
+    assert sum(len(heap_links(q, n)[1]) for q in range(n)) == n - 1  # a tree: n-1 edges
+
+
+def test_layout_link_classes_and_validation() -> None:
+    layout = Layout.grid(2, 2)
+    assert [layout.link_class(0, r) for r in (1, 2, 3)] == ["intra", "rail", "cross"]
+    assert layout.rail_ranks(1) == [1, 3] and layout.local_ranks(1) == [2, 3]
+    with pytest.raises(CollectiveUserError, match="already has a rank with LOCAL_RANK 0"):
+        Layout((0, 0), (0, 0))
+    with pytest.raises(CollectiveUserError, match=r"LOCAL_RANK values \[0, 2\]"):
+        Layout((0, 0), (0, 2))
+
+
+def test_tuner_model_prefers_hierarchical_allreduce_and_rail_aligned_alltoall() -> None:
+    model = default_model(CommConfig())
+    tuner = Tuner(Layout.grid(4, 2), model, env={})
+    assert tuner.algo("allreduce", 64 << 20) == "hier"
+    assert tuner.algo("alltoall", 64 << 10) == "rail"  # fewer inter-server messages: (S-1) instead of (n-G)
+    assert tuner.algo("alltoall", 64 << 20) == "pairwise"  # equal rail and spine bandwidth: overlap wins
+    spine = LinkCost(model.inter.alpha_s, model.inter.rate_bps / 2)  # a 2:1 oversubscribed spine
+    assert Tuner(Layout.grid(4, 2), CostModel(model.intra, model.inter, spine), env={}).algo(
+        "alltoall", 64 << 20) == "rail"
+    small = tuner.algo("allreduce", 8)
+    assert tuner.estimate_s("allreduce", small, 8) <= tuner.estimate_s("allreduce", "ring", 8)
+    assert 4096 <= tuner.chunk_bytes("allreduce", "ring", 64 << 20) <= 4 << 20
+    assert "rhd" not in Tuner(Layout.grid(3, 1), default_model(CommConfig()), env={}).available("allgather")
+
+
+def test_tuner_overrides_by_call_and_environment() -> None:
+    env = {"STARPULSE_ALGO": "allreduce=tree, alltoall=pairwise", "STARPULSE_CHUNK_BYTES": "64K"}
+    tuner = Tuner(Layout.grid(2, 2), default_model(CommConfig()), env=env)
+    assert tuner.algo("allreduce", 1 << 30) == "tree"
+    assert tuner.algo("alltoall", 1 << 30) == "pairwise"
+    assert tuner.algo("allreduce", 1 << 30, requested="rhd") == "rhd"
+    assert tuner.chunk_bytes("allreduce", "ring", 1 << 20) == 65536
+    assert tuner.chunk_bytes("allreduce", "ring", 1 << 20, requested=1000) == 1000
+    assert parse_algo_env("ring") == {c: "ring" for c in ("allreduce", "broadcast", "reduce", "allgather",
+                                                          "reducescatter")}
+
+
+@pytest.mark.parametrize("env,match", [
+    ({"STARPULSE_ALGO": "ringg"}, r"\$STARPULSE_ALGO='ringg': unknown algorithm 'ringg'"),
+    ({"STARPULSE_ALGO": "alltoall=hier"}, r"unknown algorithm 'hier' \(allowed: pairwise, rail\)"),
+    ({"STARPULSE_ALGO": "allsum=ring"}, r"unknown collective 'allsum'"),
+    ({"STARPULSE_CHUNK_BYTES": "lots"}, r"\$STARPULSE_CHUNK_BYTES 'lots': expected a size"),
+])
+def test_bad_tuner_environment_is_a_user_error(env: dict[str, str], match: str) -> None:
+    with pytest.raises(CollectiveUserError, match=match) as info:
+        Tuner(Layout.grid(1, 2), default_model(CommConfig()), env=env)
+    assert info.value.is_user_error
+
+
+def test_bad_per_call_choices_are_user_errors() -> None:
+    tuner = Tuner(Layout.grid(1, 2), default_model(CommConfig()), env={})
+    with pytest.raises(CollectiveUserError, match=r"algo 'rail': unknown for allreduce"):
+        tuner.algo("allreduce", 8, requested="rail")
+    with pytest.raises(CollectiveUserError, match="chunk_bytes 0"):
+        tuner.chunk_bytes("allreduce", "ring", 8, requested=0)
+
+
+@pytest.mark.parametrize("env,match", [
+    ({"STARPULSE_TIMEOUT": "-3"}, r"\$STARPULSE_TIMEOUT='-3'"),
+    ({"STARPULSE_INTRA_RATE": "fast"}, r"\$STARPULSE_INTRA_RATE 'fast': expected a rate"),
+    ({"STARPULSE_SHM_BYTES": "1K"}, r"at least 4K"),
+    ({"STARPULSE_CALIBRATE": "maybe"}, r"expected 0 or 1"),
+])
+def test_bad_config_environment_is_a_user_error(env: dict[str, str], match: str) -> None:
+    with pytest.raises(CollectiveUserError, match=match):
+        CommConfig.from_env(env)
+
+
+def test_config_environment_is_read() -> None:
+    cfg = CommConfig.from_env({"STARPULSE_INTRA_RATE": "off", "STARPULSE_INTER_RATE": "100M",
+                               "STARPULSE_SHM_BYTES": "64K", "STARPULSE_TIMEOUT": "2.5"})
+    assert (cfg.intra_rate_bps, cfg.inter_rate_bps, cfg.shm_ring_bytes, cfg.timeout_s) == (None, 1e8, 65536, 2.5)
+
+
+def test_file_store_set_get_add_and_timeout(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = FileStore(tmp_path / "s", timeout_s=0.2)
+    store.set("a/b c", b"xyz")
+    assert store.get("a/b c") == b"xyz"
+    assert [store.add("n", 2), store.add("n", 3)] == [2, 5]
+    store.wait_value("n", 5)
+    with pytest.raises(CollectiveTimeoutError, match="store key 'missing'"):
+        store.get("missing")
+    assert not [p for p in os.listdir(tmp_path / "s") if p.endswith(".tmp")]
+
+
+def test_file_store_rejects_an_unusable_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CollectiveUserError, match="store path .*cannot create directory"):
+        FileStore(tmp_path / "file" / "sub")
+
+
+@pytest.fixture
+def ring_pair():  # type: ignore[no-untyped-def]
+    """Two channels (ranks 0 and 1) joined by two small shared-memory rings; files removed at once."""
+    job = f"t{os.getpid()}{uuid.uuid4().hex[:6]}"
+    from sw.collectives.transport.shm import ring_path
+    a2b = Ring(ring_path(job, 0, 1), 4096, create=True)
+    b2a = Ring(ring_path(job, 1, 0), 4096, create=True)
+    a2b.path.unlink()
+    b2a.path.unlink()
+    a, b = ShmChannel(0, 1, a2b, b2a, None), ShmChannel(1, 0, b2a, a2b, None)
+    try:
+        yield a, b
+    finally:
+        for ring in (a2b, b2a):
+            ring.close()
+
+
+def _pump(*chans: ShmChannel, reqs: list[Request]) -> None:
+    for _ in range(10_000):
+        for ch in chans:
+            ch.progress()
+        if all(r.done for r in reqs):
+            return
+    raise AssertionError(f"requests did not complete: {reqs}")
+
+
+def test_stream_wraps_the_ring_and_buffers_early_messages(ring_pair) -> None:  # type: ignore[no-untyped-def]
+    a, b = ring_pair
+    data = [np.arange(k * 1000, (k + 1) * 1000 + k, dtype=np.int64) for k in range(3)]  # > ring size each
+    sends = [Request("send", 1, 7, byte_view(d)) for d in data]
+    for s in sends:
+        a.post_send(s)
+    _pump(a, b, reqs=sends)  # all sent before any receive is posted: b keeps them
+    outs = [np.zeros_like(d) for d in data]
+    recvs = [Request("recv", 0, 7, byte_view(o)) for o in outs]
+    for r in recvs:
+        b.post_recv(r)
+    _pump(a, b, reqs=recvs)
+    assert all(np.array_equal(o, d) for o, d in zip(outs, data, strict=True))
+
+
+def test_stream_reports_mismatched_sizes_and_tags(ring_pair) -> None:  # type: ignore[no-untyped-def]
+    a, b = ring_pair
+    a.post_send(Request("send", 1, 0x5, byte_view(np.zeros(10, np.float32))))
+    b.post_recv(Request("recv", 0, 0x5, byte_view(np.zeros(20, np.float32))))
+    with pytest.raises(CollectiveMismatchError, match="40 bytes where it expected tag 0x5 and 80 bytes") as info:
+        _pump(a, b, reqs=[])
+    assert info.value.is_user_error
+
+
+def test_throttle_grants_rate_times_time_and_burst() -> None:
+    clock = ManualClock()
+    throttle = Throttle(8e9, burst_bytes=100, clock=clock)  # 1 byte per ns
+    assert throttle.grant(1000) == 100
+    assert throttle.grant(10) == 0
+    clock.advance_ns(40)
+    assert throttle.grant(1000) == 40
+    clock.advance_ns(10_000)
+    assert throttle.grant(1000) == 100

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
 import signal
 import socket
 import subprocess
@@ -191,3 +192,44 @@ def test_json_request_for_describe_lists_commands_and_names(switch_lab) -> None:
     assert {"table_add", "port_stats", "set_port_rate"} <= set(info["commands"])
     assert "MyIngress.ipv4_lpm" in info["names"]
     assert json.dumps(info)
+
+
+def test_interactive_shell_completes_names_and_keeps_history(switch_lab, tmp_path) -> None:
+    import pty
+
+    lab = switch_lab
+    lab.start(commands=ROUTES)
+    hist = tmp_path / "hist"
+    master, slave = pty.openpty()
+    env = dict(os.environ, STARPULSE_P4CLI_HISTORY=str(hist), TERM="dumb")
+    proc = subprocess.Popen([sys.executable, "-m", "p4.switch", "cli", "--ctl", lab.ctl], stdin=slave,
+                            stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    out = b""
+
+    def read_until(needle: bytes, limit_s: float = 20) -> None:
+        nonlocal out
+        deadline = time.monotonic() + limit_s
+        while needle not in out and time.monotonic() < deadline:
+            r, _, _ = select.select([master], [], [], 0.2)
+            if r:
+                try:
+                    out += os.read(master, 4096)
+                except OSError:
+                    break
+
+    try:
+        read_until(b"p4> ")
+        os.write(master, b"table_num_entries MyIngress.ipv4_l\t\n")    # tab completes the table name
+        read_until(b"4\r\n")
+        os.write(master, b"bogus\n")
+        read_until(b"unknown command")
+        os.write(master, b"exit\n")
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert b"MyIngress.ipv4_lpm" in out and b"unknown command 'bogus'" in out
+    assert "table_num_entries MyIngress.ipv4_lpm" in hist.read_text()

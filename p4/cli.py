@@ -120,5 +120,5 @@ def _bench(args: argparse.Namespace) -> int:
     else:
         for r in results["runs"]:
             print(f"{r['mode']:<7} {r['packets']} packets of {results['frame_bytes']} B in {r['elapsed_s']:.3f} s: "
-                  f"{r['pps']:,.0f} packets/s ({r['forwarded']} forwarded)")
+                  f"{r['pps']:,.0f} packets/s ({r['pps_per_cpu']:,.0f} per CPU-second; {r['forwarded']} forwarded)")
     return 0

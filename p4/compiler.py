@@ -1312,10 +1312,11 @@ class Compiler:
             algo = self.algo_name(args[3])
             val, nbits = self.pack(data)
             payload = fname.endswith("_with_payload")
-            if algo == "csum16" and not payload and nbits % 16 == 0:
-                comp = f"_csum16({val})"
-            elif algo == "csum16" and not payload:
-                comp = f"_csum16({val} << {16 - nbits % 16})"
+            if algo == "csum16" and not payload:
+                if nbits % 16:
+                    val = f"({val} << {16 - nbits % 16})"
+                # RFC 1071 sum of 16-bit words == value mod 0xFFFF (2**16 = 1 mod 0xFFFF), inlined
+                comp = f"(65535 - _r if (_r := (_v := {val}) % 65535) else (0 if _v else 65535))"
             else:
                 if algo not in algorithms.HASHES:
                     raise self.err(args[3], f"checksum algorithm {algo} is not supported")
@@ -1801,9 +1802,8 @@ class Compiler:
             em(f"e.packets += 1; e.bytes += {plen}")
         if table.direct_meter is not None:
             em(f"S[{dm.value['slot']}] = {fn_name}_T.meter_exec(e, {plen}, _now_us())")
-        em("a = e.action")
-        em("a.fn(S, *e.data)")
-        em("return True, a.index")
+        em("e.fn(S, *e.data)")
+        em("return True, e.action.index")
         self.pending_functions.append(em.lines)
         self.ns[f"{fn_name}_T"] = table
 

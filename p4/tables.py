@@ -45,6 +45,7 @@ class Entry:
     packets: int = 0
     bytes: int = 0
     meter: Any = None
+    fn: Any = None          # action.fn, cached at every rebuild for the data path
 
     def matches(self, keys: tuple[int, ...], kinds: list[str]) -> bool:
         for k, (a, b), kind in zip(keys, self.match, kinds, strict=True):
@@ -128,6 +129,8 @@ class Table:
         kinds = [k.kind for k in self.keys]
         self._kinds = kinds
         entries = list(self.entries.values())
+        for e in entries:
+            e.fn = e.action.fn
         if not kinds:
             self.lookup = self._lookup_none
         elif all(k == "exact" for k in kinds):

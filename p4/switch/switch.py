@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import selectors
 import signal
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,7 @@ class P4Switch:
         self._pcap_epoch_ns = time.time_ns() - self.clock.now_ns()   # pcap times: epoch + network time
         self._last_flush_ns = 0
         self.ctl: ControlServer | None = None
+        self._wakeup: tuple[socket.socket, socket.socket] | None = None
         try:
             for port_num, ifname in config.interfaces:
                 port = Port(port_num, ifname)
@@ -282,10 +284,29 @@ class P4Switch:
         self.running = False
 
     def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop the loop at once: the wake-up socket makes the pending select() return."""
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        r, w = socket.socketpair()
+        r.setblocking(False)
+        w.setblocking(False)
+        self._wakeup = (r, w)
+        signal.set_wakeup_fd(w.fileno(), warn_on_full_buffer=False)
+        self.selector.register(r, selectors.EVENT_READ, self._drain_wakeup)
+
+    def _drain_wakeup(self, sock: socket.socket) -> None:
+        try:
+            while sock.recv(512):
+                pass
+        except BlockingIOError:
+            pass
 
     def close(self) -> None:
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(-1)
+            for sock in self._wakeup:
+                sock.close()
+            self._wakeup = None
         if self.ctl is not None:
             self.ctl.close()
             self.ctl = None

@@ -315,13 +315,15 @@ class Compiler:
                 self.global_functions[_name(_trees(d, "name")[0])] = d
 
     def const_value(self, e: E, t: P4Type, node: Tree) -> E:
-        if e.const is None:
-            try:
-                v = eval(e.src, dict(self.ns))  # noqa: S307 - our own generated constant expression
-            except Exception:
-                raise self.err(node, "constant initializer is not a compile-time constant") from None
-        else:
+        if isinstance(e.const, (int, str)):
             v = e.const
+        else:
+            try:
+                v = eval(e.src, dict(self.ns)) if "S[" not in e.src else None  # noqa: S307 - our own code
+            except Exception:
+                v = None
+            if not isinstance(v, int):
+                raise self.err(node, "expected a compile-time constant here")
         if isinstance(t, BitT):
             v = _wrap_const(v, t)
         return E(repr(v), t, const=v)

@@ -52,6 +52,9 @@ class QpPacer:
     def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 64 * 1024) -> None:
         self.cc = cc
         self._pacer = CcPacer(cc, burst_bytes, now_ns)
+        # Start with an empty bucket: an initial burst would become a standing queue in front of a link that
+        # we then pace at exactly its rate, and every go-back-N retransmission would pay for that queue.
+        self._pacer.bucket.credit = 0
         self._next_ns = now_ns  # the bucket is in deficit until then (see ``may_send``)
         self.cnps = 0
 

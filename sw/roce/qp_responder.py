@@ -213,8 +213,12 @@ class Responder:
         else:
             if psn_diff(psn_add(pkt.psn, n), self.epsn) > 0:
                 return  # a "duplicate" reaching past what we executed is malformed: ignore it
-            # The requester went back to this PSN and discards everything after it: drop stale responses.
-            self.out = deque(item for item in self.out if not isinstance(item, _ReadJob))
+            jobs = [item for item in self.out if isinstance(item, _ReadJob)]
+            if any(0 <= psn_diff(pkt.psn, psn_add(j.first_psn, j.next_i)) < j.n_pkts - j.next_i for j in jobs):
+                return  # a queued job will still send this PSN: the request is redundant (duplicate or timeout)
+            # The requester went back to this PSN and discards responses after it: drop those still queued.
+            self.out = deque(item for item in self.out if not (
+                isinstance(item, _ReadJob) and psn_diff(psn_add(item.first_psn, item.next_i), pkt.psn) >= 0))
         self.out.append(_ReadJob(pkt.psn, mr, off, length, n, self.msn))
 
     def _recv_complete(self, incoming: _Incoming, status: WcStatus, opcode: WcOpcode, imm: int | None) -> None:

@@ -273,3 +273,27 @@ def test_frames_on_the_wire_decode_with_the_wire_format_decoder():
     _write_then_read(pair, 5000)
     opcodes = {decode(f).opcode for f in seen}
     assert {0x06, 0x08, 0x0C} <= opcodes  # WRITE_FIRST, WRITE_LAST, READ_REQUEST
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_many_outstanding_reads_and_writes_interleaved_on_a_lossy_link(seed):
+    pair = Pair(LinkProfile(rate_bps=RATE_BPS, loss_pct=3.0, reorder_pct=1.0), seed=seed)
+    n, chunk = 8, 40_000
+    remote_data = _pattern(n * chunk, seed=seed)
+    remote = pair.pd_b.reg_mr(remote_data.copy())
+    back = np.zeros(n * chunk, np.uint8)
+    mr_back = pair.pd_a.reg_mr(back)
+    src = _pattern(chunk, seed=seed + 100)
+    mr_src = pair.pd_a.reg_mr(src)
+    sink = pair.pd_b.reg_mr(np.zeros(chunk, np.uint8))
+    for i in range(n):
+        pair.qa.post_send(SendWr(i, WrOpcode.RDMA_READ, mr_back.sge(i * chunk, chunk),
+                                 remote_addr=remote.addr + i * chunk, rkey=remote.rkey))
+        if i % 2:
+            pair.qa.post_send(SendWr(100 + i, WrOpcode.RDMA_WRITE, mr_src.sge(), remote_addr=sink.addr,
+                                     rkey=sink.rkey))
+    wcs = pair.wait_wc(pair.cq_a, n + n // 2)
+    assert all(w.status == WcStatus.SUCCESS for w in wcs), [w.status for w in wcs]
+    assert [w.wr_id for w in wcs if w.wr_id < 100] == list(range(n)), "completions in posting order"
+    assert np.array_equal(back, remote_data)
+    assert np.array_equal(sink.buf, src)

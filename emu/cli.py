@@ -105,13 +105,12 @@ def state_dir(name: str) -> Path:
 
 
 def _pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for its parent to reap it counts as gone)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def read_state(name: str) -> dict[str, Any] | None:

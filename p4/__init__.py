@@ -1,1 +1,25 @@
-"""P4_16 (v1model) switch programs and the embedded BMv2-compatible software target."""
+"""P4_16 (v1model) switch programs and the embedded BMv2-compatible software target.
+
+Compile once, then run packets through separately callable stages (the switch process puts its traffic
+manager between ingress and egress)::
+
+    from p4.compiler import compile_file          # -> p4.program.Program (raises p4.errors.CompileError)
+    from p4.pipeline import Pipeline              # BMv2 simple_switch semantics
+    from p4.runtime_cli import RuntimeCLI         # simple_switch_CLI command language
+
+    prog = compile_file("p4/programs/basic.p4")
+    pipe = Pipeline(prog, clock=sw.clock.get_clock())
+    cli = RuntimeCLI(pipe)
+    cli.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 08:00:00:00:02:22 2")
+    res = pipe.ingress(port, frame)               # IngressResult: .queued (QueuedPacket: egress_port,
+                                                  #   priority, length_bytes), .digests, .dropped
+    for qp in res.queued:                         # ... enqueue on qp.egress_port / qp.priority ...
+        er = pipe.egress(qp, enq_qdepth=q, deq_qdepth=q2, deq_timedelta_us=dt)
+        er.out                                    # [(port, frame)] to transmit
+        er.queued                                 # E2E clones to enqueue; er.recirculate -> pipe.recirculate
+    pipe.process(port, frame)                     # whole pipeline with empty queues (offline use)
+    pipe.process_batch([(port, frame), ...])      # batched fast path
+
+``pipe.mirror_sessions``, ``pipe.mc_groups``, ``pipe.queue_depth_pkts`` / ``queue_rate_pps`` hold the
+state the CLI sets; ``pipe.drops`` counts drops by reason.  ``starpulse p4 check|sim|bench`` is ``p4.cli``.
+"""

@@ -7,6 +7,7 @@ one ``int.from_bytes`` plus shifts and masks, every operator to Python arithmeti
 
 from __future__ import annotations
 
+import collections
 import random as _random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -236,7 +237,7 @@ class Compiler:
             "_PE": ParserError, "_Exit": ExitControl, "_Ret": ReturnControl, "_AssertFailed": AssertFailed,
             "_alg": algorithms,
             "_rng": _random.Random(seed), "_csum16": algorithms.csum16_int, "_now_us": lambda: 0,
-            "_log": [],
+            "_log": collections.deque(maxlen=4096),
         }
         self.out = Emitter()
         self.uid = 0

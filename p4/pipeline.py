@@ -110,10 +110,14 @@ class Pipeline:
         self.mc_nodes: dict[int, McNode] = {}
         self._next_node = 0
         self.mirror_sessions: dict[int, int] = {}
+        # Traffic-manager settings from set_queue_depth / set_queue_rate (key None = all ports); the switch
+        # process (not this module) applies them to its queues.
         self.queue_depth_pkts: dict[int | None, int] = {}
         self.queue_rate_pps: dict[int | None, float] = {}
+        self.queue_depth_pkts_prio: dict[tuple[int | None, int], int] = {}
+        self.queue_rate_pps_prio: dict[tuple[int | None, int], float] = {}
         self.drops: collections.Counter[str] = collections.Counter()
-        self.digests: list[Digest] = []   # every digest ever generated (callers may also use results)
+        self.digests: collections.deque[Digest] = collections.deque(maxlen=65536)  # recent digests
         ns = program.namespace
         ns["_now_us"] = self._now_us
         self.log = ns["_log"]

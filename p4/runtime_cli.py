@@ -45,8 +45,8 @@ COMMANDS_HELP = {
     "mc_node_associate": "mc_node_associate GROUP HANDLE",
     "mc_node_dissociate": "mc_node_dissociate GROUP HANDLE",
     "mc_dump": "mc_dump",
-    "set_queue_depth": "set_queue_depth DEPTH_PKTS [EGRESS_PORT]",
-    "set_queue_rate": "set_queue_rate RATE_PPS [EGRESS_PORT]",
+    "set_queue_depth": "set_queue_depth DEPTH_PKTS [EGRESS_PORT [PRIORITY]]",
+    "set_queue_rate": "set_queue_rate RATE_PPS [EGRESS_PORT [PRIORITY]]",
     "reset_state": "reset_state",
     "help": "help [COMMAND]",
 }
@@ -463,20 +463,31 @@ class RuntimeCLI:
         return "\n".join(lines)
 
     def _set_queue_depth(self, args: list[str]) -> str:
-        self._nargs(args, (1, 2), "set_queue_depth")
-        port = self._int(args[1], "egress port") if len(args) == 2 else None
-        self.pipeline.queue_depth_pkts[port] = self._int(args[0], "queue depth")
+        self._nargs(args, (1, 3), "set_queue_depth")
+        port = self._int(args[1], "egress port") if len(args) >= 2 else None
+        depth = self._int(args[0], "queue depth")
+        if depth < 1:
+            raise CommandError(f"set_queue_depth: depth must be >= 1 packet, not {depth}")
+        if len(args) == 3:
+            self.pipeline.queue_depth_pkts_prio[(port, self._int(args[2], "priority"))] = depth
+        else:
+            self.pipeline.queue_depth_pkts[port] = depth
         return ""
 
     def _set_queue_rate(self, args: list[str]) -> str:
-        self._nargs(args, (1, 2), "set_queue_rate")
-        port = self._int(args[1], "egress port") if len(args) == 2 else None
+        self._nargs(args, (1, 3), "set_queue_rate")
+        port = self._int(args[1], "egress port") if len(args) >= 2 else None
         try:
             rate = float(args[0])
         except ValueError:
             raise CommandError(f"set_queue_rate: rate must be a number of packets per second, not {args[0]!r}") \
                 from None
-        self.pipeline.queue_rate_pps[port] = rate
+        if rate < 0:
+            raise CommandError(f"set_queue_rate: rate must be >= 0 packets per second, not {args[0]}")
+        if len(args) == 3:
+            self.pipeline.queue_rate_pps_prio[(port, self._int(args[2], "priority"))] = rate
+        else:
+            self.pipeline.queue_rate_pps[port] = rate
         return ""
 
     def _reset_state(self, args: list[str]) -> str:

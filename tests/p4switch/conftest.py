@@ -29,9 +29,13 @@ def raw_socket():
 def switch_lab(tmp_path, raw_socket):
     """A 4-host lab (switch not started yet); everything is removed afterwards, also on failure."""
     lab = NetnsLab()
+    slab = None
     try:
-        yield SwitchLab(lab, 4, tmp_path, raw_socket)
+        slab = SwitchLab(lab, 4, tmp_path, raw_socket)
+        yield slab
     finally:
         lab.destroy()
+        if slab is not None and slab.proc is not None:
+            assert slab.proc.poll() is not None, "switch process left running"
         leftover = {n for n in netns_names() if n.startswith(lab.prefix + "-")}
         assert not leftover, f"namespaces left behind: {leftover}"

@@ -100,7 +100,8 @@ class SwitchLab:
             self.socks[i] = s
         return self.socks[i]
 
-    def start(self, program: Path = FEATURES_P4, *extra: str, commands: str | None = None) -> None:
+    def start(self, program: Path = FEATURES_P4, *extra: str, commands: str | None = None,
+              env: dict[str, str] | None = None) -> None:
         cmd_file = None
         if commands is not None:
             cmd_file = self.tmp / "cmds.txt"
@@ -113,7 +114,8 @@ class SwitchLab:
             argv += ["--commands", str(cmd_file)]
         for i in self.hosts:
             self.sock(i)     # open host sockets first: they must see everything the switch sends
-        self.proc = self.sw.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = self.sw.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=None if env is None else {**os.environ, **env})
         ready, _, _ = select.select([self.proc.stdout], [], [], 30)
         line = self.proc.stdout.readline().strip() if ready else ""
         if line != "ready":

@@ -3,6 +3,8 @@ mirroring, digests, exact tail-drop counts and pcaps checked with tshark."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
@@ -162,3 +164,36 @@ def test_byte_rate_shaper_never_sends_faster_than_the_line_rate(switch_lab) -> N
     assert times[-1] - times[0] >= 19 * 10_000_000 * 0.99               # never ahead of the shaper
     log = lab.log_text()
     assert log.count("rx port 1:") >= 20 and log.count("tx port 2:") >= 20   # the per-packet trace
+
+
+def test_strict_priority_queue_overtakes_a_backlog(switch_lab) -> None:
+    lab = switch_lab
+    lab.start(FEATURES_P4, "--priority-queues", "8",
+              commands=ROUTES + "table_add MyIngress.prio_by_dscp MyIngress.set_priority 46 => 7\n"
+              "set_queue_rate 100 2\n")
+    low = [udp_frame(1, host_ip(2), i) for i in range(20)]
+    high = [udp_frame(1, host_ip(2), 100 + i, ecn=46 << 2) for i in range(5)]   # DSCP EF
+    lab.send(1, low + high)
+    got = only_udp(lab.recv(2, want=25))
+    ids = [IP(f[14:]).id for f in got]
+    assert sorted(ids) == list(range(20)) + list(range(100, 105))
+    assert [i for i in ids if i >= 100] == list(range(100, 105))
+    last_high = max(ids.index(i) for i in range(100, 105))
+    assert last_high < 15, ids                     # the EF packets jumped the queued best-effort ones
+    assert [i for i in ids if i < 100] == list(range(20))
+
+
+def test_queue_rates_are_in_network_time_under_time_dilation(switch_lab) -> None:
+    lab = switch_lab
+    lab.start(FEATURES_P4, commands=ROUTES + "set_queue_rate 100 2\n",      # 10 ms per packet, network time
+              env={"STARPULSE_TIME_DILATION": "20"})                       # = 200 ms per packet of wall time
+    frames = [udp_frame(1, host_ip(2), i) for i in range(4)]
+    t0 = time.monotonic()
+    lab.send(1, frames)
+    got = only_udp(lab.recv(2, want=4))
+    wall_s = time.monotonic() - t0
+    assert len(got) == 4
+    assert wall_s >= 3 * 0.200 * 0.99                  # the shaper ran 20x slower in wall time ...
+    assert lab.stop() == 0
+    times = [t for t, f in read_pcap(lab.pcap_dir / "p2_out.pcap") if f in got]
+    assert times[-1] - times[0] >= 3 * 10_000_000 * 0.99   # ... and 10 ms apart in (pcap) network time

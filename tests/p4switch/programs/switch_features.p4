@@ -1,5 +1,5 @@
 /* Test program for the switch process: LPM forwarding, ECN marking on queue depth, multicast, I2E mirroring,
- * and MAC learning digests — each switched on per destination by table entries. */
+ * strict priority by DSCP and MAC learning digests — each switched on per destination by table entries. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -75,6 +75,9 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
     action mirror(bit<32> session) {
         clone(CloneType.I2E, session);
     }
+    action set_priority(bit<3> prio) {
+        standard_metadata.priority = prio;
+    }
     action learn() {
         digest<learn_t>(1, {hdr.ethernet.srcAddr, standard_metadata.ingress_port});
     }
@@ -90,6 +93,11 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
         actions = { mirror; NoAction; }
         default_action = NoAction();
     }
+    table prio_by_dscp {
+        key = { hdr.ipv4.dscp: exact; }
+        actions = { set_priority; NoAction; }
+        default_action = NoAction();
+    }
     table smac {
         key = { hdr.ethernet.srcAddr: exact; }
         actions = { learn; NoAction; }
@@ -101,6 +109,7 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
         if (hdr.ipv4.isValid()) {
             ipv4_lpm.apply();
             mirror_dst.apply();
+            prio_by_dscp.apply();
         } else {
             mark_to_drop(standard_metadata);
         }

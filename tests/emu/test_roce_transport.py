@@ -275,15 +275,24 @@ def test_perf_bad_flag_is_one_line_exit_2(python_env):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ["write", "read"])
-def test_64mib_exact_through_perf_selftest_with_loss(python_env, op):
+@pytest.mark.parametrize("impairment", [["--loss", "1"], ["--loss", "5"], ["--reorder", "2", "--dup", "2"]],
+                         ids=["loss1", "loss5", "reorder2_dup2"])
+def test_64mib_exact_through_perf_selftest_on_an_impaired_link(python_env, op, impairment):
     import json
 
-    out = _perf("--selftest", "--op", op, "--size", "64M", "--link-rate", "200M", "--loss", "1", "--json",
+    out = _perf("--selftest", "--op", op, "--size", "64M", "--link-rate", "200M", *impairment, "--json",
                 timeout=600)
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["data_ok"] is True and result["size_bytes"] == 64 << 20
-    assert result["retransmissions"] > 0
+    wire = result["wire_counters"]
+    assert sum(wire[d]["lost_frames"] + wire[d]["duplicated_frames"] + wire[d]["reordered_frames"]
+               for d in ("a_to_b", "b_to_a")) > 0
+    if "--loss" in impairment:
+        assert result["retransmissions"] > 0, "losses must be explained by retransmissions"
+    else:
+        c = result["client_counters"] if op == "read" else result["server_counters"]
+        assert c["duplicates_received"] + c["out_of_sequence_received"] + c["duplicate_responses"] > 0
 
 
 def test_perf_server_and_client_sweep_print_a_table(lab, tmp_path, python_env):

@@ -806,8 +806,14 @@ class Compiler:
         t = self.resolve_type(targs[0])
         if not isinstance(obj.const, Sym) or obj.const.kind != "packet_in":
             raise self.err(n, "lookahead is a method of packet_in")
+        if isinstance(t, StructLike) and t.kind in ("header", "struct") and all(
+                isinstance(ft, (BitT, BoolT)) for _, ft in t.fields) and t.width_bits % 8 == 0:
+            ref = self.alloc(t)
+            self.extract(ref, n)
+            self.out(f"o -= {t.width_bits // 8}  # lookahead does not consume")
+            return E("None", t, ref=ref)
         if not isinstance(t, BitT):
-            raise self.err(n, f"lookahead<{t}> is not supported yet (use bit<N>)")
+            raise self.err(n, f"lookahead<{t}> is not supported (use bit<N>, or a header/struct of bit fields)")
         nb = (t.width + 7) // 8
         pad = nb * 8 - t.width
         v = self.fresh("la")
@@ -1171,7 +1177,7 @@ class Compiler:
         v = self.fresh("v")
         self.out(f"{v} = int.from_bytes(pkt[o:o+{nb}], 'big')")
         shift = t.width_bits
-        parts = [f"S[{self.slot(base, 0)}] = True"]
+        parts = [f"S[{self.slot(base, 0)}] = True"] if t.is_header else []
         for fname, ft in t.fields:
             w = bit_width(ft)
             shift -= w

@@ -47,8 +47,10 @@ parser MyParser(packet_in packet, out headers hdr, inout metadata meta,
         }
     }
     state check_p4calc {
-        transition select(packet.lookahead<bit<24>>()) {
-            0x503401: parse_p4calc;     // 'P' '4' version 1
+        transition select(packet.lookahead<p4calc_t>().p,
+                          packet.lookahead<p4calc_t>().four,
+                          packet.lookahead<p4calc_t>().ver) {
+            (P4CALC_P, P4CALC_4, P4CALC_VER): parse_p4calc;
             default: accept;
         }
     }

@@ -105,7 +105,7 @@ class SwitchPipeline:
     def attach_traffic_manager(self, tm: TrafficManager, switch: P4Switch) -> None:
         self.tm = tm
         self.switch = switch
-        self._sync_queues({}, {})
+        self._sync_queues()
 
     # --- data path -------------------------------------------------------------------------------------------
     def ingress(self, port: int, frame: bytes) -> list[Any]:
@@ -151,31 +151,47 @@ class SwitchPipeline:
             return self._set_port_rate(words[1:])
         if words and words[0] == "help" and len(words) == 1:
             return self.cli.execute(line) + "\n" + "\n".join(SWITCH_COMMANDS.values())
-        depth_before = dict(self.pipe.queue_depth_pkts)
-        rate_before = dict(self.pipe.queue_rate_pps)
-        out = self.cli.execute(line)
         if words and words[0] in ("set_queue_depth", "set_queue_rate"):
-            self._sync_queues(depth_before, rate_before)
-        return out
+            before = self._queue_settings()
+            out = self.cli.execute(line)
+            self._sync_queues(before)
+            return out
+        return self.cli.execute(line)
 
-    def _sync_queues(self, depth_before: dict, rate_before: dict) -> None:
-        """Apply queue settings the command language recorded on the pipeline to the traffic manager."""
+    def _queue_settings(self) -> list[dict]:
+        p = self.pipe
+        return [dict(p.queue_depth_pkts), dict(p.queue_rate_pps),
+                dict(getattr(p, "queue_depth_pkts_prio", {})), dict(getattr(p, "queue_rate_pps_prio", {}))]
+
+    def _sync_queues(self, before: list[dict] | None = None) -> None:
+        """Apply queue settings the command language recorded on the pipeline to the traffic manager
+        (BMv2: a rate of 0 packets/s means unlimited); a setting the TM refuses is undone and reported."""
         tm = self.tm
         if tm is None:
             return
-        depths, rates = self.pipe.queue_depth_pkts, self.pipe.queue_rate_pps
-        for store, before, apply in ((depths, depth_before, lambda v, p: tm.set_queue_depth(int(v), p)),
-                                     (rates, rate_before, lambda v, p: tm.set_queue_rate(v, p))):
-            for port in sorted(store, key=lambda p: -1 if p is None else p):
-                if before.get(port, object()) == store[port]:
+        p = self.pipe
+
+        def rate(v: float) -> float | None:
+            return None if v == 0 else v
+
+        stores = [
+            (p.queue_depth_pkts, lambda k, v: tm.set_queue_depth(int(v), k)),
+            (p.queue_rate_pps, lambda k, v: tm.set_queue_rate(rate(v), k)),
+            (getattr(p, "queue_depth_pkts_prio", {}), lambda k, v: tm.set_queue_depth(int(v), k[0], k[1])),
+            (getattr(p, "queue_rate_pps_prio", {}), lambda k, v: tm.set_queue_rate(rate(v), k[0], k[1])),
+        ]
+        old = before or [{} for _ in stores]
+        for (store, apply), prev in zip(stores, old, strict=True):
+            for key in sorted(store, key=lambda k: (k is not None, str(k))):   # switch-wide settings first
+                if key in prev and prev[key] == store[key]:
                     continue
                 try:
-                    apply(store[port], port)
+                    apply(key, store[key])
                 except TrafficManagerError as exc:
-                    if port in before:
-                        store[port] = before[port]
+                    if key in prev:
+                        store[key] = prev[key]
                     else:
-                        del store[port]
+                        del store[key]
                     raise CommandError(str(exc)) from None
 
     def _set_port_rate(self, args: list[str]) -> str:

@@ -32,7 +32,7 @@ class Deadline:
 class Backoff:
     """Idle back-off for polling loops: a few free spins, then sleeps growing from 20 µs to 1 ms (wall)."""
 
-    def __init__(self, clock: Clock | None = None, spins: int = 50) -> None:
+    def __init__(self, clock: Clock | None = None, spins: int = 10) -> None:
         self.clock = clock or get_clock()
         self.spins = spins
         self._idle = 0
@@ -40,9 +40,13 @@ class Backoff:
     def reset(self) -> None:
         self._idle = 0
 
-    def idle(self) -> None:
+    def idle(self, wake_in_ns: float | None = None) -> None:
+        """One idle round; ``wake_in_ns`` (network time) caps the sleep when a throttle will refill by then."""
         self._idle += 1
-        if self._idle <= self.spins:
+        if self._idle <= self.spins and wake_in_ns is None:
             return
-        wall_ns = min(1_000_000, 20_000 * (1 << min(6, (self._idle - self.spins) // 20)))
-        self.clock.sleep_ns(self.clock.net_duration_ns(wall_ns))
+        rounds = max(0, self._idle - self.spins) // 20
+        delay_ns = self.clock.net_duration_ns(min(1_000_000, 20_000 * (1 << min(6, rounds))))
+        if wake_in_ns is not None:
+            delay_ns = min(delay_ns, max(wake_in_ns, 0))
+        self.clock.sleep_ns(delay_ns)

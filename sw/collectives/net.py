@@ -80,4 +80,5 @@ class Net:
                 r = pending[0]
                 deadline.check(f"rank {self.rank}: {r.kind} of {r.nbytes} bytes with rank {r.peer} "
                                f"(tag {r.tag:#x}; {len(pending)} requests pending)")
-            backoff.idle()
+            hints = [h for t in self.transports if (h := t.wake_hint_ns()) is not None]
+            backoff.idle(min(hints) if hints else None)

@@ -4,6 +4,11 @@ Kept to what an RC queue pair provides: a send or receive is posted with a buffe
 until its request completes; messages between two ranks arrive in posting order; a receive matches the next
 message from that peer.  Every message carries a 16-byte header (tag, length) so ranks that disagree on the
 collective, size or dtype fail with a clear error instead of corrupting data.
+
+How an RC QP (``sw.roce``) fits: ``isend`` is a signalled SEND (header + payload, or the payload as an RDMA
+WRITE with immediate into a peer-registered slot), ``irecv`` a posted receive into a registered bounce or user
+buffer, and a request is done when its completion is polled from the CQ; ``progress`` polls the CQs.  Eager
+buffering of early messages maps to a pool of pre-posted receive buffers.
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ class Transport(Protocol):
 
     def progress(self) -> bool:
         """Move bytes on every channel without blocking; True if anything moved."""
+        ...
+
+    def wake_hint_ns(self) -> float | None:
+        """Network ns until a rate limiter lets more bytes go (None: nothing to wait for but the peers)."""
         ...
 
     def close(self) -> None:

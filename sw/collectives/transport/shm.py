@@ -106,9 +106,16 @@ class ShmTransport:
 
     name = "shm"
 
-    def __init__(self, my_rank: int, channels: dict[int, ShmChannel]) -> None:
+    def __init__(self, my_rank: int, channels: dict[int, ShmChannel], throttle: Throttle | None = None) -> None:
         self.my_rank = my_rank
         self.channels = channels
+        self.throttle = throttle
+
+    def wake_hint_ns(self) -> float | None:
+        """When throttled with sends queued: network ns until a useful amount of tokens is back."""
+        if self.throttle is None or not any(ch._sendq for ch in self.channels.values()):
+            return None
+        return self.throttle.ready_in_ns(16 * 1024)
 
     @classmethod
     def create_incoming(cls, job: str, my_rank: int, local_peers: list[int], capacity: int) -> dict[int, Ring]:
@@ -124,7 +131,7 @@ class ShmTransport:
         for p, rx in incoming.items():
             tx = Ring(ring_path(job, my_rank, p), capacity, create=False)
             channels[p] = ShmChannel(my_rank, p, tx, rx, throttle)
-        return cls(my_rank, channels)
+        return cls(my_rank, channels, throttle)
 
     @staticmethod
     def unlink_incoming(incoming: dict[int, Ring]) -> None:

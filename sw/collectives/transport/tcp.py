@@ -96,9 +96,16 @@ class TcpTransport:
 
     name = "tcp"
 
-    def __init__(self, my_rank: int, channels: dict[int, TcpChannel]) -> None:
+    def __init__(self, my_rank: int, channels: dict[int, TcpChannel], throttle: Throttle | None = None) -> None:
         self.my_rank = my_rank
         self.channels = channels
+        self.throttle = throttle
+
+    def wake_hint_ns(self) -> float | None:
+        """When throttled with sends queued: network ns until a useful amount of tokens is back."""
+        if self.throttle is None or not any(ch._sendq for ch in self.channels.values()):
+            return None
+        return self.throttle.ready_in_ns(16 * 1024)
 
     @classmethod
     def connect(cls, my_rank: int, listener: socket.socket, remote: dict[int, tuple[str, int]],
@@ -108,7 +115,12 @@ class TcpTransport:
         socks: dict[int, socket.socket] = {}
         try:
             for peer in sorted(p for p in remote if p > my_rank):
-                sock = socket.create_connection(remote[peer], timeout=timeout_s)
+                try:  # from our own NIC's address, so the bytes leave on this rank's rail
+                    sock = socket.create_connection(remote[peer], timeout=timeout_s,
+                                                    source_address=(listener.getsockname()[0], 0))
+                except OSError as exc:
+                    raise PeerGoneError(f"rank {my_rank}: cannot connect to rank {peer} at "
+                                        f"{remote[peer][0]}:{remote[peer][1]} ({exc})") from None
                 sock.sendall(_HELLO.pack(my_rank))
                 socks[peer] = sock
             expected = {p for p in remote if p < my_rank}
@@ -140,7 +152,7 @@ class TcpTransport:
             _tune(sock)
             sock.setblocking(False)
             channels[peer] = TcpChannel(my_rank, peer, sock, throttle)
-        return cls(my_rank, channels)
+        return cls(my_rank, channels, throttle)
 
     def peers(self) -> list[int]:
         return list(self.channels)

@@ -26,6 +26,11 @@ class Throttle:
         self._tokens -= n
         return max(n, 0)
 
+    def ready_in_ns(self, nbytes: int) -> float:
+        """Network ns until ``nbytes`` of tokens will be there (0 if they are now)."""
+        missing = min(nbytes, self.burst_bytes) - self._tokens
+        return max(0.0, missing * 8e9 / self.rate_bps)
+
     def refund(self, nbytes: int) -> None:
         """Return granted bytes that could not be sent after all."""
         self._tokens = min(self.burst_bytes, self._tokens + nbytes)

@@ -6,6 +6,7 @@ data).  Deterministic: the NIC engine passes time in and takes frames out.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING
@@ -148,7 +149,7 @@ class QueuePair:
             self.templates = self.pacer = None
         self.state = state
 
-    def to_error(self, *, after_flush_out: bool = False) -> None:
+    def to_error(self) -> None:
         """Enter ERROR: flush both queues with WR_FLUSH_ERR (a pending NAK still goes out)."""
         self.state = QpState.ERROR
         if self.req is not None:
@@ -219,7 +220,7 @@ class QueuePair:
             return None
         return self._paced(now_ns, lambda: req.build_next(now_ns))
 
-    def _paced(self, now_ns: int, build) -> bytes | None:  # type: ignore[no-untyped-def]
+    def _paced(self, now_ns: int, build: Callable[[], bytes]) -> bytes | None:
         pacer = self.pacer
         assert pacer is not None
         if not pacer.may_send(now_ns):

@@ -230,7 +230,7 @@ class Responder:
         """A fatal NAK (access error, invalid request): send it, then the QP goes to ERROR."""
         self.qp.counters.naks_sent += 1
         self._queue_ack(SYN_NAK | code, psn, coalesce=False)
-        self.qp.to_error(after_flush_out=True)
+        self.qp.to_error()
 
     def _queue_ack(self, syndrome: int, psn: int, *, coalesce: bool = True) -> None:
         if coalesce and self.out:

@@ -48,6 +48,7 @@ MALFORMED = [
     "table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.0.1/32 => zz 1",
     "set_queue_rate fast 2",
     "set_queue_depth 0 2",
+    "set_queue_rate 10 2 5",                                   # priority queue the switch lacks
     "set_port_rate 2 10Q",
     "port_stats x",
     "register_read",

@@ -52,6 +52,7 @@ from p4.types import (
     StringT,
     StructLike,
     TypeVarT,
+    VarbitT,
     VoidT,
     bit_width,
     default_value,
@@ -339,10 +340,14 @@ class Compiler:
                 raise self.err(f, f"duplicate field '{fname}' in {kind} {name}")
             seen.add(fname)
             ft = self.resolve_type(_trees(f, "type_ref")[0])
-            if kind == "header" and not isinstance(ft, (BitT, BoolT)) and not (
+            if kind == "header" and not isinstance(ft, (BitT, BoolT, VarbitT)) and not (
                     isinstance(ft, EnumT) and ft.base is not None):
-                raise self.err(f, f"header field '{fname}' must be bit<N>, int<N>, bool or a serializable "
-                                  f"enum, not {ft} (varbit is not supported yet)")
+                raise self.err(f, f"header field '{fname}' must be bit<N>, int<N>, bool, varbit<N> or a "
+                                  f"serializable enum, not {ft}")
+            if kind != "header" and isinstance(ft, VarbitT):
+                raise self.err(f, "varbit fields are only supported in headers")
+            if isinstance(ft, VarbitT) and any(True for _ in _trees(d, "field")[len(fields) + 1:]):
+                raise self.err(f, "a varbit field must be the last field of its header on this target")
             if kind == "header_union" and not (isinstance(ft, StructLike) and ft.is_header):
                 raise self.err(f, f"header_union field '{fname}' must be a header")
             fields.append((fname, ft))
@@ -427,7 +432,11 @@ class Compiler:
                 raise self.err(t, f"bit width {width} out of range 1..2048")
             return BitT(width, d == "t_int")
         if d == "t_varbit":
-            raise self.err(t, "varbit is not supported yet by this target")
+            w = [c for c in t.children if not (isinstance(c, Token) and c.type in ("VARBIT", "TLT", "TGT"))][0]
+            width = parse_int(str(w))[0] if isinstance(w, Token) else self.const_value(self.expr(w), INFINT, t).const
+            if width <= 0 or width % 8:
+                raise self.err(t, f"varbit<{width}>: the maximum width must be a positive multiple of 8")
+            return VarbitT(width)
         raise self.err(t, f"unsupported type {d}")
 
     # --- layout -------------------------------------------------------------------------------------------
@@ -445,6 +454,8 @@ class Compiler:
             return out
         if isinstance(t, StackT):
             return [0] + self._initial(t.elem) * t.count
+        if isinstance(t, VarbitT):
+            return [0, 0]
         if isinstance(t, (ExternT, TypeVarT, ListT)):
             raise CompileError(f"cannot declare a variable of type {t}")
         return [default_value(t)]
@@ -766,6 +777,11 @@ class Compiler:
         if b.const is not None and isinstance(b.const, Sym):
             return E("None", VOID, const=(b.const, m))
         raise self.err(n.children[1], f"'{m}': {t} has no members")
+
+    def err_code(self, name: str) -> int:
+        if name not in self.errors:
+            self.errors.append(name)
+        return self.errors.index(name)
 
     def stack_check(self, idx_src: str, count: int) -> str:
         return f"_sx({idx_src}, {count})"
@@ -1144,12 +1160,17 @@ class Compiler:
 
     def packet_in_call(self, method: str, args: list, node: Any) -> E:
         if method == "extract":
-            if len(args) != 1:
-                raise self.err(node, "extract with a variable-size header (varbit) is not supported yet")
+            if len(args) not in (1, 2):
+                raise self.err(node, f"extract takes 1 or 2 arguments, got {len(args)}")
             h = self.expr(args[0])
             if not (isinstance(h.type, StructLike) and h.type.is_header) or h.ref is None:
                 raise self.err(args[0], f"extract needs a header, not {h.type}")
-            self.extract(h.ref, args[0])
+            vb = [ft for _, ft in h.type.fields if isinstance(ft, VarbitT)]
+            if bool(vb) != (len(args) == 2):
+                raise self.err(node, "extract(hdr, bits) is for headers with a varbit field, extract(hdr) for "
+                                     "fixed-size headers")
+            var_len = self.expr(args[1], BitT(32)).src if vb else None
+            self.extract(h.ref, args[0], var_len)
             an = args[0]
             if an.data in ("member_expr", "lv_member") and _name(an.children[1]) == "next":
                 stack = self.expr(an.children[0])
@@ -1164,7 +1185,7 @@ class Compiler:
             return E("(n << 3)", BitT(32))
         raise self.err(node, f"packet_in has no method '{method}'")
 
-    def extract(self, ref: Ref, node: Any) -> None:
+    def extract(self, ref: Ref, node: Any, var_len: str | None = None) -> None:
         t = ref.type
         assert isinstance(t, StructLike)
         nb = t.width_bits // 8
@@ -1173,12 +1194,24 @@ class Compiler:
             b = self.fresh("h")
             self.out(f"{b} = {base}")
             base = b
+        if var_len is not None:
+            vname, vt = t.fields[-1]
+            vl = self.fresh("vl")
+            self.out(f"{vl} = {var_len}")
+            self.out(f"if {vl} > {vt.max_width}: raise _PE({self.err_code('HeaderTooShort')})")
+            self.out(f"if {vl} % 8: raise _PE({self.err_code('ParserInvalidArgument')})")
+            self.out(f"if o + {nb} + ({vl} >> 3) > n: raise _PE({self.errors.index('PacketTooShort')})")
+            vslot = self.slot(base, t.offsets[vname])
+            self.out(f"S[{vslot}] = int.from_bytes(pkt[o+{nb}:o+{nb}+({vl} >> 3)], 'big'); "
+                     f"S[{vslot}+1] = {vl}")
         self.out(f"if o + {nb} > n: raise _PE({self.errors.index('PacketTooShort')})")
         v = self.fresh("v")
         self.out(f"{v} = int.from_bytes(pkt[o:o+{nb}], 'big')")
         shift = t.width_bits
         parts = [f"S[{self.slot(base, 0)}] = True"] if t.is_header else []
         for fname, ft in t.fields:
+            if isinstance(ft, VarbitT):
+                continue
             w = bit_width(ft)
             shift -= w
             src = f"{v} >> {shift}" if shift else v
@@ -1191,7 +1224,7 @@ class Compiler:
             parts.append(f"S[{self.slot(base, t.offsets[fname])}] = {src}")
         for p in parts:
             self.out(p)
-        self.out(f"o += {nb}")
+        self.out(f"o += {nb}" + (f" + ({vl} >> 3)" if var_len is not None else ""))
 
     @staticmethod
     def slot(base: int | str, k: int) -> str:
@@ -1207,14 +1240,20 @@ class Compiler:
             base = e.ref.base
             nb = t.width_bits // 8
             terms, shift = [], t.width_bits
+            tail = ""
             for fname, ft in t.fields:
+                if isinstance(ft, VarbitT):
+                    vs = self.slot(base, t.offsets[fname])
+                    tail = f" + S[{vs}].to_bytes(S[{vs}+1] >> 3, 'big')"
+                    continue
                 w = bit_width(ft)
                 shift -= w
                 s = f"S[{self.slot(base, t.offsets[fname])}]"
                 if (isinstance(ft, BitT) and ft.signed) or isinstance(ft, BoolT):
                     s = f"({s} & {(1 << w) - 1})" if not isinstance(ft, BoolT) else f"int({s})"
                 terms.append(f"({s} << {shift})" if shift else s)
-            self.out(f"if S[{self.slot(base, 0)}]: out.append(({' | '.join(terms)}).to_bytes({nb}, 'big'))")
+            fixed = f"({' | '.join(terms)}).to_bytes({nb}, 'big')" if terms else "b''"
+            self.out(f"if S[{self.slot(base, 0)}]: out.append({fixed}{tail})")
         elif isinstance(t, StructLike):
             for fname, _ in t.fields:
                 r = e.ref.field(fname)

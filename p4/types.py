@@ -33,6 +33,21 @@ class BitT(P4Type):
 
 
 @dataclass(frozen=True, eq=True)
+class VarbitT(P4Type):
+    """varbit<max>: two slots, the value and its current length in bits (0 on the wire when unset)."""
+
+    max_width: int
+    scalar = False
+
+    @property
+    def size(self) -> int:  # type: ignore[override]
+        return 2
+
+    def __str__(self) -> str:
+        return f"varbit<{self.max_width}>"
+
+
+@dataclass(frozen=True, eq=True)
 class BoolT(P4Type):
     def __str__(self) -> str:
         return "bool"
@@ -162,7 +177,9 @@ class TypeVarT(P4Type):
 
 
 def bit_width(t: P4Type) -> int:
-    """Width in bits of a value of type ``t`` on the wire (headers, hash/checksum inputs)."""
+    """Width in bits of a value of type ``t`` on the wire (headers, hash/checksum inputs); varbit counts 0."""
+    if isinstance(t, VarbitT):
+        return 0
     if isinstance(t, BitT):
         return t.width
     if isinstance(t, BoolT):

@@ -23,6 +23,7 @@ const bit<32> INT_HOP_BYTES = 28;
 const bit<32> INT_HEADER_BYTES = 16;       /* shim 4 + MD 12 */
 const bit<32> REPORT_MIRROR_SESSION = 250;
 const bit<8>  MAX_INT_HOPS = 4;
+const bit<8>  INT_REPORT_FIELDS = 1;      /* field list kept by the report clone: the INT source flag */
 
 /* drop reasons, the index of the drop_reasons counter */
 const bit<32> DROP_NO_ROUTE = 0;
@@ -113,6 +114,7 @@ struct metadata_t {
     bit<16> ecmp_size;
     bit<16> ecmp_index;
     bit<8>  int_words_left;
+    @field_list(INT_REPORT_FIELDS)
     bit<1>  int_source;
     bit<1>  int_sink_strip;
     bit<32> node_id;
@@ -265,9 +267,11 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
             int_watchlist.apply();
         }
         /* INT sink toward a host in report mode: an ingress-to-egress clone carries the stack to the collector
-           (its egress adds this hop); the original is stripped in egress. */
-        if (hdr.int_shim.isValid() && int_sink_config.apply().hit && meta.int_sink_strip == 1) {
-            clone(CloneType.I2E, REPORT_MIRROR_SESSION);
+           (its egress adds this hop, and the shim too when this switch is also the source, hence the preserved
+           int_source flag); the original is stripped in egress. */
+        if ((hdr.int_shim.isValid() || meta.int_source == 1) && int_sink_config.apply().hit
+                && meta.int_sink_strip == 1) {
+            clone_preserving_field_list(CloneType.I2E, REPORT_MIRROR_SESSION, INT_REPORT_FIELDS);
         }
     }
 }

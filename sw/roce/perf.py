@@ -60,6 +60,12 @@ def crc32(buf: np.ndarray, n: int) -> int:
     return zlib.crc32(memoryview(buf)[:n])
 
 
+def _port_counters(nic: Nic) -> dict[str, int]:
+    """Frames the OS refused or the port skipped (an AF_PACKET port has them; an in-memory one has none)."""
+    counters = getattr(nic.port, "counters", None)
+    return dict(vars(counters)) if counters is not None else {}
+
+
 def _session(nic: Nic, buf_bytes: int, seed: int) -> tuple[Any, CompletionQueue, Any, Any, np.ndarray]:
     pd = nic.alloc_pd()
     cq = nic.create_cq()
@@ -101,8 +107,10 @@ def run_server(nic: Nic, store: FileStore, name: str, *, max_size: int, path_mtu
             continue
         end_ns = now_ns + idle_timeout_ns
         if req["cmd"] == "bye":
-            store.set(f"{name}.resp.{k}", {"counters": nic.qp_counters()})
-            return {"counters": nic.qp_counters()}
+            final = {"counters": nic.qp_counters(), "nic_counters": vars(nic.counters),
+                     "port_counters": _port_counters(nic)}
+            store.set(f"{name}.resp.{k}", final)
+            return final
         n = int(req.get("len", last_len))
         store.set(f"{name}.resp.{k}", {"crc32": crc32(buf, n), "len": n, "counters": nic.qp_counters()})
         k += 1
@@ -211,4 +219,5 @@ class PerfClient:
         return {"op": self.cfg.op, "path_mtu": self.path_mtu, "cc": self.nic.cc_name,
                 "line_rate_bps": self.nic.line_rate_bps, "results": rows,
                 "client_counters": self.nic.qp_counters(), "server_counters": server["counters"],
-                "nic_counters": vars(self.nic.counters)}
+                "server_nic_counters": server["nic_counters"], "server_port_counters": server["port_counters"],
+                "nic_counters": vars(self.nic.counters), "port_counters": _port_counters(self.nic)}

@@ -202,6 +202,7 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
         "timeouts": row["timeouts"], "pps_per_core": row["pps_per_core"],
         "time_dilation": get_clock().dilation,
         "client_counters": report["client_counters"], "server_counters": report["server_counters"],
+        "client_port_counters": report["port_counters"], "server_port_counters": report["server_port_counters"],
     }
     if wire_counters is not None:
         result["wire_counters"] = wire_counters

@@ -7,7 +7,7 @@ import multiprocessing as mp
 import shutil
 import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,17 +38,24 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world: 
             comm.close()
 
 
-def run_local(servers: int, gpus: int, fn: Callable[..., Any], *args: Any, config: CommConfig | None = None,
-              env: dict[str, str] | None = None, timeout_s: float = 60.0) -> list[Any]:
-    """``fn(comm, *args)`` on ranks 0..servers*gpus-1 (rank = server * gpus + gpu); their results in rank order."""
+def run_local(servers: int, gpus: int | Sequence[int], fn: Callable[..., Any], *args: Any,
+              config: CommConfig | None = None, env: dict[str, str] | None = None, timeout_s: float = 60.0
+              ) -> list[Any]:
+    """``fn(comm, *args)`` on every rank, numbered server-major; their results in rank order.
+
+    ``gpus`` is the GPU count of every server, or one count per server (uneven servers)."""
+    per_server = [gpus] * servers if isinstance(gpus, int) else list(gpus)
+    if len(per_server) != servers or min(per_server, default=0) < 1:
+        raise ValueError(f"gpus {gpus!r}: need one count >= 1 for each of {servers} servers")
+    placement = [(s, g) for s, count in enumerate(per_server) for g in range(count)]
     config = replace(config or CommConfig(), timeout_s=min((config or CommConfig()).timeout_s, timeout_s))
     ctx = mp.get_context("fork")
     store = tempfile.mkdtemp(prefix="spcoll-store-")
     results = ctx.Queue()
-    world = servers * gpus
+    world = len(placement)
     procs = [ctx.Process(target=_rank_main, name=f"rank{r}",
-                         args=(fn, args, r, world, store, r // gpus, r % gpus, config, env or {}, results))
-             for r in range(world)]
+                         args=(fn, args, r, world, store, s, g, config, env or {}, results))
+             for r, (s, g) in enumerate(placement)]
     got: dict[int, tuple[bool, Any]] = {}
     try:
         for p in procs:

@@ -147,3 +147,23 @@ def _raises(comm):  # type: ignore[no-untyped-def]
 def test_local_runner_reports_rank_errors() -> None:
     with pytest.raises(RankFailure, match="rank 0: ValueError: boom on rank 0"):
         run_local(1, 2, _raises, timeout_s=30)
+
+
+def _rail_algorithms_on_uneven_servers(comm):  # type: ignore[no-untyped-def]
+    out = []
+    for call in (lambda: comm.allreduce(np.ones(4, np.float32), algo="hier"),
+                 lambda: comm.alltoall(np.ones(3, np.float32), algo="rail")):
+        try:
+            call()
+            out.append("no error")
+        except CollectiveUserError as exc:
+            out.append(str(exc))
+    comm.barrier()
+    return out, comm.tuner.available("allreduce")
+
+
+def test_rail_aware_algorithms_refuse_uneven_servers_clearly() -> None:
+    for errors, available in run_local(2, (2, 1), _rail_algorithms_on_uneven_servers, timeout_s=30):
+        assert errors[0].startswith("algo 'hier': cannot run allreduce on 3 ranks in this layout")
+        assert errors[1].startswith("algo 'rail': cannot run alltoall")
+        assert "hier" not in available

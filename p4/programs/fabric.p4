@@ -114,7 +114,7 @@ struct metadata_t {
     bit<16> ecmp_size;
     bit<16> ecmp_index;
     bit<8>  int_words_left;
-    @field_list(INT_REPORT_FIELDS)
+    @field_list(1)   /* = INT_REPORT_FIELDS */
     bit<1>  int_source;
     bit<1>  int_sink_strip;
     bit<32> node_id;

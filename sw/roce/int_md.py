@@ -1,0 +1,93 @@
+"""INT-MD (v2.1, over UDP) as the fabric stamps it into RoCEv2 frames: parse the hop stack and strip it.
+
+The fabric program (p4/programs/fabric.p4) marks an INT-carrying packet with DSCP ``DSCP_INT`` and inserts
+shim (4 B) + MD header (12 B) + one 28-byte record per hop, newest first, between UDP and BTH. The receiving
+NIC strips it to get the original RoCEv2 frame back (lengths and DSCP restored, so the ICRC checks again) and
+hands the hop records to congestion control (HPCC echoes them to the sender).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from sw.roce.errors import BadLengthError, NotRoceError, TruncatedFrameError
+
+DSCP_INT = 0x17
+INT_SHIM_BYTES = 4
+INT_MD_BYTES = 12
+INT_HOP_BYTES = 28
+INT_HOP_WORDS = INT_HOP_BYTES // 4
+ETH_BYTES = 14
+IPV4_BYTES = 20
+UDP_BYTES = 8
+
+_HOP = struct.Struct(">IHHIBBHQI")  # node, in port, out port, latency, qid, occupancy (24 bit = B + H), ts, tx
+
+
+@dataclass(frozen=True, slots=True)
+class IntHopRecord:
+    """One switch's metadata as carried on the wire (units as the switch writes them)."""
+
+    node_id: int
+    ingress_port: int
+    egress_port: int
+    hop_latency: int
+    queue_id: int
+    queue_occupancy: int
+    egress_timestamp: int
+    egress_tx_bytes: int
+
+
+def carries_int(frame: bytes | memoryview) -> bool:
+    """True when an IPv4/UDP frame is marked as carrying INT (DSCP = DSCP_INT)."""
+    return (len(frame) >= ETH_BYTES + IPV4_BYTES and frame[12] == 0x08 and frame[13] == 0x00
+            and (frame[ETH_BYTES + 1] >> 2) == DSCP_INT and frame[ETH_BYTES + 9] == 17)
+
+
+def parse_int(frame: bytes | memoryview) -> tuple[list[IntHopRecord], int, int]:
+    """The hop records (newest first), the INT length in bytes and the original DSCP of an INT frame."""
+    if not carries_int(frame):
+        raise NotRoceError("frame is not an IPv4/UDP packet marked with the INT DSCP", ETH_BYTES + 1)
+    ihl_bytes = (frame[ETH_BYTES] & 0x0F) * 4
+    shim = ETH_BYTES + ihl_bytes + UDP_BYTES
+    if len(frame) < shim + INT_SHIM_BYTES + INT_MD_BYTES:
+        raise TruncatedFrameError("frame ends inside the INT shim/MD header", len(frame))
+    int_bytes = frame[shim + 1] * 4
+    orig_dscp = frame[shim + 2] & 0x3F
+    hop_words = frame[shim + 4 + 2] & 0x1F
+    stack_bytes = int_bytes - INT_SHIM_BYTES - INT_MD_BYTES
+    if int_bytes < INT_SHIM_BYTES + INT_MD_BYTES or (hop_words and stack_bytes % (hop_words * 4)):
+        raise BadLengthError(f"INT length {int_bytes} B does not hold whole {hop_words}-word hops", shim + 1)
+    if hop_words not in (0, INT_HOP_WORDS) and stack_bytes:
+        raise BadLengthError(f"INT hop length {hop_words} words: only {INT_HOP_WORDS} is understood", shim + 6)
+    if len(frame) < shim + int_bytes:
+        raise TruncatedFrameError(f"frame ends inside the INT stack ({int_bytes} B announced)", len(frame))
+    hops = []
+    for off in range(shim + INT_SHIM_BYTES + INT_MD_BYTES, shim + int_bytes, INT_HOP_BYTES):
+        node, inp, outp, lat, qid, occ_hi, occ_lo, ts, tx = _HOP.unpack_from(frame, off)
+        hops.append(IntHopRecord(node, inp, outp, lat, qid, (occ_hi << 16) | occ_lo, ts, tx))
+    return hops, int_bytes, orig_dscp
+
+
+def strip_int(frame: bytes | memoryview) -> tuple[bytes, list[IntHopRecord]]:
+    """The original frame without INT (DSCP, IP total length, checksum and UDP length restored) and the hops."""
+    hops, int_bytes, orig_dscp = parse_int(frame)
+    ihl_bytes = (frame[ETH_BYTES] & 0x0F) * 4
+    shim = ETH_BYTES + ihl_bytes + UDP_BYTES
+    ip = bytearray(frame[ETH_BYTES:ETH_BYTES + ihl_bytes])
+    ip[1] = (orig_dscp << 2) | (ip[1] & 0x03)
+    struct.pack_into(">H", ip, 2, struct.unpack_from(">H", ip, 2)[0] - int_bytes)
+    struct.pack_into(">H", ip, 10, 0)
+    struct.pack_into(">H", ip, 10, _ipv4_checksum(ip))
+    udp = bytearray(frame[ETH_BYTES + ihl_bytes:shim])
+    struct.pack_into(">H", udp, 4, struct.unpack_from(">H", udp, 4)[0] - int_bytes)
+    out = bytes(frame[:ETH_BYTES]) + bytes(ip) + bytes(udp) + bytes(frame[shim + int_bytes:])
+    return out, hops
+
+
+def _ipv4_checksum(header: bytes | bytearray) -> int:
+    total = sum(struct.unpack(f">{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF

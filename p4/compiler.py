@@ -1966,6 +1966,8 @@ class Compiler:
         ids = {name: i for i, name in enumerate(states)}
         self.scopes = [scope]
         for d in node.children:
+            if isinstance(d, Tree) and d.data == "value_set_decl":
+                raise self.err(d, "value_set is not supported yet by this target (use a table or constants)")
             if isinstance(d, Tree) and d.data in ("var_decl", "const_decl", "instantiation"):
                 if d.data == "instantiation":
                     self.instantiate(d, "", scope)

@@ -94,7 +94,7 @@ class TypeNamePostLex:
             yield tok
 
     def _opens_type_args(self, prev: Token, prev2: Token | None) -> bool:
-        if prev.type in ("TYPE_NAME", "BIT", "INT_KW", "VARBIT", "LOOKAHEAD") or prev.value == "tuple":
+        if prev.type in ("TYPE_NAME", "BIT", "INT_KW", "VARBIT", "LOOKAHEAD") or prev.value in ("tuple", "value_set"):
             return True
         if prev.type == "NAME":
             return prev2 is None or prev2.value in self._STMT_START or prev2.type in ("NAME", "TYPE_NAME", "TGT")

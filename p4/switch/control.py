@@ -4,7 +4,8 @@ Requests (one JSON object per line):
   ``{"cmd": "table_add ipv4_lpm forward 10.0.0.1/32 => 1"}`` -> ``{"ok": true, "out": "..."}`` or
   ``{"ok": false, "error": "..."}`` (the command text is simple_switch_CLI syntax);
   ``{"describe": true}`` -> ``{"ok": true, "commands": [...], "names": [...]}`` (for shell completion);
-  ``{"subscribe": ["digest", "packet_in"]}`` -> ``{"ok": true}``, then events ``{"event": "digest", ...}``.
+  ``{"subscribe": ["digest", "packet_in"]}`` -> ``{"ok": true}``, then events ``{"event": "digest", ...}``;
+  ``{"packet_out": {"port": N, "frame": "<hex>"}}`` -> the frame enters ingress as if received on port N.
 Commands run between packets on the switch's single thread, so they never race the data path.
 """
 
@@ -55,12 +56,14 @@ class ControlServer:
     """Accepts control connections on ``address`` and answers requests with ``execute(cmd) -> output``."""
 
     def __init__(self, address: str, selector: selectors.BaseSelector, execute: Callable[[str], str],
-                 describe: Callable[[], dict[str, list[str]]]) -> None:
+                 describe: Callable[[], dict[str, list[str]]],
+                 inject: Callable[[int, bytes], None] | None = None) -> None:
         self.kind, where = parse_ctl_address(address)
         self.address = address
         self.selector = selector
         self.execute = execute
         self.describe = describe
+        self.inject = inject
         self.conns: dict[int, _Conn] = {}
         if self.kind == "tcp":
             lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -138,7 +141,18 @@ class ControlServer:
                 return {"ok": False, "error": "'subscribe' takes a list of: digest, packet_in"}
             conn.subscriptions.update(topics)
             return {"ok": True}
-        return {"ok": False, "error": "unknown request: expected a 'cmd', 'describe' or 'subscribe' key"}
+        if "packet_out" in req and self.inject is not None:
+            po = req["packet_out"]
+            try:
+                port, frame = int(po["port"]), bytes.fromhex(po["frame"])
+            except (TypeError, KeyError, ValueError):
+                return {"ok": False, "error": "'packet_out' takes {\"port\": N, \"frame\": \"<hex>\"}"}
+            if not 0 <= port <= 510 or len(frame) < 14:
+                return {"ok": False, "error": "packet_out: port must be 0..510 and the frame >= 14 bytes"}
+            self.inject(port, frame)
+            return {"ok": True}
+        return {"ok": False, "error": "unknown request: expected a 'cmd', 'describe', 'subscribe' or "
+                                      "'packet_out' key"}
 
     def _reply(self, conn: _Conn, obj: dict[str, Any]) -> None:
         conn.outbuf += json.dumps(obj, separators=(",", ":")).encode() + b"\n"
@@ -244,6 +258,12 @@ class ControlClient:
         reply = self.request({"subscribe": list(topics)})
         if not reply.get("ok"):
             raise CommandError(reply.get("error", "subscribe failed"))
+
+    def packet_out(self, port: int, frame: bytes) -> None:
+        """Inject ``frame`` into the switch's ingress as if it arrived on ``port`` (e.g. the CPU port)."""
+        reply = self.request({"packet_out": {"port": port, "frame": frame.hex()}})
+        if not reply.get("ok"):
+            raise CommandError(reply.get("error", "packet_out failed"))
 
     def next_event(self, timeout_s: float) -> dict[str, Any] | None:
         """The next event pushed by the switch, or None when none comes within ``timeout_s``."""

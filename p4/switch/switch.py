@@ -87,7 +87,8 @@ class P4Switch:
                         self.pcaps[(port_num, direction)] = PcapWriter(
                             Path(config.pcap_dir) / f"{ifname}_{direction}.pcap")
             if config.ctl:
-                self.ctl = ControlServer(config.ctl, self.selector, self.execute, pipeline.describe)
+                self.ctl = ControlServer(config.ctl, self.selector, self.execute, pipeline.describe,
+                                         self.inject)
         except BaseException:
             self.close()
             raise
@@ -167,6 +168,13 @@ class P4Switch:
                 self.enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
         if self.pipeline.has_digests():
             self._publish_digests()
+
+    def inject(self, port_num: int, frame: bytes) -> None:
+        """A controller's packet-out: into ingress as if received on ``port_num``, then out of the queues."""
+        now_ns = self.clock.now_ns()
+        self.receive(port_num, frame, now_ns)
+        if self.tm.queued_pkts:
+            self._service(now_ns)
 
     def enqueue(self, egress_port: int, item: Any, length_bytes: int, now_ns: int, priority: int) -> bool:
         """Into the traffic manager; straight on to egress when the port is idle and unshaped."""

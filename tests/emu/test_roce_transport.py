@@ -315,3 +315,37 @@ def test_perf_server_and_client_sweep_print_a_table(lab, tmp_path, python_env):
     rows = [line.split() for line in lines[2:]]
     assert [r[0] for r in rows] == ["64", "4K", "64K"]
     assert all(r[-1] == "yes" for r in rows), out
+
+
+def test_many_qps_on_one_nic_over_veth_each_with_its_own_udp_source_port(lab, tmp_path):
+    a, b = _pair(lab)
+    pcap = tmp_path / "qps.pcap"
+    dump = b.host.popen(["tcpdump", "-i", "eth0", "-U", "--immediate-mode", "-s", "128", "-w", str(pcap),
+                         "udp port 4791"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.0)  # test set-up: let tcpdump attach
+    pairs, bufs = [], []
+    for i in range(4):
+        qa, qb = a.nic.create_qp(a.pd, a.cq), b.nic.create_qp(b.pd, b.cq)
+        connect(qa, i, qp_info(qb, 100 + i), path_mtu=1024)
+        connect(qb, 100 + i, qp_info(qa, i), path_mtu=1024)
+        src = np.random.default_rng(i).integers(0, 256, 300_000, dtype=np.uint8)
+        dst = np.zeros_like(src)
+        ms, md = a.pd.reg_mr(src), b.pd.reg_mr(dst)
+        qa.post_send(SendWr(i, WrOpcode.RDMA_WRITE, ms.sge(), remote_addr=md.addr, rkey=md.rkey))
+        pairs.append((qa, qb))
+        bufs.append((src, dst))
+    wcs = _wait_wcs([a, b], a.cq, 4)
+    assert sorted(w.wr_id for w in wcs) == [0, 1, 2, 3] and all(w.status == WcStatus.SUCCESS for w in wcs)
+    assert all(np.array_equal(s, d) for s, d in bufs)
+    time.sleep(1.5)  # let tcpdump write the last frames
+    dump.terminate()
+    dump.communicate(timeout=10)
+    out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "udp.srcport", "-e",
+                          "infiniband.bth.destqp"], capture_output=True, text=True, timeout=120)
+    ports_by_qp: dict[int, set[int]] = {}
+    for line in out.stdout.splitlines():
+        sport, dqp = line.split("\t")
+        ports_by_qp.setdefault(int(dqp, 0), set()).add(int(sport))
+    expected = {qb.qp_num: {qa.templates.flow.udp_sport} for qa, qb in pairs}
+    assert {q: p for q, p in ports_by_qp.items() if q in expected} == expected
+    assert len({p for ps in expected.values() for p in ps}) == 4, "one UDP source port per QP pair (ECMP)"

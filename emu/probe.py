@@ -30,6 +30,7 @@ INT_SHIM_BYTES = 4
 INT_MD_BYTES = 12
 INT_MD_WORDS = 4   # shim + MD header, in the shim's length field
 NO_INT = 0xFF
+DEFAULT_WINDOW = 8
 EPHEMERAL_MIN_PORT = 1024
 SEQ_INDEX_BITS = 20
 SEQ_INDEX_MASK = (1 << SEQ_INDEX_BITS) - 1
@@ -115,34 +116,42 @@ class Prober:
     def serve_once(self, timeout_s: float) -> None:
         self._drain(timeout_s)
 
-    def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int, retries: int, gap_every: int = 32) -> list[dict]:
-        """Send one request per pair, resend the unanswered ones up to ``retries`` times; results per pair."""
+    def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int, retries: int,
+              window: int = DEFAULT_WINDOW) -> list[dict]:
+        """Probe every pair with at most ``window`` requests in flight (so a big fabric of software switches is
+        not flooded); an unanswered request is resent after ``timeout_ms``, up to ``retries`` times."""
         if len(pairs) > SEQ_INDEX_MASK:
             raise ValueError(f"{len(pairs)} pairs: at most {SEQ_INDEX_MASK} per round")
         self.epoch = (self.epoch + 1) & SEQ_EPOCH_MASK
         self.replies.clear()
+        clock = self.clock
+        timeout_ns = timeout_ms * 1_000_000
         sent_ns: dict[int, int] = {}
-        pending = set(range(len(pairs)))
-        for _attempt in range(retries + 1):
-            for n, i in enumerate(sorted(pending)):
+        attempts: dict[int, int] = {}
+        todo = list(range(len(pairs) - 1, -1, -1))     # popped from the end: pair 0 first
+        inflight: dict[int, int] = {}                  # index -> deadline (ns)
+        while todo or inflight:
+            while todo and len(inflight) < window:
+                i = todo.pop()
                 src, dst = pairs[i]
-                sent_ns[i] = self.clock.now_ns()
+                now = clock.now_ns()
+                sent_ns[i] = now
+                attempts[i] = attempts.get(i, 0) + 1
+                inflight[i] = now + timeout_ns
                 try:
                     seq = (self.epoch << SEQ_INDEX_BITS) | i
                     self.socks[src].sendto(_HDR.pack(MAGIC, KIND_REQUEST, seq, 0), (dst, self.port))
                 except OSError:
                     pass
-                if n % gap_every == gap_every - 1:
-                    self._drain(0.0)   # answer peers between bursts, so nobody's queue overflows
-            deadline_ns = self.clock.now_ns() + timeout_ms * 1_000_000
-            while True:
-                pending -= set(self.replies)
-                remaining_ns = deadline_ns - self.clock.now_ns()
-                if not pending or remaining_ns <= 0:
-                    break
-                self._drain(self.clock.wall_duration_ns(remaining_ns) / 1e9)
-            if not pending:
-                break
+            next_deadline = min(inflight.values()) if inflight else clock.now_ns()
+            self._drain(clock.wall_duration_ns(max(0, next_deadline - clock.now_ns())) / 1e9)
+            now = clock.now_ns()
+            for i in [i for i in inflight if i in self.replies]:
+                del inflight[i]
+            for i in [i for i, d in inflight.items() if d <= now]:
+                del inflight[i]
+                if attempts[i] <= retries:
+                    todo.append(i)   # else: given up, reported as not ok
         out = []
         for i, (src, dst) in enumerate(pairs):
             rep = self.replies.get(i)

@@ -1,0 +1,32 @@
+"""Scale: 16 servers x 4 rails (64 NICs, 4 leaves, 2 spines) comes up, passes all-pairs reachability with the
+right INT hop counts, and tears down leaving no namespace, veth or process."""
+
+from __future__ import annotations
+
+import pytest
+
+from emu.checks import check_int_hops, check_reachability, fabric_pairs
+from emu.fabric import Fabric
+from emu.net import leftovers
+from emu.topology import TopologySpec
+
+pytestmark = pytest.mark.emu
+
+
+def test_sixteen_servers_by_four_rails_up_reachable_down_clean(record_property: pytest.RecordProperty) -> None:
+    fab = Fabric(TopologySpec(servers=16, gpus_per_server=4, spines=2))
+    try:
+        fab.up()
+        assert len(fab.topo.nics) == 64 and len(fab.topo.leaves) == 4 and len(fab.topo.spines) == 2
+        reach, results = check_reachability(fab)
+        assert reach.ok, reach.detail
+        assert reach.data["pairs"] == 64 * 60
+        hops = check_int_hops(fab, fabric_pairs(fab), results)
+        assert hops.ok, hops.detail
+        fp = fab.footprint
+    finally:
+        fab.down()
+    assert fp is not None and leftovers(fp) == []
+    record_property("up_s", round(fab.timings.up_s, 2))
+    record_property("down_s", round(fab.timings.down_s, 2))
+    print(f"16x4 fabric: up {fab.timings.up_s:.1f} s, down {fab.timings.down_s:.1f} s")

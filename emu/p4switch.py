@@ -126,6 +126,9 @@ class P4Switch(Switch):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
                                                           env.get("PYTHONPATH", "")]))
+        for intf in self.intfList():
+            if intf.name != "lo":      # no GRO/TSO: a software switch must see and send wire-sized frames
+                self.cmd(f"ethtool --offload {intf.name} gro off lro off tso off gso off")
         argv = self._embedded_argv() if self.backend == "embedded" else self._bmv2_argv()
         self.proc = self.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         if self.backend == "embedded":

@@ -10,6 +10,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from switchlab import FEATURES_P4, host_ip, host_mac, tshark_fields
 
+from p4.errors import CommandError
 from p4.switch.pcap import read_pcap
 
 pytestmark = pytest.mark.emu
@@ -197,3 +198,15 @@ def test_queue_rates_are_in_network_time_under_time_dilation(switch_lab) -> None
     assert lab.stop() == 0
     times = [t for t, f in read_pcap(lab.pcap_dir / "p2_out.pcap") if f in got]
     assert times[-1] - times[0] >= 3 * 10_000_000 * 0.99   # ... and 10 ms apart in (pcap) network time
+
+
+def test_packet_out_from_the_controller_enters_ingress(switch_lab) -> None:
+    lab = switch_lab
+    lab.start(FEATURES_P4, "--cpu-port", "64", commands=ROUTES)
+    frame = udp_frame(9, host_ip(3), 55)
+    with lab.client() as c:
+        c.packet_out(64, frame)
+        with pytest.raises(CommandError, match="packet_out"):
+            c.packet_out(64, b"\x00" * 5)
+    got = only_udp(lab.recv(3, want=1))
+    assert len(got) == 1 and IP(got[0][14:]).id == 55 and Ether(got[0]).dst == host_mac(3)

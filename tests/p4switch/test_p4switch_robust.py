@@ -234,3 +234,14 @@ def test_interactive_shell_completes_names_and_keeps_history(switch_lab, tmp_pat
         os.close(master)
     assert b"MyIngress.ipv4_lpm" in out and b"unknown command 'bogus'" in out
     assert "table_num_entries MyIngress.ipv4_lpm" in hist.read_text()
+
+
+def test_control_over_tcp_inside_the_switch_namespace(switch_lab) -> None:
+    lab = switch_lab
+    lab.ctl = "9559"
+    lab.start(commands=ROUTES)
+    out = lab.sw.cmd(sys.executable, "-m", "p4.switch", "cli", "--ctl", "9559", "-c",
+                     "table_num_entries MyIngress.ipv4_lpm", "-c", "port_stats 1")
+    assert out.splitlines()[0].strip() == "4"
+    assert out.splitlines()[1].split()[:2] == ["port", "iface"]
+    assert_forwards(lab, 11)

@@ -304,6 +304,8 @@ class Compiler:
                 self.extern_funcs.add(_name(_trees(d, "name")[0]))
             elif kind == "parser_decl":
                 self.parsers[_name(_trees(d, "name")[0])] = d
+                for vs in _trees(d, "value_set_decl"):
+                    raise self.err(vs, "value_set is not supported yet by this target (use a table or constants)")
             elif kind == "control_decl":
                 self.controls[_name(_trees(d, "name")[0])] = d
             elif kind == "action_decl":

@@ -18,6 +18,7 @@ from sw.clock import Clock, get_clock
 from sw.roce.decode import decode
 from sw.roce.errors import NotRoceError, RoceFormatError
 from sw.roce.flow import ECN_CE
+from sw.roce.int_md import carries_int, strip_int
 from sw.roce.opcodes import Opcode
 from sw.roce.pacer import make_cc
 from sw.roce.qp import QpCounters, QpState, QueuePair
@@ -50,6 +51,7 @@ class NicCounters:
     non_roce_frames: int = 0
     malformed_frames: int = 0
     unknown_qp_frames: int = 0
+    int_frames: int = 0  # frames that arrived with an INT stack (stripped; the hops go to the QP)
     cnps_sent: int = 0
 
 
@@ -127,7 +129,11 @@ class Nic:
         qps = self.qps
         for frame in frames:
             counters.rx_frames += 1
+            hops = None
             try:
+                if carries_int(frame):
+                    frame, hops = strip_int(frame)  # the fabric left INT for us: HPCC's input
+                    counters.int_frames += 1
                 pkt = decode(frame)
             except NotRoceError:
                 counters.non_roce_frames += 1
@@ -145,6 +151,8 @@ class Nic:
             if pkt.ecn == ECN_CE and self.np.on_packet(pkt.dest_qp, True, now_ns):
                 qp.cnp_pending = True
                 counters.cnps_sent += 1
+            if hops is not None:
+                qp.int_hops_rx = hops
             qp.on_packet(pkt, now_ns)
         return True
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from sw.roce.decode import RocePacket
 from sw.roce.flow import Flow
+from sw.roce.int_md import IntHopRecord
 from sw.roce.opcodes import Opcode
 from sw.roce.pacer import QpPacer
 from sw.roce.qp_requester import Requester
@@ -117,6 +118,9 @@ class QueuePair:
         self.ack_timeout_ns = ack_timeout_ns(self.attr.timeout)
         self.cnp_pending = False
         self.wake_ns: int | None = None  # when the pacer or an RNR wait lets us send again
+        # Latest INT stack the fabric left on a packet to this QP (the forward path of the peer's traffic);
+        # HPCC needs it echoed to the peer, which waits for an INT-echo format in the wire layer.
+        self.int_hops_rx: list[IntHopRecord] | None = None
 
     # --- state machine -------------------------------------------------------------------------------------
     def modify(self, state: QpState, **attrs: int | str) -> None:

@@ -39,7 +39,7 @@ from sw.clock import Clock, get_clock
 MAX_RESUBMITS = 16  # loops of resubmit/recirculate per original packet before the copy is dropped
 
 
-@dataclass
+@dataclass(slots=True)
 class QueuedPacket:
     """A packet between ingress and egress: its state list and where/how it is to be queued."""
 
@@ -52,7 +52,7 @@ class QueuedPacket:
     loops: int = 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Digest:
     """A ``digest(receiver, data)`` message for the control plane."""
 
@@ -61,14 +61,14 @@ class Digest:
     fields: dict[str, int]
 
 
-@dataclass
+@dataclass(slots=True)
 class IngressResult:
     queued: list[QueuedPacket] = field(default_factory=list)
     digests: list[Digest] = field(default_factory=list)
     dropped: str | None = None      # reason when the original packet was dropped
 
 
-@dataclass
+@dataclass(slots=True)
 class EgressResult:
     out: list[tuple[int, bytes]] = field(default_factory=list)          # (port, frame) to transmit
     queued: list[QueuedPacket] = field(default_factory=list)            # E2E clones
@@ -76,7 +76,7 @@ class EgressResult:
     dropped: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class McNode:
     rid: int
     ports: list[int]

@@ -162,3 +162,38 @@ def test_meter_colors_and_truncate_and_random(sw) -> None:  # type: ignore[no-un
     assert sw.send(1, frame(10)) == [(2, bytes([10, 0, 0]))]
     vals = {sw.send(1, frame(8))[0][1][1] for _ in range(200)}
     assert vals <= set(range(10, 21)) and len(vals) > 5
+
+
+def test_verify_checksum_sets_checksum_error_without_dropping(program_switch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import raw
+
+    from tests.p4.conftest import PROGRAMS, Switch
+
+    from p4.compiler import compile_file
+
+    src = (PROGRAMS / "basic.p4").read_text()
+    fields = ("{ hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen, hdr.ipv4.identification, "
+              "hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.srcAddr, "
+              "hdr.ipv4.dstAddr }")
+    src = src.replace("control MyVerifyChecksum(inout headers hdr, inout metadata meta) {\n    apply { }",
+                      "control MyVerifyChecksum(inout headers hdr, inout metadata meta) {\n    apply { "
+                      f"verify_checksum(hdr.ipv4.isValid(), {fields}, hdr.ipv4.hdrChecksum, HashAlgorithm.csum16); }}")
+    src = src.replace("            ipv4_lpm.apply();", "            ipv4_lpm.apply();\n"
+                      "            if (standard_metadata.checksum_error == 1) { standard_metadata.egress_spec = 7; }")
+    path = Path(tmp_path) / "verify.p4"
+    path.write_text(src)
+    sw = Switch(compile_file(path))
+    sw.cmd("table_add ipv4_lpm ipv4_forward 10.0.0.0/8 => 00:00:00:00:00:02 2")
+    good = raw(Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / UDP())
+    bad = bytearray(good)
+    bad[24] ^= 0xFF                           # corrupt the IPv4 header checksum
+    assert sw.send(1, good)[0][0] == 2
+    (port, out), = sw.send(1, bytes(bad))
+    assert port == 7                          # not dropped: ingress saw checksum_error = 1
+    fixed = IP(out[14:])
+    del fixed.chksum
+    assert IP(raw(fixed)).chksum == IP(out[14:]).chksum   # ... and compute_checksum wrote a correct one

@@ -171,9 +171,8 @@ def test_verify_checksum_sets_checksum_error_without_dropping(program_switch, tm
     from scapy.layers.l2 import Ether
     from scapy.packet import raw
 
-    from tests.p4.conftest import PROGRAMS, Switch
-
     from p4.compiler import compile_file
+    from tests.p4.conftest import PROGRAMS, Switch
 
     src = (PROGRAMS / "basic.p4").read_text()
     fields = ("{ hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen, hdr.ipv4.identification, "

@@ -23,40 +23,41 @@ def pairwise_alltoall(net: Net, send: np.ndarray, recv: np.ndarray) -> None:
 
 
 def rail_alltoall(net: Net, send: np.ndarray, recv: np.ndarray) -> None:
-    """Two phases: intra-server to the destination's rail GPU, then one inter-server hop on that rail."""
+    """Two overlapped phases: blocks go inside the server to the GPU on the destination's rail, and each one
+    is forwarded over that rail as soon as it has arrived (this rank's own blocks leave at once)."""
     layout = net.layout
     if not layout.uniform:
         raise CollectiveUserError("algorithm 'rail' needs the same number of GPUs on every server (use 'pairwise')")
     n, me = layout.world_size, net.rank
-    blocks_s, blocks_r = send.reshape(n, len(send) // n), recv.reshape(n, len(recv) // n)
+    width = len(send) // n
+    blocks_s, blocks_r = send.reshape(n, width), recv.reshape(n, width)
     servers = layout.servers
     my_server, my_gpu = layout.server_of[me], layout.local_of[me]
     local = layout.local_ranks(my_server)
-    rail_of = {s: layout.rail_ranks(my_gpu)[i] for i, s in enumerate(servers)}  # my rail's rank on server s
-    # phase 1: to local GPU g' the blocks for (every server, g'); from local GPU g the blocks (source g -> my rail)
-    stage = np.empty((len(local), len(servers), blocks_s.shape[1]), dtype=send.dtype)  # [src gpu, dst server]
-    out, reqs = {}, []
-    for peer in local:
-        g = layout.local_of[peer]
-        dests = [layout.rail_ranks(g)[i] for i in range(len(servers))]
-        if peer == me:
-            stage[g] = blocks_s[dests]
-            continue
-        out[peer] = np.ascontiguousarray(blocks_s[dests])
-        reqs.append(net.irecv(peer, stage[g]))
-        reqs.append(net.isend(peer, out[peer]))
+    rails = {g: layout.rail_ranks(g) for g in range(len(local))}  # rank of GPU g on each server, by server
+    mine = servers.index(my_server)
+    order = [my_gpu] + [g for g in range(len(local)) if g != my_gpu]  # the same on both ends of a rail
+    # stage[g, i]: the block from local GPU g for the GPU on my rail of server i
+    stage = np.empty((len(local), len(servers), width), dtype=send.dtype)
+    inbox = np.empty((len(servers), len(local), width), dtype=send.dtype)  # [source server, source gpu]
+    reqs, phase1 = [], {}
+    for i, s in enumerate(servers):  # every block from my rail's GPU of server s, posted up front
+        if s != my_server:
+            reqs += [net.irecv(rails[my_gpu][i], inbox[i, g]) for g in order]
+    outgoing = {}
+    for g in order[1:]:
+        peer = local[g]
+        outgoing[g] = np.ascontiguousarray(blocks_s[rails[g]])
+        phase1[g] = net.irecv(peer, stage[g])
+        reqs.append(net.isend(peer, outgoing[g]))
+    stage[my_gpu] = blocks_s[rails[my_gpu]]
+    for g in order:
+        if g != my_gpu:
+            net.wait(phase1[g])
+        for i, s in enumerate(servers):
+            if s != my_server:
+                reqs.append(net.isend(rails[my_gpu][i], stage[g, i]))
+    inbox[mine] = stage[:, mine]
     net.waitall(reqs)
-    # phase 2: to my rail's GPU on server s: what every local GPU has for it; from it: what its server has for me
-    src_ranks = {s: layout.local_ranks(s) for s in servers}
-    inbox = np.empty((len(servers), len(local), blocks_s.shape[1]), dtype=send.dtype)  # [src server, src gpu]
-    reqs, out2 = [], {}
     for i, s in enumerate(servers):
-        if s == my_server:
-            inbox[i] = stage[:, i]
-            continue
-        out2[s] = np.ascontiguousarray(stage[:, i])
-        reqs.append(net.irecv(rail_of[s], inbox[i]))
-        reqs.append(net.isend(rail_of[s], out2[s]))
-    net.waitall(reqs)
-    for i, s in enumerate(servers):
-        blocks_r[src_ranks[s]] = inbox[i]
+        blocks_r[layout.local_ranks(s)] = inbox[i]

@@ -126,7 +126,7 @@ class ShmTransport:
     def attach(cls, job: str, my_rank: int, incoming: dict[int, Ring], capacity: int,
                rate_bps: float | None, clock: Clock | None = None) -> ShmTransport:
         """Step 2 (after every peer did step 1): map the peers' incoming rings as our outgoing ones."""
-        throttle = Throttle(rate_bps, burst_bytes=min(capacity, 64 * 1024), clock=clock) if rate_bps else None
+        throttle = Throttle(rate_bps, clock=clock) if rate_bps else None
         channels = {}
         for p, rx in incoming.items():
             tx = Ring(ring_path(job, my_rank, p), capacity, create=False)

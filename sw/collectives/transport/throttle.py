@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from sw.clock import Clock, get_clock
 
+JITTER_WALL_NS = 4_000_000
+"""Scheduling jitter the default burst absorbs: a process descheduled this long on a busy machine does not
+lose link capacity (the long-run rate stays exact; a burst only lets a late sender catch up)."""
+
 
 class Throttle:
-    """Token bucket of ``rate_bps`` (network time) holding at most ``burst_bytes``; ``grant`` never blocks."""
+    """Token bucket of ``rate_bps`` (network time) holding at most ``burst_bytes``; ``grant`` never blocks.
 
-    def __init__(self, rate_bps: float, burst_bytes: int = 64 * 1024, clock: Clock | None = None) -> None:
+    The default burst is the larger of 64 KiB and ``JITTER_WALL_NS`` of wall time at the rate."""
+
+    def __init__(self, rate_bps: float, burst_bytes: int | None = None, clock: Clock | None = None) -> None:
         if not rate_bps > 0:
             raise ValueError(f"rate_bps must be > 0, not {rate_bps!r}")
         self.clock = clock or get_clock()
         self.rate_bps = float(rate_bps)
+        if burst_bytes is None:
+            jitter_net_ns = self.clock.net_duration_ns(JITTER_WALL_NS)
+            burst_bytes = max(64 * 1024, int(self.rate_bps * jitter_net_ns / 8e9))
         self.burst_bytes = int(burst_bytes)
         self._tokens = float(burst_bytes)
         self._last_ns = self.clock.now_ns()

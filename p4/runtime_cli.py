@@ -123,6 +123,31 @@ class RuntimeCLI:
                 outputs.append(out)
         return outputs
 
+    def completions(self, line: str) -> list[str]:
+        """Candidates for the last word of ``line`` (commands, then table/action/extern names)."""
+        words = line.split()
+        if line.endswith(" "):
+            words.append("")
+        if len(words) <= 1:
+            prefix = words[0] if words else ""
+            return sorted(c for c in COMMANDS_HELP if c.startswith(prefix))
+        cmd, prefix = words[0], words[-1]
+        prog = self.program
+        if cmd.startswith("table_") and len(words) == 2:
+            names = list(prog.tables)
+        elif cmd in ("table_add", "table_set_default", "table_modify") and len(words) == 3:
+            t = prog.tables.get(words[1])
+            names = list(t.actions) if t is not None else list(prog.actions)
+        elif cmd.startswith("register_") and len(words) == 2:
+            names = list(prog.registers)
+        elif cmd.startswith("counter_") and len(words) == 2:
+            names = list(prog.counters)
+        elif cmd.startswith("meter_") and len(words) == 2:
+            names = list(prog.meters)
+        else:
+            names = []
+        return sorted(n for n in names if n.startswith(prefix))
+
     # --- lookups ------------------------------------------------------------------------------------------
     def _find(self, kind: str, name: str, objs: dict) -> object:
         if name in objs:

@@ -142,3 +142,10 @@ def test_cli_modify_delete_dump_and_default(sw) -> None:  # type: ignore[no-unty
     assert _run(sw, 5, 0)[0] == 0xDD
     with pytest.raises(CommandError, match="no entry with handle 0"):
         sw.cmd("table_delete t_exact 0")
+
+
+def test_cli_completions_and_help(sw) -> None:  # type: ignore[no-untyped-def]
+    assert "table_add" in sw.cli.completions("table_a")
+    assert sw.cli.completions("table_add I.t_e") == ["I.t_exact"]
+    assert sw.cli.completions("table_add I.t_exact ") == ["I.only_default", "I.set_out"]
+    assert sw.cmd("help table_add") == ["table_add TABLE ACTION MATCH... => DATA... [PRIORITY]"]

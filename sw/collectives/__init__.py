@@ -4,6 +4,13 @@ halving-doubling, hierarchical rail-aware, rail-aligned all-to-all), tuner, and 
     comm = init_from_env()          # RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, STARPULSE_STORE
     comm.allreduce(grads, op="avg")
     work = comm.allgather(shard, out, async_op=True); ...; work.wait()
+
+Environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (as torchrun), STARPULSE_STORE (fresh shared
+directory per job), optional STARPULSE_SERVER (else GROUP_RANK, else RANK // LOCAL_WORLD_SIZE),
+STARPULSE_NIC_ADDR (the rank's NIC address for TCP, default 127.0.0.1), STARPULSE_ALGO ('ring' or
+'allreduce=hier,alltoall=rail'), STARPULSE_CHUNK_BYTES, STARPULSE_TIMEOUT (s without progress),
+STARPULSE_INTRA_RATE / STARPULSE_INTER_RATE (throttles, e.g. 20G or off), STARPULSE_SHM_BYTES (ring size),
+STARPULSE_CALIBRATE=1 (measure the cost model at start-up).  ``python -m sw.collectives`` self-checks a job.
 """
 
 from .bootstrap import init_communicator, init_from_env

@@ -59,6 +59,12 @@ def _flat(buf: np.ndarray, what: str) -> np.ndarray:
     return buf.reshape(-1)
 
 
+def _same_or_disjoint(src: np.ndarray, dst: np.ndarray, what: str) -> None:
+    """In place (the very same memory) or out of place (no shared byte); a partial overlap is a user error."""
+    if src.size and np.shares_memory(src, dst) and not (_addr(src) == _addr(dst) and src.nbytes == dst.nbytes):
+        raise CollectiveUserError(f"{what}: recvbuf partially overlaps sendbuf (pass the same array for in place)")
+
+
 def _addr(buf: np.ndarray) -> int:
     return int(buf.__array_interface__["data"][0])
 
@@ -126,6 +132,13 @@ class Communicator:
             raise CollectiveUserError(f"root {root!r}: expected a rank in 0..{self.world_size - 1}")
         return int(root)
 
+    def _check_peer(self, peer: int) -> int:
+        if isinstance(peer, bool) or not isinstance(peer, int | np.integer) or not 0 <= peer < self.world_size:
+            raise CollectiveUserError(f"peer {peer!r}: expected a rank in 0..{self.world_size - 1}")
+        if peer == self.rank:
+            raise CollectiveUserError(f"peer {peer}: a rank cannot send to or receive from itself")
+        return int(peer)
+
     def _choose(self, coll: str, nbytes: int, algo: str | None, chunk_bytes: int | None, itemsize: int
                 ) -> tuple[str, int]:
         name = self.tuner.algo(coll, nbytes, algo)
@@ -155,6 +168,7 @@ class Communicator:
         check_op(op, dtype)
         recvbuf = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, sendbuf.size, dtype, "allreduce recvbuf")
         x, src = _flat(recvbuf, "allreduce recvbuf"), _flat(sendbuf, "allreduce sendbuf")
+        _same_or_disjoint(src, x, "allreduce")
         name, chunk = self._choose("allreduce", x.nbytes, algo, chunk_bytes, x.itemsize)
         red = reducer(op, dtype)
 
@@ -200,6 +214,7 @@ class Communicator:
         out = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, sendbuf.size, dtype, "reduce recvbuf")
         src = _flat(sendbuf, "reduce sendbuf")
         dst = _flat(out, "reduce recvbuf")
+        _same_or_disjoint(src, dst, "reduce")
         name, chunk = self._choose("reduce", src.nbytes, algo, chunk_bytes, src.itemsize)
         red = reducer(op, dtype)
 
@@ -300,18 +315,18 @@ class Communicator:
         """Send ``buf`` to ``peer`` (matched by that rank's next ``recv`` from us)."""
         dtype = dtype_name(buf, "send buf")
         x = _flat(buf, "send buf")
-        self.net._transport(int(peer))
+        peer = self._check_peer(peer)
         return self._submit(f"send(to {peer})", self._tag("p2p", dtype),
-                            lambda: self.net.waitall([self.net.isend(int(peer), x)]), async_op)
+                            lambda: self.net.waitall([self.net.isend(peer, x)]), async_op)
 
     def recv(self, buf: np.ndarray, peer: int, *, async_op: bool = False) -> Any:
         """Receive the next message from ``peer`` into ``buf`` (sizes and dtypes must match the send)."""
         dtype = dtype_name(buf, "recv buf")
         x = _flat(buf, "recv buf")
-        self.net._transport(int(peer))
+        peer = self._check_peer(peer)
 
         def run() -> np.ndarray:
-            self.net.wait(self.net.irecv(int(peer), x))
+            self.net.wait(self.net.irecv(peer, x))
             return buf
         return self._submit(f"recv(from {peer})", self._tag("p2p", dtype), run, async_op)
 
@@ -329,6 +344,10 @@ class Communicator:
     def counters(self) -> dict[str, int]:
         """Payload bytes this rank sent per link class (intra, rail, cross) since start or reset."""
         return dict(self.net.bytes_sent)
+
+    def message_counters(self) -> dict[str, int]:
+        """Messages (pipeline chunks included) this rank sent per link class since start or reset."""
+        return dict(self.net.messages_sent)
 
     def reset_counters(self) -> None:
         for d in (self.net.bytes_sent, self.net.messages_sent):

@@ -42,3 +42,18 @@ def test_hierarchical_allreduce_cuts_cross_rail_bytes_by_at_least_r_minus_1_over
     inter = {algo: total[algo]["rail"] + total[algo]["cross"] for algo in total}
     assert inter["hier"] < inter["ring"]
     print(f"\n{servers}x{rails}, {size_bytes} B/rank: ring {total['ring']}, hier {total['hier']}")
+
+
+def _ring_messages(comm, count: int, chunk_bytes: int):  # type: ignore[no-untyped-def]
+    x = np.arange(count, dtype=np.int32)
+    comm.reset_counters()
+    comm.allreduce(x, algo="ring", chunk_bytes=chunk_bytes)
+    assert np.array_equal(x, np.arange(count, dtype=np.int32) * comm.world_size)
+    return comm.message_counters()["intra"], comm.counters()["intra"]
+
+
+def test_ring_pipelines_each_segment_in_chunks() -> None:
+    n, count, chunk_bytes = 3, 3 * 1000, 1024  # segments of 1000 int32 = 4000 B -> 4 chunks each
+    for messages, size_bytes in run_local(1, n, _ring_messages, count, chunk_bytes, timeout_s=60):
+        assert messages == 2 * (n - 1) * 4
+        assert size_bytes == 2 * (n - 1) * 4000

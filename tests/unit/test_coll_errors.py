@@ -54,7 +54,9 @@ def test_one_rank_collectives_are_identities(solo) -> None:  # type: ignore[no-u
     (lambda c: c.broadcast(np.zeros(3, np.float32), root=1), r"root 1: expected a rank in 0..0"),
     (lambda c: c.alltoall(np.zeros(3, np.float32), algo="ring"), r"algo 'ring': unknown for alltoall"),
     (lambda c: c.send(np.zeros(3, np.float32), peer=0), r"peer 0: a rank cannot send to or receive from itself"),
-    (lambda c: c.recv(np.zeros(3, np.float32), peer=5), r"peer 5: no such rank"),
+    (lambda c: c.recv(np.zeros(3, np.float32), peer=5), r"peer 5: expected a rank in 0..0"),
+    (lambda c: c.recv(np.zeros(3, np.float32), peer="1"), r"peer '1': expected a rank"),
+    (lambda c: (lambda a: c.allreduce(a[:4], a[2:6]))(np.zeros(8, np.float32)), r"partially overlaps sendbuf"),
 ])
 def test_bad_calls_raise_one_clear_user_error(solo, call, match) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(CollectiveUserError, match=match) as info:

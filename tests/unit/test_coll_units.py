@@ -34,6 +34,19 @@ def test_bf16_rounds_to_nearest_even_and_keeps_specials() -> None:
     assert np.array_equal(f32_to_bf16(bf16_to_f32(every)), every)
 
 
+def test_bf16_rounding_matches_nearest_even_on_random_floats() -> None:
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 0x7F7F0000, 20_000, dtype=np.uint32)  # finite positive floats below bf16 max
+    values = bits.view(np.float32)
+    lo = (bits & 0xFFFF0000).view(np.float32).astype(np.float64)
+    hi = ((bits & 0xFFFF0000) + 0x10000).view(np.float32).astype(np.float64)
+    down, up = values - lo, hi - values
+    lo_bits = (bits >> 16).astype(np.uint16)
+    want = np.where(down < up, lo_bits, np.where(up < down, lo_bits + 1, lo_bits + (lo_bits & 1)))
+    assert np.array_equal(f32_to_bf16(values), want.astype(np.uint16))
+    assert np.array_equal(f32_to_bf16(-values), want.astype(np.uint16) | 0x8000)
+
+
 def test_bf16_reduction_rounds_every_step() -> None:
     dst = f32_to_bf16(np.array([1.0, 3.0], np.float32))
     reducer("sum", "bfloat16")(dst, f32_to_bf16(np.array([2**-8, 4.0], np.float32)))

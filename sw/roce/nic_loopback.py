@@ -1,5 +1,6 @@
-"""An in-memory wire between NIC ports with seeded loss, duplication, reordering, delay and rate, plus a
-discrete-event driver on a ManualClock: the whole transport runs deterministically without sockets or root.
+"""In-memory networks for NIC ports on a ManualClock: a point-to-point wire with seeded loss, duplication,
+reordering, delay and rate; a one-switch star with an ECN-marking, tail-dropping egress queue (incast); and
+the discrete-event driver: the whole transport and its congestion control run deterministically, no root.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class LinkCounters:
 class MemoryPort:
     """One end of a ``MemoryWire``: ``send`` hands frames to the wire, ``recv_batch`` takes delivered ones."""
 
-    def __init__(self, wire: MemoryWire, side: int) -> None:
+    def __init__(self, wire: MemoryWire | MemorySwitch, side: int) -> None:
         self.wire = wire
         self.side = side
         self.inbox: deque[bytes] = deque()
@@ -113,8 +114,93 @@ class MemoryWire:
         return self._heap[0][0] if self._heap else None
 
 
-def run_until(clock: ManualClock, wire: MemoryWire, nics: Sequence[Nic], done: Callable[[], bool],
-              max_ns: int) -> bool:
+@dataclass
+class EgressCounters:
+    """One switch egress port: what left, what was dropped or CE-marked, the deepest queue seen."""
+
+    tx_frames: int = 0
+    tx_bytes: int = 0
+    dropped_frames: int = 0
+    marked_frames: int = 0
+    max_queue_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class SwitchProfile:
+    """Egress behaviour of the in-memory switch: link rate, buffer, RED/ECN marking (DCQCN's Kmin/Kmax/Pmax)."""
+
+    rate_bps: int = 1_000_000_000
+    delay_ns: int = 2_000
+    buffer_bytes: int = 200_000
+    ecn_kmin_bytes: int | None = 20_000
+    ecn_kmax_bytes: int = 80_000
+    ecn_pmax: float = 0.2
+
+
+class MemorySwitch:
+    """A one-switch star of in-memory ports: frames go to the port whose host MAC they are addressed to, queue
+    at that egress (tail drop beyond the buffer), get CE-marked RED-style, and leave at the egress rate."""
+
+    def __init__(self, clock: ManualClock, macs: Sequence[str], profile: SwitchProfile | None = None,
+                 *, seed: int = 1, mark: Callable[[bytes], bytes] | None = None) -> None:
+        self.clock = clock
+        self.profile = profile or SwitchProfile()
+        self.ports = tuple(MemoryPort(self, i) for i in range(len(macs)))
+        self._port_of = {bytes.fromhex(m.replace(":", "")): i for i, m in enumerate(macs)}
+        self.counters = tuple(EgressCounters() for _ in macs)
+        self._queues: list[deque[tuple[int, int]]] = [deque() for _ in macs]  # (departure ns, bytes)
+        self._queued = [0] * len(macs)
+        self._free_ns = [0] * len(macs)
+        self._heap: list[tuple[int, int, int, bytes]] = []
+        self._seq = 0
+        self._rng = random.Random(seed)
+        self._mark = mark
+
+    def transmit(self, side: int, frame: bytes) -> None:
+        out = self._port_of.get(frame[:6])
+        if out is None:
+            return
+        p, c = self.profile, self.counters[out]
+        now = self.clock.now_ns()
+        q = self._queues[out]
+        while q and q[0][0] <= now:
+            self._queued[out] -= q.popleft()[1]
+        qlen = self._queued[out]
+        if qlen + len(frame) > p.buffer_bytes:
+            c.dropped_frames += 1
+            return
+        if p.ecn_kmin_bytes is not None and self._mark is not None and qlen > p.ecn_kmin_bytes:
+            prob = 1.0 if qlen >= p.ecn_kmax_bytes else p.ecn_pmax * (qlen - p.ecn_kmin_bytes) / (
+                p.ecn_kmax_bytes - p.ecn_kmin_bytes)
+            if self._rng.random() < prob:
+                frame = self._mark(frame)
+                c.marked_frames += 1
+        start = max(now, self._free_ns[out])
+        depart = start + (len(frame) + ETH_WIRE_OVERHEAD_BYTES) * 8 * 10**9 // p.rate_bps
+        self._free_ns[out] = depart
+        q.append((depart, len(frame)))
+        self._queued[out] += len(frame)
+        c.max_queue_bytes = max(c.max_queue_bytes, self._queued[out])
+        c.tx_frames += 1
+        c.tx_bytes += len(frame)
+        self._seq += 1
+        heapq.heappush(self._heap, (depart + p.delay_ns, self._seq, out, frame))
+
+    def deliver(self) -> bool:
+        now = self.clock.now_ns()
+        moved = False
+        while self._heap and self._heap[0][0] <= now:
+            _, _, dst, frame = heapq.heappop(self._heap)
+            self.ports[dst].inbox.append(frame)
+            moved = True
+        return moved
+
+    def next_event_ns(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+
+def run_until(clock: ManualClock, wire: MemoryWire | MemorySwitch, nics: Sequence[Nic],
+              done: Callable[[], bool], max_ns: int) -> bool:
     """Discrete-event loop: progress every NIC while it has work, then jump the clock to the next event."""
     end_ns = clock.now_ns() + max_ns
     while not done():

@@ -445,7 +445,12 @@ class Compiler:
     def alloc(self, t: P4Type, node: Any = None) -> Ref:
         """Reserve slots for a value of type ``t`` and fill the initial state."""
         base = len(self.init)
-        self.init.extend(self._initial(t))
+        try:
+            self.init.extend(self._initial(t))
+        except CompileError as exc:
+            if exc.pos is None and node is not None:
+                raise self.err(node, exc.message) from None
+            raise
         return Ref(base, t)
 
     def _initial(self, t: P4Type) -> list[Any]:
@@ -870,8 +875,11 @@ class Compiler:
             head = s.children[0]
             self.call_type_args = [self.resolve_type(c) for c in _trees(head, "type_args")[0].children
                                    if isinstance(c, Tree)]
-            self.call(Tree("lv_name", [head.children[0]], head.meta), _nonnull(s.children[1].children),
-                      as_stmt=True)
+            try:
+                self.call(Tree("lv_name", [head.children[0]], head.meta), _nonnull(s.children[1].children),
+                          as_stmt=True)
+            finally:
+                self.call_type_args = []
         elif d == "if_stmt":
             s = Tree("if_stmt", (list(s.children) + [None, None])[:3], s.meta)
             c = self.expect_bool(s.children[0])

@@ -170,9 +170,14 @@ class Port:
         self._head = head
         c.rx_pkts += len(frames)
         c.rx_bytes += nbytes
-        if not frames and not self.exists():
-            self.up = False
-            self.last_error = "interface deleted"
+        if not frames:
+            # woken without frames: consume a pending socket error (ENETDOWN when the link goes down), else
+            # poll() would report it forever; a deleted interface takes the port down for good
+            err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self.last_error = os.strerror(err)
+                if not self.exists():
+                    self.up = False
         return frames
 
     def send(self, frame: bytes) -> bool:

@@ -196,3 +196,65 @@ def test_verify_checksum_sets_checksum_error_without_dropping(program_switch, tm
     fixed = IP(out[14:])
     del fixed.chksum
     assert IP(raw(fixed)).chksum == IP(out[14:]).chksum   # ... and compute_checksum wrote a correct one
+
+
+MORE = """
+header h_t { bit<8> k; bit<8> color; bit<16> x16; bit<32> id32; }
+struct headers { h_t h; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control Sub(inout h_t h) {
+    action mark(bit<8> c) { h.color = c; }
+    table tag { key = { h.k: exact; } actions = { mark; NoAction; } default_action = NoAction(); }
+    apply { tag.apply(); }
+}
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    direct_meter<bit<8>>(MeterType.packets) dm;
+    Sub() first;
+    Sub() second;
+    action metered() { dm.read(hdr.h.color); }
+    table t {
+        key = { hdr.h.k: exact; }
+        actions = { metered; NoAction; }
+        meters = dm;
+        default_action = NoAction();
+    }
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.h.k == 1) { t.apply(); }
+        if (hdr.h.k == 2) { first.apply(hdr.h); }
+        if (hdr.h.k == 3) { second.apply(hdr.h); }
+        if (hdr.h.k == 4) {
+            hash(hdr.h.x16, HashAlgorithm.xor16, 16w0, { 16w0x1234, 16w0xff00 }, 17w65536);
+            hash(hdr.h.id32, HashAlgorithm.identity, 32w0, { 8w0xab, 8w0xcd }, 33w0x100000000);
+            log_msg("k={} x16={}", { hdr.h.k, hdr.h.x16 });
+        }
+        if (hdr.h.k == 5) { assert(hdr.h.color == 0); }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_direct_meter_subcontrol_instances_hashes_log_and_assert(source_switch) -> None:  # type: ignore[no-untyped-def]
+    sw = source_switch(MORE)
+    (msg,) = sw.cmd("table_add I.t metered 1 =>")
+    handle = int(msg.split()[-1])
+    sw.cmd(f"meter_set_rates I.dm {handle} 0.000001:1 0.000001:1")
+    colors = [sw.send(0, bytes([1, 9]) + bytes(6))[0][1][1] for _ in range(3)]
+    assert colors == [0, 2, 2]                # one token, then red (peak bucket empty too)
+    sw.cmd("table_add I.first.tag mark 2 => 0x22", "table_add I.second.tag mark 3 => 0x33")
+    assert sw.send(0, bytes([2, 0]) + bytes(6))[0][1][1] == 0x22
+    assert sw.send(0, bytes([3, 0]) + bytes(6))[0][1][1] == 0x33
+    out = sw.send(0, bytes([4, 0]) + bytes(6))[0][1]
+    assert int.from_bytes(out[2:4], "big") == 0x1234 ^ 0xFF00
+    assert int.from_bytes(out[4:8], "big") == 0xABCD
+    assert list(sw.pipe.log)[-1] == ('k={} x16={}', (4, 0x1234 ^ 0xFF00))
+    assert sw.send(0, bytes([5, 1]) + bytes(6)) == []                       # assert failed: dropped
+    assert any(r.startswith("assert failed at test.p4:") for r in sw.pipe.drops)

@@ -168,6 +168,7 @@ class E:
     type: P4Type
     ref: Ref | None = None
     const: Any = None
+    union: Ref | None = None   # set when this is a member of a header_union (for sibling invalidation)
 
 
 @dataclass
@@ -765,7 +766,8 @@ class Compiler:
                 raise self.err(n.children[1], f"unknown field '{m}' in {kind} {t.name} "
                                               f"(fields: {', '.join(t.offsets)})")
             r = b.ref.field(m)
-            return E(r.src if r.type.scalar else "None", r.type, ref=r)
+            return E(r.src if r.type.scalar else "None", r.type, ref=r,
+                     union=b.ref if t.kind == "header_union" else None)
         if isinstance(t, StackT) and b.ref is not None:
             r0 = b.ref
             if m == "size":
@@ -784,6 +786,18 @@ class Compiler:
         if b.const is not None and isinstance(b.const, Sym):
             return E("None", VOID, const=(b.const, m))
         raise self.err(n.children[1], f"'{m}': {t} has no members")
+
+    def invalidate_siblings(self, member: E) -> None:
+        """A header_union holds at most one valid member: validating one invalidates the others."""
+        u = member.union
+        if u is None or member.ref is None:
+            return
+        ut = u.type
+        assert isinstance(ut, StructLike)
+        for fname, _ in ut.fields:
+            other = u.field(fname)
+            if other.base != member.ref.base:
+                self.out(f"S[{other.off(0)}] = False")
 
     def err_code(self, name: str) -> int:
         if name not in self.errors:
@@ -1119,6 +1133,7 @@ class Compiler:
                 return E(f"S[{v}]", BOOL)
             if method == "setValid":
                 self.out(f"S[{v}] = True")
+                self.invalidate_siblings(obj)
                 return E("None", VOID)
             if method == "setInvalid":
                 self.out(f"S[{v}] = False")
@@ -1181,6 +1196,7 @@ class Compiler:
                                      "fixed-size headers")
             var_len = self.expr(args[1], BitT(32)).src if vb else None
             self.extract(h.ref, args[0], var_len)
+            self.invalidate_siblings(h)
             an = args[0]
             if an.data in ("member_expr", "lv_member") and _name(an.children[1]) == "next":
                 stack = self.expr(an.children[0])

@@ -182,3 +182,44 @@ def test_varbit_ipv4_options_round_trip(source_switch) -> None:  # type: ignore[
         assert port == 2 and out == ip + b"\x00\x07\x00\x0a" + b"data"
     (port, out), = sw.send(1, bytes([0x44]) + bytes(30))       # ihl 4: length wraps -> above varbit<320>
     assert port == 3 and out == bytes([0x44]) + bytes(30)
+
+
+UNION_PROGRAM = """
+header a_t { bit<8> tag; bit<8> a; }
+header b_t { bit<8> tag; bit<16> b; }
+header_union ab_t { a_t a; b_t b; }
+header sel_t { bit<8> which; }
+struct headers { sel_t sel; ab_t u; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.sel);
+        transition select(hdr.sel.which) { 1: pa; 2: pb; default: accept; }
+    }
+    state pa { pkt.extract(hdr.u.a); transition accept; }
+    state pb { pkt.extract(hdr.u.b); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = hdr.u.isValid() ? 9w1 : 9w2;
+        if (hdr.u.a.isValid() && hdr.u.a.tag == 0xEE) {
+            hdr.u.b.setValid();            // switches the union to member b: a becomes invalid
+            hdr.u.b.tag = 0xBB;
+            hdr.u.b.b = 0x1234;
+        }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.sel); pkt.emit(hdr.u); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_header_union_one_valid_member(source_switch) -> None:  # type: ignore[no-untyped-def]
+    sw = source_switch(UNION_PROGRAM)
+    assert sw.send(0, b"\x01\x11\x22rest") == [(1, b"\x01\x11\x22rest")]
+    assert sw.send(0, b"\x02\x11\x22\x33rest") == [(1, b"\x02\x11\x22\x33rest")]
+    assert sw.send(0, b"\x03rest") == [(2, b"\x03rest")]
+    assert sw.send(0, b"\x01\xee\x22rest") == [(1, b"\x01\xbb\x12\x34rest")]   # a replaced by b

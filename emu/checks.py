@@ -19,6 +19,11 @@ CHI2_Z_P001 = 3.090   # standard normal quantile for p = 0.001 (upper tail)
 ECMP_FLOWS_PER_SPINE = 200
 COUNTER_SETTLE_POLLS = 50
 COUNTER_POLL_NS = 20_000_000
+CONGEST_RATE_BPS = 2_000_000
+CONGEST_PAYLOAD_BYTES = 200
+ETH_IP_UDP_BYTES = 14 + 20 + 8
+QUEUE_DEPTH_PKTS = 64       # the switch's default egress queue depth (BMv2's too)
+ECN_BIN_PKTS = 5
 
 
 @dataclass
@@ -156,6 +161,103 @@ def check_reroute(fab: Fabric) -> CheckResult:
                                                "pkts_to_down_uplink": used_down_link})
 
 
+@dataclass
+class CongestionRun:
+    """Packets received through one deliberately congested leaf port, with what INT said about each."""
+
+    link: str
+    rate_bps: int
+    service_us: float
+    rows: list[list[int]]          # [ecn, hops, hop latency us, queue occupancy, egress ts us] per packet
+    idle_results: list[dict[str, Any]]
+
+    def enq_depths(self) -> list[int]:
+        """Queue depth each packet found on arrival: its hop latency over one packet's service time (the
+        port is shaped, so packets leave exactly ``service_us`` apart)."""
+        return [int((row[2] + 0.5) // self.service_us) for row in self.rows]
+
+
+def congest(fab: Fabric, *, rate_bps: int = CONGEST_RATE_BPS, overload: float = 1.25,
+            payload_bytes: int = CONGEST_PAYLOAD_BYTES, packets: int | None = None) -> CongestionRun:
+    """Shape one leaf port (toward a server) to ``rate_bps`` and send ECN-capable UDP into it at ``overload``
+    times its rate, so its queue grows steadily to the tail-drop limit; meanwhile probe an idle rail."""
+    by_leaf: dict[str, list[Nic]] = {}
+    for nic in fab.topo.nics:
+        by_leaf.setdefault(nic.leaf, []).append(nic)
+    leaf_nics = by_leaf[fab.topo.leaves[0].name]
+    if len(leaf_nics) < 2:
+        raise ValueError("congestion needs two servers on one leaf")
+    src, dst = leaf_nics[0], leaf_nics[1]
+    link = f"{dst.server}:{dst.leaf}"
+    frame_bytes = ETH_IP_UDP_BYTES + payload_bytes
+    service_us = frame_bytes * 8 * 1e6 / rate_bps
+    pps = overload * 1e6 / service_us
+    kmax = fab.ecn.kmax if fab.ecn.unit == "pkts" else QUEUE_DEPTH_PKTS
+    packets = packets or int(min(QUEUE_DEPTH_PKTS + 10, kmax + 15) / (1 - 1 / overload))
+    idle_pairs = [(a.ip, b.ip) for leaf, nics in by_leaf.items() if leaf != src.leaf
+                  for a in nics for b in nics if a.server != b.server]
+    fab.faults.slow_link(link, str(rate_bps))
+    try:
+        rows, idle = fab.send_through(src.ip, dst.ip, packets=packets, pps=pps, payload_bytes=payload_bytes,
+                                      idle_pairs=idle_pairs)
+    finally:
+        fab.faults.restore_link(link)
+    return CongestionRun(link, rate_bps, service_us, rows, idle)
+
+
+def red_probability(q: int, kmin: int, kmax: int, pmax: float) -> float:
+    """The marking probability fabric.p4 applies at queue depth q (RED as in RoCE deployments)."""
+    if q >= kmax:
+        return 1.0
+    if q <= kmin:
+        return 0.0
+    return pmax * (q - kmin) / (kmax - kmin)
+
+
+def check_ecn_curve(fab: Fabric, run: CongestionRun) -> CheckResult:
+    """Marked fraction vs queue depth follows the configured RED curve: none at or below Kmin, all at or above
+    Kmax, in between the expected count of marks within 4 binomial standard deviations."""
+    ecn = fab.ecn
+    if ecn.unit != "pkts":
+        return CheckResult("ecn_curve", True, "skipped: thresholds in bytes")
+    depths = run.enq_depths()
+    marks = [row[0] == 3 for row in run.rows]
+    below = [m for q, m in zip(depths, marks, strict=True) if q < ecn.kmin]
+    above = [m for q, m in zip(depths, marks, strict=True) if q > ecn.kmax]
+    mid = [(q, m) for q, m in zip(depths, marks, strict=True) if ecn.kmin < q < ecn.kmax]
+    expected = sum(red_probability(q, ecn.kmin, ecn.kmax, ecn.pmax_q16 / 65536) for q, _ in mid)
+    variance = sum(p * (1 - p) for p in (red_probability(q, ecn.kmin, ecn.kmax, ecn.pmax_q16 / 65536)
+                                         for q, _ in mid))
+    observed = sum(m for _, m in mid)
+    bins: dict[int, list[int]] = {}
+    for q, m in zip(depths, marks, strict=True):
+        b = bins.setdefault(q // ECN_BIN_PKTS * ECN_BIN_PKTS, [0, 0])
+        b[0] += m
+        b[1] += 1
+    ok = (bool(below) and not any(below) and bool(above) and all(above) and len(mid) >= 10
+          and abs(observed - expected) <= 4 * math.sqrt(variance) + 1)
+    detail = (f"{len(run.rows)} packets through {run.link} at {run.rate_bps / 1e6:g} Mb/s: below Kmin={ecn.kmin} "
+              f"{sum(below)}/{len(below)} marked, above Kmax={ecn.kmax} {sum(above)}/{len(above)} marked, between "
+              f"{observed}/{len(mid)} marked (RED expects {expected:.1f} +- {math.sqrt(variance):.1f})")
+    curve = {str(k): {"marked": v[0], "packets": v[1]} for k, v in sorted(bins.items())}
+    return CheckResult("ecn_curve", ok, detail, {"curve": curve, "observed_mid": observed,
+                                                 "expected_mid": expected, "below": len(below),
+                                                 "above": len(above), "mid": len(mid)})
+
+
+def check_int_queue(fab: Fabric, run: CongestionRun) -> CheckResult:
+    """INT's per-hop queue occupancy grows at the congested port and stays 0 on an idle path."""
+    occupancy = [row[3] for row in run.rows]
+    peak = max(occupancy, default=0)
+    idle = [q for r in run.idle_results if r["ok"] for q in r["rev_queue_occupancy"]]
+    idle_ok = all(r["ok"] for r in run.idle_results)
+    ok = peak >= min(fab.ecn.kmax, QUEUE_DEPTH_PKTS // 2) and idle_ok and max(idle, default=0) <= 1
+    detail = (f"congested hop: queue occupancy rose from {occupancy[0] if occupancy else '-'} to {peak} packets; "
+              f"idle path: {len(run.idle_results)} probes, max occupancy {max(idle, default=0)}")
+    return CheckResult("int_queue", ok, detail, {"peak_pkts": peak, "idle_max_pkts": max(idle, default=0),
+                                                 "idle_probes": len(run.idle_results)})
+
+
 def run_checks(fab: Fabric) -> list[CheckResult]:
     """Every check of ``starpulse fabric test``, in order."""
     pairs = fabric_pairs(fab)
@@ -166,4 +268,7 @@ def run_checks(fab: Fabric) -> list[CheckResult]:
     if fab.backend == "embedded":
         checks.append(check_ecmp(fab))
         checks.append(check_reroute(fab))
+        if fab.int_cfg.enabled and fab.int_cfg.sink_mode == "host":
+            run = congest(fab)
+            checks += [check_ecn_curve(fab, run), check_int_queue(fab, run)]
     return checks

@@ -254,40 +254,8 @@ class Fabric:
     def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int = 400, retries: int = 4,
               port: int = PROBE_PORT) -> list[dict[str, Any]]:
         """UDP probes between NIC addresses (``emu.probe`` in every involved host); one result per pair."""
-        by_ip = {n.ip: n for n in self.topo.nics}
-        for src, dst in pairs:
-            for ip in (src, dst):
-                if ip not in by_ip:
-                    raise FabricError(f"{ip} is not a NIC address of this fabric")
-        servers = sorted({by_ip[ip].server for pair in pairs for ip in pair}, key=lambda s: int(s[1:]))
-        procs: dict[str, subprocess.Popen] = {}
-        try:
-            for server in servers:
-                addrs = ",".join(n.ip for n in self.topo.nics_of(server))
-                procs[server] = self.net.hosts[server].popen(
-                    [sys.executable, "-m", "emu.probe", "--addrs", addrs, "--port", str(port)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for server, proc in procs.items():
-                self._read_line(proc, server, "ready", PROBE_READY_TIMEOUT_NS)
-            work: dict[str, list[tuple[str, str]]] = {s: [] for s in servers}
-            for src, dst in pairs:
-                work[by_ip[src].server].append((src, dst))
-            for server, proc in procs.items():
-                assert proc.stdin is not None
-                req = {"pairs": work[server], "timeout_ms": timeout_ms, "retries": retries}
-                proc.stdin.write((json.dumps(req) + "\n").encode())
-                proc.stdin.flush()
-            budget_ns = (len(pairs) // max(1, len(servers)) * 2_000_000 + (retries + 2) * timeout_ms * 1_000_000
-                         + PROBE_READY_TIMEOUT_NS)
-            results: dict[tuple[str, str], dict[str, Any]] = {}
-            for server, proc in procs.items():
-                line = self._read_line(proc, server, None, budget_ns)
-                for r in json.loads(line)["results"]:
-                    results[(r["src"], r["dst"])] = r
-            return [results[p] for p in pairs]
-        finally:
-            for proc in procs.values():
-                _stop_proc(proc)
+        with ProbeSession(self, pairs, port=port) as session:
+            return session.run(pairs, timeout_ms=timeout_ms, retries=retries)
 
     def send_flows(self, src_ip: str, dst_ip: str, count: int, *, port: int = PROBE_PORT,
                    seed: int | None = None) -> int:
@@ -302,6 +270,41 @@ class Fabric:
             return int(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise FabricError(f"sending flows from {nic.server}: {out.strip()[-500:]}") from None
+
+    def send_through(self, src_ip: str, dst_ip: str, *, packets: int, pps: float, payload_bytes: int,
+                     idle_pairs: list[tuple[str, str]] | None = None, port: int = PROBE_PORT
+                     ) -> tuple[list[list[int]], list[dict[str, Any]]]:
+        """Paced ECN-capable UDP src -> dst, received by a sink that records ECN and the last hop's INT per
+        packet; ``idle_pairs`` are probed meanwhile.  Returns (sink rows, idle probe results)."""
+        nics = {n.ip: n for n in self.topo.nics}
+        if src_ip not in nics or dst_ip not in nics:
+            raise FabricError(f"{src_ip} -> {dst_ip}: not NIC addresses of this fabric")
+        py = [sys.executable, "-m", "emu.probe", "--port", str(port)]
+        sink = self.net.hosts[nics[dst_ip].server].popen(
+            [*py, "--sink", dst_ip, "--idle-ms", "1500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        started = [sink]
+        self._extra_pids.append(sink)   # down() stops them too, should this be interrupted
+        idle: list[dict[str, Any]] = []
+        session = ProbeSession(self, idle_pairs, port=port) if idle_pairs else None
+        try:
+            self._read_line(sink, nics[dst_ip].server, "ready", PROBE_READY_TIMEOUT_NS)
+            blast = self.net.hosts[nics[src_ip].server].popen(
+                [*py, "--blast", str(packets), "--pps", f"{pps:.3f}", "--size", str(payload_bytes), "--ecn",
+                 "--src", src_ip, "--dst", dst_ip], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            started.append(blast)
+            self._extra_pids.append(blast)
+            while session is not None and blast.poll() is None:   # idle paths, while the port is congested
+                idle += session.run(idle_pairs, retries=1)
+            budget_ns = int(packets / pps * 1e9) * 4 + PROBE_READY_TIMEOUT_NS
+            self._read_line(blast, nics[src_ip].server, None, budget_ns)
+            rows = json.loads(self._read_line(sink, nics[dst_ip].server, None, budget_ns))
+        finally:
+            if session is not None:
+                session.close()
+            for proc in started:
+                _stop_proc(proc)
+                self._extra_pids.remove(proc)
+        return rows, idle
 
     def port_counters(self, switch: str) -> dict[int, dict[str, int]]:
         """``port_stats`` of one switch (embedded backend): rx/tx/drops/queue per port number."""
@@ -323,6 +326,62 @@ class Fabric:
                 raise FabricError(f"probe on {server} exited: {err.strip() or 'no output'}")
             if expect is None or line == expect:
                 return line
+
+
+class ProbeSession:
+    """``emu.probe`` processes in the hosts of some NIC pairs, started once and reused for several rounds."""
+
+    def __init__(self, fab: Fabric, pairs: list[tuple[str, str]], *, port: int = PROBE_PORT) -> None:
+        self.fab = fab
+        self.by_ip = {n.ip: n for n in fab.topo.nics}
+        for src, dst in pairs:
+            for ip in (src, dst):
+                if ip not in self.by_ip:
+                    raise FabricError(f"{ip} is not a NIC address of this fabric")
+        involved = {ip for pair in pairs for ip in pair}
+        self.servers = sorted({self.by_ip[ip].server for ip in involved}, key=lambda s: int(s[1:]))
+        self.procs: dict[str, subprocess.Popen] = {}
+        try:
+            for server in self.servers:
+                addrs = ",".join(n.ip for n in fab.topo.nics_of(server) if n.ip in involved)
+                self.procs[server] = fab.net.hosts[server].popen(
+                    [sys.executable, "-m", "emu.probe", "--addrs", addrs, "--port", str(port)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for server, proc in self.procs.items():
+                fab._read_line(proc, server, "ready", PROBE_READY_TIMEOUT_NS)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> ProbeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, pairs: list[tuple[str, str]], *, timeout_ms: int = 400, retries: int = 4) -> list[dict[str, Any]]:
+        """One round: every pair probed by its source's host, all hosts at once; one result per pair."""
+        work: dict[str, list[tuple[str, str]]] = {s: [] for s in self.servers}
+        for src, dst in pairs:
+            work[self.by_ip[src].server].append((src, dst))
+        for server, proc in self.procs.items():
+            assert proc.stdin is not None
+            req = {"pairs": work[server], "timeout_ms": timeout_ms, "retries": retries}
+            proc.stdin.write((json.dumps(req) + "\n").encode())
+            proc.stdin.flush()
+        budget_ns = (len(pairs) // max(1, len(self.servers)) * 2_000_000
+                     + (retries + 2) * timeout_ms * 1_000_000 + PROBE_READY_TIMEOUT_NS)
+        results: dict[tuple[str, str], dict[str, Any]] = {}
+        for server, proc in self.procs.items():
+            line = self.fab._read_line(proc, server, None, budget_ns)
+            for r in json.loads(line)["results"]:
+                results[(r["src"], r["dst"])] = r
+        return [results[p] for p in pairs]
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            _stop_proc(proc)
+        self.procs.clear()
 
 
 def _stop_proc(proc: subprocess.Popen) -> None:

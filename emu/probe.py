@@ -23,6 +23,8 @@ from sw.clock import Clock, get_clock
 MAGIC = b"SPRB"
 KIND_REQUEST = 1
 KIND_REPLY = 2
+KIND_DATA = 3
+ECT0 = 0x02
 # magic, kind, seq, hops seen by the responder on the request (0xff = no INT), spare
 _HDR = struct.Struct("!4sBIBx")
 DSCP_INT = 0x17
@@ -38,15 +40,38 @@ SEQ_EPOCH_MASK = (1 << (32 - SEQ_INDEX_BITS)) - 1
 
 
 @dataclass(frozen=True)
-class IntStack:
-    """The per-hop INT data a probe carried: node ids and queue occupancies, newest hop first."""
+class IntHop:
+    """One hop's INT metadata as fabric.p4 writes it (instruction bits 0,1,2,3,5,7: 7 words per hop)."""
 
-    node_ids: tuple[int, ...]
-    queue_occupancy: tuple[int, ...]
+    node_id: int
+    ingress_port: int = 0
+    egress_port: int = 0
+    hop_latency_us: int = 0
+    queue_occupancy_pkts: int = 0
+    egress_ts_us: int = 0
+    tx_bytes: int = 0
+
+
+_HOP7 = struct.Struct("!IHHIIQI")   # node, in port, out port, latency, queue id|occupancy, egress ts, tx bytes
+
+
+@dataclass(frozen=True)
+class IntStack:
+    """The per-hop INT data a packet carried, newest hop (the last switch) first."""
+
+    hop_list: tuple[IntHop, ...]
 
     @property
     def hops(self) -> int:
-        return len(self.node_ids)
+        return len(self.hop_list)
+
+    @property
+    def node_ids(self) -> tuple[int, ...]:
+        return tuple(h.node_id for h in self.hop_list)
+
+    @property
+    def queue_occupancy(self) -> tuple[int, ...]:
+        return tuple(h.queue_occupancy_pkts for h in self.hop_list)
 
 
 def parse_int(tos: int, payload: bytes) -> tuple[IntStack | None, bytes]:
@@ -59,15 +84,57 @@ def parse_int(tos: int, payload: bytes) -> tuple[IntStack | None, bytes]:
     hop_words = (md_word0 >> 8) & 0x1F
     if hop_words == 0 or int_bytes > len(payload) or length_words < INT_MD_WORDS:
         return None, payload
-    hops = (length_words - INT_MD_WORDS) // hop_words
-    node_ids, occupancy = [], []
-    base = INT_SHIM_BYTES + INT_MD_BYTES
-    for h in range(hops):
-        off = base + h * hop_words * 4
-        node_ids.append(struct.unpack_from("!I", payload, off)[0])
-        if hop_words >= 4:
-            occupancy.append(struct.unpack_from("!I", payload, off + 12)[0] & 0xFFFFFF)
-    return IntStack(tuple(node_ids), tuple(occupancy)), payload[int_bytes:]
+    hops = []
+    for h in range((length_words - INT_MD_WORDS) // hop_words):
+        off = INT_SHIM_BYTES + INT_MD_BYTES + h * hop_words * 4
+        if hop_words * 4 == _HOP7.size:
+            node, inp, outp, lat, q, ts, txb = _HOP7.unpack_from(payload, off)
+            hops.append(IntHop(node, inp, outp, lat, q & 0xFFFFFF, ts, txb))
+        else:
+            hops.append(IntHop(struct.unpack_from("!I", payload, off)[0]))
+    return IntStack(tuple(hops)), payload[int_bytes:]
+
+
+def blast(src: str, dst: str, port: int, count: int, rate_pps: float, ecn: bool, size_bytes: int,
+          clock: Clock | None = None) -> int:
+    """``count`` datagrams of ``size_bytes`` payload paced at ``rate_pps`` (network time), ECT(0) if ``ecn``."""
+    clock = clock or get_clock()
+    payload = _HDR.pack(MAGIC, KIND_DATA, 0, NO_INT).ljust(size_bytes, b"\0")
+    gap_ns = int(1e9 / rate_pps)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((src, 0))
+        if ecn:
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+        start = clock.now_ns()
+        for i in range(count):
+            clock.sleep_until_ns(start + i * gap_ns)
+            s.sendto(payload, (dst, port))
+    return count
+
+
+def sink(addr: str, port: int, idle_ms: int, max_packets: int, clock: Clock | None = None) -> list[list[int]]:
+    """Receive data packets on ``addr:port`` until ``idle_ms`` pass without one; per packet
+    ``[ecn, hops, last-hop latency us, last-hop queue occupancy, last-hop egress timestamp us]``."""
+    clock = clock or get_clock()
+    out: list[list[int]] = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        s.bind((addr, port))
+        print("ready", flush=True)
+        while len(out) < max_packets:
+            ready, _, _ = select.select([s], [], [], clock.wall_duration_ns(idle_ms * 1_000_000) / 1e9)
+            if not ready:
+                break
+            data, anc, _flags, _peer = s.recvmsg(65536, socket.CMSG_SPACE(4))
+            tos = next((c[0] for lvl, kind, c in anc if lvl == socket.IPPROTO_IP and kind == socket.IP_TOS and c), 0)
+            stack, body = parse_int(tos, data)
+            if not body.startswith(MAGIC):
+                continue
+            hop = stack.hop_list[0] if stack and stack.hop_list else IntHop(0)
+            out.append([tos & 3, stack.hops if stack else 0, hop.hop_latency_us, hop.queue_occupancy_pkts,
+                        hop.egress_ts_us])
+    return out
 
 
 class Prober:
@@ -194,7 +261,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--src")
     parser.add_argument("--dst")
     parser.add_argument("--seed", type=int, default=1, help="seed of the flows' source ports")
+    parser.add_argument("--blast", type=int, metavar="N", help="send N paced datagrams --src -> --dst and exit")
+    parser.add_argument("--pps", type=float, default=1000.0, help="--blast rate in packets/s (network time)")
+    parser.add_argument("--size", type=int, default=200, help="--blast payload bytes")
+    parser.add_argument("--ecn", action="store_true", help="--blast packets are ECN-capable (ECT(0))")
+    parser.add_argument("--sink", metavar="ADDR", help="receive data packets on ADDR:--port, print them as JSON")
+    parser.add_argument("--idle-ms", type=int, default=1000, help="--sink stops after this long without data")
+    parser.add_argument("--max-packets", type=int, default=100000)
     args = parser.parse_args(argv)
+    if args.blast is not None:
+        print(blast(args.src, args.dst, args.port, args.blast, args.pps, args.ecn, args.size), flush=True)
+        return 0
+    if args.sink:
+        print(json.dumps(sink(args.sink, args.port, args.idle_ms, args.max_packets)), flush=True)
+        return 0
     if args.flows is not None:
         print(send_flows(args.src, args.dst, args.port, args.flows, args.seed), flush=True)
         return 0

@@ -1,8 +1,9 @@
-"""The software RoCE NIC of one interface: verbs entry point (PD, CQ, QP), and the progress engine that decodes
-received frames, dispatches them to QPs, sends CNPs on CE, fires retransmission timers and sends paced frames.
+"""The software RoCE NIC of one interface: verbs entry point (PD, CQ, QP), and the progress engine that
+decodes received frames, dispatches them to QPs, sends CNPs on CE, fires retransmission timers and sends
+paced frames.
 
-The engine is single-threaded and driven by ``progress()``/``poll()``; all time comes from ``sw.clock``; frames
-move through a port (an AF_PACKET socket, ``sw.roce.nic_port``, or an in-memory wire for tests).
+The engine is single-threaded and driven by ``progress()``/``poll()``; all time comes from ``sw.clock``;
+frames move through a port (an AF_PACKET socket, ``sw.roce.nic_port``, or an in-memory wire for tests).
 """
 
 from __future__ import annotations
@@ -58,9 +59,18 @@ class NicCounters:
 class Nic:
     """One RoCEv2 NIC: owns the QP table of its interface (``mac``/``ip``) and moves their frames."""
 
-    def __init__(self, port: Port, *, mac: str, ip: str, line_rate_bps: int, cc: str = "none",
-                 clock: Clock | None = None, cc_factory: Callable[[int], CongestionControl] | None = None,
-                 pacer_burst_bytes: int = DEFAULT_PACER_BURST_BYTES) -> None:
+    def __init__(
+        self,
+        port: Port,
+        *,
+        mac: str,
+        ip: str,
+        line_rate_bps: int,
+        cc: str = "none",
+        clock: Clock | None = None,
+        cc_factory: Callable[[int], CongestionControl] | None = None,
+        pacer_burst_bytes: int = DEFAULT_PACER_BURST_BYTES,
+    ) -> None:
         self.port = port
         self.mac = mac
         self.ip = ip
@@ -82,8 +92,9 @@ class Nic:
     def create_cq(self, depth: int = 1 << 16) -> CompletionQueue:
         return CompletionQueue(depth)
 
-    def create_qp(self, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue | None = None
-                  ) -> QueuePair:
+    def create_qp(
+        self, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue | None = None
+    ) -> QueuePair:
         qpn = self._next_qpn
         self._next_qpn += 1
         qp = QueuePair(self, pd, send_cq, recv_cq or send_cq, qpn)

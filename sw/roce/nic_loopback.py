@@ -62,8 +62,14 @@ class MemoryPort:
 class MemoryWire:
     """Two ports joined by a lossy, reordering, rate-limited channel with its own seeded randomness."""
 
-    def __init__(self, clock: ManualClock, a_to_b: LinkProfile | None = None, b_to_a: LinkProfile | None = None,
-                 *, seed: int = 1) -> None:
+    def __init__(
+        self,
+        clock: ManualClock,
+        a_to_b: LinkProfile | None = None,
+        b_to_a: LinkProfile | None = None,
+        *,
+        seed: int = 1,
+    ) -> None:
         self.clock = clock
         self.ports = (MemoryPort(self, 0), MemoryPort(self, 1))
         self.profiles = (a_to_b or LinkProfile(), b_to_a or a_to_b or LinkProfile())
@@ -96,7 +102,9 @@ class MemoryWire:
                 self._free_ns[side] = start
             release = self._free_ns[side] + p.delay_ns
             if p.reorder_pct and rng.random() * 100 < p.reorder_pct:
-                release += p.delay_ns + 1 + rng.randrange(max(1, 4 * p.delay_ns))  # held back: later frames pass
+                release += (
+                    p.delay_ns + 1 + rng.randrange(max(1, 4 * p.delay_ns))
+                )  # held back: later frames pass
                 c.reordered += 1
             self._seq += 1
             heapq.heappush(self._heap, (release, self._seq, 1 - side, frame))
@@ -127,7 +135,7 @@ class EgressCounters:
 
 @dataclass(frozen=True)
 class SwitchProfile:
-    """Egress behaviour of the in-memory switch: link rate, buffer, RED/ECN marking (DCQCN's Kmin/Kmax/Pmax)."""
+    """Egress of the in-memory switch: link rate, buffer, RED/ECN marking (DCQCN's Kmin/Kmax/Pmax)."""
 
     rate_bps: int = 1_000_000_000
     delay_ns: int = 2_000
@@ -141,8 +149,15 @@ class MemorySwitch:
     """A one-switch star of in-memory ports: frames go to the port whose host MAC they are addressed to, queue
     at that egress (tail drop beyond the buffer), get CE-marked RED-style, and leave at the egress rate."""
 
-    def __init__(self, clock: ManualClock, macs: Sequence[str], profile: SwitchProfile | None = None,
-                 *, seed: int = 1, mark: Callable[[bytes], bytes] | None = None) -> None:
+    def __init__(
+        self,
+        clock: ManualClock,
+        macs: Sequence[str],
+        profile: SwitchProfile | None = None,
+        *,
+        seed: int = 1,
+        mark: Callable[[bytes], bytes] | None = None,
+    ) -> None:
         self.clock = clock
         self.profile = profile or SwitchProfile()
         self.ports = tuple(MemoryPort(self, i) for i in range(len(macs)))
@@ -170,8 +185,11 @@ class MemorySwitch:
             c.dropped_frames += 1
             return
         if p.ecn_kmin_bytes is not None and self._mark is not None and qlen > p.ecn_kmin_bytes:
-            prob = 1.0 if qlen >= p.ecn_kmax_bytes else p.ecn_pmax * (qlen - p.ecn_kmin_bytes) / (
-                p.ecn_kmax_bytes - p.ecn_kmin_bytes)
+            prob = (
+                1.0
+                if qlen >= p.ecn_kmax_bytes
+                else p.ecn_pmax * (qlen - p.ecn_kmin_bytes) / (p.ecn_kmax_bytes - p.ecn_kmin_bytes)
+            )
             if self._rng.random() < prob:
                 frame = self._mark(frame)
                 c.marked_frames += 1
@@ -199,8 +217,13 @@ class MemorySwitch:
         return self._heap[0][0] if self._heap else None
 
 
-def run_until(clock: ManualClock, wire: MemoryWire | MemorySwitch, nics: Sequence[Nic],
-              done: Callable[[], bool], max_ns: int) -> bool:
+def run_until(
+    clock: ManualClock,
+    wire: MemoryWire | MemorySwitch,
+    nics: Sequence[Nic],
+    done: Callable[[], bool],
+    max_ns: int,
+) -> bool:
     """Discrete-event loop: progress every NIC while it has work, then jump the clock to the next event."""
     end_ns = clock.now_ns() + max_ns
     while not done():

@@ -65,7 +65,9 @@ def path_mtu_for(if_mtu: int) -> int:
     """Largest RoCE path MTU (256..4096) whose packets fit in an interface MTU of ``if_mtu``."""
     fitting = [m for m in PATH_MTUS if m + ROCE_HEADROOM_BYTES <= if_mtu]
     if not fitting:
-        raise PortError(f"interface MTU {if_mtu} is too small for RoCE (needs >= {256 + ROCE_HEADROOM_BYTES})")
+        raise PortError(
+            f"interface MTU {if_mtu} is too small for RoCE (needs >= {256 + ROCE_HEADROOM_BYTES})"
+        )
     return fitting[-1]
 
 

@@ -25,7 +25,9 @@ class CcConfigError(ValueError):
     is_user_error = True
 
 
-def make_cc(name: str, line_rate_bps: int, now_ns: int = 0, *, base_rtt_ns: int = 100_000) -> CongestionControl:
+def make_cc(
+    name: str, line_rate_bps: int, now_ns: int = 0, *, base_rtt_ns: int = 100_000
+) -> CongestionControl:
     """A fresh per-QP model: 'none' (fixed line rate), 'dcqcn' (reaction point) or 'hpcc' (INT-driven)."""
     line_kbps = kbps_from_bps(line_rate_bps)
     if line_kbps < 1000:
@@ -34,15 +36,29 @@ def make_cc(name: str, line_rate_bps: int, now_ns: int = 0, *, base_rtt_ns: int 
         return NoCc(line_kbps, now_ns)
     if name == "dcqcn":
         min_kbps = max(1, min(DcqcnParams.min_rate_kbps, line_kbps // 100))
-        return DcqcnRp(DcqcnParams(line_rate_kbps=line_kbps, min_rate_kbps=min_kbps,
-                                   rate_ai_kbps=max(1, min(DcqcnParams.rate_ai_kbps, line_kbps // 100)),
-                                   rate_hai_kbps=max(1, min(DcqcnParams.rate_hai_kbps, line_kbps // 20))),
-                       now_ns)
+        return DcqcnRp(
+            DcqcnParams(
+                line_rate_kbps=line_kbps,
+                min_rate_kbps=min_kbps,
+                rate_ai_kbps=max(1, min(DcqcnParams.rate_ai_kbps, line_kbps // 100)),
+                rate_hai_kbps=max(1, min(DcqcnParams.rate_hai_kbps, line_kbps // 20)),
+            ),
+            now_ns,
+        )
     if name == "hpcc":
-        min_kbps = max(HpccParams.min_rate_kbps if line_kbps > 10 * HpccParams.min_rate_kbps else line_kbps // 100,
-                       -(-8_000_000 // base_rtt_ns))
-        return Hpcc(HpccParams(line_rate_kbps=line_kbps, base_rtt_ns=base_rtt_ns, min_rate_kbps=min_kbps,
-                               rate_ai_kbps=max(1, min(HpccParams.rate_ai_kbps, line_kbps // 100))), now_ns)
+        min_kbps = max(
+            HpccParams.min_rate_kbps if line_kbps > 10 * HpccParams.min_rate_kbps else line_kbps // 100,
+            -(-8_000_000 // base_rtt_ns),
+        )
+        return Hpcc(
+            HpccParams(
+                line_rate_kbps=line_kbps,
+                base_rtt_ns=base_rtt_ns,
+                min_rate_kbps=min_kbps,
+                rate_ai_kbps=max(1, min(HpccParams.rate_ai_kbps, line_kbps // 100)),
+            ),
+            now_ns,
+        )
     raise CcConfigError(f"--cc {name!r}: expected one of {', '.join(CC_NAMES)}")
 
 
@@ -97,6 +113,6 @@ class QpPacer:
         self._next_ns = self._pacer.bucket.next_eligible_ns(now_ns)
 
     def on_ack(self, acked_bytes: int, sent_bytes: int, now_ns: int, hops: tuple[IntHop, ...] = ()) -> None:
-        """Cumulative bytes acknowledged / sent, and the INT hops the ACK echoed (HPCC's input; empty until the
-        P4 fabric stamps INT and the wire format carries it back)."""
+        """Cumulative bytes acknowledged / sent, and the INT hops the ACK echoed (HPCC's input; empty
+        until the P4 fabric stamps INT and the wire format carries it back)."""
         self._pacer.on_ack(AckInfo(acked_bytes, sent_bytes, hops), now_ns)

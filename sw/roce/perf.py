@@ -75,8 +75,16 @@ def _session(nic: Nic, buf_bytes: int, seed: int) -> tuple[Any, CompletionQueue,
     return pd, cq, qp, mr, buf
 
 
-def run_server(nic: Nic, store: FileStore, name: str, *, max_size: int, path_mtu: int, qp_timeout: int = 13,
-               idle_timeout_ns: int = 300 * 10**9) -> dict[str, Any]:
+def run_server(
+    nic: Nic,
+    store: FileStore,
+    name: str,
+    *,
+    max_size: int,
+    path_mtu: int,
+    qp_timeout: int = 13,
+    idle_timeout_ns: int = 300 * 10**9,
+) -> dict[str, Any]:
     """Serve one client until it says bye: answer RDMA, keep receives posted, report CRCs on request."""
     clock = nic.clock
     _, cq, qp, mr, buf = _session(nic, max_size, SERVER_SEED)
@@ -107,8 +115,11 @@ def run_server(nic: Nic, store: FileStore, name: str, *, max_size: int, path_mtu
             continue
         end_ns = now_ns + idle_timeout_ns
         if req["cmd"] == "bye":
-            final = {"counters": nic.qp_counters(), "nic_counters": vars(nic.counters),
-                     "port_counters": _port_counters(nic)}
+            final = {
+                "counters": nic.qp_counters(),
+                "nic_counters": vars(nic.counters),
+                "port_counters": _port_counters(nic),
+            }
             store.set(f"{name}.resp.{k}", final)
             return final
         n = int(req.get("len", last_len))
@@ -145,8 +156,13 @@ class PerfClient:
 
     def _wr(self, size: int, wr_id: int) -> SendWr:
         op = OPS[self.cfg.op]
-        return SendWr(wr_id, op, self.mr.sge(0, size), remote_addr=int(self.remote["addr"]),
-                      rkey=int(self.remote["rkey"]))
+        return SendWr(
+            wr_id,
+            op,
+            self.mr.sge(0, size),
+            remote_addr=int(self.remote["addr"]),
+            rkey=int(self.remote["rkey"]),
+        )
 
     def _drive(self, size: int, iters: int, depth: int, on_done: Callable[[int], None] | None = None) -> int:
         """Post ``iters`` WRs of ``size`` with ``depth`` outstanding; returns the elapsed network ns."""
@@ -167,8 +183,10 @@ class PerfClient:
                 if on_done is not None:
                     on_done(clock.now_ns())
             if clock.now_ns() > end_ns:
-                raise PerfError(f"{self.cfg.op} of {size} bytes: {done}/{iters} done after "
-                                f"{self.cfg.timeout_ns / 1e9:g} s")
+                raise PerfError(
+                    f"{self.cfg.op} of {size} bytes: {done}/{iters} done after "
+                    f"{self.cfg.timeout_ns / 1e9:g} s"
+                )
         return clock.now_ns() - start_ns
 
     def _verify(self, size: int) -> tuple[bool, int]:
@@ -199,13 +217,19 @@ class PerfClient:
                 lat_us.append((stamps[-1] - t0) / 1e3)
         after = self.nic.qp_counters()
         row: dict[str, Any] = {
-            "op": cfg.op, "size_bytes": size, "iters": iters, "elapsed_s": elapsed_ns / 1e9,
+            "op": cfg.op,
+            "size_bytes": size,
+            "iters": iters,
+            "elapsed_s": elapsed_ns / 1e9,
             "bw_bps": size * iters * 8 * 10**9 / max(elapsed_ns, 1),
             "msg_rate": iters * 10**9 / max(elapsed_ns, 1),
-            "retransmissions": after["retransmitted_packets"] - before["retransmitted_packets"]
-            + self._server_retx - server_before,
+            "retransmissions": after["retransmitted_packets"]
+            - before["retransmitted_packets"]
+            + self._server_retx
+            - server_before,
             "timeouts": after["timeouts"] - before["timeouts"],
-            "frames": frames, "pps_per_core": frames / cpu_s if cpu_s > 0 else None,
+            "frames": frames,
+            "pps_per_core": frames / cpu_s if cpu_s > 0 else None,
             "data_ok": ok,
         }
         if lat_us:
@@ -216,8 +240,16 @@ class PerfClient:
     def run(self) -> dict[str, Any]:
         rows = [self.run_size(size) for size in self.cfg.sizes]
         server = self._ask({"cmd": "bye"})
-        return {"op": self.cfg.op, "path_mtu": self.path_mtu, "cc": self.nic.cc_name,
-                "line_rate_bps": self.nic.line_rate_bps, "results": rows,
-                "client_counters": self.nic.qp_counters(), "server_counters": server["counters"],
-                "server_nic_counters": server["nic_counters"], "server_port_counters": server["port_counters"],
-                "nic_counters": vars(self.nic.counters), "port_counters": _port_counters(self.nic)}
+        return {
+            "op": self.cfg.op,
+            "path_mtu": self.path_mtu,
+            "cc": self.nic.cc_name,
+            "line_rate_bps": self.nic.line_rate_bps,
+            "results": rows,
+            "client_counters": self.nic.qp_counters(),
+            "server_counters": server["counters"],
+            "server_nic_counters": server["nic_counters"],
+            "server_port_counters": server["port_counters"],
+            "nic_counters": vars(self.nic.counters),
+            "port_counters": _port_counters(self.nic),
+        }

@@ -1,5 +1,6 @@
-"""`starpulse roce perf`: perftest-style server/client over the software RoCE NIC, and `--selftest`, which builds
-two namespaces joined by a shaped link, runs one transfer, verifies it, tears down and prints one JSON object.
+"""`starpulse roce perf`: perftest-style server/client over the software RoCE NIC, and `--selftest`, which
+builds two namespaces joined by a shaped link, runs one transfer, verifies it, tears down and prints one
+JSON object.
 
 The selftest is the top layer, so it may import ``emu`` (lazily, inside ``run_perf``); ``sw.roce`` never does.
 Also runnable as ``python -m sw.roce.perf_cli`` (the selftest starts its two ends that way in the namespaces).
@@ -41,29 +42,48 @@ class PerfArgError(ValueError):
 
 def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of `starpulse roce perf` (server | client | --selftest)."""
-    parser.add_argument("role", nargs="?", choices=("server", "client"), help="side to run (omit with --selftest)")
-    parser.add_argument("--selftest", action="store_true",
-                        help="build two namespaces with a shaped link, run, verify, tear down, print JSON")
+    parser.add_argument(
+        "role", nargs="?", choices=("server", "client"), help="side to run (omit with --selftest)"
+    )
+    parser.add_argument(
+        "--selftest",
+        action="store_true",
+        help="build two namespaces with a shaped link, run, verify, tear down, print JSON",
+    )
     parser.add_argument("--op", choices=tuple(OPS), default="write", help="RDMA operation (default write)")
-    parser.add_argument("--size", help=f"bytes per message (selftest: one transfer, default {DEFAULT_SELFTEST_SIZE})")
+    parser.add_argument(
+        "--size", help=f"bytes per message (selftest: one transfer, default {DEFAULT_SELFTEST_SIZE})"
+    )
     parser.add_argument("--sizes", default=DEFAULT_SWEEP, help=f"client size sweep (default {DEFAULT_SWEEP})")
     parser.add_argument("--iters", type=int, default=1000, help="messages per size, at most (default 1000)")
-    parser.add_argument("--lat-iters", type=int, default=20, help="latency samples per size (default 20; 0 = off)")
+    parser.add_argument(
+        "--lat-iters", type=int, default=20, help="latency samples per size (default 20; 0 = off)"
+    )
     parser.add_argument("--tx-depth", type=int, default=64, help="outstanding work requests (default 64)")
-    parser.add_argument("--link-rate", default=DEFAULT_LINK_RATE,
-                        help=f"link rate the NIC paces at and the selftest shapes to (default {DEFAULT_LINK_RATE})")
+    parser.add_argument(
+        "--link-rate",
+        default=DEFAULT_LINK_RATE,
+        help=f"link rate the NIC paces at and the selftest shapes to (default {DEFAULT_LINK_RATE})",
+    )
     parser.add_argument("--loss", type=float, default=0.0, help="selftest: loss percent on the link")
     parser.add_argument("--dup", type=float, default=0.0, help="selftest: duplication percent on the link")
     parser.add_argument("--reorder", type=float, default=0.0, help="selftest: reordering percent on the link")
     parser.add_argument("--cc", choices=CC_NAMES, default="none", help="congestion control (default none)")
     parser.add_argument("--mtu", type=int, help="RoCE path MTU (default: the largest the interface carries)")
     parser.add_argument("--dev", help="network interface of this host's NIC (server/client)")
-    parser.add_argument("--store", default=os.path.join(tempfile.gettempdir(), "starpulse-roce-perf"),
-                        help="rendezvous directory shared by server and client")
+    parser.add_argument(
+        "--store",
+        default=os.path.join(tempfile.gettempdir(), "starpulse-roce-perf"),
+        help="rendezvous directory shared by server and client",
+    )
     parser.add_argument("--name", default="perf", help="session name in the store (default perf)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds before giving up (default 120)")
-    parser.add_argument("--qp-timeout", type=int, default=13,
-                        help="local ACK timeout exponent: 4.096 us * 2^N (default 13 = 33.5 ms)")
+    parser.add_argument(
+        "--qp-timeout",
+        type=int,
+        default=13,
+        help="local ACK timeout exponent: 4.096 us * 2^N (default 13 = 33.5 ms)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -96,7 +116,9 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
     mtu = path_mtu_for(interface_mtu(args.dev))
     if args.mtu is not None:
         if args.mtu not in PATH_MTUS or args.mtu > mtu:
-            raise PerfArgError(f"--mtu {args.mtu}: must be one of {PATH_MTUS} and at most {mtu} on {args.dev}")
+            raise PerfArgError(
+                f"--mtu {args.mtu}: must be one of {PATH_MTUS} and at most {mtu} on {args.dev}"
+            )
         mtu = args.mtu
     return nic, mtu
 
@@ -107,33 +129,53 @@ def _run_role(args: argparse.Namespace) -> dict[str, Any]:
     max_size = max(_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"))
     timeout_ns = int(args.timeout * 1e9)
     if args.role == "server":
-        return run_server(nic, store, args.name, max_size=max_size, path_mtu=mtu, qp_timeout=args.qp_timeout,
-                          idle_timeout_ns=timeout_ns)
-    cfg = PerfConfig(op=args.op, sizes=_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"),
-                     iters=_positive("--iters", args.iters), lat_iters=max(0, args.lat_iters),
-                     tx_depth=_positive("--tx-depth", args.tx_depth), path_mtu=mtu, timeout_ns=timeout_ns,
-                     qp_timeout=args.qp_timeout)
+        return run_server(
+            nic,
+            store,
+            args.name,
+            max_size=max_size,
+            path_mtu=mtu,
+            qp_timeout=args.qp_timeout,
+            idle_timeout_ns=timeout_ns,
+        )
+    cfg = PerfConfig(
+        op=args.op,
+        sizes=_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"),
+        iters=_positive("--iters", args.iters),
+        lat_iters=max(0, args.lat_iters),
+        tx_depth=_positive("--tx-depth", args.tx_depth),
+        path_mtu=mtu,
+        timeout_ns=timeout_ns,
+        qp_timeout=args.qp_timeout,
+    )
     if args.size:
         cfg.budget_bytes = max(cfg.sizes)
     return PerfClient(nic, store, args.name, cfg).run()
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    print(f"# {report['op']}  path MTU {report['path_mtu']}  cc {report['cc']}  "
-          f"line rate {format_rate_bps(report['line_rate_bps'])}")
-    print(f"{'bytes':>9} {'iters':>6} {'BW':>12} {'Mmsg/s':>8} {'lat med us':>11} {'lat p99 us':>11} "
-          f"{'retx':>6} {'ok':>3}")
+    print(
+        f"# {report['op']}  path MTU {report['path_mtu']}  cc {report['cc']}  "
+        f"line rate {format_rate_bps(report['line_rate_bps'])}"
+    )
+    print(
+        f"{'bytes':>9} {'iters':>6} {'BW':>12} {'Mmsg/s':>8} {'lat med us':>11} {'lat p99 us':>11} "
+        f"{'retx':>6} {'ok':>3}"
+    )
     for r in report["results"]:
         med = f"{r['lat_us_median']:.1f}" if "lat_us_median" in r else "-"
         p99 = f"{r['lat_us_p99']:.1f}" if "lat_us_p99" in r else "-"
-        print(f"{format_size_bytes(r['size_bytes']):>9} {r['iters']:>6} {format_rate_bps(r['bw_bps']):>12} "
-              f"{r['msg_rate'] / 1e6:>8.4f} {med:>11} {p99:>11} {r['retransmissions']:>6} "
-              f"{'yes' if r['data_ok'] else 'NO':>3}")
+        print(
+            f"{format_size_bytes(r['size_bytes']):>9} {r['iters']:>6} {format_rate_bps(r['bw_bps']):>12} "
+            f"{r['msg_rate'] / 1e6:>8.4f} {med:>11} {p99:>11} {r['retransmissions']:>6} "
+            f"{'yes' if r['data_ok'] else 'NO':>3}"
+        )
 
 
 # --- selftest ----------------------------------------------------------------------------------------------
-def _selftest_in_lab(args: argparse.Namespace, tmp: str, rate_bps: int, size: int, loss: float, dup: float,
-                     reorder: float) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
+def _selftest_in_lab(
+    args: argparse.Namespace, tmp: str, rate_bps: int, size: int, loss: float, dup: float, reorder: float
+) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
     """Two namespaces, one link (tbf, or the emu.wire emulator when impaired), server and client processes."""
     from emu.netns import NetnsLab  # the CLI is the top layer: emu only here, never in sw.roce
     from emu.wire import WireProfile
@@ -145,33 +187,64 @@ def _selftest_in_lab(args: argparse.Namespace, tmp: str, rate_bps: int, size: in
         addr = {"addr_a": "10.77.0.1/24", "addr_b": "10.77.0.2/24", "mtu": SELFTEST_IF_MTU}
         if loss or dup or reorder:
             # Reordering needs frames in flight to overtake: give the link a delay of several frame times.
-            profile = WireProfile(rate_bps=rate_bps, loss_pct=loss, dup_pct=dup, reorder_pct=reorder,
-                                  delay_ns=REORDER_DELAY_NS if reorder else IMPAIRED_DELAY_NS)
-            lab.add_wired_link(h1, h2, profile, ifname_a="eth0", ifname_b="eth0", stats_path=str(wire_stats),
-                               **addr)
+            profile = WireProfile(
+                rate_bps=rate_bps,
+                loss_pct=loss,
+                dup_pct=dup,
+                reorder_pct=reorder,
+                delay_ns=REORDER_DELAY_NS if reorder else IMPAIRED_DELAY_NS,
+            )
+            lab.add_wired_link(
+                h1, h2, profile, ifname_a="eth0", ifname_b="eth0", stats_path=str(wire_stats), **addr
+            )
             link = "emu.wire"
         else:
             lab.add_link(h1, h2, ifname_a="eth0", ifname_b="eth0", **addr)
             for host in (h1, h2):
                 lab.shape_rate(host, "eth0", rate_bps, burst_bytes=4 * SELFTEST_IF_MTU)
             link = "tbf"
-        common = ["--dev", "eth0", "--store", tmp, "--name", "selftest", "--op", args.op, "--size", str(size),
-                  "--link-rate", str(rate_bps), "--cc", args.cc, "--timeout", str(args.timeout),
-                  "--qp-timeout", str(args.qp_timeout), "--json"]
+        common = [
+            "--dev",
+            "eth0",
+            "--store",
+            tmp,
+            "--name",
+            "selftest",
+            "--op",
+            args.op,
+            "--size",
+            str(size),
+            "--link-rate",
+            str(rate_bps),
+            "--cc",
+            args.cc,
+            "--timeout",
+            str(args.timeout),
+            "--qp-timeout",
+            str(args.qp_timeout),
+            "--json",
+        ]
         if args.mtu:
             common += ["--mtu", str(args.mtu)]
         me = [sys.executable, "-m", "sw.roce.perf_cli"]
         env = dict(os.environ, STARPULSE_TIME_DILATION=str(clock.dilation))
-        server = h2.popen([*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=env)
-        client = h1.popen([*me, "client", *common, "--iters", "1", "--lat-iters", "0", "--tx-depth", "1"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        server = h2.popen(
+            [*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        client = h1.popen(
+            [*me, "client", *common, "--iters", "1", "--lat-iters", "0", "--tx-depth", "1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         try:
             out, err = client.communicate(timeout=args.timeout + 60)
             server.communicate(timeout=30)
         except subprocess.TimeoutExpired:
-            raise PerfArgError(f"selftest did not finish within {args.timeout + 60:g} s "
-                               "(raise --timeout or lower --size)") from None
+            raise PerfArgError(
+                f"selftest did not finish within {args.timeout + 60:g} s (raise --timeout or lower --size)"
+            ) from None
         if client.returncode != 0:
             raise PerfError(f"perf client failed: {err.strip().splitlines()[-1] if err.strip() else '?'}")
         report = json.loads(out)
@@ -193,16 +266,29 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
         "link_rate_bps": rate_bps,
         "retransmissions": row["retransmissions"],
         "data_ok": row["data_ok"],
-        "op": args.op, "size_bytes": size, "path_mtu": report["path_mtu"], "cc": args.cc,
-        "cc_feedback": {"none": "none", "dcqcn": "cnp (no ECN marking on this link)",
-                        "hpcc": "int unavailable on this link: model holds line rate"}[args.cc],
-        "loss_pct": loss, "dup_pct": dup, "reorder_pct": reorder, "link": link,
+        "op": args.op,
+        "size_bytes": size,
+        "path_mtu": report["path_mtu"],
+        "cc": args.cc,
+        "cc_feedback": {
+            "none": "none",
+            "dcqcn": "cnp (no ECN marking on this link)",
+            "hpcc": "int unavailable on this link: model holds line rate",
+        }[args.cc],
+        "loss_pct": loss,
+        "dup_pct": dup,
+        "reorder_pct": reorder,
+        "link": link,
         "link_delay_ns": (REORDER_DELAY_NS if reorder else IMPAIRED_DELAY_NS) if link == "emu.wire" else 0,
-        "goodput_fraction": row["bw_bps"] / rate_bps, "elapsed_s": row["elapsed_s"],
-        "timeouts": row["timeouts"], "pps_per_core": row["pps_per_core"],
+        "goodput_fraction": row["bw_bps"] / rate_bps,
+        "elapsed_s": row["elapsed_s"],
+        "timeouts": row["timeouts"],
+        "pps_per_core": row["pps_per_core"],
         "time_dilation": get_clock().dilation,
-        "client_counters": report["client_counters"], "server_counters": report["server_counters"],
-        "client_port_counters": report["port_counters"], "server_port_counters": report["server_port_counters"],
+        "client_counters": report["client_counters"],
+        "server_counters": report["server_counters"],
+        "client_port_counters": report["port_counters"],
+        "server_port_counters": report["server_port_counters"],
     }
     if wire_counters is not None:
         result["wire_counters"] = wire_counters

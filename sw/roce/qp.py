@@ -1,6 +1,6 @@
-"""RC queue pair: the RESET -> INIT -> RTR -> RTS state machine, its attributes and counters, and the glue that
-routes packets to the requester or responder half and picks the next frame to send (ACKs first, then paced
-data).  Deterministic: the NIC engine passes time in and takes frames out.
+"""RC queue pair: the RESET -> INIT -> RTR -> RTS state machine, its attributes and counters, and the glue
+that routes packets to the requester or responder half and picks the next frame to send (ACKs first, then
+paced data).  Deterministic: the NIC engine passes time in and takes frames out.
 """
 
 from __future__ import annotations
@@ -59,10 +59,17 @@ class QpAttr:
     def check(self) -> None:
         if self.path_mtu not in PATH_MTUS:
             raise VerbsError(f"path_mtu={self.path_mtu}: must be one of {', '.join(map(str, PATH_MTUS))}")
-        for name, lo, hi in (("dest_qp_num", 0, 0xFFFFFF), ("rq_psn", 0, 0xFFFFFF), ("sq_psn", 0, 0xFFFFFF),
-                             ("timeout", 1, 31), ("retry_cnt", 0, 7), ("rnr_retry", 0, 7),
-                             ("min_rnr_timer", 0, 31), ("max_inflight_pkts", 1, 1 << 22),
-                             ("ack_every_pkts", 1, 1 << 16)):
+        for name, lo, hi in (
+            ("dest_qp_num", 0, 0xFFFFFF),
+            ("rq_psn", 0, 0xFFFFFF),
+            ("sq_psn", 0, 0xFFFFFF),
+            ("timeout", 1, 31),
+            ("retry_cnt", 0, 7),
+            ("rnr_retry", 0, 7),
+            ("min_rnr_timer", 0, 31),
+            ("max_inflight_pkts", 1, 1 << 22),
+            ("ack_every_pkts", 1, 1 << 16),
+        ):
             value = getattr(self, name)
             if not lo <= value <= hi:
                 raise VerbsError(f"modify_qp {name}={value}: must be {lo}..{hi}")
@@ -101,8 +108,9 @@ class QpCounters:
 class QueuePair:
     """One reliable-connected QP of a NIC."""
 
-    def __init__(self, nic: Nic, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue,
-                 qp_num: int) -> None:
+    def __init__(
+        self, nic: Nic, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue, qp_num: int
+    ) -> None:
         self.nic = nic
         self.pd = pd
         self.send_cq = send_cq
@@ -126,7 +134,9 @@ class QueuePair:
     def modify(self, state: QpState, **attrs: int | str) -> None:
         """ibv_modify_qp: move to ``state`` (the next state, ERROR or RESET), setting ``attrs`` on the way."""
         if state not in (QpState.ERROR, QpState.RESET) and _NEXT.get(self.state) != state:
-            raise VerbsError(f"modify_qp: {self.state.name} -> {QpState(state).name} is not a valid transition")
+            raise VerbsError(
+                f"modify_qp: {self.state.name} -> {QpState(state).name} is not a valid transition"
+            )
         new_attr = dataclasses.replace(self.attr)
         for name, value in attrs.items():
             if not hasattr(new_attr, name):
@@ -138,10 +148,18 @@ class QueuePair:
         if state == QpState.INIT:
             self.resp = None
         elif state == QpState.RTR:
-            flow = Flow(self.nic.mac, new_attr.dest_mac, self.nic.ip, new_attr.dest_ip, self.qp_num,
-                        new_attr.dest_qp_num)
+            flow = Flow(
+                self.nic.mac,
+                new_attr.dest_mac,
+                self.nic.ip,
+                new_attr.dest_ip,
+                self.qp_num,
+                new_attr.dest_qp_num,
+            )
             self.templates = FlowTemplates(flow)
-            self.pacer = QpPacer(self.nic.new_cc(), self.nic.clock.now_ns(), burst_bytes=self.nic.pacer_burst_bytes)
+            self.pacer = QpPacer(
+                self.nic.new_cc(), self.nic.clock.now_ns(), burst_bytes=self.nic.pacer_burst_bytes
+            )
             self.resp = Responder(self, new_attr.rq_psn)
         elif state == QpState.RTS:
             self.req = Requester(self, new_attr.sq_psn)

@@ -23,8 +23,14 @@ def qp_info(qp: QueuePair, psn: int, mr: MemoryRegion | None = None) -> dict[str
 def connect(qp: QueuePair, local_psn: int, remote: dict[str, Any], *, path_mtu: int, **attrs: int) -> None:
     """Bring ``qp`` from RESET to RTS towards the peer described by ``remote`` (a ``qp_info`` dict)."""
     qp.modify(QpState.INIT)
-    qp.modify(QpState.RTR, dest_qp_num=int(remote["qp_num"]), dest_mac=str(remote["mac"]),
-              dest_ip=str(remote["ip"]), path_mtu=path_mtu, rq_psn=int(remote["psn"]))
+    qp.modify(
+        QpState.RTR,
+        dest_qp_num=int(remote["qp_num"]),
+        dest_mac=str(remote["mac"]),
+        dest_ip=str(remote["ip"]),
+        path_mtu=path_mtu,
+        rq_psn=int(remote["psn"]),
+    )
     qp.modify(QpState.RTS, sq_psn=local_psn, **attrs)
 
 

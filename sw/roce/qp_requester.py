@@ -30,7 +30,16 @@ from sw.roce.transport_rules import (
     psn_diff,
     segment_opcode,
 )
-from sw.roce.verbs import Access, MemoryRegion, SendWr, VerbsError, WcStatus, WorkCompletion, WrOpcode, wc_opcode_of
+from sw.roce.verbs import (
+    Access,
+    MemoryRegion,
+    SendWr,
+    VerbsError,
+    WcStatus,
+    WorkCompletion,
+    WrOpcode,
+    wc_opcode_of,
+)
 
 if TYPE_CHECKING:
     from sw.roce.qp import QueuePair
@@ -86,8 +95,12 @@ class Requester:
         if mr is None:
             raise VerbsError(f"post_send wr_id={wr.wr_id}: unknown lkey {wr.sge.lkey:#x}")
         is_read = wr.opcode == WrOpcode.RDMA_READ
-        off = mr.offset(wr.sge.addr, wr.sge.length, Access.LOCAL_WRITE if is_read else Access(0),
-                        what=f"post_send wr_id={wr.wr_id}")
+        off = mr.offset(
+            wr.sge.addr,
+            wr.sge.length,
+            Access.LOCAL_WRITE if is_read else Access(0),
+            what=f"post_send wr_id={wr.wr_id}",
+        )
         if wr.sge.length >= 1 << 31:
             raise VerbsError(f"post_send wr_id={wr.wr_id}: length {wr.sge.length} exceeds 2^31 - 1")
         n = n_packets(wr.sge.length, self.qp.attr.path_mtu)
@@ -144,11 +157,17 @@ class Requester:
             last = i == op.n_pkts - 1
             ackreq = last or (i % qp.attr.ack_every_pkts == qp.attr.ack_every_pkts - 1)
             fields: dict[str, int] = {}
-            if i == 0 and opcode in (Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY,
-                                     Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE):
+            if i == 0 and opcode in (
+                Opcode.RDMA_WRITE_FIRST,
+                Opcode.RDMA_WRITE_ONLY,
+                Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+            ):
                 fields = {"va": wr.remote_addr, "rkey": wr.rkey, "dma_len": wr.sge.length}
-            if last and wr.imm_data is not None and wr.opcode in (WrOpcode.SEND_WITH_IMM,
-                                                                  WrOpcode.RDMA_WRITE_WITH_IMM):
+            if (
+                last
+                and wr.imm_data is not None
+                and wr.opcode in (WrOpcode.SEND_WITH_IMM, WrOpcode.RDMA_WRITE_WITH_IMM)
+            ):
                 fields["immdt"] = wr.imm_data
             frame = qp.templates[opcode].build(psn, op.mr.view[start:end], ackreq=ackreq, se=last, **fields)
             self.sent_bytes += end - start
@@ -329,8 +348,11 @@ class Requester:
         op = self.ops[self.head]
         self.head += 1
         if op.wr.signaled or status != WcStatus.SUCCESS:
-            self.qp.send_cq.push(WorkCompletion(op.wr.wr_id, status, wc_opcode_of(op.wr.opcode), self.qp.qp_num,
-                                                op.wr.sge.length))
+            self.qp.send_cq.push(
+                WorkCompletion(
+                    op.wr.wr_id, status, wc_opcode_of(op.wr.opcode), self.qp.qp_num, op.wr.sge.length
+                )
+            )
 
     def _fail(self, status: WcStatus) -> None:
         """Complete the oldest op with an error and move the QP to ERROR (which flushes the rest)."""

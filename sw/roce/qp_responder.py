@@ -81,7 +81,9 @@ class Responder:
         self.recv_queue: deque[RecvWr] = deque()
         self.out: deque[_Ack | _ReadJob] = deque()
         self.nak_sent = False  # one NAK per sequence-error episode
-        self.resp_high_psn = rq_psn  # first read-response PSN never sent (earlier ones going again are resends)
+        self.resp_high_psn = (
+            rq_psn  # first read-response PSN never sent (earlier ones going again are resends)
+        )
         self.send_in: _Incoming | None = None
         self.write_in: _Incoming | None = None
 
@@ -140,7 +142,9 @@ class Responder:
             wr = self.recv_queue.popleft()
             mr = self.qp.pd.by_lkey(wr.sge.lkey)
             assert mr is not None  # checked at post_recv
-            incoming = self.send_in = _Incoming(mr, mr.offset(wr.sge.addr, 0, Access(0)), wr.sge.length, recv=wr)
+            incoming = self.send_in = _Incoming(
+                mr, mr.offset(wr.sge.addr, 0, Access(0)), wr.sge.length, recv=wr
+            )
         elif incoming is None:
             self._nak(NAK_INV_REQ, pkt.psn)
             return False
@@ -155,7 +159,9 @@ class Responder:
         if op in SEND_LASTISH:
             self.send_in = None
             self.msn = (self.msn + 1) & 0xFFFFFF
-            self._recv_complete(incoming, WcStatus.SUCCESS, WcOpcode.RECV, pkt.immdt if op in WITH_IMM else None)
+            self._recv_complete(
+                incoming, WcStatus.SUCCESS, WcOpcode.RECV, pkt.immdt if op in WITH_IMM else None
+            )
         return True
 
     def _on_write(self, pkt: RocePacket) -> bool:
@@ -191,8 +197,16 @@ class Responder:
             self.msn = (self.msn + 1) & 0xFFFFFF
             if op in WITH_IMM:
                 wr = self.recv_queue.popleft()
-                self.qp.recv_cq.push(WorkCompletion(wr.wr_id, WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM,
-                                                    self.qp.qp_num, incoming.received, pkt.immdt))
+                self.qp.recv_cq.push(
+                    WorkCompletion(
+                        wr.wr_id,
+                        WcStatus.SUCCESS,
+                        WcOpcode.RECV_RDMA_WITH_IMM,
+                        self.qp.qp_num,
+                        incoming.received,
+                        pkt.immdt,
+                    )
+                )
         return True
 
     def _serve_read(self, pkt: RocePacket, *, replay: bool) -> None:
@@ -214,17 +228,29 @@ class Responder:
             if psn_diff(psn_add(pkt.psn, n), self.epsn) > 0:
                 return  # a "duplicate" reaching past what we executed is malformed: ignore it
             jobs = [item for item in self.out if isinstance(item, _ReadJob)]
-            if any(0 <= psn_diff(pkt.psn, psn_add(j.first_psn, j.next_i)) < j.n_pkts - j.next_i for j in jobs):
-                return  # a queued job will still send this PSN: the request is redundant (duplicate or timeout)
+            if any(
+                0 <= psn_diff(pkt.psn, psn_add(j.first_psn, j.next_i)) < j.n_pkts - j.next_i for j in jobs
+            ):
+                return  # a queued job will still send this PSN: the request is redundant
             # The requester went back to this PSN and discards responses after it: drop those still queued.
-            self.out = deque(item for item in self.out if not (
-                isinstance(item, _ReadJob) and psn_diff(psn_add(item.first_psn, item.next_i), pkt.psn) >= 0))
+            self.out = deque(
+                item
+                for item in self.out
+                if not (
+                    isinstance(item, _ReadJob)
+                    and psn_diff(psn_add(item.first_psn, item.next_i), pkt.psn) >= 0
+                )
+            )
         self.out.append(_ReadJob(pkt.psn, mr, off, length, n, self.msn))
 
-    def _recv_complete(self, incoming: _Incoming, status: WcStatus, opcode: WcOpcode, imm: int | None) -> None:
+    def _recv_complete(
+        self, incoming: _Incoming, status: WcStatus, opcode: WcOpcode, imm: int | None
+    ) -> None:
         wr = incoming.recv
         if wr is not None:
-            self.qp.recv_cq.push(WorkCompletion(wr.wr_id, status, opcode, self.qp.qp_num, incoming.received, imm))
+            self.qp.recv_cq.push(
+                WorkCompletion(wr.wr_id, status, opcode, self.qp.qp_num, incoming.received, imm)
+            )
 
     def _nak(self, code: int, psn: int) -> None:
         """A fatal NAK (access error, invalid request): send it, then the QP goes to ERROR."""
@@ -276,6 +302,8 @@ class Responder:
         """QP went to ERROR: posted receives complete with WR_FLUSH_ERR."""
         while self.recv_queue:
             wr = self.recv_queue.popleft()
-            self.qp.recv_cq.push(WorkCompletion(wr.wr_id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, self.qp.qp_num))
+            self.qp.recv_cq.push(
+                WorkCompletion(wr.wr_id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, self.qp.qp_num)
+            )
         self.send_in = self.write_in = None
         self.out = deque(item for item in self.out if isinstance(item, _Ack))  # pending NAKs still leave

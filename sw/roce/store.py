@@ -23,7 +23,7 @@ class StoreError(RuntimeError):
 
 
 class FileStore:
-    """Key -> JSON value in directory ``root``; ``wait`` polls until keys exist (control path, not data path)."""
+    """Key -> JSON value in directory ``root``; ``wait`` polls until keys exist (control path only)."""
 
     def __init__(self, root: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
         self.root = Path(root)
@@ -59,5 +59,7 @@ class FileStore:
             if value is not None:
                 return value
             if self.clock.now_ns() >= end_ns:
-                raise StoreError(f"store {self.root}: key {key!r} did not appear within {timeout_ns / 1e9:g} s")
+                raise StoreError(
+                    f"store {self.root}: key {key!r} did not appear within {timeout_ns / 1e9:g} s"
+                )
             self.clock.sleep_ns(poll_ns)

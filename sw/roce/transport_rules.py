@@ -24,10 +24,38 @@ NAK_REM_OP_ERR = 3
 
 # RNR NAK timer field -> delay in ns (IBTA table 45; 0 encodes the longest delay).
 RNR_TIMER_NS = (
-    655_360_000, 10_000, 20_000, 30_000, 40_000, 60_000, 80_000, 120_000, 160_000, 240_000, 320_000,
-    480_000, 640_000, 960_000, 1_280_000, 1_920_000, 2_560_000, 3_840_000, 5_120_000, 7_680_000,
-    10_240_000, 15_360_000, 20_480_000, 30_720_000, 40_960_000, 61_440_000, 81_920_000, 122_880_000,
-    163_840_000, 245_760_000, 327_680_000, 491_520_000,
+    655_360_000,
+    10_000,
+    20_000,
+    30_000,
+    40_000,
+    60_000,
+    80_000,
+    120_000,
+    160_000,
+    240_000,
+    320_000,
+    480_000,
+    640_000,
+    960_000,
+    1_280_000,
+    1_920_000,
+    2_560_000,
+    3_840_000,
+    5_120_000,
+    7_680_000,
+    10_240_000,
+    15_360_000,
+    20_480_000,
+    30_720_000,
+    40_960_000,
+    61_440_000,
+    81_920_000,
+    122_880_000,
+    163_840_000,
+    245_760_000,
+    327_680_000,
+    491_520_000,
 )
 
 PATH_MTUS = (256, 512, 1024, 2048, 4096)
@@ -56,21 +84,43 @@ def n_packets(length: int, mtu: int) -> int:
 
 
 # Opcodes the requester side of a QP receives; everything else with a payload or RETH goes to the responder.
-TO_REQUESTER = frozenset({
-    Opcode.ACKNOWLEDGE, Opcode.ATOMIC_ACKNOWLEDGE, Opcode.RDMA_READ_RESPONSE_FIRST,
-    Opcode.RDMA_READ_RESPONSE_MIDDLE, Opcode.RDMA_READ_RESPONSE_LAST, Opcode.RDMA_READ_RESPONSE_ONLY,
-})
+TO_REQUESTER = frozenset(
+    {
+        Opcode.ACKNOWLEDGE,
+        Opcode.ATOMIC_ACKNOWLEDGE,
+        Opcode.RDMA_READ_RESPONSE_FIRST,
+        Opcode.RDMA_READ_RESPONSE_MIDDLE,
+        Opcode.RDMA_READ_RESPONSE_LAST,
+        Opcode.RDMA_READ_RESPONSE_ONLY,
+    }
+)
 
 # (first, middle, last, only) opcodes of each message kind; index 1/2 of the tuple of "last"/"only" variants.
 SEND_OPS = (Opcode.SEND_FIRST, Opcode.SEND_MIDDLE, Opcode.SEND_LAST, Opcode.SEND_ONLY)
-SEND_IMM_OPS = (Opcode.SEND_FIRST, Opcode.SEND_MIDDLE, Opcode.SEND_LAST_WITH_IMMEDIATE,
-                Opcode.SEND_ONLY_WITH_IMMEDIATE)
-WRITE_OPS = (Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE, Opcode.RDMA_WRITE_LAST,
-             Opcode.RDMA_WRITE_ONLY)
-WRITE_IMM_OPS = (Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_MIDDLE, Opcode.RDMA_WRITE_LAST_WITH_IMMEDIATE,
-                 Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE)
-READ_RESP_OPS = (Opcode.RDMA_READ_RESPONSE_FIRST, Opcode.RDMA_READ_RESPONSE_MIDDLE,
-                 Opcode.RDMA_READ_RESPONSE_LAST, Opcode.RDMA_READ_RESPONSE_ONLY)
+SEND_IMM_OPS = (
+    Opcode.SEND_FIRST,
+    Opcode.SEND_MIDDLE,
+    Opcode.SEND_LAST_WITH_IMMEDIATE,
+    Opcode.SEND_ONLY_WITH_IMMEDIATE,
+)
+WRITE_OPS = (
+    Opcode.RDMA_WRITE_FIRST,
+    Opcode.RDMA_WRITE_MIDDLE,
+    Opcode.RDMA_WRITE_LAST,
+    Opcode.RDMA_WRITE_ONLY,
+)
+WRITE_IMM_OPS = (
+    Opcode.RDMA_WRITE_FIRST,
+    Opcode.RDMA_WRITE_MIDDLE,
+    Opcode.RDMA_WRITE_LAST_WITH_IMMEDIATE,
+    Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+)
+READ_RESP_OPS = (
+    Opcode.RDMA_READ_RESPONSE_FIRST,
+    Opcode.RDMA_READ_RESPONSE_MIDDLE,
+    Opcode.RDMA_READ_RESPONSE_LAST,
+    Opcode.RDMA_READ_RESPONSE_ONLY,
+)
 
 
 def segment_opcode(ops: tuple[Opcode, Opcode, Opcode, Opcode], index: int, count: int) -> Opcode:
@@ -85,12 +135,26 @@ def segment_opcode(ops: tuple[Opcode, Opcode, Opcode, Opcode], index: int, count
 # Classification of request opcodes for the responder.
 SEND_FIRSTISH = frozenset({Opcode.SEND_FIRST, Opcode.SEND_ONLY, Opcode.SEND_ONLY_WITH_IMMEDIATE})
 SEND_ANY = frozenset(SEND_OPS + SEND_IMM_OPS)
-SEND_LASTISH = frozenset({Opcode.SEND_LAST, Opcode.SEND_LAST_WITH_IMMEDIATE, Opcode.SEND_ONLY,
-                          Opcode.SEND_ONLY_WITH_IMMEDIATE})
-WRITE_FIRSTISH = frozenset({Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY,
-                            Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE})
+SEND_LASTISH = frozenset(
+    {Opcode.SEND_LAST, Opcode.SEND_LAST_WITH_IMMEDIATE, Opcode.SEND_ONLY, Opcode.SEND_ONLY_WITH_IMMEDIATE}
+)
+WRITE_FIRSTISH = frozenset(
+    {Opcode.RDMA_WRITE_FIRST, Opcode.RDMA_WRITE_ONLY, Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE}
+)
 WRITE_ANY = frozenset(WRITE_OPS + WRITE_IMM_OPS)
-WRITE_LASTISH = frozenset({Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_LAST_WITH_IMMEDIATE,
-                           Opcode.RDMA_WRITE_ONLY, Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE})
-WITH_IMM = frozenset({Opcode.SEND_LAST_WITH_IMMEDIATE, Opcode.SEND_ONLY_WITH_IMMEDIATE,
-                      Opcode.RDMA_WRITE_LAST_WITH_IMMEDIATE, Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE})
+WRITE_LASTISH = frozenset(
+    {
+        Opcode.RDMA_WRITE_LAST,
+        Opcode.RDMA_WRITE_LAST_WITH_IMMEDIATE,
+        Opcode.RDMA_WRITE_ONLY,
+        Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+    }
+)
+WITH_IMM = frozenset(
+    {
+        Opcode.SEND_LAST_WITH_IMMEDIATE,
+        Opcode.SEND_ONLY_WITH_IMMEDIATE,
+        Opcode.RDMA_WRITE_LAST_WITH_IMMEDIATE,
+        Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE,
+    }
+)

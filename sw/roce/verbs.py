@@ -1,4 +1,5 @@
-"""Verbs objects with the names RDMA programmers know: PD, MR over numpy buffers, CQ, work requests, completions.
+"""Verbs objects with the names RDMA programmers know: PD, MR over numpy buffers, CQ, work requests and
+completions.
 
 Memory regions get a virtual address range and lkey/rkey like a real HCA's; the transport looks them up by key
 and checks bounds and access flags on every local and remote access.  One scatter/gather element per work
@@ -91,7 +92,7 @@ class Sge:
 
 @dataclass(frozen=True, slots=True)
 class SendWr:
-    """A send-queue work request; ``remote_addr``/``rkey`` for RDMA, ``imm_data`` for the *_WITH_IMM opcodes."""
+    """A send-queue work request; ``remote_addr``/``rkey`` for RDMA, ``imm_data`` for *_WITH_IMM."""
 
     wr_id: int
     opcode: WrOpcode
@@ -128,7 +129,7 @@ _VA_ALIGN = 1 << 21
 
 
 class MemoryRegion:
-    """A registered numpy buffer: bytes ``[addr, addr + length)`` of a virtual address space, lkey and rkey."""
+    """A registered numpy buffer: bytes ``[addr, addr + length)`` of a virtual address space, lkey, rkey."""
 
     def __init__(self, pd: ProtectionDomain, buf: np.ndarray, access: Access, addr: int) -> None:
         if not isinstance(buf, np.ndarray) or not buf.flags.c_contiguous:
@@ -143,14 +144,12 @@ class MemoryRegion:
         self.rkey = next(_key_counter)
 
     def offset(self, addr: int, length: int, need: Access, *, what: str = "access") -> int:
-        """Byte offset of ``[addr, addr+length)`` in the buffer, or VerbsError if out of bounds/not allowed."""
+        """Offset of ``[addr, addr+length)`` in the buffer, or VerbsError if out of bounds or not allowed."""
         if need and not self.access & need:
             raise VerbsError(f"{what}: MR {self.lkey:#x} lacks access {need!r}")
         off = addr - self.addr
         if off < 0 or length < 0 or off + length > self.length:
-            raise VerbsError(
-                f"{what}: [{addr:#x}, +{length}) is outside MR [{self.addr:#x}, +{self.length})"
-            )
+            raise VerbsError(f"{what}: [{addr:#x}, +{length}) is outside MR [{self.addr:#x}, +{self.length})")
         return off
 
     def sge(self, offset: int = 0, length: int | None = None) -> Sge:

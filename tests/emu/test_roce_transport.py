@@ -113,8 +113,13 @@ def lab() -> Iterator[NetnsLab]:
 
 def _pair(lab: NetnsLab, profile: WireProfile | None = None, *, stats: str | None = None) -> tuple[End, End]:
     h1, h2 = lab.add_host("h1"), lab.add_host("h2")
-    kw = {"ifname_a": "eth0", "ifname_b": "eth0", "addr_a": f"{ADDR_A}/24", "addr_b": f"{ADDR_B}/24",
-          "mtu": 9000}
+    kw = {
+        "ifname_a": "eth0",
+        "ifname_b": "eth0",
+        "addr_a": f"{ADDR_A}/24",
+        "addr_b": f"{ADDR_B}/24",
+        "mtu": 9000,
+    }
     if profile is None:
         lab.add_link(h1, h2, **kw)
     else:
@@ -138,9 +143,25 @@ def test_write_read_send_exact_over_veth_and_tshark_dissects_rocev2(lab, tmp_pat
     a, b = _pair(lab)
     _connect(a, b, mtu=1024)
     pcap = tmp_path / "roce.pcap"
-    dump = b.host.popen(["tcpdump", "-i", "eth0", "-U", "--immediate-mode", "-s", "256", "-B", "32768", "-w", str(pcap),
-                                      "udp port 4791"],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    dump = b.host.popen(
+        [
+            "tcpdump",
+            "-i",
+            "eth0",
+            "-U",
+            "--immediate-mode",
+            "-s",
+            "256",
+            "-B",
+            "32768",
+            "-w",
+            str(pcap),
+            "udp port 4791",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.0)  # test set-up, not the data path: let tcpdump attach before traffic starts
     _write_read(a, b, 3 * 1024 * 1024 + 77)
     inbox = np.zeros(8192, np.uint8)
@@ -155,8 +176,22 @@ def test_write_read_send_exact_over_veth_and_tshark_dissects_rocev2(lab, tmp_pat
     dump.terminate()
     _, dump_err = dump.communicate(timeout=10)
     assert "\n0 packets dropped by kernel" in dump_err, dump_err
-    out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "infiniband.bth.opcode",
-                          "-e", "infiniband.bth.destqp"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(pcap),
+            "-T",
+            "fields",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "infiniband.bth.destqp",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rows = [line.split("\t") for line in out.stdout.splitlines() if line.strip()]
     opcodes = {int(r[0], 0) for r in rows if r[0]}
@@ -166,11 +201,15 @@ def test_write_read_send_exact_over_veth_and_tshark_dissects_rocev2(lab, tmp_pat
     assert a.nic.counters.malformed_frames == 0 and b.nic.counters.malformed_frames == 0
 
 
-@pytest.mark.parametrize("profile", [
-    WireProfile(rate_bps=RATE_BPS, loss_pct=1.0),
-    WireProfile(rate_bps=RATE_BPS, loss_pct=5.0),
-    WireProfile(rate_bps=RATE_BPS, reorder_pct=2.0, dup_pct=2.0, delay_ns=2_000_000),
-], ids=["loss1", "loss5", "reorder_dup"])
+@pytest.mark.parametrize(
+    "profile",
+    [
+        WireProfile(rate_bps=RATE_BPS, loss_pct=1.0),
+        WireProfile(rate_bps=RATE_BPS, loss_pct=5.0),
+        WireProfile(rate_bps=RATE_BPS, reorder_pct=2.0, dup_pct=2.0, delay_ns=2_000_000),
+    ],
+    ids=["loss1", "loss5", "reorder_dup"],
+)
 def test_impaired_link_write_read_exact_and_counters_explain(lab, tmp_path, profile):
     stats = tmp_path / "wire.json"
     a, b = _pair(lab, profile, stats=str(stats))
@@ -233,9 +272,13 @@ def test_non_roce_frames_are_counted_and_ignored(lab):
 
 
 def _perf(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([os.environ.get("PYTHON", "python"), "-m", "sw.roce.perf_cli", *argv],
-                          capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(os.path.dirname(
-                              os.path.dirname(os.path.abspath(__file__)))))
+    return subprocess.run(
+        [os.environ.get("PYTHON", "python"), "-m", "sw.roce.perf_cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    )
 
 
 @pytest.fixture
@@ -245,11 +288,15 @@ def python_env(monkeypatch):
     monkeypatch.setenv("PYTHON", sys.executable)
 
 
-@pytest.mark.parametrize("argv", [
-    ["--op", "write", "--size", "2M"],
-    ["--op", "read", "--size", "2M", "--loss", "1"],
-    ["--op", "send", "--size", "1M", "--cc", "dcqcn"],
-], ids=["write", "read_loss1", "send_dcqcn"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--op", "write", "--size", "2M"],
+        ["--op", "read", "--size", "2M", "--loss", "1"],
+        ["--op", "send", "--size", "1M", "--cc", "dcqcn"],
+    ],
+    ids=["write", "read_loss1", "send_dcqcn"],
+)
 def test_perf_selftest_prints_one_json_object_with_the_contract_keys(python_env, argv):
     import json
 
@@ -262,8 +309,11 @@ def test_perf_selftest_prints_one_json_object_with_the_contract_keys(python_env,
     assert result["data_ok"] is True
     assert 0 < result["goodput_bps"] <= result["link_rate_bps"]
     if "--loss" in argv:
-        assert result["wire_counters"]["b_to_a"]["lost_frames"] + result["wire_counters"]["a_to_b"][
-            "lost_frames"] > 0
+        assert (
+            result["wire_counters"]["b_to_a"]["lost_frames"]
+            + result["wire_counters"]["a_to_b"]["lost_frames"]
+            > 0
+        )
         assert result["retransmissions"] > 0
 
 
@@ -275,19 +325,28 @@ def test_perf_bad_flag_is_one_line_exit_2(python_env):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ["write", "read"])
-@pytest.mark.parametrize("impairment", [["--loss", "1"], ["--loss", "5"], ["--reorder", "2", "--dup", "2"]],
-                         ids=["loss1", "loss5", "reorder2_dup2"])
+@pytest.mark.parametrize(
+    "impairment",
+    [["--loss", "1"], ["--loss", "5"], ["--reorder", "2", "--dup", "2"]],
+    ids=["loss1", "loss5", "reorder2_dup2"],
+)
 def test_64mib_exact_through_perf_selftest_on_an_impaired_link(python_env, op, impairment):
     import json
 
-    out = _perf("--selftest", "--op", op, "--size", "64M", "--link-rate", "200M", *impairment, "--json",
-                timeout=600)
+    out = _perf(
+        "--selftest", "--op", op, "--size", "64M", "--link-rate", "200M", *impairment, "--json", timeout=600
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["data_ok"] is True and result["size_bytes"] == 64 << 20
     wire = result["wire_counters"]
-    assert sum(wire[d]["lost_frames"] + wire[d]["duplicated_frames"] + wire[d]["reordered_frames"]
-               for d in ("a_to_b", "b_to_a")) > 0
+    assert (
+        sum(
+            wire[d]["lost_frames"] + wire[d]["duplicated_frames"] + wire[d]["reordered_frames"]
+            for d in ("a_to_b", "b_to_a")
+        )
+        > 0
+    )
     if "--loss" in impairment:
         assert result["retransmissions"] > 0, "losses must be explained by retransmissions"
     else:
@@ -299,14 +358,31 @@ def test_perf_server_and_client_sweep_print_a_table(lab, tmp_path, python_env):
     import sys
 
     h1, h2 = lab.add_host("h1"), lab.add_host("h2")
-    lab.add_link(h1, h2, ifname_a="eth0", ifname_b="eth0", addr_a=f"{ADDR_A}/24", addr_b=f"{ADDR_B}/24",
-                 mtu=1500)
-    common = ["--dev", "eth0", "--store", str(tmp_path), "--name", "sweep", "--sizes", "64,4K,64K",
-              "--link-rate", "200M", "--timeout", "60"]
+    lab.add_link(
+        h1, h2, ifname_a="eth0", ifname_b="eth0", addr_a=f"{ADDR_A}/24", addr_b=f"{ADDR_B}/24", mtu=1500
+    )
+    common = [
+        "--dev",
+        "eth0",
+        "--store",
+        str(tmp_path),
+        "--name",
+        "sweep",
+        "--sizes",
+        "64,4K,64K",
+        "--link-rate",
+        "200M",
+        "--timeout",
+        "60",
+    ]
     me = [sys.executable, "-m", "sw.roce.perf_cli"]
     server = h2.popen([*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    client = h1.popen([*me, "client", *common, "--op", "send", "--iters", "50", "--lat-iters", "5"],
-                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client = h1.popen(
+        [*me, "client", *common, "--op", "send", "--iters", "50", "--lat-iters", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = client.communicate(timeout=120)
     server.communicate(timeout=30)
     assert client.returncode == 0, err
@@ -320,8 +396,12 @@ def test_perf_server_and_client_sweep_print_a_table(lab, tmp_path, python_env):
 def test_many_qps_on_one_nic_over_veth_each_with_its_own_udp_source_port(lab, tmp_path):
     a, b = _pair(lab)
     pcap = tmp_path / "qps.pcap"
-    dump = b.host.popen(["tcpdump", "-i", "eth0", "-U", "--immediate-mode", "-s", "128", "-w", str(pcap),
-                         "udp port 4791"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    dump = b.host.popen(
+        ["tcpdump", "-i", "eth0", "-U", "--immediate-mode", "-s", "128", "-w", str(pcap), "udp port 4791"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.0)  # test set-up: let tcpdump attach
     pairs, bufs = [], []
     for i in range(4):
@@ -340,8 +420,12 @@ def test_many_qps_on_one_nic_over_veth_each_with_its_own_udp_source_port(lab, tm
     time.sleep(1.5)  # let tcpdump write the last frames
     dump.terminate()
     dump.communicate(timeout=10)
-    out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "udp.srcport", "-e",
-                          "infiniband.bth.destqp"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        ["tshark", "-r", str(pcap), "-T", "fields", "-e", "udp.srcport", "-e", "infiniband.bth.destqp"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     ports_by_qp: dict[int, set[int]] = {}
     for line in out.stdout.splitlines():
         sport, dqp = line.split("\t")

@@ -37,13 +37,17 @@ def test_write_and_read_through_the_leaf_switch_with_int_left_on_every_frame():
     def through_leaf(in_port: int, out_port: int):
         def forward(frame: bytes) -> bytes:
             out, _ = leaf.process(in_port, frame)
-            (port, routed), = out
+            ((port, routed),) = out
             assert port == out_port
             return routed
+
         return forward
 
-    wire = MemoryWire(clock, LinkProfile(transform=through_leaf(a.leaf_port, b.leaf_port)),
-                      LinkProfile(transform=through_leaf(b.leaf_port, a.leaf_port)))
+    wire = MemoryWire(
+        clock,
+        LinkProfile(transform=through_leaf(a.leaf_port, b.leaf_port)),
+        LinkProfile(transform=through_leaf(b.leaf_port, a.leaf_port)),
+    )
     nic_a = Nic(wire.ports[0], mac=a.mac, ip=a.ip, line_rate_bps=10**9, clock=clock)
     nic_b = Nic(wire.ports[1], mac=b.mac, ip=b.ip, line_rate_bps=10**9, clock=clock)
     pd_a, pd_b = nic_a.alloc_pd(), nic_b.alloc_pd()

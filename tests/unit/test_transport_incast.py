@@ -19,8 +19,9 @@ from sw.roce.verbs import SendWr, WcStatus, WrOpcode
 pytestmark = pytest.mark.unit
 
 RATE_BPS = 1_000_000_000
-SWITCH = SwitchProfile(rate_bps=RATE_BPS, buffer_bytes=400_000, ecn_kmin_bytes=2_000, ecn_kmax_bytes=10_000,
-                       ecn_pmax=1.0)
+SWITCH = SwitchProfile(
+    rate_bps=RATE_BPS, buffer_bytes=400_000, ecn_kmin_bytes=2_000, ecn_kmax_bytes=10_000, ecn_pmax=1.0
+)
 
 
 @dataclass
@@ -39,8 +40,10 @@ def _incast(cc: str, senders: int = 8, size: int = 256 * 1024) -> IncastResult:
     clock = ManualClock()
     macs = [f"02:00:00:00:01:{i:02x}" for i in range(senders + 1)]
     switch = MemorySwitch(clock, macs, SWITCH, mark=mark_ce)
-    nics = [Nic(switch.ports[i], mac=macs[i], ip=f"10.6.0.{i + 1}", line_rate_bps=RATE_BPS, clock=clock, cc=cc)
-            for i in range(senders + 1)]
+    nics = [
+        Nic(switch.ports[i], mac=macs[i], ip=f"10.6.0.{i + 1}", line_rate_bps=RATE_BPS, clock=clock, cc=cc)
+        for i in range(senders + 1)
+    ]
     rx = nics[-1]
     pd_rx, cq_rx = rx.alloc_pd(), rx.create_cq()
     flows, done_ns = [], {}
@@ -66,7 +69,9 @@ def _incast(cc: str, senders: int = 8, size: int = 256 * 1024) -> IncastResult:
     egress = switch.counters[-1]
     return IncastResult(
         data_ok=all(np.array_equal(s, d) for _, s, d in flows),
-        drops=egress.dropped_frames, marks=egress.marked_frames, max_queue_bytes=egress.max_queue_bytes,
+        drops=egress.dropped_frames,
+        marks=egress.marked_frames,
+        max_queue_bytes=egress.max_queue_bytes,
         utilization=senders * size * 8 / (max(done_ns.values()) / 1e9) / RATE_BPS,
         jain=sum(tput) ** 2 / (senders * sum(t * t for t in tput)),
         retransmissions=sum(n.qp_counters()["retransmitted_packets"] for n in nics),

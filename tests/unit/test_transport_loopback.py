@@ -1,4 +1,5 @@
-"""The RC transport between two NICs over a deterministic in-memory wire (ManualClock, seeded loss/reorder/dup):
+"""The RC transport between two NICs over a deterministic in-memory wire (ManualClock, seeded loss,
+reordering and duplication):
 data arrives exactly, every recovery path (NAK, timeout, RNR) works and its counters explain what happened.
 """
 
@@ -26,15 +27,40 @@ MAX_NS = 20 * 10**9
 class Pair:
     """Two NICs on one wire with one connected QP each (more with ``add_qps``)."""
 
-    def __init__(self, a_to_b: LinkProfile | None = None, b_to_a: LinkProfile | None = None, *,
-                 mtu: int = 1024, psn: int = 100, cc: str = "none", seed: int = 1, **attrs: int) -> None:
+    def __init__(
+        self,
+        a_to_b: LinkProfile | None = None,
+        b_to_a: LinkProfile | None = None,
+        *,
+        mtu: int = 1024,
+        psn: int = 100,
+        cc: str = "none",
+        seed: int = 1,
+        **attrs: int,
+    ) -> None:
         self.clock = ManualClock()
-        self.wire = MemoryWire(self.clock, a_to_b or LinkProfile(rate_bps=RATE_BPS),
-                               b_to_a or a_to_b or LinkProfile(rate_bps=RATE_BPS), seed=seed)
-        self.a = Nic(self.wire.ports[0], mac="02:00:00:00:00:01", ip="10.9.0.1", line_rate_bps=RATE_BPS,
-                     clock=self.clock, cc=cc)
-        self.b = Nic(self.wire.ports[1], mac="02:00:00:00:00:02", ip="10.9.0.2", line_rate_bps=RATE_BPS,
-                     clock=self.clock, cc=cc)
+        self.wire = MemoryWire(
+            self.clock,
+            a_to_b or LinkProfile(rate_bps=RATE_BPS),
+            b_to_a or a_to_b or LinkProfile(rate_bps=RATE_BPS),
+            seed=seed,
+        )
+        self.a = Nic(
+            self.wire.ports[0],
+            mac="02:00:00:00:00:01",
+            ip="10.9.0.1",
+            line_rate_bps=RATE_BPS,
+            clock=self.clock,
+            cc=cc,
+        )
+        self.b = Nic(
+            self.wire.ports[1],
+            mac="02:00:00:00:00:02",
+            ip="10.9.0.2",
+            line_rate_bps=RATE_BPS,
+            clock=self.clock,
+            cc=cc,
+        )
         self.pd_a, self.pd_b = self.a.alloc_pd(), self.b.alloc_pd()
         self.cq_a, self.cq_b = self.a.create_cq(), self.b.create_cq()
         self.qa, self.qb = self.connect(mtu=mtu, psn=psn, **attrs)
@@ -44,8 +70,14 @@ class Pair:
         qb = self.b.create_qp(self.pd_b, self.cq_b)
         for qp, peer, nic in ((qa, qb, self.b), (qb, qa, self.a)):
             qp.modify(QpState.INIT)
-            qp.modify(QpState.RTR, dest_qp_num=peer.qp_num, dest_mac=nic.mac, dest_ip=nic.ip, path_mtu=mtu,
-                      rq_psn=psn)
+            qp.modify(
+                QpState.RTR,
+                dest_qp_num=peer.qp_num,
+                dest_mac=nic.mac,
+                dest_ip=nic.ip,
+                path_mtu=mtu,
+                rq_psn=psn,
+            )
             qp.modify(QpState.RTS, sq_psn=psn, **{"timeout": 8, **attrs})
         return qa, qb
 
@@ -75,7 +107,9 @@ def _write_then_read(pair: Pair, n: int) -> None:
     pair.qa.post_send(SendWr(2, WrOpcode.RDMA_READ, mr_back.sge(), remote_addr=mr_dst.addr, rkey=mr_dst.rkey))
     wcs = pair.wait_wc(pair.cq_a, 2)
     assert [(w.wr_id, w.status, w.opcode) for w in wcs] == [
-        (1, WcStatus.SUCCESS, WcOpcode.RDMA_WRITE), (2, WcStatus.SUCCESS, WcOpcode.RDMA_READ)]
+        (1, WcStatus.SUCCESS, WcOpcode.RDMA_WRITE),
+        (2, WcStatus.SUCCESS, WcOpcode.RDMA_READ),
+    ]
     assert np.array_equal(dst, src), "WRITE data differs"
     assert np.array_equal(back, src), "READ data differs"
 
@@ -95,7 +129,9 @@ def test_zero_length_send_and_write_complete():
     remote = pair.pd_b.reg_mr(np.zeros(4, np.uint8))
     pair.qb.post_recv(RecvWr(3, remote.sge()))
     pair.qa.post_send(SendWr(1, WrOpcode.SEND, buf.sge(0, 0)))
-    pair.qa.post_send(SendWr(2, WrOpcode.RDMA_WRITE, buf.sge(0, 0), remote_addr=remote.addr, rkey=remote.rkey))
+    pair.qa.post_send(
+        SendWr(2, WrOpcode.RDMA_WRITE, buf.sge(0, 0), remote_addr=remote.addr, rkey=remote.rkey)
+    )
     wcs = pair.wait_wc(pair.cq_a, 2)
     assert [(w.wr_id, w.status) for w in wcs] == [(1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
     (wc,) = pair.wait_wc(pair.cq_b, 1)
@@ -108,13 +144,17 @@ def test_psn_wraps_around_24_bits():
     assert pair.qa.req.next_psn < 100
 
 
-@pytest.mark.parametrize("profile, seed", [
-    (LinkProfile(rate_bps=RATE_BPS, loss_pct=1.0), 1),
-    (LinkProfile(rate_bps=RATE_BPS, loss_pct=5.0), 2),
-    (LinkProfile(rate_bps=RATE_BPS, reorder_pct=3.0), 3),
-    (LinkProfile(rate_bps=RATE_BPS, dup_pct=3.0), 4),
-    (LinkProfile(rate_bps=RATE_BPS, loss_pct=2.0, reorder_pct=2.0, dup_pct=2.0), 5),
-], ids=["loss1", "loss5", "reorder3", "dup3", "mixed"])
+@pytest.mark.parametrize(
+    "profile, seed",
+    [
+        (LinkProfile(rate_bps=RATE_BPS, loss_pct=1.0), 1),
+        (LinkProfile(rate_bps=RATE_BPS, loss_pct=5.0), 2),
+        (LinkProfile(rate_bps=RATE_BPS, reorder_pct=3.0), 3),
+        (LinkProfile(rate_bps=RATE_BPS, dup_pct=3.0), 4),
+        (LinkProfile(rate_bps=RATE_BPS, loss_pct=2.0, reorder_pct=2.0, dup_pct=2.0), 5),
+    ],
+    ids=["loss1", "loss5", "reorder3", "dup3", "mixed"],
+)
 def test_impaired_link_still_exact_and_counters_explain_it(profile, seed):
     pair = Pair(profile, seed=seed)
     _write_then_read(pair, 512 * 1024)
@@ -172,8 +212,16 @@ def test_write_with_immediate_consumes_a_receive():
     src, dst = _pattern(3000), np.zeros(3000, np.uint8)
     mr_src, mr_dst = pair.pd_a.reg_mr(src), pair.pd_b.reg_mr(dst)
     pair.qb.post_recv(RecvWr(77, pair.pd_b.reg_mr(np.zeros(1, np.uint8)).sge()))
-    pair.qa.post_send(SendWr(1, WrOpcode.RDMA_WRITE_WITH_IMM, mr_src.sge(), remote_addr=mr_dst.addr,
-                             rkey=mr_dst.rkey, imm_data=42))
+    pair.qa.post_send(
+        SendWr(
+            1,
+            WrOpcode.RDMA_WRITE_WITH_IMM,
+            mr_src.sge(),
+            remote_addr=mr_dst.addr,
+            rkey=mr_dst.rkey,
+            imm_data=42,
+        )
+    )
     (wc,) = pair.wait_wc(pair.cq_b, 1)
     assert (wc.wr_id, wc.opcode, wc.imm_data, wc.byte_len) == (77, WcOpcode.RECV_RDMA_WITH_IMM, 42, 3000)
     assert np.array_equal(dst, src)
@@ -189,7 +237,9 @@ def test_remote_access_error(case):
     length = 4096 if case == "out_of_bounds" else 1024
     opcode = WrOpcode.RDMA_READ if case == "no_remote_read" else WrOpcode.RDMA_WRITE
     pair.qa.post_send(SendWr(1, opcode, local.sge(0, length), remote_addr=remote.addr, rkey=rkey))
-    pair.qa.post_send(SendWr(2, WrOpcode.RDMA_WRITE, local.sge(0, 8), remote_addr=remote.addr, rkey=remote.rkey))
+    pair.qa.post_send(
+        SendWr(2, WrOpcode.RDMA_WRITE, local.sge(0, 8), remote_addr=remote.addr, rkey=remote.rkey)
+    )
     wcs = pair.wait_wc(pair.cq_a, 2)
     assert [(w.wr_id, w.status) for w in wcs] == [(1, WcStatus.REM_ACCESS_ERR), (2, WcStatus.WR_FLUSH_ERR)]
     assert pair.qa.state == QpState.ERROR and pair.qb.state == QpState.ERROR
@@ -262,7 +312,9 @@ def test_ce_marks_make_the_receiver_send_cnps_that_slow_a_dcqcn_sender():
     ms, md = pair.pd_a.reg_mr(src), pair.pd_b.reg_mr(np.zeros(300_000, np.uint8))
     pair.qa.post_send(SendWr(1, WrOpcode.RDMA_WRITE, ms.sge(), remote_addr=md.addr, rkey=md.rkey))
     pair.wait_wc(pair.cq_a, 1)
-    assert pair.b.counters.cnps_sent >= 2 and pair.a.qp_counters()["cnps_received"] == pair.b.counters.cnps_sent
+    assert (
+        pair.b.counters.cnps_sent >= 2 and pair.a.qp_counters()["cnps_received"] == pair.b.counters.cnps_sent
+    )
     assert isinstance(pair.qa.pacer.cc, DcqcnRp)
     assert pair.qa.pacer.rate_bps < RATE_BPS // 2, "each CNP at alpha ~1 roughly halves the rate"
 
@@ -287,11 +339,19 @@ def test_many_outstanding_reads_and_writes_interleaved_on_a_lossy_link(seed):
     mr_src = pair.pd_a.reg_mr(src)
     sink = pair.pd_b.reg_mr(np.zeros(chunk, np.uint8))
     for i in range(n):
-        pair.qa.post_send(SendWr(i, WrOpcode.RDMA_READ, mr_back.sge(i * chunk, chunk),
-                                 remote_addr=remote.addr + i * chunk, rkey=remote.rkey))
+        pair.qa.post_send(
+            SendWr(
+                i,
+                WrOpcode.RDMA_READ,
+                mr_back.sge(i * chunk, chunk),
+                remote_addr=remote.addr + i * chunk,
+                rkey=remote.rkey,
+            )
+        )
         if i % 2:
-            pair.qa.post_send(SendWr(100 + i, WrOpcode.RDMA_WRITE, mr_src.sge(), remote_addr=sink.addr,
-                                     rkey=sink.rkey))
+            pair.qa.post_send(
+                SendWr(100 + i, WrOpcode.RDMA_WRITE, mr_src.sge(), remote_addr=sink.addr, rkey=sink.rkey)
+            )
     wcs = pair.wait_wc(pair.cq_a, n + n // 2)
     assert all(w.status == WcStatus.SUCCESS for w in wcs), [w.status for w in wcs]
     assert [w.wr_id for w in wcs if w.wr_id < 100] == list(range(n)), "completions in posting order"

@@ -38,8 +38,10 @@ def test_file_store_roundtrip_atomic_and_timeout(tmp_path):
 def test_two_qps_connect_through_the_store_and_move_data(tmp_path):
     clock = ManualClock()
     wire = MemoryWire(clock)
-    nics = [Nic(port, mac=f"02:00:00:00:00:0{i + 1}", ip=f"10.5.0.{i + 1}", line_rate_bps=10**9, clock=clock)
-            for i, port in enumerate(wire.ports)]
+    nics = [
+        Nic(port, mac=f"02:00:00:00:00:0{i + 1}", ip=f"10.5.0.{i + 1}", line_rate_bps=10**9, clock=clock)
+        for i, port in enumerate(wire.ports)
+    ]
     pds = [n.alloc_pd() for n in nics]
     cqs = [n.create_cq() for n in nics]
     qps = [n.create_qp(pd, cq) for n, pd, cq in zip(nics, pds, cqs, strict=True)]
@@ -47,7 +49,9 @@ def test_two_qps_connect_through_the_store_and_move_data(tmp_path):
     mr_dst = pds[1].reg_mr(dst)
     store = FileStore(tmp_path, clock=Clock())
     peer: dict = {}
-    t = threading.Thread(target=lambda: peer.update(exchange(store, "b", "a", qp_info(qps[1], 7, mr_dst), 10**10)))
+    t = threading.Thread(
+        target=lambda: peer.update(exchange(store, "b", "a", qp_info(qps[1], 7, mr_dst), 10**10))
+    )
     t.start()
     info_b = exchange(store, "a", "b", qp_info(qps[0], 3), 10**10)
     t.join()
@@ -55,8 +59,11 @@ def test_two_qps_connect_through_the_store_and_move_data(tmp_path):
     connect(qps[1], 7, peer, path_mtu=1024)
     assert qps[0].state == qps[1].state == QpState.RTS
     src = np.arange(10_000, dtype=np.uint32).astype(np.uint8)
-    qps[0].post_send(SendWr(1, WrOpcode.RDMA_WRITE, pds[0].reg_mr(src).sge(), remote_addr=info_b["addr"],
-                            rkey=info_b["rkey"]))
+    qps[0].post_send(
+        SendWr(
+            1, WrOpcode.RDMA_WRITE, pds[0].reg_mr(src).sge(), remote_addr=info_b["addr"], rkey=info_b["rkey"]
+        )
+    )
     assert run_until(clock, wire, nics, lambda: len(cqs[0]) > 0, 10**9)
     assert cqs[0].poll()[0].status == WcStatus.SUCCESS and np.array_equal(dst, src)
 
@@ -67,15 +74,18 @@ def _args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["--selftest", "--loss", "150"], "--loss 150"),
-    (["--selftest", "--link-rate", "10X"], "--link-rate '10X'"),
-    (["--selftest", "--size", "0"], "--size"),
-    (["client"], "--dev IFNAME is required"),
-    ([], "give a role"),
-    (["server", "--selftest"], "drop 'server'"),
-    (["client", "--dev", "lo", "--qp-timeout", "40"], "--qp-timeout 40"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--selftest", "--loss", "150"], "--loss 150"),
+        (["--selftest", "--link-rate", "10X"], "--link-rate '10X'"),
+        (["--selftest", "--size", "0"], "--size"),
+        (["client"], "--dev IFNAME is required"),
+        ([], "give a role"),
+        (["server", "--selftest"], "drop 'server'"),
+        (["client", "--dev", "lo", "--qp-timeout", "40"], "--qp-timeout 40"),
+    ],
+)
 def test_perf_flag_errors_are_user_errors_naming_the_flag(argv, match):
     with pytest.raises((PerfArgError, UnitError), match=match) as info:
         run_perf(_args(*argv))

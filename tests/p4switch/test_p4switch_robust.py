@@ -245,3 +245,21 @@ def test_control_over_tcp_inside_the_switch_namespace(switch_lab) -> None:
     assert out.splitlines()[0].strip() == "4"
     assert out.splitlines()[1].split()[:2] == ["port", "iface"]
     assert_forwards(lab, 11)
+
+
+def test_link_down_and_up_again_resumes_forwarding(switch_lab) -> None:
+    lab = switch_lab
+    lab.start(commands=ROUTES)
+    assert_forwards(lab, 21)
+    lab.sw.cmd("ip", "link", "set", "p2", "down")
+    lab.send(1, [udp_frame(1, 2, 22)])                          # lost: the egress link is down
+    time.sleep(0.3)
+    stat0 = open(f"/proc/{lab.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    time.sleep(0.5)
+    stat1 = open(f"/proc/{lab.proc.pid}/stat").read().rsplit(")", 1)[1].split()
+    busy_ticks = int(stat1[11]) + int(stat1[12]) - int(stat0[11]) - int(stat0[12])
+    assert busy_ticks < 0.25 * os.sysconf("SC_CLK_TCK"), "switch spins while a link is down"
+    lab.sw.cmd("ip", "link", "set", "p2", "up")
+    lab.recv(2, quiet_s=0.3)
+    assert_forwards(lab, 23)
+    assert lab.port_stats()[2]["up"] == 1

@@ -3,7 +3,8 @@
 Each link class (``intra``: shared memory in a server; ``inter``: a rail between servers) costs
 alpha + bytes / bandwidth per message.  The model starts from the configured rates and default latencies
 and can be replaced by a short measured calibration.  ``STARPULSE_ALGO`` (like NCCL_ALGO) and
-``STARPULSE_CHUNK_BYTES`` override it, and so do per-call arguments.
+``STARPULSE_CHUNK_BYTES`` override it, and so do per-call arguments (an environment choice that the layout
+cannot run, e.g. 'rhd' allgather on 6 ranks, falls back to the model, as NCCL_ALGO does).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ about the same load (the idea behind NCCL's double binary tree).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..net import Net
@@ -24,7 +26,8 @@ def heap_links(q: int, n: int) -> tuple[int | None, list[int]]:
 class _Tree:
     """One tree over ``group``: node id = f(position); rank of node, parent rank and children ranks of us."""
 
-    def __init__(self, group: list[int], rank: int, node_of_pos, pos_of_node) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, group: list[int], rank: int, node_of_pos: Callable[[int], int],
+                 pos_of_node: Callable[[int], int]) -> None:
         n = len(group)
         parent, children = heap_links(node_of_pos(group.index(rank)), n)
         self.parent = group[pos_of_node(parent)] if parent is not None else None

@@ -656,8 +656,10 @@ class Compiler:
         t = self.unify(a, b, node, op)
         a, b = self.coerce(a, t), self.coerce(b, t)
         if op in ("==", "!="):
+            if isinstance(t, StructLike) and a.ref is not None and b.ref is not None:
+                return E(self.struct_equal(a.ref, b.ref, op == "!="), BOOL)
             if isinstance(t, StructLike):
-                raise self.err(node, "comparing headers/structs with == is not supported yet")
+                raise self.err(node, "== on headers/structs needs two stored values (not list expressions)")
             if isinstance(a.const, int) and isinstance(b.const, int):
                 v = (a.const == b.const) == (op == "==")
                 return E(repr(v), BOOL, const=v)
@@ -699,6 +701,30 @@ class Compiler:
                 return E(f"max(-{h}, min({h - 1}, {a.src} - {b.src}))", t)
             return E(f"max(0, {a.src} - {b.src})", t)
         raise self.err(node, f"unsupported operator {op}")
+
+    def struct_equal(self, a: Ref, b: Ref, negate: bool) -> str:
+        """P4 == on headers (both invalid, or both valid with equal fields) and structs (all fields)."""
+        t = a.type
+        assert isinstance(t, StructLike)
+        parts = []
+        for fname, ft in t.fields:
+            fa, fb = a.field(fname), b.field(fname)
+            if isinstance(ft, StructLike):
+                parts.append(self.struct_equal(fa, fb, False))
+            elif isinstance(ft, StackT):
+                n = ft.size
+                parts.append(f"S[{fa.base}:{fa.base}+{n}] == S[{fb.base}:{fb.base}+{n}]")
+            else:
+                k = ft.size
+                parts.append(f"S[{fa.base}:{fa.base}+{k}] == S[{fb.base}:{fb.base}+{k}]" if k > 1 else
+                             f"{fa.src} == {fb.src}")
+        fields = " and ".join(parts) or "True"
+        if t.is_header:
+            va, vb = f"S[{a.off(0)}]", f"S[{b.off(0)}]"
+            expr = f"(({va} == {vb}) and (not {va} or ({fields})))"
+        else:
+            expr = f"({fields})"
+        return f"(not {expr})" if negate else expr
 
     def cast(self, n: Tree) -> E:
         t = self.resolve_type(n.children[0])
@@ -873,6 +899,8 @@ class Compiler:
         d = s.data
         if d == "block":
             self.stmts(s.children)
+        elif d == "annotated_block":   # @atomic { ... }: one packet at a time already, so just the block
+            self.stmts(_trees(s, "block")[0].children)
         elif d == "var_decl":
             self.var_decl(s)
         elif d == "const_decl":
@@ -1138,7 +1166,12 @@ class Compiler:
             if method == "setInvalid":
                 self.out(f"S[{v}] = False")
                 return E("None", VOID)
-            raise self.err(node, f"header {t.name} has no method '{method}' (isValid, setValid, setInvalid)")
+            if method in ("minSizeInBits", "maxSizeInBits"):
+                return E(repr(t.width_bits), INFINT, const=t.width_bits)
+            if method in ("minSizeInBytes", "maxSizeInBytes"):
+                return E(repr(t.width_bits // 8), INFINT, const=t.width_bits // 8)
+            raise self.err(node, f"header {t.name} has no method '{method}' (isValid, setValid, setInvalid, "
+                                 "minSizeInBits, minSizeInBytes)")
         if isinstance(t, StructLike) and t.kind == "header_union" and obj.ref is not None and method == "isValid":
             return E("(" + " or ".join(f"S[{obj.ref.field(f).off(0)}]" for f, _ in t.fields) + ")", BOOL)
         if isinstance(t, StackT) and obj.ref is not None:

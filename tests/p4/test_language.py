@@ -160,3 +160,30 @@ def test_mutated_programs_never_crash_the_compiler() -> None:
             errors += 1
             assert exc.pos is None or exc.pos.line >= 1
     assert errors > 30   # most mutations are caught as errors, all of them cleanly
+
+
+def test_atomic_blocks_header_equality_and_size_methods(source_switch) -> None:  # type: ignore[no-untyped-def]
+    sw = source_switch("""
+header p_t { bit<8> a; bit<16> b; }
+struct headers { p_t x; p_t y; p_t z; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.x); pkt.extract(hdr.y); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        @atomic {
+            sm.egress_spec = (hdr.x == hdr.y) ? 9w1 : 9w2;
+        }
+        if (hdr.z != hdr.z) { sm.egress_spec = 3; }
+        hdr.x.a = (bit<8>) hdr.x.minSizeInBytes();
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.x); pkt.emit(hdr.y); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+""")
+    assert sw.send(0, b"\x01\x00\x02" * 2) == [(1, b"\x03\x00\x02\x01\x00\x02")]
+    assert sw.send(0, b"\x01\x00\x02\x01\x00\x03")[0][0] == 2

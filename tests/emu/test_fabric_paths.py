@@ -40,6 +40,17 @@ def test_every_nic_reaches_every_other_nic_rail_local_and_cross_rail(fab: Fabric
     assert result.ok, result.detail
     assert all(r["ok"] for r in results)
     assert result.data["rail_local_pairs"] == 24
+    for name, sw in fab.status()["switches"].items():   # no ARP or other non-IPv4 frame ever reached a switch
+        assert sum(sw["drop_reasons"].values()) == 0, (name, sw["drop_reasons"])
+
+
+def test_hosts_route_by_source_address_with_static_neighbours(fab: Fabric) -> None:
+    s0 = fab.net.hosts["s0"]
+    assert "dev s0-eth0" in s0.cmd("ip route get 10.0.1.2 from 10.0.0.1")   # cross-rail leaves by its source NIC
+    assert "dev s0-eth1" in s0.cmd("ip route get 10.0.1.2")                  # no source: the destination's rail
+    neigh = [line for line in s0.cmd("ip neigh show").strip().splitlines() if line]
+    assert len(neigh) == 2 * (1 + 3)                      # per NIC: its gateway and the 3 peers on its leaf
+    assert all("PERMANENT" in line for line in neigh)
 
 
 def test_int_stack_counts_one_hop_rail_local_and_three_cross_rail(fab: Fabric) -> None:

@@ -66,7 +66,8 @@ def xor16(data: bytes) -> int:
 
 
 def identity(data: bytes) -> int:
-    return int.from_bytes(data, "big")
+    """BMv2's identity: the first (up to) 8 bytes as a big-endian number."""
+    return int.from_bytes(data[:8], "big")
 
 
 HASHES = {"crc16": crc16, "crc32": crc32, "csum16": csum16, "xor16": xor16, "identity": identity}

@@ -20,13 +20,15 @@ def read_pcap(path: str | Path) -> Iterator[tuple[float, bytes]]:
         raise P4Error(f"cannot read pcap {path}: {exc.strerror}") from None
     if len(data) < 24:
         raise P4Error(f"{path}: not a pcap file (too short)")
+    if data[:4] == b"\x0a\x0d\x0d\x0a":
+        yield from _read_pcapng(data, str(path))
+        return
     for endian in ("<", ">"):
         magic = struct.unpack(endian + "I", data[:4])[0]
         if magic in (_MAGIC_US, _MAGIC_NS):
             break
     else:
-        raise P4Error(f"{path}: not a classic pcap file (pcapng is not supported; convert with "
-                      "'editcap -F pcap IN OUT')")
+        raise P4Error(f"{path}: not a pcap or pcapng file")
     scale = 1e-9 if magic == _MAGIC_NS else 1e-6
     rec = struct.Struct(endian + "IIII")
     off = 24
@@ -37,6 +39,41 @@ def read_pcap(path: str | Path) -> Iterator[tuple[float, bytes]]:
             raise P4Error(f"{path}: truncated record at byte {off - 16}")
         yield sec + frac * scale, data[off : off + incl]
         off += incl
+
+
+def _read_pcapng(data: bytes, path: str) -> Iterator[tuple[float, bytes]]:
+    """Enhanced/simple packet blocks of a pcapng file (timestamps per interface resolution)."""
+    endian = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
+    off = 0
+    resolutions: list[float] = []
+    while off + 12 <= len(data):
+        btype, blen = struct.unpack_from(endian + "II", data, off)
+        if blen < 12 or off + blen > len(data):
+            raise P4Error(f"{path}: corrupt pcapng block at byte {off}")
+        body = data[off + 8 : off + blen - 4]
+        if btype == 0x0A0D0D0A:                       # section header: may switch byte order
+            endian = "<" if body[:4] == b"\x4d\x3c\x2b\x1a" else ">"
+            resolutions = []
+        elif btype == 1:                              # interface description
+            res = 1e-6
+            opt = 8
+            while opt + 4 <= len(body):
+                code, olen = struct.unpack_from(endian + "HH", body, opt)
+                if code == 0:
+                    break
+                if code == 9 and olen >= 1:           # if_tsresol
+                    v = body[opt + 4]
+                    res = 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
+                opt += 4 + ((olen + 3) & ~3)
+            resolutions.append(res)
+        elif btype == 6:                              # enhanced packet
+            iface, ts_hi, ts_lo, caplen, _orig = struct.unpack_from(endian + "IIIII", body, 0)
+            res = resolutions[iface] if iface < len(resolutions) else 1e-6
+            yield ((ts_hi << 32) | ts_lo) * res, body[20 : 20 + caplen]
+        elif btype == 3:                              # simple packet
+            (orig,) = struct.unpack_from(endian + "I", body, 0)
+            yield 0.0, body[4 : 4 + orig]
+        off += blen
 
 
 class PcapWriter:

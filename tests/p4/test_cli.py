@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
-from scapy.packet import Raw
+from scapy.packet import Raw, raw
 from scapy.utils import wrpcap
 
 from sw.cli import main
@@ -128,3 +128,19 @@ def test_bench_prints_packets_per_second(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["p4", "bench", str(PROGRAMS / "basic.p4"), "--packets", "2000", "--mode", "batch"]) == 0
     out = capsys.readouterr().out
     assert "packets/s" in out and "2000 forwarded)" in out
+
+
+def test_pcapng_input_is_read_too(tmp_path: Path) -> None:
+    from scapy.utils import PcapNgWriter
+
+    from p4.pcap import read_pcap
+
+    pkts = [Ether() / IP(dst="10.0.2.2") / UDP(sport=i) / Raw(b"n") for i in range(3)]
+    for i, p in enumerate(pkts):
+        p.time = 10 + i / 4
+    with PcapNgWriter(str(tmp_path / "in.pcapng")) as w:
+        for p in pkts:
+            w.write(p)
+    got = list(read_pcap(tmp_path / "in.pcapng"))
+    assert [f for _, f in got] == [raw(p) for p in pkts]
+    assert [round(t, 6) for t, _ in got] == [10.0, 10.25, 10.5]

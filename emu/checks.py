@@ -24,6 +24,7 @@ CONGEST_PAYLOAD_BYTES = 200
 ETH_IP_UDP_BYTES = 14 + 20 + 8
 QUEUE_DEPTH_PKTS = 64       # the switch's default egress queue depth (BMv2's too)
 ECN_BIN_PKTS = 5
+IP_ICMP_HEADER_BYTES = 20 + 8
 
 
 @dataclass
@@ -258,11 +259,25 @@ def check_int_queue(fab: Fabric, run: CongestionRun) -> CheckResult:
                                                  "idle_probes": len(run.idle_results)})
 
 
+def check_mtu(fab: Fabric) -> CheckResult:
+    """A full-MTU packet with Don't Fragment crosses the longest path (ICMP echo: no INT bytes added)."""
+    pair = cross_rail_pair(fab) or (fabric_pairs(fab) or [None])[0]
+    if pair is None:
+        return CheckResult("mtu", True, "skipped: a single server")
+    a, b = pair
+    size = fab.spec.mtu - IP_ICMP_HEADER_BYTES
+    out = fab.net.hosts[a.server].cmd(f"ping -n -q -c 2 -i 0.2 -W 3 -M do -s {size} -I {a.ip} {b.ip}; echo rc=$?")
+    ok = out.strip().endswith("rc=0") and " 0% packet loss" in out
+    detail = f"{fab.spec.mtu}-byte IP packets with DF {a.ip}->{b.ip} ({fab.topo.path_switch_hops(a, b)} switches)"
+    return CheckResult("mtu", ok, detail + ("" if ok else f": {out.strip().splitlines()[-2:]}"),
+                       {"mtu": fab.spec.mtu})
+
+
 def run_checks(fab: Fabric) -> list[CheckResult]:
     """Every check of ``starpulse fabric test``, in order."""
     pairs = fabric_pairs(fab)
     reach, results = check_reachability(fab)
-    checks = [reach]
+    checks = [reach, check_mtu(fab)]
     if fab.int_cfg.enabled:
         checks.append(check_int_hops(fab, pairs, results))
     if fab.backend == "embedded":

@@ -47,7 +47,7 @@ def test_fabric_test_json_passes_every_check() -> None:
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads(out.stdout)
     assert report["ok"] is True
-    assert [c["name"] for c in report["checks"]] == ["reachability", "int_hops", "ecmp_spread", "reroute",
+    assert [c["name"] for c in report["checks"]] == ["reachability", "mtu", "int_hops", "ecmp_spread", "reroute",
                                                   "ecn_curve", "int_queue"]
     assert all(c["ok"] for c in report["checks"])
     assert report["topology"]["servers"] == 2 and report["up_s"] > 0 and report["down_s"] > 0

@@ -9,6 +9,7 @@ import pytest
 from emu.checks import (
     check_ecmp,
     check_int_hops,
+    check_mtu,
     check_reachability,
     check_reroute,
     chi2_critical,
@@ -149,3 +150,13 @@ def test_status_reports_every_port_with_counters(fab: Fabric) -> None:
     for key in ("high_water_pkts", "ecn_marks", "queue_drop_pkts", "tx_bytes"):
         assert key in leaf["ports"]["1"]
     assert set(leaf["drop_reasons"]) == {"no_route", "ttl", "parser", "acl"}
+
+
+def test_jumbo_frames_cross_leaf_spine_leaf() -> None:
+    with Fabric(TopologySpec(servers=2, gpus_per_server=2, spines=1, mtu=9000)) as jumbo:
+        result = check_mtu(jumbo)
+        assert result.ok, result.detail
+        assert "(3 switches)" in result.detail
+        s0 = jumbo.net.hosts["s0"]
+        too_big = s0.cmd("ping -n -q -c 1 -W 1 -M do -s 9001 -I 10.0.0.1 10.0.1.2; echo rc=$?")
+        assert not too_big.strip().endswith("rc=0")

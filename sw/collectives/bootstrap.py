@@ -81,7 +81,8 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
         incoming = ShmTransport.create_incoming(job, rank, local_peers, config.shm_ring_bytes)
         try:
             store.barrier(key + "shm-created", world_size)
-            shm = ShmTransport.attach(job, rank, incoming, config.shm_ring_bytes, config.intra_rate_bps, clock)
+            pids = {r: infos[r]["pid"] for r in local_peers}
+            shm = ShmTransport.attach(job, rank, incoming, config.shm_ring_bytes, config.intra_rate_bps, clock, pids)
             store.barrier(key + "shm-attached", world_size)
         finally:
             ShmTransport.unlink_incoming(incoming)

@@ -19,9 +19,14 @@ from .transport.shm import SHM_DIR
 
 
 class RankFailure(RuntimeError):
-    """One or more ranks raised (their error lines are in the message) or did not finish in time."""
+    """One or more ranks raised (their error lines are in the message) or did not finish in time;
+    ``results`` holds what the ranks that did finish returned."""
 
     is_user_error = False
+
+    def __init__(self, message: str, results: dict[int, Any] | None = None) -> None:
+        super().__init__(message)
+        self.results = results or {}
 
 
 def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world: int, store: str, server: int,
@@ -84,6 +89,6 @@ def run_local(servers: int, gpus: int | Sequence[int], fn: Callable[..., Any], *
     if missing:
         errors.append(f"ranks {missing} did not report within {timeout_s:g} s")
     if errors:
-        raise RankFailure("\n".join(errors))
+        raise RankFailure("\n".join(errors), {r: v for r, (ok, v) in got.items() if ok})
     return [got[r][1] for r in range(world)]
 

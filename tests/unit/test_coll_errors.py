@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import numpy as np
 import pytest
 
@@ -107,7 +110,8 @@ def _mismatched_counts(comm):  # type: ignore[no-untyped-def]
 def test_ranks_with_different_sizes_get_a_mismatch_error_not_garbage() -> None:
     results = run_local(1, 2, _mismatched_counts, config=CommConfig(timeout_s=2), timeout_s=30)
     assert any("CollectiveMismatchError" in r and "different counts, dtypes" in r for r in results), results
-    assert all(r.startswith(("CollectiveMismatchError", "CollectiveTimeoutError")) for r in results), results
+    assert all(r.startswith(("CollectiveMismatchError", "CollectiveTimeoutError", "PeerGoneError"))
+               for r in results), results
 
 
 def _mismatched_dtypes(comm):  # type: ignore[no-untyped-def]
@@ -136,10 +140,27 @@ def _one_rank_leaves(comm):  # type: ignore[no-untyped-def]
     return errors
 
 
-@pytest.mark.parametrize("servers,gpus,first", [(2, 1, "PeerGoneError"), (1, 2, "CollectiveTimeoutError")])
+@pytest.mark.parametrize("servers,gpus,first", [(2, 1, "PeerGoneError"), (1, 2, "PeerGoneError")])
 def test_a_dead_peer_raises_instead_of_hanging(servers: int, gpus: int, first: str) -> None:
     results = run_local(servers, gpus, _one_rank_leaves, config=CommConfig(timeout_s=1.5), timeout_s=30)
     assert results[0] == [first, "CommAbortedError"]
+
+
+def _one_rank_is_killed(comm):  # type: ignore[no-untyped-def]
+    if comm.rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # no goodbye: only the process table tells
+    try:
+        comm.allreduce(np.ones(1000, np.float32), algo="ring")
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}"
+    return "no error"
+
+
+def test_a_killed_local_peer_is_detected_before_the_timeout() -> None:
+    with pytest.raises(RankFailure, match=r"ranks \[1\] did not report") as info:
+        run_local(1, 2, _one_rank_is_killed, config=CommConfig(timeout_s=20), timeout_s=60)
+    assert info.value.results[0].startswith("PeerGoneError: rank 0: local rank 1 (pid ")
+    assert info.value.results[0].endswith(") died")
 
 
 def _raises(comm):  # type: ignore[no-untyped-def]

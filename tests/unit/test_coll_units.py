@@ -184,8 +184,8 @@ def ring_pair():  # type: ignore[no-untyped-def]
     try:
         yield a, b
     finally:
-        for ring in (a2b, b2a):
-            ring.close()
+        a2b.close(as_writer=True)
+        b2a.close(as_writer=False)
 
 
 def _pump(*chans: ShmChannel, reqs: list[Request]) -> None:

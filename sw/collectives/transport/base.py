@@ -126,6 +126,10 @@ class StreamChannel:
     def busy(self) -> bool:
         return bool(self._sendq or self._recvq)
 
+    def _expecting(self) -> bool:
+        """A receive is posted or a message is half read: silence from the peer now matters."""
+        return bool(self._recvq) or self._target is not None or self._hdr_got > 0
+
     # --- progress --------------------------------------------------------------------------------------------
     def progress(self) -> bool:
         return self._progress_tx() | self._progress_rx()

@@ -15,11 +15,13 @@ import numpy as np
 
 from sw.clock import Clock
 
+from ..errors import PeerGoneError
 from .base import Request, StreamChannel
 from .throttle import Throttle
 
 SHM_DIR = Path("/dev/shm")
-_CTRL_BYTES = 128  # head at 0 and tail at 64: separate cache lines
+_CTRL_BYTES = 128  # head at 0 and writer-closed at 8; tail at 64 and reader-closed at 72 (two cache lines)
+_LIVENESS_EVERY = 2048  # empty reads between checks that a silent peer process still exists
 
 
 def ring_path(job: str, src: int, dst: int) -> Path:
@@ -45,6 +47,8 @@ class Ring:
         self.capacity = capacity
         self._head = np.frombuffer(self._mm, dtype=np.uint64, count=1, offset=0)
         self._tail = np.frombuffer(self._mm, dtype=np.uint64, count=1, offset=64)
+        self._writer_closed = np.frombuffer(self._mm, dtype=np.uint64, count=1, offset=8)
+        self._reader_closed = np.frombuffer(self._mm, dtype=np.uint64, count=1, offset=72)
         self._data = np.frombuffer(self._mm, dtype=np.uint8, count=capacity, offset=_CTRL_BYTES)
 
     def free(self) -> int:
@@ -79,26 +83,61 @@ class Ring:
         self._tail[0] = tail + n
         return n
 
-    def close(self) -> None:
-        del self._head, self._tail, self._data
+    @property
+    def writer_closed(self) -> bool:
+        return bool(self._writer_closed[0])
+
+    @property
+    def reader_closed(self) -> bool:
+        return bool(self._reader_closed[0])
+
+    def close(self, *, as_writer: bool) -> None:
+        """Tell the other end we are gone (it fails fast instead of timing out), then unmap."""
+        (self._writer_closed if as_writer else self._reader_closed)[0] = 1
+        del self._head, self._tail, self._data, self._writer_closed, self._reader_closed
         self._mm.close()
+
+
+def process_gone(pid: int) -> bool:
+    """True if ``pid`` no longer runs (absent or a zombie); ranks of a server share the PID namespace."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
 
 
 class ShmChannel(StreamChannel):
     """Both directions to one local peer: our outgoing ring (their incoming) and our incoming ring."""
 
-    def __init__(self, my_rank: int, peer: int, tx: Ring, rx: Ring, throttle: Throttle | None) -> None:
+    def __init__(self, my_rank: int, peer: int, tx: Ring, rx: Ring, throttle: Throttle | None,
+                 peer_pid: int | None = None) -> None:
         super().__init__(my_rank, peer)
         self.tx, self.rx, self.throttle = tx, rx, throttle
+        self.peer_pid = peer_pid
+        self._empty_reads = 0
+
+    def _gone(self, how: str) -> PeerGoneError:
+        return PeerGoneError(f"rank {self.my_rank}: local rank {self.peer} {how}")
 
     def _write(self, view: memoryview) -> int:
+        if self.tx.reader_closed:
+            raise self._gone("closed its shared-memory ring (exited)")
         limit = min(len(view), self.tx.free())
         if self.throttle is not None and limit > 0:
             limit = self.throttle.grant(limit)
         return self.tx.write(view, limit)
 
     def _read(self, view: memoryview) -> int:
-        return self.rx.read(view)
+        n = self.rx.read(view)
+        if n or not self._expecting():
+            return n
+        if self.rx.writer_closed or self.tx.reader_closed:
+            raise self._gone("closed its shared-memory ring (exited)")
+        self._empty_reads += 1
+        if self.peer_pid is not None and self._empty_reads % _LIVENESS_EVERY == 0 and process_gone(self.peer_pid):
+            raise self._gone(f"(pid {self.peer_pid}) died")
+        return 0
 
 
 class ShmTransport:
@@ -124,13 +163,14 @@ class ShmTransport:
 
     @classmethod
     def attach(cls, job: str, my_rank: int, incoming: dict[int, Ring], capacity: int,
-               rate_bps: float | None, clock: Clock | None = None) -> ShmTransport:
+               rate_bps: float | None, clock: Clock | None = None, pids: dict[int, int] | None = None
+               ) -> ShmTransport:
         """Step 2 (after every peer did step 1): map the peers' incoming rings as our outgoing ones."""
         throttle = Throttle(rate_bps, clock=clock) if rate_bps else None
         channels = {}
         for p, rx in incoming.items():
             tx = Ring(ring_path(job, my_rank, p), capacity, create=False)
-            channels[p] = ShmChannel(my_rank, p, tx, rx, throttle)
+            channels[p] = ShmChannel(my_rank, p, tx, rx, throttle, (pids or {}).get(p))
         return cls(my_rank, channels, throttle)
 
     @staticmethod
@@ -160,6 +200,6 @@ class ShmTransport:
 
     def close(self) -> None:
         for ch in self.channels.values():
-            ch.tx.close()
-            ch.rx.close()
+            ch.tx.close(as_writer=True)
+            ch.rx.close(as_writer=False)
         self.channels = {}

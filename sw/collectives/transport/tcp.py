@@ -32,9 +32,6 @@ class TcpChannel(StreamChannel):
     def _gone(self) -> PeerGoneError:
         return PeerGoneError(f"rank {self.my_rank}: rank {self.peer} closed its connection (exited or crashed)")
 
-    def _expecting(self) -> bool:
-        return bool(self._recvq) or self._target is not None or self._hdr_got > 0
-
     def post_recv(self, req: Request) -> None:
         super().post_recv(req)
         if self.eof and not req.done:

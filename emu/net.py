@@ -29,7 +29,6 @@ from emu.topology import Nic, Topology, switch_port_mac
 RAIL_TABLE_BASE = 100
 RAIL_RULE_PREF_BASE = 1000
 FABRIC_SUPERNET = "10.0.0.0/8"
-OFFLOADS_OFF = "rx off tx off sg off tso off gso off gro off"
 
 
 class NetBuildError(RuntimeError):
@@ -181,12 +180,10 @@ def configure_hosts(fnet: FabricNet) -> None:
 
 
 def configure_switch_ports(fnet: FabricNet) -> None:
-    """MTU, up and offloads off on every switch port (the switch copies frames whole through AF_PACKET)."""
+    """MTU and up on every switch port (``P4Switch.start`` turns their offloads off)."""
     mtu = fnet.topo.spec.mtu
     for name, sw in fnet.switches.items():
-        script = "; ".join(
-            f"ip link set dev {ifname} mtu {mtu} up; ethtool --offload {ifname} {OFFLOADS_OFF} >/dev/null 2>&1"
-            for ifname in fnet.topo.ports_of(name).values())
+        script = "; ".join(f"ip link set dev {ifname} mtu {mtu} up" for ifname in fnet.topo.ports_of(name).values())
         out = sw.cmd(f"{script}; sysctl -qw net.ipv6.conf.all.disable_ipv6=1; echo rc=$?")
         if not out.strip().endswith("rc=0"):
             raise NetBuildError(f"switch {name}: configuring ports failed: {out.strip()[-500:]}")

@@ -72,8 +72,8 @@ def _addr(buf: np.ndarray) -> int:
 class Communicator:
     """One rank's view of a group of ``world_size`` ranks laid out as servers x GPUs (rails)."""
 
-    def __init__(self, rank: int, layout: Layout, net: Net, tuner: Tuner, closers: list[Callable[[], None]]
-                 | None = None) -> None:
+    def __init__(self, rank: int, layout: Layout, net: Net, tuner: Tuner,
+                 closers: list[Callable[[], None]] | None = None) -> None:
         self.rank = rank
         self.layout = layout
         self.world_size = layout.world_size

@@ -182,3 +182,49 @@ def test_every_collective_and_algorithm_matches_numpy(servers: int, gpus) -> Non
     digests = [d for _, d in results]
     assert all(d == digests[0] for d in digests), "ranks hold different allreduce results"
     assert len(digests[0]) > 0
+
+
+def random_calls(comm, seed: int, calls: int) -> list[str]:  # type: ignore[no-untyped-def]
+    """The same seeded sequence of random calls on every rank: collective, algorithm, dtype, op, count
+    (including counts below the world size) and chunk size (down to one element)."""
+    n, me = comm.world_size, comm.rank
+    rng = np.random.default_rng(seed)
+    fails: list[str] = []
+    for call in range(calls):
+        coll = str(rng.choice(["allreduce", "reducescatter", "allgather", "broadcast", "reduce"]))
+        algo = str(rng.choice(comm.tuner.available(coll)))
+        dtype = str(rng.choice(DTYPES))
+        ops = [o for o in OPS if not (o == "avg" and dtype.startswith("int"))]
+        op = str(rng.choice(ops))
+        count = int(rng.choice([1, 2, n - 1 or 1, n + 1, int(rng.integers(1, 3000))]))
+        chunk_bytes = int(rng.choice([1, 2, 8, 100, 4096, 1 << 20]))
+        root = int(rng.integers(0, n))
+        ins = [make(dtype, count * (n if coll == "reducescatter" else 1), (seed, call, r), op) for r in range(n)]
+        what = f"#{call} {coll} {algo} {dtype} {op} count={count} chunk={chunk_bytes}"
+        if coll == "allreduce":
+            fails += compare(comm.allreduce(ins[me].copy(), op=op, algo=algo, chunk_bytes=chunk_bytes),
+                             reference(ins, op, dtype), dtype, what)
+        elif coll == "reducescatter":
+            exact, tol = reference(ins, op, dtype)
+            part = slice(me * count, (me + 1) * count)
+            got = comm.reducescatter(ins[me], op=op, algo=algo, chunk_bytes=chunk_bytes)
+            fails += compare(got, (exact[part], None if tol is None else tol[part]), dtype, what)
+        elif coll == "allgather":
+            got = comm.allgather(ins[me], algo=algo, chunk_bytes=chunk_bytes)
+            fails += compare(got, (np.concatenate(ins), None), dtype, what)
+        elif coll == "broadcast":
+            x = ins[me].copy()
+            comm.broadcast(x, root=root, algo=algo, chunk_bytes=chunk_bytes)
+            fails += compare(x, (ins[root], None), dtype, what + f" root={root}")
+        else:
+            out = np.zeros_like(ins[me])
+            comm.reduce(ins[me], out, op=op, root=root, algo=algo, chunk_bytes=chunk_bytes)
+            if me == root:
+                fails += compare(out, reference(ins, op, dtype), dtype, what + f" root={root}")
+    return fails
+
+
+@pytest.mark.parametrize("servers,gpus,seed", [(3, 2, 1), (1, 5, 2), (2, 3, 3)])
+def test_random_calls_with_random_counts_and_chunks(servers: int, gpus: int, seed: int) -> None:
+    for rank, fails in enumerate(run_local(servers, gpus, random_calls, seed, 40, timeout_s=240)):
+        assert not fails, f"rank {rank}:\n" + "\n".join(fails[:10])

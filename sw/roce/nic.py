@@ -30,6 +30,9 @@ RX_BURST_FRAMES = 256
 # Token-bucket depth per QP: large enough to ride out a few ms of scheduling delay of this Python process on a
 # busy host without losing link time, small enough for a tbf/emulator queue to absorb the burst.
 DEFAULT_PACER_BURST_BYTES = 64 * 1024
+# HPCC's T (its window is line rate x T): the base RTT of the path.  A Python host stack over veths has an RTT
+# of about a millisecond, far from a NIC's microseconds; set it to the fabric's RTT where that is known.
+DEFAULT_BASE_RTT_NS = 1_000_000
 
 
 class Port(Protocol):
@@ -70,6 +73,7 @@ class Nic:
         clock: Clock | None = None,
         cc_factory: Callable[[int], CongestionControl] | None = None,
         pacer_burst_bytes: int = DEFAULT_PACER_BURST_BYTES,
+        base_rtt_ns: int = DEFAULT_BASE_RTT_NS,
     ) -> None:
         self.port = port
         self.mac = mac
@@ -77,7 +81,8 @@ class Nic:
         self.clock = clock or get_clock()
         self.line_rate_bps = line_rate_bps
         self.cc_name = cc
-        make_cc(cc, line_rate_bps)  # validate the name and rate now, not at the first QP
+        self.base_rtt_ns = base_rtt_ns
+        make_cc(cc, line_rate_bps, base_rtt_ns=base_rtt_ns)  # validate the name and rate now
         self._cc_factory = cc_factory
         self.pacer_burst_bytes = pacer_burst_bytes
         self.qps: dict[int, QueuePair] = {}
@@ -109,7 +114,7 @@ class Nic:
         now_ns = self.clock.now_ns()
         if self._cc_factory is not None:
             return self._cc_factory(now_ns)
-        return make_cc(self.cc_name, self.line_rate_bps, now_ns)
+        return make_cc(self.cc_name, self.line_rate_bps, now_ns, base_rtt_ns=self.base_rtt_ns)
 
     def qp_counters(self) -> dict[str, int]:
         """Sum of every QP's counters."""

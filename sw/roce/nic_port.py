@@ -142,7 +142,10 @@ class RawSocketPort:
             self._udp_sink.close()
 
 
-def open_device(ifname: str, *, line_rate_bps: int, cc: str = "none", clock: Clock | None = None) -> Nic:
-    """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address."""
+def open_device(
+    ifname: str, *, line_rate_bps: int, cc: str = "none", clock: Clock | None = None, **nic_options: int
+) -> Nic:
+    """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address
+    (``nic_options``: ``pacer_burst_bytes``, ``base_rtt_ns``)."""
     port = RawSocketPort(ifname)
-    return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock)
+    return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock, **nic_options)

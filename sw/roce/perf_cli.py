@@ -24,7 +24,14 @@ from sw.roce.pacer import CC_NAMES
 from sw.roce.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
 from sw.roce.store import FileStore
 from sw.roce.transport_rules import PATH_MTUS
-from sw.units import UnitError, format_rate_bps, format_size_bytes, parse_rate_bps, parse_size_bytes
+from sw.units import (
+    UnitError,
+    format_rate_bps,
+    format_size_bytes,
+    parse_duration_ns,
+    parse_rate_bps,
+    parse_size_bytes,
+)
 
 DEFAULT_LINK_RATE = "100M"
 DEFAULT_SELFTEST_SIZE = "16M"
@@ -69,6 +76,9 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dup", type=float, default=0.0, help="selftest: duplication percent on the link")
     parser.add_argument("--reorder", type=float, default=0.0, help="selftest: reordering percent on the link")
     parser.add_argument("--cc", choices=CC_NAMES, default="none", help="congestion control (default none)")
+    parser.add_argument(
+        "--base-rtt", default="1ms", help="HPCC's base RTT T (window = line rate x T; default 1ms)"
+    )
     parser.add_argument("--mtu", type=int, help="RoCE path MTU (default: the largest the interface carries)")
     parser.add_argument("--dev", help="network interface of this host's NIC (server/client)")
     parser.add_argument(
@@ -112,7 +122,10 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
     if not args.dev:
         raise PerfArgError(f"perf {args.role}: --dev IFNAME is required (the interface of this host's NIC)")
     rate = parse_rate_bps(args.link_rate, what="--link-rate")
-    nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc)
+    base_rtt_ns = parse_duration_ns(args.base_rtt, what="--base-rtt")
+    if base_rtt_ns < 1000:
+        raise PerfArgError(f"--base-rtt {args.base_rtt}: must be at least 1us")
+    nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc, base_rtt_ns=base_rtt_ns)
     mtu = path_mtu_for(interface_mtu(args.dev))
     if args.mtu is not None:
         if args.mtu not in PATH_MTUS or args.mtu > mtu:
@@ -222,6 +235,8 @@ def _selftest_in_lab(
             str(args.timeout),
             "--qp-timeout",
             str(args.qp_timeout),
+            "--base-rtt",
+            args.base_rtt,
             "--json",
         ]
         if args.mtu:

@@ -136,6 +136,15 @@ class Requester:
         window = self.qp.pacer.window_bytes
         return window is None or inflight_pkts * attr.path_mtu < window or inflight_pkts == 0
 
+    def _window_fills(self) -> bool:
+        """Will the packet being built close the send window? Then it asks for an ACK, or we would stall."""
+        attr = self.qp.attr
+        inflight_after = psn_diff(self.tx_psn, self.una_psn) + 1
+        if inflight_after >= attr.max_inflight_pkts:
+            return True
+        window = self.qp.pacer.window_bytes
+        return window is not None and inflight_after * attr.path_mtu >= window
+
     def build_next(self, now_ns: int) -> bytes:
         """The next request packet (call only when ``can_send``); advances the transmit pointer."""
         qp = self.qp
@@ -155,7 +164,8 @@ class Requester:
             end = min(op.mr_off + wr.sge.length, start + mtu)
             opcode = segment_opcode(_OPS_OF[wr.opcode], i, op.n_pkts)
             last = i == op.n_pkts - 1
-            ackreq = last or (i % qp.attr.ack_every_pkts == qp.attr.ack_every_pkts - 1)
+            every = qp.attr.ack_every_pkts
+            ackreq = last or i % every == every - 1 or self._window_fills()
             fields: dict[str, int] = {}
             if i == 0 and opcode in (
                 Opcode.RDMA_WRITE_FIRST,

@@ -294,8 +294,9 @@ def python_env(monkeypatch):
         ["--op", "write", "--size", "2M"],
         ["--op", "read", "--size", "2M", "--loss", "1"],
         ["--op", "send", "--size", "1M", "--cc", "dcqcn"],
+        ["--op", "write", "--size", "1M", "--cc", "hpcc"],
     ],
-    ids=["write", "read_loss1", "send_dcqcn"],
+    ids=["write", "read_loss1", "send_dcqcn", "write_hpcc_window"],
 )
 def test_perf_selftest_prints_one_json_object_with_the_contract_keys(python_env, argv):
     import json

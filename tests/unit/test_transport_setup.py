@@ -84,6 +84,7 @@ def _args(*argv: str) -> argparse.Namespace:
         ([], "give a role"),
         (["server", "--selftest"], "drop 'server'"),
         (["client", "--dev", "lo", "--qp-timeout", "40"], "--qp-timeout 40"),
+        (["client", "--dev", "lo", "--base-rtt", "soon"], "--base-rtt 'soon'"),
     ],
 )
 def test_perf_flag_errors_are_user_errors_naming_the_flag(argv, match):

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emu.control import EcnConfig, IntConfig, switch_commands
 from emu.net import (
@@ -34,9 +34,13 @@ from emu.net import (
 from emu.topology import Topology, TopologyError, TopologySpec
 from sw.clock import Clock, get_clock
 
+if TYPE_CHECKING:
+    from emu.faults import FaultInjector
+
 FABRIC_P4 = str(Path(__file__).resolve().parents[1] / "p4" / "programs" / "fabric.p4")
 DROP_REASONS = {0: "no_route", 1: "ttl", 2: "parser", 3: "acl"}
 PROBE_PORT = 4791
+WORKDIR_PREFIX = "starpulse-fabric-"
 PROBE_READY_TIMEOUT_NS = 20_000_000_000
 _COUNTER_RE = re.compile(r"packets=(\d+), bytes=(\d+)")
 
@@ -84,13 +88,13 @@ class Fabric:
         self.pcap_dir = pcap_dir
         self.clock = clock or get_clock()
         self._workdir_arg = workdir
-        self.workdir = Path(workdir) if workdir else Path()
+        self.workdir: Path = Path(workdir) if workdir else Path(tempfile.gettempdir())   # set by up()
         self.fault_log = fault_log
         self.fnet: FabricNet | None = None
         self.timings = FabricTimings()
-        self.faults: Any = None
+        self.faults: FaultInjector | None = None
         self.footprint: Footprint | None = None
-        self._extra_pids: list[subprocess.Popen] = []
+        self._extra_procs: list[subprocess.Popen] = []
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> Fabric:
@@ -108,7 +112,7 @@ class Fabric:
             raise FabricError("fabric is already up")
         clock = self.clock
         t0 = clock.now_ns()
-        self.workdir = Path(self._workdir_arg or tempfile.mkdtemp(prefix="starpulse-fabric-"))
+        self.workdir = Path(self._workdir_arg or tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             t = clock.now_ns()
@@ -135,13 +139,13 @@ class Fabric:
     def down(self) -> None:
         """Stop every process we started and remove every namespace and veth (idempotent)."""
         t0 = self.clock.now_ns()
-        for proc in self._extra_pids:
+        for proc in self._extra_procs:
             _stop_proc(proc)
-        self._extra_pids.clear()
+        self._extra_procs.clear()
         if self.fnet is not None:
             stop_net(self.fnet)
             self.fnet = None
-        if self._workdir_arg is None and self.workdir != Path():
+        if self._workdir_arg is None and self.workdir.name.startswith(WORKDIR_PREFIX):
             shutil.rmtree(self.workdir, ignore_errors=True)   # ours: switch logs, command files, batches
         self.timings.down_s = _wall_s(self.clock, t0)
 
@@ -283,7 +287,7 @@ class Fabric:
         sink = self.net.hosts[nics[dst_ip].server].popen(
             [*py, "--sink", dst_ip, "--idle-ms", "1500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         started = [sink]
-        self._extra_pids.append(sink)   # down() stops them too, should this be interrupted
+        self._extra_procs.append(sink)   # down() stops them too, should this be interrupted
         idle: list[dict[str, Any]] = []
         session = ProbeSession(self, idle_pairs, port=port) if idle_pairs else None
         try:
@@ -292,7 +296,7 @@ class Fabric:
                 [*py, "--blast", str(packets), "--pps", f"{pps:.3f}", "--size", str(payload_bytes), "--ecn",
                  "--src", src_ip, "--dst", dst_ip], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             started.append(blast)
-            self._extra_pids.append(blast)
+            self._extra_procs.append(blast)
             while session is not None and blast.poll() is None:   # idle paths, while the port is congested
                 idle += session.run(idle_pairs, retries=1)
             budget_ns = int(packets / pps * 1e9) * 4 + PROBE_READY_TIMEOUT_NS
@@ -303,7 +307,7 @@ class Fabric:
                 session.close()
             for proc in started:
                 _stop_proc(proc)
-                self._extra_pids.remove(proc)
+                self._extra_procs.remove(proc)
         return rows, idle
 
     def port_counters(self, switch: str) -> dict[int, dict[str, int]]:

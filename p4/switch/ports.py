@@ -67,7 +67,9 @@ class Port:
         except OSError:
             raise PortError(f"port {port_num}: interface {ifname!r} does not exist in this namespace") from None
         try:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            # protocol 0: receives nothing until bind() below names the interface, so no frame of another
+            # interface can slip in between socket() and bind()
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         except PermissionError:
             raise PortError(f"port {port_num}@{ifname}: raw sockets need root (CAP_NET_RAW)") from None
         self._filter_outgoing = True
@@ -81,16 +83,16 @@ class Port:
                 sock.setsockopt(socket.SOL_SOCKET, force, SOCKET_BUFFER_BYTES)
             except OSError:
                 sock.setsockopt(socket.SOL_SOCKET, plain, SOCKET_BUFFER_BYTES)
-        sock.bind((ifname, 0))
-        mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
-        sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
         sock.setblocking(False)
         self.sock = sock
         self._buf = bytearray(MAX_FRAME_BYTES)
         self._view = memoryview(self._buf)
         self._ring: mmap.mmap | None = None
         if os.environ.get(RING_ENV, "1") != "0" and not self._filter_outgoing:
-            self._setup_ring(ifname)
+            self._setup_ring(ifname)     # before bind: every frame then lands in the ring
+        sock.bind((ifname, ETH_P_ALL))
+        mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
+        sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
 
     def _setup_ring(self, ifname: str) -> None:
         """A TPACKET_V2 receive ring: the kernel writes frames into shared memory, no syscall per frame."""

@@ -34,8 +34,8 @@ def open_raw_socket(netns: str | None, ifname: str) -> socket.socket:
                         raise OSError(ctypes.get_errno(), f"setns({netns}) failed")
                 finally:
                     os.close(fd)
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            sock.bind((ifname, 0))
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)   # nothing until bound to ifname
+            sock.bind((ifname, ETH_P_ALL))
             sock.setblocking(False)
             result["sock"] = sock
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread

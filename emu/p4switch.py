@@ -117,8 +117,9 @@ class P4Switch(Switch):
         if self.pcap_dir:
             argv += ["--pcap", self.pcap_dir]
         argv.append(str(json_path))
-        if self.cpu_port is not None:
-            argv += ["--", "--cpu-port", str(self.cpu_port)]
+        if self.priority_queues > 1:          # simple_switch's target-specific options follow "--"
+            argv += ["--", "--priority-queues", str(self.priority_queues)]
+        # (simple_switch has no CPU-port option: its CPU port is whichever interface is bound to that number)
         return argv
 
     def start(self, controllers) -> None:

@@ -36,6 +36,7 @@ class Pair:
         psn: int = 100,
         cc: str = "none",
         seed: int = 1,
+        base_rtt_ns: int = 1_000_000,
         **attrs: int,
     ) -> None:
         self.clock = ManualClock()
@@ -52,6 +53,7 @@ class Pair:
             line_rate_bps=RATE_BPS,
             clock=self.clock,
             cc=cc,
+            base_rtt_ns=base_rtt_ns,
         )
         self.b = Nic(
             self.wire.ports[1],
@@ -60,6 +62,7 @@ class Pair:
             line_rate_bps=RATE_BPS,
             clock=self.clock,
             cc=cc,
+            base_rtt_ns=base_rtt_ns,
         )
         self.pd_a, self.pd_b = self.a.alloc_pd(), self.b.alloc_pd()
         self.cq_a, self.cq_b = self.a.create_cq(), self.b.create_cq()
@@ -357,3 +360,13 @@ def test_many_outstanding_reads_and_writes_interleaved_on_a_lossy_link(seed):
     assert [w.wr_id for w in wcs if w.wr_id < 100] == list(range(n)), "completions in posting order"
     assert np.array_equal(back, remote_data)
     assert np.array_equal(sink.buf, src)
+
+
+def test_hpcc_window_limits_bytes_in_flight_and_never_stalls():
+    # T = 20 us at 1 Gb/s: a 2500-byte window, less than three 1 KiB packets in flight.
+    pair = Pair(cc="hpcc", base_rtt_ns=20_000)
+    assert pair.qa.pacer.window_bytes == 2500
+    _write_then_read(pair, 200_000)
+    c = pair.a.qp_counters()
+    assert c["timeouts"] == 0, "a packet that closes the window must ask for an ACK"
+    assert c["acks_received"] >= 200_000 // 1024 // 3

@@ -121,9 +121,22 @@ def read_state(name: str) -> dict[str, Any] | None:
     except (OSError, json.JSONDecodeError):
         return None
     if not _pid_alive(int(state.get("pid", 0))):
-        _remove_state(name)
+        _reap_orphans(name, state)
         return None
     return state
+
+
+def _reap_orphans(name: str, state: dict[str, Any]) -> None:
+    """The ``up`` process died without tearing down (e.g. SIGKILL): stop the switch processes and node shells
+    it recorded (only those exact processes), so their namespaces and veths go too; then forget the state."""
+    from emu.net import stop_tracked
+
+    procs = [(int(p), int(t)) for p, t in state.get("processes", [])]
+    stopped = stop_tracked(procs, get_clock()) if procs else 0
+    if stopped:
+        print(f"fabric {name!r}: its process {state.get('pid')} was gone; stopped {stopped} leftover "
+              "switch/node process(es)", file=sys.stderr)
+    _remove_state(name)
 
 
 def _remove_state(name: str) -> None:
@@ -227,11 +240,7 @@ def _up(args: argparse.Namespace) -> int:
         server.bind(str(sock_path))
         server.listen(8)
         server.settimeout(SERVE_POLL_S)
-        (d / "state.json").write_text(json.dumps({
-            "pid": os.getpid(), "socket": str(sock_path), "workdir": str(fab.workdir),
-            "topology": fab.status()["topology"], "backend": fab.backend,
-            "switch_ctl": {n: sw.ctl for n, sw in fab.net.switches.items()},
-            "fault_log": str(fab.faults.log_path), "up_s": fab.timings.up_s}, indent=2))
+        _write_state(d, fab, sock_path)
         if args.cli:
             from mininet.cli import CLI
 
@@ -253,6 +262,20 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_state(d: Path, fab: Any, sock_path: Path) -> None:
+    """state.json: how other processes reach this fabric, and exactly which processes it runs."""
+    from emu.net import tracked_processes
+
+    tmp = d / f"state.json.tmp{os.getpid()}"
+    tmp.write_text(json.dumps({
+        "pid": os.getpid(), "socket": str(sock_path), "workdir": str(fab.workdir),
+        "topology": fab.status()["topology"], "backend": fab.backend,
+        "switch_ctl": {n: sw.ctl for n, sw in fab.net.switches.items()},
+        "processes": tracked_processes(fab.net), "fault_log": str(fab.faults.log_path),
+        "up_s": fab.timings.up_s}, indent=2))
+    tmp.replace(d / "state.json")
+
+
 def _serve(server: socket.socket, fab: Any, stop: dict[str, bool]) -> None:
     """Answer status/fault/down requests, one connection at a time, until ``down`` or a signal."""
     while not stop["flag"]:
@@ -272,6 +295,8 @@ def _serve(server: socket.socket, fab: Any, stop: dict[str, bool]) -> None:
                         break
                     buf += chunk
                 reply = _handle(fab, json.loads(buf), stop)
+                if reply.get("events"):   # a switch may have restarted: record its new process
+                    _write_state(Path(server.getsockname()).parent, fab, Path(server.getsockname()))
             except (OSError, json.JSONDecodeError) as exc:
                 reply = {"ok": False, "error": f"bad request: {exc}"}
             with contextlib.suppress(OSError):

@@ -100,3 +100,31 @@ def test_status_and_down_without_a_running_fabric(tmp_path: Path) -> None:
     assert status.returncode == 2 and "no fabric named 'nothing' is running" in status.stderr
     down = _cli("down", "--name", "nothing", env=env, timeout=60)
     assert down.returncode == 0 and "no fabric" in down.stdout
+
+
+def test_a_killed_up_process_leaves_nothing_after_the_next_command(tmp_path: Path) -> None:
+    env = dict(os.environ, STARPULSE_STATE_DIR=str(tmp_path))
+    name = f"k{os.getpid()}"
+    up = subprocess.Popen([sys.executable, "-m", "emu.cli", "up", "--servers", "2", "--spines", "1", "--name", name],
+                          cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = tmp_path / f"fabric-{name}" / "state.json"
+    try:
+        deadline = time.monotonic() + UP_TIMEOUT_S
+        while not state.exists():
+            assert up.poll() is None and time.monotonic() < deadline, "fabric did not come up"
+            time.sleep(0.1)
+        recorded = json.loads(state.read_text())["processes"]
+        assert len(recorded) == 3 + 5          # 3 switch processes, 5 node shells
+    finally:
+        up.kill()                              # no chance to tear down
+        up.wait(timeout=30)
+    status = _cli("status", "--name", name, env=env, timeout=60)
+    assert status.returncode == 2 and "stopped" in status.stderr and "leftover" in status.stderr
+    for pid, start in recorded:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[19]) == start:           # the same process (not a reused pid)
+            assert fields[0] == "Z", f"pid {pid} still runs"
+    assert not state.exists()

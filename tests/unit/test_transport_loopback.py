@@ -370,3 +370,15 @@ def test_hpcc_window_limits_bytes_in_flight_and_never_stalls():
     c = pair.a.qp_counters()
     assert c["timeouts"] == 0, "a packet that closes the window must ask for an ACK"
     assert c["acks_received"] >= 200_000 // 1024 // 3
+
+
+def test_send_larger_than_the_posted_receive_fails_on_both_sides():
+    pair = Pair()
+    msg = pair.pd_a.reg_mr(_pattern(3000))
+    small = pair.pd_b.reg_mr(np.zeros(1000, np.uint8))
+    pair.qb.post_recv(RecvWr(4, small.sge()))
+    pair.qa.post_send(SendWr(1, WrOpcode.SEND, msg.sge()))
+    (wc_req,) = pair.wait_wc(pair.cq_a, 1)
+    (wc_resp,) = pair.wait_wc(pair.cq_b, 1)
+    assert wc_req.status == WcStatus.REM_INV_REQ_ERR
+    assert (wc_resp.wr_id, wc_resp.status) == (4, WcStatus.LOC_LEN_ERR)

@@ -57,6 +57,8 @@ def _compiler_fingerprint() -> str:
 
 def compile_cached(path: str | Path, *, seed: int = 0) -> Any:
     """Compile ``path`` like ``p4.compiler.compile_file``, reusing a cached parse tree for identical source."""
+    from lark import Tree
+
     from p4 import compiler
     from p4.preprocess import preprocess
 
@@ -68,7 +70,9 @@ def compile_cached(path: str | Path, *, seed: int = 0) -> Any:
     tree = None
     try:
         tree = pickle.loads(entry.read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError, TypeError):
+        tree = None
+    if not isinstance(tree, Tree):
         tree = None
     if tree is None:
         tree = compiler.parse(pre)           # raises CompileError with file:line:col for bad programs

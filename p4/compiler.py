@@ -501,6 +501,7 @@ class Compiler:
 
     def _expr(self, n: Any, want: P4Type | None) -> E:  # noqa: C901 - one dispatch over the grammar
         d = n.data
+        self.last_node = n
         if d == "int_lit":
             v, t = parse_int(str(n.children[0]))
             return E(repr(v), t, const=v)
@@ -897,6 +898,7 @@ class Compiler:
 
     def stmt(self, s: Tree) -> None:  # noqa: C901 - one dispatch over statement kinds
         d = s.data
+        self.last_node = s
         if d == "block":
             self.stmts(s.children)
         elif d == "annotated_block":   # @atomic { ... }: one packet at a time already, so just the block
@@ -1157,6 +1159,8 @@ class Compiler:
         t = obj.type
         if isinstance(t, StructLike) and t.is_header and obj.ref is not None:
             v = obj.ref.off(0)
+            if args:
+                raise self.err(node, f"{method}() takes no arguments")
             if method == "isValid":
                 return E(f"S[{v}]", BOOL)
             if method == "setValid":
@@ -1176,6 +1180,8 @@ class Compiler:
             return E("(" + " or ".join(f"S[{obj.ref.field(f).off(0)}]" for f, _ in t.fields) + ")", BOOL)
         if isinstance(t, StackT) and obj.ref is not None:
             if method in ("push_front", "pop_front"):
+                if len(args) != 1:
+                    raise self.err(node, f"{method} takes 1 argument (a constant count), got {len(args)}")
                 k = self.const_value(self.expr(args[0]), INFINT, node).const
                 self.out(f"_{method}(S, {obj.ref.base}, {t.elem.size}, {t.count}, {k})")
                 return E("None", VOID)
@@ -1191,6 +1197,8 @@ class Compiler:
         if sym.kind == "packet_out":
             if method != "emit":
                 raise self.err(node, f"packet_out has no method '{method}'")
+            if len(args) != 1:
+                raise self.err(node, f"emit takes 1 argument, got {len(args)}")
             self.emit(self.expr(args[0]), args[0])
             return E("None", VOID)
         if sym.kind == "table":
@@ -1236,6 +1244,8 @@ class Compiler:
                 self.out(f"S[{stack.ref.base}] += 1")
             return E("None", VOID)
         if method == "advance":
+            if len(args) != 1:
+                raise self.err(node, f"advance takes 1 argument, got {len(args)}")
             a = self.expr(args[0], BitT(32))
             self.out(f"if o + ({a.src} >> 3) > n: raise _PE({self.errors.index('PacketTooShort')})")
             self.out(f"o += {a.src} >> 3")
@@ -1544,6 +1554,13 @@ class Compiler:
         inst = sym.value
         kind, obj, var = inst["kind"], inst["obj"], inst["var"]
         plen = f"S[{self.sm_slots['packet_length']}]"
+        direct = getattr(obj, "direct", False)
+        arity = {("register", "read"): (1, 2), ("register", "write"): (2,),
+                 ("counter", "count"): (0,) if direct else (1,), ("meter", "execute_meter"): (2,),
+                 ("meter", "read"): (1,), ("Checksum16", "get"): (1,)}.get((kind, method))
+        if arity is not None and len(args) not in arity:
+            raise self.err(node, f"{kind}.{method} takes {' or '.join(map(str, arity))} arguments, "
+                                 f"got {len(args)}")
         if kind == "register":
             if method == "read":
                 if len(args) == 2:
@@ -1606,6 +1623,8 @@ class Compiler:
             direction = str(dirn.children[0]) if dirn is not None else ""
             t = self.resolve_type(_trees(p, "type_ref")[0])
             pname = _name(_trees(p, "name")[0])
+            if pname in scope:
+                raise self.err(p, f"duplicate parameter '{pname}'")
             if direction in ("", "in") and t.scalar:
                 py = f"p_{pname}"
                 scope[pname] = Sym("py", t, value=py)
@@ -1759,6 +1778,11 @@ class Compiler:
             return next(k for k, v in e.type.members.items() if v == e.const)  # type: ignore[union-attr]
 
         inst: dict[str, Any] = {"kind": tname, "var": var, "name": full}
+        want_args = {"register": (1, 2), "counter": (2,), "direct_counter": (1,), "meter": (2,),
+                     "direct_meter": (1,), "Checksum16": (0,)}.get(tname)
+        if want_args is not None and len(cargs) not in want_args:
+            raise self.err(d, f"{tname}(...) takes {' or '.join(map(str, want_args))} constructor arguments, "
+                              f"got {len(cargs)}")
         if tname == "register":
             elem = targs[0] if targs else BitT(32)
             if not isinstance(elem, BitT):
@@ -2413,6 +2437,12 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0) -> Program
         prog = c.compile(tree)
     except RecursionError:
         raise CompileError(f"{name}: program nests too deeply for this compiler") from None
+    except CompileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a compiler bug must still point the user at the construct
+        node = getattr(c, "last_node", None)
+        raise CompileError(f"internal compiler error ({type(exc).__name__}: {exc}) while compiling this; "
+                           "please report it", c.pos(node) if node is not None else None) from exc
     err = prog.errors.index("StackOutOfBounds")
     prog.namespace["_sx"] = _make_stack_index(err)
     return prog

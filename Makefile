@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bootstrap demo test test-fast lint doctor clean
+.PHONY: bootstrap demo test test-fast test-coll lint doctor clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -26,3 +26,6 @@ doctor: bootstrap
 
 clean:
 	rm -rf build sim_build .pytest_cache
+
+test-coll: bootstrap
+	$(PY) -m pytest tests/unit/test_coll_*.py -q

@@ -5,7 +5,8 @@ Requests (one JSON object per line):
   ``{"ok": false, "error": "..."}`` (the command text is simple_switch_CLI syntax);
   ``{"describe": true}`` -> ``{"ok": true, "commands": [...], "names": [...]}`` (for shell completion);
   ``{"subscribe": ["digest", "packet_in"]}`` -> ``{"ok": true}``, then events ``{"event": "digest", ...}``;
-  ``{"packet_out": {"port": N, "frame": "<hex>"}}`` -> the frame enters ingress as if received on port N.
+  ``{"packet_out": {"port": N, "frame": "<hex>"}}`` -> the frame enters ingress as if received on port N;
+  ``{"port_stats": true}`` -> ``{"ok": true, "ports": {"1": {"rx_pkts": ..., "high_water_pkts": ...}, ...}}``.
 Commands run between packets on the switch's single thread, so they never race the data path.
 """
 
@@ -57,13 +58,15 @@ class ControlServer:
 
     def __init__(self, address: str, selector: selectors.BaseSelector, execute: Callable[[str], str],
                  describe: Callable[[], dict[str, list[str]]],
-                 inject: Callable[[int, bytes], None] | None = None) -> None:
+                 inject: Callable[[int, bytes], None] | None = None,
+                 stats: Callable[[], dict[int, dict[str, Any]]] | None = None) -> None:
         self.kind, where = parse_ctl_address(address)
         self.address = address
         self.selector = selector
         self.execute = execute
         self.describe = describe
         self.inject = inject
+        self.stats = stats
         self.conns: dict[int, _Conn] = {}
         if self.kind == "tcp":
             lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -141,6 +144,8 @@ class ControlServer:
                 return {"ok": False, "error": "'subscribe' takes a list of: digest, packet_in"}
             conn.subscriptions.update(topics)
             return {"ok": True}
+        if req.get("port_stats") and self.stats is not None:
+            return {"ok": True, "ports": {str(k): v for k, v in self.stats().items()}}
         if "packet_out" in req and self.inject is not None:
             po = req["packet_out"]
             try:
@@ -258,6 +263,13 @@ class ControlClient:
         reply = self.request({"subscribe": list(topics)})
         if not reply.get("ok"):
             raise CommandError(reply.get("error", "subscribe failed"))
+
+    def port_stats(self) -> dict[int, dict[str, Any]]:
+        """Per-port counters as numbers (the JSON form of the ``port_stats`` command)."""
+        reply = self.request({"port_stats": True})
+        if not reply.get("ok"):
+            raise CommandError(reply.get("error", "port_stats failed"))
+        return {int(k): v for k, v in reply["ports"].items()}
 
     def packet_out(self, port: int, frame: bytes) -> None:
         """Inject ``frame`` into the switch's ingress as if it arrived on ``port`` (e.g. the CPU port)."""

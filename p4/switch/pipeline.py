@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 CACHE_ENV = "STARPULSE_CACHE_DIR"
 SWITCH_COMMANDS = {
     "port_stats": "port_stats [EGRESS_PORT]  (rx/tx/drop counters, queue depth and high-water mark per port)",
+    "port_stats_reset": "port_stats_reset  (zero the port counters; high-water marks restart from now)",
     "set_port_rate": "set_port_rate EGRESS_PORT RATE  (shape a port to a line rate in bit/s of frame bytes, "
                      "e.g. 100M; 'off' removes it)",
 }

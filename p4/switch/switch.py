@@ -88,7 +88,7 @@ class P4Switch:
                             Path(config.pcap_dir) / f"{ifname}_{direction}.pcap")
             if config.ctl:
                 self.ctl = ControlServer(config.ctl, self.selector, self.execute, pipeline.describe,
-                                         self.inject)
+                                         self.inject, self.port_stats)
         except BaseException:
             self.close()
             raise
@@ -99,11 +99,23 @@ class P4Switch:
         words = line.split()
         if not words:
             return ""
+        if words[0] == "port_stats_reset":
+            if len(words) != 1:
+                raise CommandError("port_stats_reset takes no arguments")
+            self.reset_port_stats()
+            return ""
         if words[0] == "port_stats":
             if len(words) > 2 or (len(words) == 2 and not words[1].isdigit()):
                 raise CommandError(f"port_stats {' '.join(words[1:])!r}: usage: port_stats [<port>]")
             return self.port_stats_text(int(words[1]) if len(words) == 2 else None)
         return self.pipeline.execute(line)
+
+    def reset_port_stats(self) -> None:
+        """Zero the per-port counters and restart the high-water marks from the current queue depths."""
+        for port in self.ports.values():
+            port.counters = type(port.counters)()
+        self.drops.clear()
+        self.tm.reset_counters()
 
     def port_stats(self) -> dict[int, dict[str, Any]]:
         """Per port: interface, rx/tx packets and bytes, drops by cause, queue depth and high-water mark."""

@@ -302,8 +302,9 @@ class TrafficManager:
         self._check_priority(priority)
         return self._port(port).queues[priority].stats
 
-    def reset_high_water(self) -> None:
+    def reset_counters(self) -> None:
+        """Zero enqueue/dequeue/drop counts; high-water marks restart from the current depths."""
         for p in self.ports.values():
             p.high_water_pkts = p.qdepth_pkts
             for q in p.queues:
-                q.stats.high_water_pkts = len(q.fifo)
+                q.stats = QueueStats(high_water_pkts=len(q.fifo))

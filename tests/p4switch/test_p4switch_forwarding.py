@@ -210,3 +210,18 @@ def test_packet_out_from_the_controller_enters_ingress(switch_lab) -> None:
             c.packet_out(64, b"\x00" * 5)
     got = only_udp(lab.recv(3, want=1))
     assert len(got) == 1 and IP(got[0][14:]).id == 55 and Ether(got[0]).dst == host_mac(3)
+
+
+def test_port_stats_as_json_and_reset(switch_lab) -> None:
+    lab = switch_lab
+    lab.start(FEATURES_P4, commands=ROUTES + "set_queue_rate 1000 2\n")
+    lab.send(1, [udp_frame(1, host_ip(2), i) for i in range(30)])
+    assert len(only_udp(lab.recv(2, want=30))) == 30
+    with lab.client() as c:
+        stats = c.port_stats()
+        assert stats[1]["rx_pkts"] == 30 and stats[2]["tx_pkts"] == 30 and stats[2]["iface"] == "p2"
+        assert stats[2]["high_water_pkts"] >= 2 and stats[2]["qdepth_pkts"] == 0
+        assert stats == lab.port_stats()                      # the text table says the same
+        c.run("port_stats_reset")
+        after = c.port_stats()
+    assert all(after[p][k] == 0 for p in (1, 2) for k in ("rx_pkts", "tx_pkts", "high_water_pkts"))

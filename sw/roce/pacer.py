@@ -13,9 +13,10 @@ from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnParams, DcqcnRp
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import Hpcc, HpccParams
-from sw.cc.pacer import CcPacer
+from sw.cc.pacer import UNITS_PER_BYTE, CcPacer
 
 ETH_WIRE_OVERHEAD_BYTES = 24  # preamble + SFD (8), FCS (4), inter-frame gap (12)
+IDLE_BURST_BYTES = 2 * 4200  # what a QP may burst after having nothing to send: two full frames
 CC_NAMES = ("none", "dcqcn", "hpcc")
 
 
@@ -72,6 +73,7 @@ class QpPacer:
         # we then pace at exactly its rate, and every go-back-N retransmission would pay for that queue.
         self._pacer.bucket.credit = 0
         self._next_ns = now_ns  # the bucket is in deficit until then (see ``may_send``)
+        self._idle = False
         self.cnps = 0
 
     @property
@@ -100,7 +102,19 @@ class QpPacer:
         # only lower the rate; a rate increase is seen at most one packet time late).
         if now_ns < self._next_ns:
             return False
-        return self._pacer.next_send_ns(now_ns) == now_ns
+        if self._pacer.next_send_ns(now_ns) != now_ns:
+            return False
+        if self._idle:
+            # Credit saved while the QP had nothing to send is not a backlog to catch up: clip it, so a
+            # reaction (a retransmission, a read response) does not put a standing queue in front of the link.
+            self._idle = False
+            bucket = self._pacer.bucket
+            bucket.credit = min(bucket.credit, IDLE_BURST_BYTES * UNITS_PER_BYTE)
+        return True
+
+    def mark_idle(self) -> None:
+        """The QP had nothing it could send (no work, window closed): its saved credit is not a backlog."""
+        self._idle = True
 
     def charge(self, frame_bytes: int, now_ns: int) -> None:
         """A frame of ``frame_bytes`` (no FCS) leaves at ``now_ns``; call only after ``may_send`` said yes."""

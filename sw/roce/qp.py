@@ -239,6 +239,8 @@ class QueuePair:
         if req is None or not req.can_send(now_ns):
             if req is not None:
                 self.wake_ns = req.blocked_until_ns(now_ns)
+            if self.pacer is not None:
+                self.pacer.mark_idle()
             return None
         return self._paced(now_ns, lambda: req.build_next(now_ns))
 

@@ -273,13 +273,36 @@ def check_mtu(fab: Fabric) -> CheckResult:
                        {"mtu": fab.spec.mtu})
 
 
+def check_int_report(fab: Fabric) -> CheckResult:
+    """Report mode: receivers get packets with the INT stack stripped, and the collector gets one report per
+    packet with one hop per switch crossed (1 rail-local, 3 through a spine)."""
+    pairs = fabric_pairs(fab)
+    by_ip = {n.ip: n for n in fab.topo.nics}
+    with fab.int_collector() as col:
+        results = fab.probe([(a.ip, b.ip) for a, b in pairs])
+    unstripped = [f"{r['src']}->{r['dst']}" for r in results if r["ok"] and (r["fwd_hops"] or r["rev_hops"])]
+    reports = [r for r in col.reports if r["probe"]]
+    wrong = [f"{r['src']}->{r['dst']} {r['hops']} hops" for r in reports
+             if r["hops"] != fab.topo.path_switch_hops(by_ip[r["src"]], by_ip[r["dst"]])]
+    reported = {(r["src"], r["dst"]) for r in reports}
+    missing = [f"{a.ip}->{b.ip}" for a, b in pairs if (a.ip, b.ip) not in reported or (b.ip, a.ip) not in reported]
+    ok = all(r["ok"] for r in results) and not unstripped and not wrong and not missing
+    detail = (f"{len(reports)} reports at the collector for {len(pairs)} probed pairs (requests and replies); "
+              f"stack left at a receiver: {len(unstripped)}, wrong hop counts: {len(wrong)}, pairs unreported: "
+              f"{len(missing)}")
+    return CheckResult("int_report", ok, detail, {"reports": len(reports), "unstripped": unstripped[:10],
+                                                  "wrong": wrong[:10], "missing": missing[:10]})
+
+
 def run_checks(fab: Fabric) -> list[CheckResult]:
     """Every check of ``starpulse fabric test``, in order."""
     pairs = fabric_pairs(fab)
     reach, results = check_reachability(fab)
     checks = [reach, check_mtu(fab)]
-    if fab.int_cfg.enabled:
+    if fab.int_cfg.enabled and fab.int_cfg.sink_mode == "host":
         checks.append(check_int_hops(fab, pairs, results))
+    if fab.int_cfg.enabled and fab.int_cfg.sink_mode == "report":
+        checks.append(check_int_report(fab))
     if fab.backend == "embedded":
         checks.append(check_ecmp(fab))
         checks.append(check_reroute(fab))

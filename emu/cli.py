@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     up = sub.add_parser("up", help="bring a fabric up; runs until `starpulse fabric down` (or --cli exits)")
     add_topology_arguments(up)
+    up.add_argument("--int-sink", choices=("host", "report"), default="host",
+                    help="INT at the last hop: leave the stack for the receiver (host) or strip it and send a "
+                         "report to a collector host wired to every leaf (report)")
     up.add_argument("--cli", action="store_true", help="drop into the Mininet CLI; leaving it tears down")
     up.add_argument("--log-level", default="warn", help="switch log level (default warn)")
     named(up)
@@ -85,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     te = sub.add_parser("test", help="up, reachability + INT hops + ECMP + reroute checks, down; exit 0 if all pass")
     add_topology_arguments(te)
+    te.add_argument("--int-sink", choices=("host", "report"), default="host", help="INT sink mode to test")
     te.add_argument("--json", action="store_true", help="print JSON")
 
     fa = sub.add_parser("fault", help="inject a fault into the running fabric (logged as JSON lines)")
@@ -198,7 +202,7 @@ def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-un
     if args.backend == "bmv2" and missing_bmv2_tools():
         raise FabricCliError(f"--backend bmv2: needs {', '.join(missing_bmv2_tools())} on PATH (not installed "
                              "here); use --backend embedded")
-    return Fabric(spec, backend=args.backend, **kwargs)
+    return Fabric(spec, backend=args.backend, int_sink=args.int_sink, **kwargs)
 
 
 def _summary_line(fab: Any) -> str:

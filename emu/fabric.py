@@ -25,6 +25,7 @@ from emu.net import (
     FabricNet,
     Footprint,
     build_net,
+    configure_collector,
     configure_hosts,
     configure_switch_ports,
     footprint,
@@ -63,6 +64,11 @@ class FabricTimings:
     down_s: float = 0.0
 
 
+def collector_port(topo: Topology) -> int:
+    """The leaves' port toward the INT collector: the first after the server and spine ports."""
+    return topo.spec.servers_per_pod + topo.spec.spines + 1
+
+
 def _wall_s(clock: Clock, start_ns: int) -> float:
     return clock.wall_duration_ns(clock.now_ns() - start_ns) / 1e9
 
@@ -73,7 +79,7 @@ class Fabric:
     def __init__(self, spec: TopologySpec, *, backend: str = "embedded", ecn: EcnConfig | None = None,
                  int_cfg: IntConfig | None = None, program: str = FABRIC_P4, log_level: str = "warn",
                  workdir: str | None = None, fault_log: str | None = None, pcap_dir: str | None = None,
-                 clock: Clock | None = None) -> None:
+                 int_sink: str = "host", clock: Clock | None = None) -> None:
         if spec.delay_ns:
             raise TopologyError(
                 f"--delay {spec.delay_ns}ns: per-link delay is not available here (this kernel has no tc netem and"
@@ -82,7 +88,8 @@ class Fabric:
         self.topo = Topology(spec)
         self.backend = backend
         self.ecn = ecn or EcnConfig()
-        self.int_cfg = int_cfg or IntConfig()
+        self.int_cfg = int_cfg or IntConfig(sink_mode=int_sink, collector_port=(
+            collector_port(self.topo) if int_sink == "report" else None))
         self.program = program
         self.log_level = log_level
         self.pcap_dir = pcap_dir
@@ -116,12 +123,15 @@ class Fabric:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             t = clock.now_ns()
+            report = self.int_cfg.enabled and self.int_cfg.sink_mode == "report"
             self.fnet = build_net(self.topo, program=self.program, backend=self.backend, workdir=self.workdir,
-                                  log_level=self.log_level, pcap_dir=self.pcap_dir)
+                                  log_level=self.log_level, pcap_dir=self.pcap_dir,
+                                  collector_port=self.int_cfg.collector_port if report else None)
             self.timings.build_s = _wall_s(clock, t)
             t = clock.now_ns()
             configure_hosts(self.fnet)
             configure_switch_ports(self.fnet)
+            configure_collector(self.fnet)
             self.timings.configure_s = _wall_s(clock, t)
             t = clock.now_ns()
             start_switches(self.fnet)
@@ -310,6 +320,12 @@ class Fabric:
                 self._extra_procs.remove(proc)
         return rows, idle
 
+    def int_collector(self) -> ReportCollector:
+        """Capture INT reports at the collector (report mode): ``with fab.int_collector() as c: ...; c.reports``."""
+        if self.net.collector is None:
+            raise FabricError("no INT collector: bring the fabric up with int_sink='report' (--int-sink report)")
+        return ReportCollector(self)
+
     def port_counters(self, switch: str) -> dict[int, dict[str, int]]:
         """``port_stats`` of one switch (embedded backend): rx/tx/drops/queue per port number."""
         return _parse_port_stats(self.switch_cli(switch, "port_stats"))
@@ -330,6 +346,39 @@ class Fabric:
                 raise FabricError(f"probe on {server} exited: {err.strip() or 'no output'}")
             if expect is None or line == expect:
                 return line
+
+
+class ReportCollector:
+    """``emu.probe --collect`` on the collector host while the ``with`` block runs; ``reports`` afterwards."""
+
+    def __init__(self, fab: Fabric) -> None:
+        self.fab = fab
+        self.reports: list[dict[str, Any]] = []
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> ReportCollector:
+        col = self.fab.net.collector
+        assert col is not None
+        ifnames = ",".join(self.fab.net.collector_ifnames.values())
+        self.proc = col.popen([sys.executable, "-m", "emu.probe", "--collect", ifnames],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.fab._extra_procs.append(self.proc)
+        self.fab._read_line(self.proc, "collector", "ready", PROBE_READY_TIMEOUT_NS)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(b"quit\n")
+            proc.stdin.flush()
+            self.reports = json.loads(self.fab._read_line(proc, "collector", None, PROBE_READY_TIMEOUT_NS))
+        finally:
+            _stop_proc(proc)
+            self.fab._extra_procs.remove(proc)
+            self.proc = None
 
 
 class ProbeSession:

@@ -29,6 +29,7 @@ from emu.p4switch import P4Host, P4Switch
 from emu.topology import Nic, Topology, switch_port_mac
 from sw.clock import Clock
 
+COLLECTOR = "col"
 RAIL_TABLE_BASE = 100
 RAIL_RULE_PREF_BASE = 1000
 FABRIC_SUPERNET = "10.0.0.0/8"
@@ -47,6 +48,13 @@ class FabricNet:
     hosts: dict[str, P4Host] = field(default_factory=dict)
     switches: dict[str, P4Switch] = field(default_factory=dict)
     workdir: Path = field(default_factory=Path)
+    collector: P4Host | None = None          # INT report collector: one NIC per leaf (report mode only)
+    collector_ifnames: dict[str, str] = field(default_factory=dict)   # leaf -> collector NIC
+    collector_port: int | None = None         # the leaves' port toward the collector
+
+    def nodes(self) -> list[P4Host | P4Switch]:
+        """Every Mininet node of the fabric (servers, switches, the collector if any)."""
+        return [*self.hosts.values(), *self.switches.values(), *([self.collector] if self.collector else [])]
 
     def node(self, name: str) -> P4Host | P4Switch:
         if name in self.hosts:
@@ -57,7 +65,7 @@ class FabricNet:
 
     def node_pids(self) -> dict[str, int]:
         """PID of each node's shell (its network namespace lives as long as processes in it do)."""
-        return {name: node.pid for name, node in {**self.hosts, **self.switches}.items()}
+        return {node.name: node.pid for node in self.nodes()}
 
 
 @dataclass(frozen=True)
@@ -71,10 +79,11 @@ class Footprint:
 
 def footprint(fnet: FabricNet) -> Footprint:
     """Record the fabric's processes, namespaces and interfaces (call while it runs)."""
-    pids = [n.pid for n in [*fnet.hosts.values(), *fnet.switches.values()]]
+    pids = [n.pid for n in fnet.nodes()]
     pids += [sw.proc.pid for sw in fnet.switches.values() if sw.proc is not None]
-    inodes = {os.stat(f"/proc/{n.pid}/ns/net").st_ino for n in [*fnet.hosts.values(), *fnet.switches.values()]}
+    inodes = {os.stat(f"/proc/{n.pid}/ns/net").st_ino for n in fnet.nodes()}
     ifnames = [lk.a_ifname for lk in fnet.topo.links] + [lk.b_ifname for lk in fnet.topo.links]
+    ifnames += list(fnet.collector_ifnames.values())
     return Footprint(tuple(pids), tuple(sorted(inodes)), tuple(ifnames))
 
 
@@ -115,7 +124,7 @@ def _start_time(pid: int) -> int | None:
 def tracked_processes(fnet: FabricNet) -> list[tuple[int, int]]:
     """(pid, start time) of every switch process and node shell of the fabric, for a later ``stop_tracked``."""
     pids = [sw.proc.pid for sw in fnet.switches.values() if sw.proc is not None]
-    pids += [n.pid for n in [*fnet.hosts.values(), *fnet.switches.values()]]
+    pids += [n.pid for n in fnet.nodes()]
     return [(pid, t) for pid in pids if (t := _start_time(pid)) is not None]
 
 
@@ -166,6 +175,8 @@ def _subnet_peers(topo: Topology, nic: Nic) -> list[Nic]:
     return [n for n in topo.nics if n.leaf == nic.leaf and n is not nic]
 
 
+INT_REPORT_HEADROOM_BYTES = 256   # a report is the packet plus its INT stack
+
 HOST_SYSCTLS = (
     "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",   # multi-homed: replies by rail
     "net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.all.arp_announce=2",
@@ -174,8 +185,9 @@ HOST_SYSCTLS = (
 
 
 def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdir: Path,
-              log_level: str = "warn", pcap_dir: str | None = None) -> FabricNet:
-    """Create (but do not start) the Mininet net: one P4Host per server, one P4Switch per leaf/spine."""
+              log_level: str = "warn", pcap_dir: str | None = None, collector_port: int | None = None) -> FabricNet:
+    """Create (but do not start) the Mininet net: one P4Host per server, one P4Switch per leaf/spine, and with
+    ``collector_port`` an INT collector host wired to that port of every leaf."""
     net = Mininet(topo=None, controller=None, build=False, host=P4Host, switch=P4Switch, link=Link,
                   autoSetMacs=False, autoStaticArp=False, waitConnected=False)
     fnet = FabricNet(topo, net, workdir=workdir)
@@ -196,6 +208,16 @@ def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdi
             mac_b = switch_port_mac(topo.switch(link.b).device_id, link.b_port)
             net.addLink(node_a, node_b, port1=port_a, port2=link.b_port, intfName1=link.a_ifname,
                         intfName2=link.b_ifname, addr1=mac_a, addr2=mac_b, cls=Link)
+        if collector_port is not None:
+            fnet.collector_port = collector_port
+            fnet.collector = net.addHost(COLLECTOR, cls=P4Host, ip=None, mac=None, inNamespace=True)
+            for k, leaf in enumerate(topo.leaves):
+                ifname = f"{COLLECTOR}-eth{k}"
+                net.addLink(fnet.collector, fnet.switches[leaf.name], port1=k, port2=collector_port,
+                            intfName1=ifname, intfName2=f"{leaf.name}-eth{collector_port}",
+                            addr1=f"02:53:fe:{k >> 8:02x}:{k & 0xff:02x}:01",
+                            addr2=switch_port_mac(leaf.device_id, collector_port), cls=Link)
+                fnet.collector_ifnames[leaf.name] = ifname
     except BaseException:
         stop_net(fnet)
         raise
@@ -218,9 +240,22 @@ def configure_switch_ports(fnet: FabricNet) -> None:
     mtu = fnet.topo.spec.mtu
     for name, sw in fnet.switches.items():
         script = "; ".join(f"ip link set dev {ifname} mtu {mtu} up" for ifname in fnet.topo.ports_of(name).values())
+        if name in fnet.collector_ifnames:
+            script += f"; ip link set dev {name}-eth{fnet.collector_port} mtu {mtu + INT_REPORT_HEADROOM_BYTES} up"
         out = sw.cmd(f"{script}; sysctl -qw net.ipv6.conf.all.disable_ipv6=1; echo rc=$?")
         if not out.strip().endswith("rc=0"):
             raise NetBuildError(f"switch {name}: configuring ports failed: {out.strip()[-500:]}")
+
+
+def configure_collector(fnet: FabricNet) -> None:
+    """The collector's NICs: up, promiscuous (reports keep the original addresses), IPv6 off, no addresses."""
+    if fnet.collector is None:
+        return
+    mtu = fnet.topo.spec.mtu + INT_REPORT_HEADROOM_BYTES
+    script = "; ".join(f"ip link set dev {i} mtu {mtu} promisc on up" for i in fnet.collector_ifnames.values())
+    out = fnet.collector.cmd(f"{script}; echo rc=$?")
+    if not out.strip().endswith("rc=0"):
+        raise NetBuildError(f"collector: configuring NICs failed: {out.strip()[-500:]}")
 
 
 def start_switches(fnet: FabricNet, parallel: int = 4) -> None:

@@ -32,6 +32,7 @@ INT_SHIM_BYTES = 4
 INT_MD_BYTES = 12
 INT_MD_WORDS = 4   # shim + MD header, in the shim's length field
 NO_INT = 0xFF
+ETH_P_ALL = 0x0003
 DEFAULT_WINDOW = 8
 EPHEMERAL_MIN_PORT = 1024
 SEQ_INDEX_BITS = 20
@@ -253,6 +254,55 @@ def send_flows(src: str, dst: str, port: int, count: int, seed: int) -> int:
     return sent
 
 
+def parse_report(frame: bytes) -> dict | None:
+    """An INT report as the collector sees it: the original IPv4/UDP packet with the INT stack still inside."""
+    if len(frame) < 14 + 20 + 8 or frame[12:14] != b"\x08\x00":
+        return None
+    ip = frame[14:]
+    ihl = (ip[0] & 0x0F) * 4
+    if ip[9] != socket.IPPROTO_UDP:
+        return None
+    stack, body = parse_int(ip[1], ip[ihl + 8:])
+    if stack is None:
+        return None
+    return {"src": socket.inet_ntoa(ip[12:16]), "dst": socket.inet_ntoa(ip[16:20]), "hops": stack.hops,
+            "node_ids": list(stack.node_ids), "probe": body.startswith(MAGIC)}
+
+
+def collect(ifnames: list[str], stdin, max_reports: int = 100_000) -> list[dict]:
+    """Capture INT reports on the collector's NICs until ``quit`` (or EOF) on ``stdin``."""
+    socks = {}
+    for ifname in ifnames:
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        s.bind((ifname, 0))
+        s.setblocking(False)
+        socks[s] = ifname
+    print("ready", flush=True)
+    reports: list[dict] = []
+    try:
+        while len(reports) < max_reports:
+            ready, _, _ = select.select([stdin, *socks], [], [], 1.0)
+            for s in ready:
+                if s is stdin:
+                    line = stdin.readline()
+                    if not line or line.strip() in (b"quit", "quit"):
+                        return reports
+                    continue
+                while True:
+                    try:
+                        frame = s.recv(65536)
+                    except BlockingIOError:
+                        break
+                    report = parse_report(frame)
+                    if report is not None:
+                        reports.append({"iface": socks[s], **report})
+    finally:
+        for s in socks:
+            s.close()
+    return reports
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emu.probe")
     parser.add_argument("--addrs", help="comma-separated local addresses to bind (probe/echo mode)")
@@ -268,7 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sink", metavar="ADDR", help="receive data packets on ADDR:--port, print them as JSON")
     parser.add_argument("--idle-ms", type=int, default=1000, help="--sink stops after this long without data")
     parser.add_argument("--max-packets", type=int, default=100000)
+    parser.add_argument("--collect", metavar="IF,IF", help="capture INT reports on these NICs until 'quit'")
     args = parser.parse_args(argv)
+    if args.collect:
+        print(json.dumps(collect(args.collect.split(","), sys.stdin.buffer)), flush=True)
+        return 0
     if args.blast is not None:
         print(blast(args.src, args.dst, args.port, args.blast, args.pps, args.ecn, args.size), flush=True)
         return 0

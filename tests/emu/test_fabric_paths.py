@@ -9,6 +9,7 @@ import pytest
 from emu.checks import (
     check_ecmp,
     check_int_hops,
+    check_int_report,
     check_mtu,
     check_reachability,
     check_reroute,
@@ -17,6 +18,7 @@ from emu.checks import (
 )
 from emu.fabric import Fabric
 from emu.faults import FaultError
+from emu.net import leftovers
 from emu.topology import TopologySpec
 
 pytestmark = pytest.mark.emu
@@ -141,6 +143,7 @@ def test_fault_log_has_one_json_line_per_action(fab: Fabric) -> None:
 
 
 def test_status_reports_every_port_with_counters(fab: Fabric) -> None:
+    assert all(r["ok"] for r in fab.probe([("10.0.0.1", "10.0.1.2")]))
     status = fab.status()
     assert set(status["switches"]) == {"p0l0", "p0l1", "sp0", "sp1"}
     leaf = status["switches"]["p0l0"]
@@ -160,3 +163,15 @@ def test_jumbo_frames_cross_leaf_spine_leaf() -> None:
         s0 = jumbo.net.hosts["s0"]
         too_big = s0.cmd("ping -n -q -c 1 -W 1 -M do -s 9001 -I 10.0.0.1 10.0.1.2; echo rc=$?")
         assert not too_big.strip().endswith("rc=0")
+
+
+def test_int_report_mode_strips_at_the_sink_and_reports_to_the_collector() -> None:
+    fab = Fabric(TopologySpec(servers=2, gpus_per_server=2, spines=1), int_sink="report")
+    with fab:
+        assert fab.net.collector is not None and len(fab.net.collector_ifnames) == 2
+        result = check_int_report(fab)
+        assert result.ok, result.detail
+        assert result.data["reports"] == 2 * 8            # a report per request and per reply
+        fp = fab.footprint
+        assert fp is not None and len(fp.netns_inodes) == 2 + 3 + 1   # servers, switches, the collector
+    assert leftovers(fp) == []

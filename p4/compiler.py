@@ -38,7 +38,7 @@ from p4.program import (
     Program,
     ReturnControl,
 )
-from p4.tables import ActionSpec, KeySpec, Table
+from p4.tables import ActionProfile, ActionSpec, KeySpec, Table
 from p4.types import (
     BitT,
     BoolT,
@@ -249,6 +249,7 @@ class Compiler:
         self.registers: dict[str, Any] = {}
         self.counters: dict[str, Any] = {}
         self.meters: dict[str, Any] = {}
+        self.profiles: dict[str, ActionProfile] = {}
         self.field_lists: dict[int, list[int]] = {}
         self.digest_layouts: list[DigestLayout] = []
         self.control_prefix = ""
@@ -1779,7 +1780,8 @@ class Compiler:
 
         inst: dict[str, Any] = {"kind": tname, "var": var, "name": full}
         want_args = {"register": (1, 2), "counter": (2,), "direct_counter": (1,), "meter": (2,),
-                     "direct_meter": (1,), "Checksum16": (0,)}.get(tname)
+                     "direct_meter": (1,), "Checksum16": (0,), "action_profile": (1,),
+                     "action_selector": (3,)}.get(tname)
         if want_args is not None and len(cargs) not in want_args:
             raise self.err(d, f"{tname}(...) takes {' or '.join(map(str, want_args))} constructor arguments, "
                               f"got {len(cargs)}")
@@ -1807,6 +1809,8 @@ class Compiler:
             self.meters[full] = obj
         elif tname == "Checksum16":
             obj = None
+        elif tname in ("action_profile", "action_selector"):
+            obj = self.make_profile(tname, cargs, full, d)
         else:
             raise self.err(tref, f"extern {tname} is not supported by this target")
         inst["obj"] = obj
@@ -1826,6 +1830,8 @@ class Compiler:
         size, default, const_default = 1024, None, False
         entries_node = None
         dc = dm = None
+        sel_terms: list[tuple[str, int, str]] = []
+        profile = None
         for p in d.children:
             if not isinstance(p, Tree):
                 continue
@@ -1833,9 +1839,9 @@ class Compiler:
                 for ke in _trees(p, "key_elem"):
                     e = self.expr(ke.children[0])
                     mk = _name(ke.children[1])
-                    if mk not in self.match_kinds or mk == "selector":
+                    if mk not in self.match_kinds:
                         raise self.err(ke.children[1], f"unsupported match kind '{mk}' (exact, lpm, ternary, "
-                                                       "range, optional)")
+                                                       "range, optional, selector)")
                     if isinstance(e.type, BoolT):
                         src, w = f"int({e.src})", 1
                     elif isinstance(e.type, BitT):
@@ -1846,6 +1852,9 @@ class Compiler:
                         src, w = e.src, 32
                     else:
                         raise self.err(ke.children[0], f"table key must be bit<N>/int<N>/bool, not {e.type}")
+                    if mk == "selector":
+                        sel_terms.append((src, w, ""))
+                        continue
                     kanns = _annotations(ke)
                     kname = str(kanns["name"][0]) if "name" in kanns else self.key_text(ke.children[0])
                     keys.append(KeySpec(kname, mk, w))
@@ -1875,9 +1884,10 @@ class Compiler:
                     dc = self.expr(val).const
                 elif pname == "meters":
                     dm = self.expr(val).const
-                elif pname in ("support_timeout", "implementation", "max_group_size"):
-                    if pname == "implementation":
-                        raise self.err(p, "action profiles/selectors (implementation =) are not supported yet")
+                elif pname == "implementation":
+                    profile = self.table_profile(val, full, scope)
+                elif pname in ("support_timeout", "max_group_size"):
+                    pass
                 else:
                     raise self.err(p, f"unknown table property '{pname}'")
         action_index: dict[str, int] = {}
@@ -1891,6 +1901,11 @@ class Compiler:
             action_index[info.name] = i
         fn_name = self.fresh("t_" + full.replace(".", "_"))
         table = Table(full, keys, actions, size)
+        if sel_terms and (profile is None or profile.algo is None):
+            raise self.err(d, f"table {full} has selector keys but no action_selector implementation")
+        table.profile = profile
+        if profile is not None:
+            profile.tables.append(table)
         if dc is not None:
             table.direct_counter = dc.value["obj"]
         if dm is not None:
@@ -1933,10 +1948,56 @@ class Compiler:
             em(f"e.packets += 1; e.bytes += {plen}")
         if table.direct_meter is not None:
             em(f"S[{dm.value['slot']}] = {fn_name}_T.meter_exec(e, {plen}, _now_us())")
-        em("e.fn(S, *e.data)")
-        em("return True, e.action.index")
+        if profile is not None:
+            # indirect table: the entry names a member, or a group whose member the selector hash picks
+            em(f"P = {fn_name}_T.profile")
+            em("if e.group is not None:")
+            em("    g = P.groups.get(e.group)")
+            em("    if not g:")
+            em("        return False, -1")
+            if sel_terms:
+                val, nbits = self.pack(sel_terms)
+                em(f"    h = _alg.{profile.algo}(_alg.to_bytes({val}, {nbits})) & {(1 << profile.width) - 1}")
+            else:
+                em("    h = 0")
+            em("    m = P.members[g[h % len(g)]]")
+            em("else:")
+            em("    m = P.members[e.member]")
+            em("m.action.fn(S, *m.data)")
+            em("return True, m.action.index")
+        else:
+            em("e.fn(S, *e.data)")
+            em("return True, e.action.index")
         self.pending_functions.append(em.lines)
         self.ns[f"{fn_name}_T"] = table
+
+    def table_profile(self, val: Tree, table: str, scope: dict[str, Sym]) -> ActionProfile:
+        """``implementation = action_selector(...)`` (inline) or the name of an action_profile/selector."""
+        if val.data == "ctor_expr":
+            kind = str(val.children[0])
+            args = [self.expr(a) for a in _nonnull(val.children[2].children)]
+            return self.make_profile(kind, args, f"{table}_profile", val)
+        e = self.expr(val)
+        sym = e.const
+        if isinstance(sym, Sym) and sym.kind == "extern" and isinstance(sym.value["obj"], ActionProfile):
+            return sym.value["obj"]
+        raise self.err(val, "implementation must be action_profile(size) or action_selector(algo, size, width)")
+
+    def make_profile(self, kind: str, args: list[E], name: str, node: Any) -> ActionProfile:
+        if kind == "action_profile" and len(args) == 1:
+            prof = ActionProfile(name, int(self.const_value(args[0], INFINT, node).const))
+        elif kind == "action_selector" and len(args) == 3:
+            a = args[0]
+            algo = next((k for k, v in a.type.members.items() if v == a.const), "") \
+                if isinstance(a.type, EnumT) else ""
+            if algo not in algorithms.HASHES:
+                raise self.err(node, f"action_selector algorithm must be one of {', '.join(algorithms.HASHES)}")
+            prof = ActionProfile(name, int(self.const_value(args[1], INFINT, node).const), algo,
+                                 int(self.const_value(args[2], INFINT, node).const))
+        else:
+            raise self.err(node, "expected action_profile(size) or action_selector(algo, size, outputWidth)")
+        self.profiles[name] = prof
+        return prof
 
     def key_text(self, n: Tree) -> str:
         if n.data in ("name_ref",):
@@ -2318,7 +2379,8 @@ class Compiler:
             verify_checksum=ns["_verify"], ingress=ns["_ingress"], egress=ns["_egress"],
             compute_checksum=ns["_compute"], deparser=ns["_deparser"], sm=self.sm_slots, errors=self.errors,
             tables=self.tables, actions=self.actions, registers=self.registers, counters=self.counters,
-            meters=self.meters, field_lists=self.field_lists, digest_layouts=self.digest_layouts,
+            meters=self.meters, profiles=self.profiles,
+            field_lists=self.field_lists, digest_layouts=self.digest_layouts,
             meta_range=(h1, m1), headers_range=(h0, h1), namespace=ns)
 
     def _bind_action_fns(self, ns: dict[str, Any]) -> None:

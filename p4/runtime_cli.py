@@ -28,6 +28,15 @@ COMMANDS_HELP = {
     "table_info": "table_info TABLE",
     "show_tables": "show_tables",
     "show_actions": "show_actions",
+    "act_prof_create_member": "act_prof_create_member PROFILE ACTION DATA...",
+    "act_prof_delete_member": "act_prof_delete_member PROFILE MEMBER",
+    "act_prof_create_group": "act_prof_create_group PROFILE",
+    "act_prof_delete_group": "act_prof_delete_group PROFILE GROUP",
+    "act_prof_add_member_to_group": "act_prof_add_member_to_group PROFILE MEMBER GROUP",
+    "act_prof_remove_member_from_group": "act_prof_remove_member_from_group PROFILE MEMBER GROUP",
+    "table_indirect_add": "table_indirect_add TABLE MATCH... => MEMBER [PRIORITY]",
+    "table_indirect_add_with_group": "table_indirect_add_with_group TABLE MATCH... => GROUP [PRIORITY]",
+    "table_indirect_delete": "table_indirect_delete TABLE HANDLE",
     "register_read": "register_read REGISTER [INDEX]",
     "register_write": "register_write REGISTER INDEX VALUE",
     "register_reset": "register_reset REGISTER",
@@ -337,6 +346,102 @@ class RuntimeCLI:
     def _show_actions(self, args: list[str]) -> str:
         return "\n".join(f"{a.name:<30} [{', '.join(f'{n}({w})' for n, w in a.params)}]"
                          for a in self.program.actions.values())
+
+    # --- action profiles and selectors (indirect tables) ------------------------------------------------
+    def profile(self, name: str):  # type: ignore[no-untyped-def]
+        return self._find("action profile", name, self.program.profiles)
+
+    def _profile_action(self, prof, name: str) -> ActionSpec:  # type: ignore[no-untyped-def]
+        for t in prof.tables:
+            try:
+                return self.action(t, name)
+            except CommandError:
+                continue
+        raise CommandError(f"no table using {prof.name} has action {name!r}")
+
+    def _act_prof_create_member(self, args: list[str]) -> str:
+        if len(args) < 2:
+            raise CommandError(f"act_prof_create_member: usage: {COMMANDS_HELP['act_prof_create_member']}")
+        prof = self.profile(args[0])
+        action = self._profile_action(prof, args[1])
+        h = prof.add_member(action, self._data(action, [w for w in args[2:] if w != "=>"]))
+        return f"Member has been created with handle {h}"
+
+    def _act_prof_delete_member(self, args: list[str]) -> str:
+        self._nargs(args, 2, "act_prof_delete_member")
+        prof = self.profile(args[0])
+        h = self._int(args[1], "member handle")
+        if h not in prof.members:
+            raise CommandError(f"{prof.name} has no member {h}")
+        if any(h in g for g in prof.groups.values()) or any(
+                e.member == h for t in prof.tables for e in t.entries.values()):
+            raise CommandError(f"member {h} of {prof.name} is still in use")
+        del prof.members[h]
+        return ""
+
+    def _act_prof_create_group(self, args: list[str]) -> str:
+        self._nargs(args, 1, "act_prof_create_group")
+        return f"Group has been created with handle {self.profile(args[0]).add_group()}"
+
+    def _act_prof_delete_group(self, args: list[str]) -> str:
+        self._nargs(args, 2, "act_prof_delete_group")
+        prof = self.profile(args[0])
+        if prof.groups.pop(self._int(args[1], "group handle"), None) is None:
+            raise CommandError(f"{prof.name} has no group {args[1]}")
+        return ""
+
+    def _group_member(self, args: list[str], cmd: str):  # type: ignore[no-untyped-def]
+        self._nargs(args, 3, cmd)
+        prof = self.profile(args[0])
+        m, g = self._int(args[1], "member handle"), self._int(args[2], "group handle")
+        if m not in prof.members:
+            raise CommandError(f"{prof.name} has no member {m}")
+        if g not in prof.groups:
+            raise CommandError(f"{prof.name} has no group {g}")
+        return prof, m, g
+
+    def _act_prof_add_member_to_group(self, args: list[str]) -> str:
+        prof, m, g = self._group_member(args, "act_prof_add_member_to_group")
+        if m not in prof.groups[g]:
+            prof.groups[g].append(m)
+        return ""
+
+    def _act_prof_remove_member_from_group(self, args: list[str]) -> str:
+        prof, m, g = self._group_member(args, "act_prof_remove_member_from_group")
+        if m not in prof.groups[g]:
+            raise CommandError(f"member {m} is not in group {g}")
+        prof.groups[g].remove(m)
+        return ""
+
+    def _indirect_add(self, args: list[str], cmd: str, group: bool) -> str:
+        if "=>" not in args or len(args) < 3:
+            raise CommandError(f"{cmd}: usage: {COMMANDS_HELP[cmd]}")
+        table = self.table(args[0])
+        i = args.index("=>")
+        match_words, rest = args[1:i], args[i + 1 :]
+        if len(match_words) != len(table.keys):
+            raise CommandError(f"table {table.name} needs {len(table.keys)} match values, got {len(match_words)}")
+        if len(rest) not in (1, 2):
+            raise CommandError(f"{cmd}: expected one {'group' if group else 'member'} handle after =>")
+        match = [self._match(w, k.kind, k.width, k.name) for w, k in zip(match_words, table.keys, strict=True)]
+        handle = self._int(rest[0], "group handle" if group else "member handle")
+        prio = self._int(rest[1], "priority") if len(rest) == 2 else 0
+        if group:
+            h = table.add_indirect(match, group=handle, priority=prio)
+        else:
+            h = table.add_indirect(match, member=handle, priority=prio)
+        return f"Entry has been added with handle {h}"
+
+    def _table_indirect_add(self, args: list[str]) -> str:
+        return self._indirect_add(args, "table_indirect_add", group=False)
+
+    def _table_indirect_add_with_group(self, args: list[str]) -> str:
+        return self._indirect_add(args, "table_indirect_add_with_group", group=True)
+
+    def _table_indirect_delete(self, args: list[str]) -> str:
+        self._nargs(args, 2, "table_indirect_delete")
+        self.table(args[0]).delete(self._int(args[1], "entry handle"))
+        return ""
 
     # --- stateful externs ---------------------------------------------------------------------------------
     def _register_read(self, args: list[str]) -> str:

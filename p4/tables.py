@@ -46,6 +46,8 @@ class Entry:
     bytes: int = 0
     meter: Any = None
     fn: Any = None          # action.fn, cached at every rebuild for the data path
+    member: int | None = None   # indirect tables (action profiles): the member ...
+    group: int | None = None    # ... or the group (action selectors) this entry points to
 
     def matches(self, keys: tuple[int, ...], kinds: list[str]) -> bool:
         for k, (a, b), kind in zip(keys, self.match, kinds, strict=True):
@@ -55,6 +57,43 @@ class Entry:
             elif (k & b) != a:
                 return False
         return True
+
+
+@dataclass
+class ProfileMember:
+    action: ActionSpec
+    data: tuple[int, ...]
+
+
+@dataclass
+class ActionProfile:
+    """``action_profile`` / ``action_selector``: members (action + data) and groups of members."""
+
+    name: str
+    size: int
+    algo: str | None = None      # selectors only: hash algorithm and output width
+    width: int = 0
+    members: dict[int, ProfileMember] = field(default_factory=dict)
+    groups: dict[int, list[int]] = field(default_factory=dict)
+    tables: list[Any] = field(default_factory=list)
+    _next_member: int = 0
+    _next_group: int = 0
+
+    def add_member(self, action: ActionSpec, data: tuple[int, ...]) -> int:
+        if len(self.members) >= self.size:
+            raise CommandError(f"action profile {self.name} is full ({self.size} members)")
+        h = self._next_member
+        self._next_member += 1
+        self.members[h] = ProfileMember(action, data)
+        return h
+
+    def add_group(self) -> int:
+        if self.algo is None:
+            raise CommandError(f"{self.name} is an action_profile; groups need an action_selector")
+        h = self._next_group
+        self._next_group += 1
+        self.groups[h] = []
+        return h
 
 
 @dataclass
@@ -72,6 +111,7 @@ class Table:
     entries: dict[int, Entry] = field(default_factory=dict)
     direct_counter: Any = None
     direct_meter: Any = None
+    profile: Any = None
     _next_handle: int = 0
 
     def __post_init__(self) -> None:
@@ -94,6 +134,24 @@ class Table:
         handle = self._next_handle
         self._next_handle += 1
         self.entries[handle] = Entry(handle, match, action, data, priority)
+        self._rebuild()
+        return handle
+
+    def add_indirect(self, match: list[tuple[int, int]], *, member: int | None = None, group: int | None = None,
+                     priority: int = 0) -> int:
+        """Entry of a table with an action profile/selector: points at a member or a group."""
+        prof = self.profile
+        if prof is None:
+            raise CommandError(f"table {self.name} is not indirect (no implementation = action_profile/selector)")
+        if member is not None and member not in prof.members:
+            raise CommandError(f"action profile {prof.name} has no member {member}")
+        if group is not None and group not in prof.groups:
+            raise CommandError(f"action profile {prof.name} has no group {group}")
+        if len(self.entries) >= self.size:
+            raise CommandError(f"table {self.name} is full ({self.size} entries)")
+        handle = self._next_handle
+        self._next_handle += 1
+        self.entries[handle] = Entry(handle, match, None, (), priority, member=member, group=group)  # type: ignore[arg-type]
         self._rebuild()
         return handle
 
@@ -130,7 +188,7 @@ class Table:
         self._kinds = kinds
         entries = list(self.entries.values())
         for e in entries:
-            e.fn = e.action.fn
+            e.fn = e.action.fn if e.action is not None else None
         if not kinds:
             self.lookup = self._lookup_none
         elif all(k == "exact" for k in kinds):

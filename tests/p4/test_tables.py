@@ -149,3 +149,51 @@ def test_cli_completions_and_help(sw) -> None:  # type: ignore[no-untyped-def]
     assert sw.cli.completions("table_add I.t_e") == ["I.t_exact"]
     assert sw.cli.completions("table_add I.t_exact ") == ["I.only_default", "I.set_out"]
     assert sw.cmd("help table_add") == ["table_add TABLE ACTION MATCH... => DATA... [PRIORITY]"]
+
+
+SELECTOR = """
+header h_t { bit<8> k; bit<16> flow; bit<8> res; }
+struct headers { h_t h; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action set_port(bit<9> port) { sm.egress_spec = port; }
+    table ecmp {
+        key = { hdr.h.k: exact; hdr.h.flow: selector; }
+        actions = { set_port; NoAction; }
+        implementation = action_selector(HashAlgorithm.crc16, 32w64, 32w14);
+        default_action = NoAction();
+    }
+    apply { sm.egress_spec = 9; ecmp.apply(); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_action_selector_groups_and_members(source_switch) -> None:  # type: ignore[no-untyped-def]
+    from p4 import algorithms
+
+    sw = source_switch(SELECTOR)
+    prof = "I.ecmp_profile"
+    members = [int(sw.cmd(f"act_prof_create_member {prof} set_port {p}")[0].split()[-1]) for p in (2, 3, 4)]
+    grp = int(sw.cmd(f"act_prof_create_group {prof}")[0].split()[-1])
+    for m in members:
+        sw.cmd(f"act_prof_add_member_to_group {prof} {m} {grp}")
+    sw.cmd(f"table_indirect_add_with_group ecmp 1 => {grp}", f"table_indirect_add ecmp 2 => {members[2]}")
+    seen = set()
+    for flow in range(60):
+        (port, _), = sw.send(0, bytes([1]) + flow.to_bytes(2, "big") + b"\0")
+        h = algorithms.crc16(flow.to_bytes(2, "big")) & 0x3FFF
+        assert port == 2 + h % 3
+        seen.add(port)
+    assert seen == {2, 3, 4}
+    assert sw.send(0, b"\x02\x00\x07\x00")[0][0] == 4      # entry pointing at one member
+    assert sw.send(0, b"\x03\x00\x07\x00")[0][0] == 9      # miss: default NoAction
+    with pytest.raises(CommandError, match="still in use"):
+        sw.cmd(f"act_prof_delete_member {prof} {members[2]}")

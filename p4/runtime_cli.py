@@ -116,6 +116,9 @@ class RuntimeCLI:
             if exc.message.startswith(cmd):
                 raise
             raise CommandError(f"{cmd}: {exc.message}") from None
+        except Exception as exc:  # noqa: BLE001 - a bad command must never take the switch down
+            raise CommandError(f"{cmd}: failed ({type(exc).__name__}: {exc}); usage: "
+                               f"{COMMANDS_HELP.get(cmd, cmd)}") from None
 
     def run_file(self, path: str | Path) -> list[str]:
         """Run every line of a command file; errors name the file and line."""
@@ -317,8 +320,12 @@ class RuntimeCLI:
                     lines.append(f"* {k.name:<20}: {k.kind.upper():<9} {a:0{digits}x} &&& {b:0{digits}x}")
             if e.priority:
                 lines.append(f"Priority: {e.priority}")
-            data = ", ".join(f"{v:x}" for v in e.data)
-            lines.append(f"Action entry: {e.action.name} - {data}")
+            if e.action is None:
+                target = f"group {e.group}" if e.group is not None else f"member {e.member}"
+                lines.append(f"Index: {target}")
+            else:
+                data = ", ".join(f"{v:x}" for v in e.data)
+                lines.append(f"Action entry: {e.action.name} - {data}")
         lines.append("==========")
         if t.default_action is not None:
             data = ", ".join(f"{v:x}" for v in t.default_data)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from p4.errors import P4Error
+from p4.switch.control import ControlClient
 
 BASIC_P4 = Path(__file__).resolve().parents[1] / "programs" / "basic.p4"
 SWITCH_MAC = "02:00:00:00:00:fe"
@@ -188,13 +189,21 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
         lab.build()
         cmds = workdir / "cmds.txt"
         cmds.write_text(f"table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => {SINK_MAC} 2\n")
+        ctl = str(workdir / "ctl.sock")
         sw = lab.popen(lab.ns["sw"], [sys.executable, "-m", "p4.switch", str(program), "-i", "1@p1", "-i", "2@p2",
-                                      "--commands", str(cmds), "--log-level", "warn"],
+                                      "--commands", str(cmds), "--log-level", "warn", "--ctl", ctl],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = sw.stdout.readline().strip() if sw.stdout else ""
         if line != "ready":
             raise BenchError(f"switch did not start: {sw.stderr.read() if sw.stderr else ''}")
-        results = [measure(lab, size, seconds, warmup_s, tool, workdir, sw.pid, rate_pps) for size in sizes]
+        results = []
+        for size in sizes:
+            r = measure(lab, size, seconds, warmup_s, tool, workdir, sw.pid, rate_pps)
+            with ControlClient(ctl) as client:          # where the rest went: the switch's own counters
+                stats = client.port_stats()
+                client.run("port_stats_reset")
+            r["switch_rx_kernel_drops"] = stats[1]["rx_kernel_drops"]
+            results.append(r)
         alive = sw.poll() is None
     finally:
         lab.close()

@@ -28,6 +28,7 @@ SOCKET_BUFFER_BYTES = 4 << 20
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 PACKET_RX_RING = 5
+PACKET_STATISTICS = 6
 PACKET_VERSION = 10
 TPACKET_V2 = 1
 TP_STATUS_USER = 1
@@ -48,6 +49,7 @@ class PortCounters:
     rx_pkts: int = 0
     rx_bytes: int = 0
     rx_truncated: int = 0      # frames longer than the receive ring's slots (GRO/LRO left on): dropped
+    rx_kernel_drops: int = 0   # frames the kernel dropped because our ring/socket buffer was full
     tx_pkts: int = 0
     tx_bytes: int = 0
     tx_errors: int = 0
@@ -203,6 +205,17 @@ class Port:
         self.last_error = f"{exc.strerror or exc}"
         if exc.errno in _GONE_ERRNOS and not self.exists():
             self.up = False
+
+    def poll_kernel_drops(self) -> int:
+        """Add the kernel's drop count for this socket (reading it resets it) to the counters."""
+        if self.sock.fileno() < 0:
+            return self.counters.rx_kernel_drops
+        try:
+            _packets, drops = struct.unpack("II", self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        except OSError:
+            return self.counters.rx_kernel_drops
+        self.counters.rx_kernel_drops += drops
+        return self.counters.rx_kernel_drops
 
     def exists(self) -> bool:
         try:

@@ -129,6 +129,7 @@ class P4Switch:
             out[n] = {
                 "iface": port.ifname if port else "-", "up": bool(port and port.up),
                 "rx_pkts": c.rx_pkts if c else 0, "rx_bytes": c.rx_bytes if c else 0,
+                "rx_kernel_drops": port.poll_kernel_drops() if port else 0,
                 "tx_pkts": c.tx_pkts if c else 0, "tx_bytes": c.tx_bytes if c else 0,
                 "tx_errors": c.tx_errors if c else 0,
                 "pipeline_drop_pkts": d.pipeline_drop_pkts, "queue_drop_pkts": q["queue_drop_pkts"],
@@ -143,7 +144,7 @@ class P4Switch:
             if only not in stats:
                 raise CommandError(f"port_stats {only}: no such port (ports: {sorted(stats)})")
             stats = {only: stats[only]}
-        cols = ["rx_pkts", "rx_bytes", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
+        cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
                 "queue_drop_pkts", "no_port_drop_pkts", "qdepth_pkts", "high_water_pkts"]
         rows = [["port", "iface", "up", *cols]]
         for n, s in stats.items():

@@ -197,3 +197,20 @@ def test_action_selector_groups_and_members(source_switch) -> None:  # type: ign
     assert sw.send(0, b"\x03\x00\x07\x00")[0][0] == 9      # miss: default NoAction
     with pytest.raises(CommandError, match="still in use"):
         sw.cmd(f"act_prof_delete_member {prof} {members[2]}")
+
+
+def test_random_malformed_commands_only_raise_command_errors(sw) -> None:  # type: ignore[no-untyped-def]
+    import random
+
+    from p4.runtime_cli import COMMANDS_HELP
+
+    rng = random.Random(3)
+    words = ["t_exact", "I.t_ternary", "set_out", "set_tern", "=>", "0x1", "1->2", "3&&&0xf", "10.0.0.1/8",
+             "-1", "zz", "99999999999", "reg", "cnt", "dcnt", "mtr", "1:2", "0.5:3", "", "*"]
+    for _ in range(400):
+        line = " ".join([rng.choice(list(COMMANDS_HELP))] + [rng.choice(words) for _ in range(rng.randrange(6))])
+        try:
+            sw.cli.execute(line)
+        except CommandError as exc:
+            assert "failed (" not in str(exc), (line, str(exc))   # no unexpected exception inside
+    assert sw.send(0, b"\x05\x00\x00\x00\x00\x00" + bytes(40))  # the switch still forwards

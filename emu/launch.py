@@ -1,0 +1,256 @@
+"""Start one process per GPU rank inside its server's network namespace of a fabric (torchrun-style env), follow
+their logs, collect exit codes, and stop every one of them on failure, timeout or Ctrl-C.
+
+Rank r = server s x GPUs + GPU g runs in server ``s<s>``'s namespace (entered with ``mnexec -a PID``) with
+RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, STARPULSE_STORE (a fresh shared directory),
+STARPULSE_NIC_ADDR (NIC ``s<s>-eth<g>`` on rail g) and STARPULSE_SERVER; its stdout+stderr go to
+``<logdir>/rank<r>.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from emu.topology import Topology
+from sw.clock import Clock, get_clock
+
+REPO_ROOT = str(Path(__file__).resolve().parents[1])
+POLL_NS = 50_000_000
+STOP_GRACE_NS = 3_000_000_000
+EXIT_TIMEOUT = 124
+"""Exit code of ranks stopped because the job ran past its timeout (as coreutils ``timeout``)."""
+
+
+class LaunchError(RuntimeError):
+    """The job cannot be started as asked (no namespace for a server, a bad command); one clear line."""
+
+    is_user_error = True
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """Where one rank runs and what it is told: its numbers, server, namespace and NIC address."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    server_index: int
+    server: str
+    nic_addr: str
+    nic_ifname: str
+
+
+@dataclass
+class RankResult:
+    """How one rank ended: exit code (128+N for signal N), whether we stopped it, and its log file."""
+
+    rank: int
+    server: str
+    returncode: int
+    stopped_by_launcher: bool
+    log_path: Path
+
+
+@dataclass
+class JobResult:
+    """Every rank's result; ``exit_code`` is the worst code among ranks that ended on their own."""
+
+    ranks: list[RankResult]
+    timed_out: bool = False
+
+    @property
+    def exit_code(self) -> int:
+        own = [r.returncode for r in self.ranks if not r.stopped_by_launcher and r.returncode != 0]
+        if own:
+            return max(own)
+        if self.timed_out:
+            return EXIT_TIMEOUT
+        return max((r.returncode for r in self.ranks), default=0)
+
+    @property
+    def failed_ranks(self) -> list[int]:
+        return [r.rank for r in self.ranks if r.returncode != 0 and not r.stopped_by_launcher]
+
+
+def rank_plan(topo: Topology) -> list[RankPlan]:
+    """One rank per NIC, numbered server-major (rank = server index x GPUs + GPU)."""
+    gpus = topo.spec.gpus_per_server
+    world = topo.spec.servers * gpus
+    out = []
+    for s, server in enumerate(topo.servers):
+        for nic in topo.nics_of(server):
+            out.append(RankPlan(rank=s * gpus + nic.rail, world_size=world, local_rank=nic.rail,
+                                local_world_size=gpus, server_index=s, server=server, nic_addr=nic.ip,
+                                nic_ifname=nic.ifname))
+    return sorted(out, key=lambda p: p.rank)
+
+
+def rank_env(plan: RankPlan, store: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of one rank: ``base`` (default: ours) plus the launcher's contract variables."""
+    env = dict(os.environ if base is None else base)
+    path = env.get("PYTHONPATH", "")
+    if REPO_ROOT not in path.split(os.pathsep):   # so `python -m sw.collectives` works from any directory
+        env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + path if path else "")
+    env.update({
+        "RANK": str(plan.rank), "WORLD_SIZE": str(plan.world_size), "LOCAL_RANK": str(plan.local_rank),
+        "LOCAL_WORLD_SIZE": str(plan.local_world_size), "GROUP_RANK": str(plan.server_index),
+        "STARPULSE_STORE": store, "STARPULSE_NIC_ADDR": plan.nic_addr,
+        "STARPULSE_SERVER": str(plan.server_index), "PYTHONUNBUFFERED": "1",
+    })
+    return env
+
+
+def resolve_command(cmd: list[str]) -> list[str]:
+    """``python``/``python3`` become this interpreter (the project's venv), as ranks must import ``sw``."""
+    if not cmd:
+        raise LaunchError("no command to launch: give one after '--', e.g. -- python -m sw.collectives")
+    if cmd[0] in ("python", "python3"):
+        return [sys.executable, *cmd[1:]]
+    if shutil.which(cmd[0]) is None and not Path(cmd[0]).exists():
+        raise LaunchError(f"command {cmd[0]!r}: not found on PATH")
+    return list(cmd)
+
+
+def namespace_pids_from_state(state: dict[str, Any], servers: list[str]) -> dict[str, int]:
+    """Server -> PID of its Mininet shell, for a fabric run by another process (``starpulse fabric up``).
+
+    Adapter over emu.cli's state file, which records the fabric's processes but not their names: a Mininet
+    node shell's command line ends with ``mininet:<name>``."""
+    by_name: dict[str, int] = {}
+    for pid, _start in state.get("processes", []):
+        try:
+            argv = Path(f"/proc/{int(pid)}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for arg in argv:
+            if arg.startswith(b"mininet:"):
+                by_name[arg[len(b"mininet:"):].decode()] = int(pid)
+    missing = [s for s in servers if s not in by_name]
+    if missing:
+        raise LaunchError(f"the running fabric has no live namespace for server(s) {', '.join(missing)}")
+    return {s: by_name[s] for s in servers}
+
+
+class _Rank:
+    """A started rank: its process (its own session, so we can signal the whole group) and log follower."""
+
+    def __init__(self, plan: RankPlan, proc: subprocess.Popen, log_path: Path) -> None:
+        self.plan = plan
+        self.proc = proc
+        self.log_path = log_path
+        self.stopped = False
+        self._log: IO[bytes] | None = None
+        self._partial = b""
+
+    def follow(self, echo: Callable[[str], None] | None, flush: bool = False) -> None:
+        """Hand new complete log lines (all remaining ones when ``flush``) to ``echo`` with a rank prefix."""
+        if echo is None:
+            return
+        if self._log is None:
+            try:
+                self._log = open(self.log_path, "rb")  # noqa: SIM115 - kept open while following
+            except OSError:
+                return
+        data = self._partial + self._log.read()
+        lines = data.split(b"\n")
+        self._partial = b"" if flush else lines.pop()
+        for line in lines:
+            if line or not flush:
+                echo(f"[rank {self.plan.rank}] {line.decode(errors='replace')}")
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _returncode(proc: subprocess.Popen) -> int:
+    code = proc.returncode
+    return 128 - code if code is not None and code < 0 else int(code or 0)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)   # the rank's own session (start_new_session): only its processes
+
+
+def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: Path,
+           env: dict[str, str] | None = None, timeout_s: float | None = None,
+           echo: Callable[[str], None] | None = None, clock: Clock | None = None) -> JobResult:
+    """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.
+
+    The first rank to fail (or the timeout, or Ctrl-C) stops the others: SIGTERM to each rank's process group,
+    SIGKILL after a grace period.  No process outlives this call; the store directory is removed."""
+    clock = clock or get_clock()
+    argv = resolve_command(cmd)
+    plans = rank_plan(topo)
+    missing = [p.server for p in plans if p.server not in ns_pids]
+    if missing:
+        raise LaunchError(f"no namespace for server(s) {', '.join(sorted(set(missing)))}")
+    logdir.mkdir(parents=True, exist_ok=True)
+    store = tempfile.mkdtemp(prefix="starpulse-store-")
+    ranks: list[_Rank] = []
+    timed_out = False
+    try:
+        for plan in plans:
+            log_path = logdir / f"rank{plan.rank}.log"
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(["mnexec", "-a", str(ns_pids[plan.server]), *argv], stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=subprocess.STDOUT, env=rank_env(plan, store, env),
+                                        start_new_session=True)
+            ranks.append(_Rank(plan, proc, log_path))
+        deadline_ns = None if timeout_s is None else clock.now_ns() + int(timeout_s * 1e9 / clock.dilation)
+        while True:
+            for r in ranks:
+                r.follow(echo)
+            running = [r for r in ranks if r.proc.poll() is None]
+            if not running:
+                break
+            failed = any(r.proc.returncode not in (None, 0) and not r.stopped for r in ranks)
+            if deadline_ns is not None and clock.now_ns() > deadline_ns:
+                timed_out = True
+                if echo is not None:
+                    echo(f"launch: timeout after {timeout_s:g} s; stopping {len(running)} rank(s)")
+                failed = True
+            if failed:
+                _stop(running, clock)
+                break
+            clock.sleep_ns(POLL_NS / clock.dilation)
+    except BaseException:
+        _stop([r for r in ranks if r.proc.poll() is None], clock)
+        raise
+    finally:
+        for r in ranks:
+            if r.proc.poll() is None:   # only if _stop itself was interrupted
+                _signal_group(r.proc, signal.SIGKILL)
+                r.proc.wait()
+            r.follow(echo, flush=True)
+            r.close()
+        shutil.rmtree(store, ignore_errors=True)
+    return JobResult([RankResult(r.plan.rank, r.plan.server, _returncode(r.proc), r.stopped, r.log_path)
+                      for r in ranks], timed_out)
+
+
+def _stop(ranks: list[_Rank], clock: Clock) -> None:
+    """SIGTERM each rank's group, wait a grace period, then SIGKILL what is left; reap all."""
+    for r in ranks:
+        r.stopped = True
+        _signal_group(r.proc, signal.SIGTERM)
+    deadline_ns = clock.now_ns() + STOP_GRACE_NS / clock.dilation
+    while any(r.proc.poll() is None for r in ranks) and clock.now_ns() < deadline_ns:
+        clock.sleep_ns(POLL_NS / clock.dilation)
+    for r in ranks:
+        if r.proc.poll() is None:
+            _signal_group(r.proc, signal.SIGKILL)
+        r.proc.wait()

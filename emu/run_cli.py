@@ -1,0 +1,160 @@
+"""``starpulse run --servers S --gpus G [fabric options] -- python script.py``: every GPU rank of a fabric runs
+the command in its server's namespace (``emu.launch``).  Uses the fabric of ``starpulse fabric up`` when one
+is running, else brings up a temporary one and tears it down; the exit code is the worst rank's."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from emu.cli import DEFAULT_NAME, add_topology_arguments, read_state, spec_from_args
+from emu.launch import JobResult, LaunchError, launch, namespace_pids_from_state
+from emu.topology import Topology, TopologySpec
+from sw.clock import ENV_DILATION, Clock
+
+DEFAULT_SERVERS = 4
+DEFAULT_GPUS = 2
+
+
+def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Topology flags (as ``starpulse fabric``, plus ``--gpus`` = ``--gpus-per-server``) and launcher flags."""
+    add_topology_arguments(parser)
+    parser.set_defaults(servers=None, gpus_per_server=None)   # None: not given (a running fabric decides)
+    g = parser.add_argument_group("launcher")
+    g.add_argument("--gpus", type=int, default=None, metavar="G", help="GPUs per server (= --gpus-per-server)")
+    g.add_argument("--name", default=DEFAULT_NAME, help=f"running fabric to use if up (default {DEFAULT_NAME})")
+    g.add_argument("--logdir", default=None, metavar="DIR", help="per-rank logs rank<N>.log (default: a temp dir)")
+    g.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+                   help="stop every rank after S wall seconds (default 3600)")
+    g.add_argument("--time-dilation", type=float, default=None, metavar="K",
+                   help=f"network time runs K times slower (sets ${ENV_DILATION} for switches and ranks)")
+    g.add_argument("--quiet", action="store_true", help="do not echo rank output (logs are still written)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_launch_arguments(parser)
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND ARGS... (run by every rank)")
+
+
+@dataclass
+class Target:
+    """Where ranks run: a topology and the namespace PID of each server."""
+
+    topo: Topology
+    ns_pids: dict[str, int]
+    started_here: bool
+    fabric: object | None = None   # the emu.fabric.Fabric we brought up, if any (status counters)
+
+
+def _gpus(args: argparse.Namespace) -> int | None:
+    if args.gpus is not None and args.gpus_per_server is not None and args.gpus != args.gpus_per_server:
+        raise LaunchError(f"--gpus {args.gpus} and --gpus-per-server {args.gpus_per_server} disagree")
+    return args.gpus if args.gpus is not None else args.gpus_per_server
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    if args.timeout is not None and not args.timeout > 0:
+        raise LaunchError(f"--timeout {args.timeout}: must be > 0 seconds")
+    if args.time_dilation is not None and not args.time_dilation > 0:
+        raise LaunchError(f"--time-dilation {args.time_dilation}: must be > 0")
+
+
+def spec_for(args: argparse.Namespace, default_servers: int = DEFAULT_SERVERS,
+             default_gpus: int = DEFAULT_GPUS) -> TopologySpec:
+    """The requested topology with defaults filled in (validated, one-line errors)."""
+    gpus = _gpus(args)
+    ns = argparse.Namespace(**vars(args))
+    ns.servers = default_servers if args.servers is None else args.servers
+    ns.gpus_per_server = default_gpus if gpus is None else gpus
+    return spec_from_args(ns)
+
+
+def apply_dilation(args: argparse.Namespace) -> Clock | None:
+    """Export ``--time-dilation`` so switches and ranks started from here share the same clock factor."""
+    if args.time_dilation is None:
+        return None
+    os.environ[ENV_DILATION] = repr(float(args.time_dilation))
+    return Clock(args.time_dilation)
+
+
+@contextlib.contextmanager
+def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SERVERS,
+                  default_gpus: int = DEFAULT_GPUS, echo: bool = True) -> Iterator[Target]:
+    """The running fabric named ``--name`` if there is one (its topology must match any given flags), else a
+    temporary fabric from the flags, torn down on exit (also on errors and Ctrl-C)."""
+    _check_values(args)
+    clock = apply_dilation(args)
+    state = read_state(args.name)
+    if state is not None:
+        t = state["topology"]
+        given = {"--servers": (args.servers, t["servers"]), "--gpus": (_gpus(args), t["gpus_per_server"])}
+        for flag, (want, have) in given.items():
+            if want is not None and want != have:
+                raise LaunchError(f"{flag} {want}: the running fabric {args.name!r} has {have} "
+                                  f"(`starpulse fabric down` first, or drop the flag)")
+        spec = TopologySpec(**t)
+        topo = Topology(spec)
+        if echo:
+            print(f"using running fabric {args.name!r} (pid {state['pid']}): {spec.servers} servers x "
+                  f"{spec.gpus_per_server} GPUs", file=sys.stderr, flush=True)
+        yield Target(topo, namespace_pids_from_state(state, topo.servers), started_here=False)
+        return
+    from emu.fabric import Fabric
+
+    spec = spec_for(args, default_servers, default_gpus)
+    fab = Fabric(spec, backend=args.backend, clock=clock)
+    try:
+        fab.up()
+        if echo:
+            print(f"fabric up in {fab.timings.up_s:.1f} s: {spec.servers} servers x {spec.gpus_per_server} GPUs, "
+                  f"{spec.spines} spines, links {spec.link_rate_bps / 1e6:g} Mb/s", file=sys.stderr, flush=True)
+        pids = fab.net.node_pids()
+        yield Target(fab.topo, {s: pids[s] for s in fab.topo.servers}, started_here=True, fabric=fab)
+    finally:
+        fab.down()
+        if echo:
+            print(f"fabric down in {fab.timings.down_s:.1f} s", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def log_directory(logdir: str | None) -> Iterator[tuple[Path, bool]]:
+    """``--logdir`` (kept) or a temporary directory (kept only if a rank failed: the caller decides)."""
+    if logdir:
+        yield Path(logdir), True
+        return
+    yield Path(tempfile.mkdtemp(prefix="starpulse-run-")), False
+
+
+def report(result: JobResult, logdir: Path, keep: bool) -> None:
+    """One line per failed rank, where the logs are; removes a temporary log dir of a clean run."""
+    if result.exit_code == 0:
+        if not keep:
+            shutil.rmtree(logdir, ignore_errors=True)
+        return
+    for r in result.ranks:
+        if r.returncode and not r.stopped_by_launcher:
+            print(f"starpulse run: rank {r.rank} ({r.server}) exited with {r.returncode}; log {r.log_path}",
+                  file=sys.stderr)
+    if result.timed_out:
+        print("starpulse run: the job timed out", file=sys.stderr)
+    print(f"starpulse run: logs in {logdir}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        raise LaunchError("no command: usage: starpulse run [options] -- python script.py [args]")
+    echo = None if args.quiet else (lambda line: print(line, flush=True))
+    with fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
+        result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo)
+        report(result, logdir, keep)
+    return result.exit_code

@@ -1,9 +1,11 @@
 """Forwarding benchmark of the switch process through veths: ``python -m p4.switch.bench``.
 
 Builds three namespaces of its own (generator, switch, sink) joined by veths, runs the switch with basic IPv4
-forwarding, offers UDP load from a fast generator (``trafgen`` from netsniff-ng when installed, else a tight
-Python AF_PACKET sender), and counts forwarded packets with the sink interface's kernel counters.  Everything
-it creates is removed on exit, also on errors or Ctrl-C.  Figures are wall-clock packets/s (dilation 1).
+forwarding, offers UDP load from a fast generator (flat out: ``trafgen`` from netsniff-ng when installed, else a
+tight Python AF_PACKET sender; ``--rate PPS``: a paced Python sender, since trafgen's rate mode is bursty), and
+counts forwarded packets with the sink interface's kernel counters.  It also reports the switch's CPU time per
+packet (so a figure taken on a busy machine still tells what one free core would do) and how many frames the
+kernel dropped at the switch's receive buffer.  Everything it creates is removed on exit, also on errors.
 """
 
 from __future__ import annotations
@@ -30,13 +32,18 @@ REFERENCE_PPS = {"bmv2_default_64": 17_000, "bmv2_perf_64": 74_000, "bmv2_perf_1
 
 _PY_SENDER = r"""
 import socket, sys, time
-frame = bytes.fromhex(sys.argv[2]); stop = time.monotonic() + float(sys.argv[3])
+frame = bytes.fromhex(sys.argv[2]); stop = time.monotonic() + float(sys.argv[3]); rate = float(sys.argv[4])
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind((sys.argv[1], 0))
-send = s.send
-while time.monotonic() < stop:
-    for _ in range(256):
+send, now, sleep = s.send, time.monotonic, time.sleep
+start, n = now(), 0
+while now() < stop:
+    for _ in range(16):
         try: send(frame)
         except OSError: pass
+    n += 16
+    if rate:                                  # paced: bursts of 16 on a smooth schedule
+        ahead = start + n / rate - now()
+        if ahead > 0: sleep(ahead)
 """
 
 
@@ -128,16 +135,17 @@ class BenchLab:
 def _start_generator(lab: BenchLab, frame: bytes, seconds: float, tool: str, workdir: Path,
                      rate_pps: int | None) -> subprocess.Popen:
     if tool == "trafgen":
+        if rate_pps:
+            raise BenchError("--rate uses the paced Python sender (trafgen's rate mode sends in bursts that "
+                             "overflow any receive buffer); use --generator python or auto")
         cfg = workdir / "frame.cfg"
         cfg.write_text("{ " + ", ".join(f"0x{b:02x}" for b in frame) + " }\n")
-        rate = ["--rate", f"{rate_pps}pps"] if rate_pps else []
         return lab.popen(lab.ns["gen"], ["timeout", "-s", "INT", str(seconds), "trafgen", "--dev", "eth0",
                                          "--conf", str(cfg), "--cpus", "1", "--no-sock-mem", "--notouch-irq",
-                                         "--no-cpu-stats", *rate],
+                                         "--no-cpu-stats"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if rate_pps:
-        raise BenchError("--rate needs the trafgen generator (the Python sender only runs flat out)")
-    return lab.popen(lab.ns["gen"], [sys.executable, "-c", _PY_SENDER, "eth0", frame.hex(), str(seconds)],
+    return lab.popen(lab.ns["gen"], [sys.executable, "-c", _PY_SENDER, "eth0", frame.hex(), str(seconds),
+                                     str(rate_pps or 0)],
                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -180,7 +188,7 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
     if os.geteuid() != 0:
         raise BenchError("the benchmark needs root (network namespaces, raw sockets)")
     if tool == "auto":
-        tool = "trafgen" if shutil.which("trafgen") else "python"
+        tool = "trafgen" if shutil.which("trafgen") and not rate_pps else "python"
     elif tool == "trafgen" and not shutil.which("trafgen"):
         raise BenchError("--generator trafgen: trafgen not found (Debian package netsniff-ng)")
     lab = BenchLab()
@@ -219,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0, help="measured window per size (default 5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="load before measuring (default 1 s)")
     parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
-    parser.add_argument("--rate", type=int, metavar="PPS", help="offered load in packets/s (default: flat out)")
+    parser.add_argument("--rate", type=int, metavar="PPS",
+                        help="offered load in packets/s from a paced sender (default: flat out)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     try:
@@ -245,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
               f" {r['generator']}); vs BMv2 perf build {ref[key]:,}: {r['forwarded_pps'] / ref[key]:.2f}x,"
               f" vs default build {ref['bmv2_default_64']:,}: {r['forwarded_pps'] / ref['bmv2_default_64']:.2f}x;"
               f" switch CPU {r['switch_cpu_share']:.0%}, {r['switch_cpu_us_per_pkt']} us/pkt"
-              f" (one core: {r['one_core_pps'] or 0:,} pps)")
+              f" (one core: {r['one_core_pps'] or 0:,} pps), switch rx-buffer drops"
+              f" {r['switch_rx_kernel_drops']:,}")
     return 0
 
 

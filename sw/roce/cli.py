@@ -1,4 +1,4 @@
-"""``starpulse roce``: RoCEv2 wire-format tools (``pcap``, ``bench``; the transport adds ``perf``).
+"""``starpulse roce``: RoCEv2 wire-format tools (``pcap``, ``bench``) and the transport's ``perf``.
 
 ``starpulse roce pcap OUTDIR`` writes one capture per opcode for Wireshark; ``starpulse roce bench`` measures
 Scapy vs template packet building and prints ``scapy_pps`` and ``template_pps`` (``--json`` for JSON).
@@ -35,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     bench.add_argument("--ipv6", action="store_true", help="use an IPv6 flow instead of IPv4")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
+    from sw.roce.perf_cli import add_perf_arguments
+
+    perf = sub.add_parser("perf", help="perftest-style bandwidth/latency: server, client, or --selftest")
+    add_perf_arguments(perf)
 
 
 def _seconds(text: str) -> float:
@@ -99,4 +103,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_pcap(args.outdir)
     if args.action == "bench":
         return _run_bench(args)
+    if args.action == "perf":
+        from sw.roce.perf_cli import run_perf
+
+        return run_perf(args)
     raise RoceUsageError(f"unknown action {args.action!r}")

@@ -38,7 +38,8 @@ class FaultError(RuntimeError):
 
 @dataclass
 class FaultEvent:
-    """One logged fault action (a JSON line in the fault log)."""
+    """One logged fault action (a JSON line in the fault log): when it started (UTC and network time ``t_ns`` of
+    the fabric's clock), how long applying it took, and which nodes it touched."""
 
     time_utc: str
     t_ns: int
@@ -48,6 +49,7 @@ class FaultEvent:
     ok: bool
     detail: str = ""
     changed: list[str] = field(default_factory=list)
+    duration_ns: int = 0
 
 
 class FaultInjector:
@@ -93,13 +95,17 @@ class FaultInjector:
         }
         if action not in handlers:
             raise FaultError(f"fault action {action!r}: allowed {', '.join(ACTIONS)}")
+        clock = self.fabric.clock
         with self._lock:
+            started_utc, start_ns = _utc(), clock.now_ns()
             try:
                 changed = handlers[action]()
             except FaultError as exc:
-                self._log(FaultEvent(_utc(), self.fabric.clock.now_ns(), action, target, value, False, str(exc)))
+                self._log(FaultEvent(started_utc, start_ns, action, target, value, False, str(exc),
+                                     duration_ns=clock.now_ns() - start_ns))
                 raise
-            event = FaultEvent(_utc(), self.fabric.clock.now_ns(), action, target, value, True, changed=changed)
+            event = FaultEvent(started_utc, start_ns, action, target, value, True, changed=changed,
+                               duration_ns=clock.now_ns() - start_ns)
             self._log(event)
             return event
 

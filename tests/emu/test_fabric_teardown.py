@@ -38,3 +38,15 @@ def test_failed_programming_tears_everything_down() -> None:
     assert fab.footprint is not None
     assert leftovers(fab.footprint) == []
     assert fab.fnet is None
+
+
+def test_two_fabrics_with_the_same_names_run_side_by_side() -> None:
+    a = Fabric(TopologySpec(servers=2, gpus_per_server=2, spines=1))
+    b = Fabric(TopologySpec(servers=2, gpus_per_server=2, spines=1))
+    with a, b:
+        assert a.footprint is not None and b.footprint is not None
+        assert not set(a.footprint.netns_inodes) & set(b.footprint.netns_inodes)
+        for fab in (a, b):
+            results = fab.probe([("10.0.0.1", "10.0.1.2"), ("10.0.1.2", "10.0.0.1")])
+            assert all(r["ok"] and r["fwd_hops"] == 3 for r in results)
+    assert leftovers(a.footprint) == [] and leftovers(b.footprint) == []

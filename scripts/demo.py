@@ -51,6 +51,16 @@ def step_roce_bench(outdir: Path) -> dict:
     return {k: result[k] for k in ("scapy_pps", "template_pps", "decode_pps") if k in result}
 
 
+def step_roce_perf(outdir: Path) -> dict:
+    """RDMA WRITE of 16 MiB between two namespaces over a 100 Mb/s shaped link, DCQCN on, data verified."""
+    result = json.loads(_run([*STARPULSE, "roce", "perf", "--selftest", "--op", "write", "--size", "16M",
+                              "--link-rate", "100M", "--cc", "dcqcn", "--json"]).stdout)
+    if not result["data_ok"]:
+        raise RuntimeError("RDMA WRITE data did not verify")
+    return {k: result[k] for k in ("goodput_bps", "link_rate_bps", "goodput_fraction", "retransmissions",
+                                   "data_ok", "pps_per_core")}
+
+
 def step_cc_incast(outdir: Path) -> dict:
     """8->1 incast on one 100G bottleneck with DCQCN, HPCC and no CC (the sw.cc golden models, closed loop)."""
     from sw.cc.sim import SimConfig, simulate
@@ -88,6 +98,7 @@ STEPS: list[tuple[str, Callable[[Path], dict]]] = [
     ("doctor", step_doctor),
     ("roce wire format", step_roce_wire),
     ("roce template bench", step_roce_bench),
+    ("roce RDMA WRITE over two namespaces", step_roce_perf),
     ("congestion control incast", step_cc_incast),
 ]
 

@@ -19,6 +19,7 @@ CHI2_Z_P001 = 3.090   # standard normal quantile for p = 0.001 (upper tail)
 ECMP_FLOWS_PER_SPINE = 200
 COUNTER_SETTLE_POLLS = 50
 COUNTER_POLL_NS = 20_000_000
+NO_RETRY_TIMEOUT_MS = 2000   # one try per probe: late (a loaded machine) is not lost
 CONGEST_RATE_BPS = 2_000_000
 CONGEST_PAYLOAD_BYTES = 200
 ETH_IP_UDP_BYTES = 14 + 20 + 8
@@ -146,7 +147,7 @@ def check_reroute(fab: Fabric) -> CheckResult:
     fab.faults.link_down(link)
     try:
         before = fab.port_counters(leaf).get(uplink, {}).get("tx_pkts", 0)
-        down = fab.probe([(a.ip, b.ip) for a, b in touched], retries=0)
+        down = fab.probe([(a.ip, b.ip) for a, b in touched], retries=0, timeout_ms=NO_RETRY_TIMEOUT_MS)
         after = fab.port_counters(leaf).get(uplink, {}).get("tx_pkts", 0)
     finally:
         fab.faults.link_up(link)

@@ -101,7 +101,7 @@ def test_switch_stop_blackholes_then_start_restores(fab: Fabric) -> None:
     fab.faults.switch_stop("sp0")
     try:
         assert fab.status()["switches"]["sp0"]["running"] is False
-        during = fab.probe([(a.ip, b.ip) for a, b in pairs], retries=0, timeout_ms=300)
+        during = fab.probe([(a.ip, b.ip) for a, b in pairs], retries=0, timeout_ms=2000)
     finally:
         fab.faults.switch_start("sp0")
     rail_local = [r for (a, b), r in zip(pairs, during, strict=True) if a.leaf == b.leaf]

@@ -33,15 +33,17 @@ class Switch:
         return out
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def program_switch():  # type: ignore[no-untyped-def]
-    def make(name: str) -> Switch:
+    """Factory: a fresh Switch for one of the shipped programs (by file name, or any path)."""
+    def make(name: str | Path) -> Switch:
         return Switch(compile_file(PROGRAMS / name))
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def source_switch():  # type: ignore[no-untyped-def]
-    def make(text: str, prelude: bool = True) -> Switch:
-        return Switch(compile_source((V1_PRELUDE if prelude else "") + text, "test.p4"))
+    """Factory: a fresh Switch for P4 text (the v1model includes are prepended unless prelude=False)."""
+    def make(text: str, prelude: bool = True, name: str = "test.p4") -> Switch:
+        return Switch(compile_source((V1_PRELUDE if prelude else "") + text, name))
     return make

@@ -80,9 +80,8 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 
 
 @pytest.fixture(scope="module")
-def sw():  # type: ignore[no-untyped-def]
-    from tests.p4.conftest import V1_PRELUDE, Switch
-    return Switch(compile_source(V1_PRELUDE + PROGRAM, "lang.p4"))
+def sw(source_switch):  # type: ignore[no-untyped-def]
+    return source_switch(PROGRAM, name="lang.p4")
 
 
 def run(sw, op: int, a: int, b: int) -> bytes:  # type: ignore[no-untyped-def]

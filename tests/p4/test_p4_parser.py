@@ -80,10 +80,8 @@ ETH = bytes(6) + bytes(5) + b"\x01"
 
 
 @pytest.fixture(scope="module")
-def sw():  # type: ignore[no-untyped-def]
-    from p4.compiler import compile_source
-    from tests.p4.conftest import V1_PRELUDE, Switch
-    return Switch(compile_source(V1_PRELUDE + PROGRAM, "parser.p4"))
+def sw(source_switch):  # type: ignore[no-untyped-def]
+    return source_switch(PROGRAM, name="parser.p4")
 
 
 def _sr(port: int, bos: bool) -> bytes:

@@ -171,10 +171,7 @@ def test_verify_checksum_sets_checksum_error_without_dropping(program_switch, tm
     from scapy.layers.l2 import Ether
     from scapy.packet import raw
 
-    from p4.compiler import compile_file
-    from tests.p4.conftest import PROGRAMS, Switch
-
-    src = (PROGRAMS / "basic.p4").read_text()
+    src = (Path(__file__).resolve().parents[2] / "p4" / "programs" / "basic.p4").read_text()
     fields = ("{ hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen, hdr.ipv4.identification, "
               "hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.srcAddr, "
               "hdr.ipv4.dstAddr }")
@@ -185,7 +182,7 @@ def test_verify_checksum_sets_checksum_error_without_dropping(program_switch, tm
                       "            if (standard_metadata.checksum_error == 1) { standard_metadata.egress_spec = 7; }")
     path = Path(tmp_path) / "verify.p4"
     path.write_text(src)
-    sw = Switch(compile_file(path))
+    sw = program_switch(path)
     sw.cmd("table_add ipv4_lpm ipv4_forward 10.0.0.0/8 => 00:00:00:00:00:02 2")
     good = raw(Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / UDP())
     bad = bytearray(good)

@@ -102,10 +102,8 @@ def decode(out: bytes) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def sw():  # type: ignore[no-untyped-def]
-    from p4.compiler import compile_source
-    from tests.p4.conftest import V1_PRELUDE, Switch
-    return Switch(compile_source(V1_PRELUDE + PROGRAM, "expr.p4"))
+def sw(source_switch):  # type: ignore[no-untyped-def]
+    return source_switch(PROGRAM, name="expr.p4")
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,0 +1,354 @@
+"""The benchmark core of ``starpulse bench OP``, shaped like nccl-tests: a size sweep of one collective, out of
+place and in place, timed in network time (``sw.clock``), checked against numpy, reported as algbw/busbw.
+
+Sizes follow nccl-tests: ``size`` is the per-rank bytes of the larger buffer (allgather: the gathered output;
+reducescatter: the input; alltoall: the whole send buffer), ``count`` its elements.  algbw = size / time;
+busbw = algbw x factor (allreduce 2(n-1)/n; allgather, reducescatter, alltoall (n-1)/n; others 1).  ``time`` is
+the mean over ``iters`` of one operation, the maximum over ranks.  Rates in JSON are bit/s (``*_bps``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sw.clock import Clock, get_clock
+
+from .comm import Communicator
+from .dtypes import DTYPE_CODES, REDUCE_OPS, bf16_to_f32, f32_to_bf16
+
+OPS = ("allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall")
+REDUCTIONS = ("allreduce", "reduce", "reducescatter")
+ROOTED = ("broadcast", "reduce")
+DTYPE_ALIASES = {"float": "float32", "half": "float16", "int": "int32", "bf16": "bfloat16"}
+FLOAT_RTOL = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2}
+"""Relative tolerance of the float check: reductions round per step in the buffer's type (avg divides once)."""
+MAX_BYTES = 1 << 30
+
+
+class BenchError(ValueError):
+    """A bad benchmark flag: the message names the flag, the value and what is allowed."""
+
+    is_user_error = True
+
+
+def bus_factor(op: str, nranks: int) -> float:
+    """nccl-tests' busbw / algbw ratio: the share of the data each rank's link must carry."""
+    if op == "allreduce":
+        return 2 * (nranks - 1) / nranks
+    if op in ("allgather", "reducescatter", "alltoall"):
+        return (nranks - 1) / nranks
+    if op in ("broadcast", "reduce"):
+        return 1.0
+    raise BenchError(f"op {op!r}: allowed {', '.join(OPS)}")
+
+
+def sweep_bytes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
+    """Sizes min, min x f, ... up to max (nccl-tests -b/-e/-f)."""
+    if min_bytes < 1:
+        raise BenchError(f"-b {min_bytes}: must be at least 1 byte")
+    if max_bytes < min_bytes:
+        raise BenchError(f"-e {max_bytes}: must be >= -b {min_bytes}")
+    if max_bytes > MAX_BYTES:
+        raise BenchError(f"-e {max_bytes}: at most {MAX_BYTES} bytes (1G) per rank here")
+    if factor < 2 and min_bytes != max_bytes:
+        raise BenchError(f"-f {factor}: the step factor must be >= 2")
+    out, size = [], min_bytes
+    while size <= max_bytes:
+        out.append(size)
+        if factor < 2:
+            break
+        size *= factor
+    return out
+
+
+@dataclass(frozen=True)
+class BenchParams:
+    """One sweep: the collective, sizes, iterations, checking, element type, reduction, root and algorithm."""
+
+    op: str = "allreduce"
+    min_bytes: int = 8 * 1024
+    max_bytes: int = 64 * 1024 * 1024
+    factor: int = 2
+    iters: int = 20
+    warmup: int = 5
+    check: bool = True
+    redop: str = "sum"
+    dtype: str = "float32"
+    root: int = 0
+    algo: str | None = None
+    line_rate_bps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise BenchError(f"op {self.op!r}: allowed {', '.join(OPS)}")
+        if self.dtype not in DTYPE_CODES:
+            raise BenchError(f"-d {self.dtype}: allowed {', '.join(DTYPE_CODES)} (or float, half, int, bf16)")
+        if self.redop not in REDUCE_OPS:
+            raise BenchError(f"-o {self.redop}: allowed {', '.join(REDUCE_OPS)}")
+        if self.redop == "avg" and self.dtype in ("int32", "int64") and self.op in REDUCTIONS:
+            raise BenchError(f"-o avg: not defined for -d {self.dtype} (use a float type)")
+        if self.iters < 1:
+            raise BenchError(f"-n {self.iters}: at least 1 iteration")
+        if self.warmup < 0:
+            raise BenchError(f"-w {self.warmup}: must be >= 0")
+        if self.root < 0:
+            raise BenchError(f"-r {self.root}: must be a rank >= 0")
+        sweep_bytes(self.min_bytes, self.max_bytes, self.factor)
+
+    @property
+    def sizes(self) -> list[int]:
+        return sweep_bytes(self.min_bytes, self.max_bytes, self.factor)
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype == "bfloat16" else np.dtype(self.dtype).itemsize
+
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(np.uint16) if self.dtype == "bfloat16" else np.dtype(self.dtype)
+
+
+def dtype_from_flag(text: str) -> str:
+    """'-d' value to a library dtype name (nccl-tests' float/half/int accepted)."""
+    return DTYPE_ALIASES.get(text, text)
+
+
+def element_count(op: str, size_bytes: int, itemsize: int, nranks: int) -> int:
+    """Elements of the size's buffer: a multiple of the world size for the ops that split it (at least one each)."""
+    count = max(1, size_bytes // itemsize)
+    if op in ("allgather", "reducescatter", "alltoall"):
+        count = max(nranks, count - count % nranks)
+    return count
+
+
+# --- data and expected results --------------------------------------------------------------------------------
+def _values(rank: int, count: int, redop: str, seed: int) -> np.ndarray:
+    """Rank ``rank``'s check data as float64 small integers (exact in every type, no overflow for n <= 64)."""
+    rng = np.random.default_rng([seed, rank, count])
+    if redop == "prod":
+        return np.where(rng.random(count) < 0.2, 2.0, 1.0)   # products stay <= 2^n
+    return rng.integers(0, 8, count).astype(np.float64)
+
+
+def _to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "bfloat16":
+        return f32_to_bf16(values.astype(np.float32))
+    return values.astype(dtype)
+
+
+def _as_float(buf: np.ndarray, dtype: str) -> np.ndarray:
+    return bf16_to_f32(buf).astype(np.float64) if dtype == "bfloat16" else buf.astype(np.float64)
+
+
+def _reduce_all(parts: list[np.ndarray], redop: str) -> np.ndarray:
+    stack = np.stack(parts)
+    if redop in ("sum", "avg"):
+        out = stack.sum(axis=0)
+        return out / len(parts) if redop == "avg" else out
+    return {"prod": np.prod, "min": np.min, "max": np.max}[redop](stack, axis=0)
+
+
+def count_wrong(got: np.ndarray, want: np.ndarray, dtype: str) -> int:
+    """Elements of ``got`` that differ from ``want`` (float64): bitwise for integers, FLOAT_RTOL for floats."""
+    g = _as_float(got, dtype)
+    if dtype in ("int32", "int64"):
+        return int(np.count_nonzero(g != want))
+    rtol = FLOAT_RTOL[dtype]
+    return int(np.count_nonzero(~(np.abs(g - want) <= rtol * np.abs(want) + rtol)))
+
+
+# --- one size -------------------------------------------------------------------------------------------------
+class _Case:
+    """Buffers and calls of one operation at one size, out of place or in place, on one rank."""
+
+    def __init__(self, comm: Communicator, p: BenchParams, count: int, in_place: bool) -> None:
+        self.comm, self.p, self.count, self.in_place = comm, p, count, in_place
+        n, dt = comm.world_size, p.np_dtype()
+        op = p.op
+        self.send_count = count // n if op == "allgather" else count
+        self.recv_count = count // n if op == "reducescatter" else count
+        if in_place:
+            self.buf = np.zeros(max(self.send_count, self.recv_count), dt)
+            block = comm.rank * (count // n)
+            if op == "allgather":
+                self.send, self.recv = self.buf[block:block + self.send_count], self.buf
+            elif op == "reducescatter":
+                self.send, self.recv = self.buf, self.buf[block:block + self.recv_count]
+            else:
+                self.send = self.recv = self.buf
+        else:
+            self.send, self.recv = np.zeros(self.send_count, dt), np.zeros(self.recv_count, dt)
+
+    def issue(self, async_op: bool) -> Any:
+        c, p, a = self.comm, self.p, self.p.algo
+        op = p.op
+        if op == "allreduce":
+            return c.allreduce(self.send, None if self.in_place else self.recv, p.redop, algo=a, async_op=async_op)
+        if op == "broadcast":
+            if not self.in_place and c.rank == p.root:
+                self.recv[...] = self.send
+            return c.broadcast(self.recv, p.root, algo=a, async_op=async_op)
+        if op == "reduce":
+            return c.reduce(self.send, None if self.in_place else self.recv, p.redop, p.root, algo=a,
+                            async_op=async_op)
+        if op == "allgather":
+            return c.allgather(self.send, self.recv, algo=a, async_op=async_op)
+        if op == "reducescatter":
+            return c.reducescatter(self.send, self.recv, p.redop, algo=a, async_op=async_op)
+        return c.alltoall(self.send, None if self.in_place else self.recv, algo=a, async_op=async_op)
+
+    def time_ns(self, clock: Clock) -> float:
+        """Mean network time of one operation over ``iters`` (after ``warmup``), issued back to back."""
+        for _ in range(self.p.warmup):
+            self.issue(False)
+        self.comm.barrier()
+        t0 = clock.now_ns()
+        works = [self.issue(True) for _ in range(self.p.iters)]
+        for w in works:
+            w.wait()
+        return (clock.now_ns() - t0) / self.p.iters
+
+    def check(self, seed: int) -> int:
+        """Run once on known data; this rank's wrong elements against the numpy result."""
+        p, n, me = self.p, self.comm.world_size, self.comm.rank
+        inputs = [_values(r, self.send_count, p.redop, seed) for r in range(n)]
+        self.recv[...] = 0
+        self.send[...] = _to_dtype(inputs[me], p.dtype)
+        self.issue(False)
+        block = self.count // n
+        if p.op == "allreduce":
+            want = _reduce_all(inputs, p.redop)
+        elif p.op == "reduce":
+            if me != p.root:
+                return 0
+            want = _reduce_all(inputs, p.redop)
+        elif p.op == "broadcast":
+            want = inputs[p.root]
+        elif p.op == "allgather":
+            want = np.concatenate(inputs)
+        elif p.op == "reducescatter":
+            want = _reduce_all(inputs, p.redop)[me * block:(me + 1) * block]
+        else:
+            want = np.concatenate([inputs[j][me * block:(me + 1) * block] for j in range(n)])
+        want = _as_float(_to_dtype(want, p.dtype), p.dtype) if p.redop != "avg" or p.op not in REDUCTIONS else want
+        return count_wrong(self.recv, want, p.dtype)
+
+
+def _max_over_ranks(comm: Communicator, value_ns: float) -> float:
+    buf = np.array([round(value_ns)], np.int64)
+    comm.allreduce(buf, op="max")
+    return float(buf[0])
+
+
+def _sum_over_ranks(comm: Communicator, value: int) -> int:
+    buf = np.array([value], np.int64)
+    comm.allreduce(buf, op="sum")
+    return int(buf[0])
+
+
+def measure(comm: Communicator, p: BenchParams, count: int, in_place: bool, clock: Clock,
+            seed: int = 1) -> dict[str, Any]:
+    """Time and (with ``check``) verify one size in one mode; the same figures on every rank."""
+    case = _Case(comm, p, count, in_place)
+    time_ns = _max_over_ranks(comm, case.time_ns(clock))
+    algo = comm.last_choice[0] if comm.last_choice else ""
+    wrong = _sum_over_ranks(comm, case.check(seed)) if p.check else -1
+    size_bytes = count * p.itemsize
+    algbw_bps = 8 * size_bytes / (time_ns / 1e9) if time_ns > 0 else 0.0
+    busbw_bps = algbw_bps * bus_factor(p.op, comm.world_size)
+    return {"time_us": time_ns / 1e3, "algbw_bps": algbw_bps, "busbw_bps": busbw_bps, "wrong": wrong,
+            "algo": algo}
+
+
+# --- the sweep ------------------------------------------------------------------------------------------------
+def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], None] | None = None,
+              clock: Clock | None = None) -> dict[str, Any]:
+    """The whole sweep on this rank (every rank calls it); rows go to ``on_row`` (give it on rank 0 only).
+
+    Returns the report (``to_json`` shape without fabric counters)."""
+    clock = clock or get_clock()
+    n = comm.world_size
+    if p.op in ROOTED and p.root >= n:
+        raise BenchError(f"-r {p.root}: must be a rank in 0..{n - 1}")
+    rows: list[dict[str, Any]] = []
+    emit = on_row or (lambda _line: None)
+    for line in header_lines(p, comm):
+        emit(line)
+    for size in p.sizes:
+        count = element_count(p.op, size, p.itemsize, n)
+        oop = measure(comm, p, count, False, clock)
+        ip = measure(comm, p, count, True, clock)
+        row = {"size_bytes": count * p.itemsize, "count": count, "type": p.dtype,
+               "redop": p.redop if p.op in REDUCTIONS else "none", "root": p.root if p.op in ROOTED else -1,
+               "time_us": oop["time_us"], "algbw_bps": oop["algbw_bps"], "busbw_bps": oop["busbw_bps"],
+               "wrong": max(oop["wrong"], 0) + max(ip["wrong"], 0) if p.check else -1, "algo": oop["algo"],
+               "out_of_place": {k: oop[k] for k in ("time_us", "algbw_bps", "busbw_bps", "wrong")},
+               "in_place": {k: ip[k] for k in ("time_us", "algbw_bps", "busbw_bps", "wrong")}}
+        if p.line_rate_bps:
+            row["busbw_frac_line"] = oop["busbw_bps"] / p.line_rate_bps
+        rows.append(row)
+        emit(format_row(row, p))
+    report = summary(p, comm, rows)
+    for line in footer_lines(report):
+        emit(line)
+    return report
+
+
+def summary(p: BenchParams, comm: Communicator, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JSON report: parameters, rows and totals (``drops``/``ecn_marks`` are filled by whoever owns a fabric)."""
+    last = rows[-1] if rows else {}
+    avg_busbw = sum(r["busbw_bps"] for r in rows) / len(rows) if rows else 0.0
+    return {
+        "op": p.op, "dtype": p.dtype, "redop": p.redop if p.op in REDUCTIONS else "none",
+        "root": p.root if p.op in ROOTED else -1, "algo": p.algo or "auto",
+        "world_size": comm.world_size, "servers": len(set(comm.layout.server_of)), "iters": p.iters,
+        "warmup": p.warmup, "check": p.check,
+        "line_rate_bps": p.line_rate_bps, "drops": None, "ecn_marks": None,
+        "avg_busbw_bps": avg_busbw, "max_size_bytes": last.get("size_bytes", 0),
+        "max_size_busbw_bps": last.get("busbw_bps", 0.0),
+        "max_size_busbw_frac_line": last.get("busbw_frac_line"),
+        "wrong": sum(max(r["wrong"], 0) for r in rows), "results": rows,
+    }
+
+
+# --- text output ----------------------------------------------------------------------------------------------
+def _gbytes(bps: float) -> str:
+    """bit/s as nccl-tests' GB/s (1e9 bytes/s), with enough digits for emulated Mb/s links."""
+    v = bps / 8e9
+    return f"{v:7.2f}" if v >= 1 else f"{v:7.4f}"
+
+
+def header_lines(p: BenchParams, comm: Communicator) -> list[str]:
+    servers = len(set(comm.layout.server_of))
+    line = f"line rate {p.line_rate_bps / 1e6:g} Mb/s per rail" if p.line_rate_bps else "line rate unknown"
+    head = (f"{'size':>12} {'count':>12} {'type':>8} {'redop':>6} {'root':>5}"
+            + f" {'time':>9} {'algbw':>7} {'busbw':>7} {'#wrong':>6}" * 2 + f" {'busbw/':>7}")
+    units = (f"{'(B)':>12} {'(elements)':>12} {'':>8} {'':>6} {'':>5}"
+             + f" {'(us)':>9} {'(GB/s)':>7} {'(GB/s)':>7} {'':>6}" * 2 + f" {'line':>7}")
+    return [f"# starpulse bench {p.op}: {comm.world_size} ranks on {servers} servers, {line}, "
+            f"iters {p.iters}, warmup {p.warmup}, check {int(p.check)}, algo {p.algo or 'auto'}",
+            "#" + " " * 46 + f"{'out-of-place':^34} {'in-place':^34}", "#" + head[1:], "#" + units[1:]]
+
+
+def format_row(row: dict[str, Any], p: BenchParams) -> str:
+    def part(m: dict[str, Any]) -> str:
+        wrong = "N/A" if m["wrong"] < 0 else str(m["wrong"])
+        return f" {m['time_us']:9.1f} {_gbytes(m['algbw_bps'])} {_gbytes(m['busbw_bps'])} {wrong:>6}"
+
+    frac = f" {row['busbw_frac_line']:7.3f}" if "busbw_frac_line" in row else f" {'-':>7}"
+    return (f"{row['size_bytes']:>13} {row['count']:>12} {row['type']:>8} {row['redop']:>6} {row['root']:>5}"
+            + part(row["out_of_place"]) + part(row["in_place"]) + frac)
+
+
+def footer_lines(report: dict[str, Any]) -> list[str]:
+    out = [f"# Out of bounds values : {report['wrong']} {'OK' if report['wrong'] == 0 else 'FAILED'}"
+           if report["check"] else "# Out of bounds values : not checked (-c 0)",
+           f"# Avg bus bandwidth    : {_gbytes(report['avg_busbw_bps']).strip()} GB/s"]
+    if report["line_rate_bps"]:
+        frac = report["max_size_busbw_frac_line"] or 0.0
+        out.append(f"# busbw at {report['max_size_bytes']} B: {report['max_size_busbw_bps'] / 1e6:.1f} Mb/s = "
+                   f"{frac:.3f} of the {report['line_rate_bps'] / 1e6:g} Mb/s per-rail line rate")
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,10 @@ class SwitchPipeline:
         self.switch: P4Switch | None = None
         self._digests: list[dict[str, Any]] = []
         self._ingress_port_slot = pipeline.program.sm["ingress_port"]
+        # every digest the pipeline makes (ingress, resubmit, recirculation, the batched path) passes here
+        pipeline.digests = _DigestTap(self._take_one, pipeline.digests.maxlen)
+        self._drops = pipeline.drops
+        self._batch = getattr(pipeline, "process_batch", None)
 
     def attach_traffic_manager(self, tm: TrafficManager, switch: P4Switch) -> None:
         self.tm = tm
@@ -115,10 +120,18 @@ class SwitchPipeline:
     # --- data path -------------------------------------------------------------------------------------------
     def ingress(self, port: int, frame: bytes) -> list[Any]:
         """Run ingress; returns the copies to queue (each has egress_port, priority, length_bytes)."""
-        res = self.pipe.ingress(port, frame)
-        if res.digests:
-            self._take(res.digests)
-        return res.queued
+        return self.pipe.ingress(port, frame).queued
+
+    def drop_total(self) -> int:
+        """Packets the program dropped so far (ingress and egress; not the clone-to-no-session notes)."""
+        return sum(n for reason, n in self._drops.items() if not reason.startswith("clone to"))
+
+    def process_batch(self, port: int, frames: list[bytes]) -> list[tuple[int, bytes]] | None:
+        """Ingress -> egress -> deparser for frames of one port with empty, unshaped queues (None: no batch
+        mode in this pipeline); equal to running each frame through ``ingress``/``egress`` cut-through."""
+        if self._batch is None:
+            return None
+        return self._batch([(port, f) for f in frames])
 
     def egress(self, tp: TmPacket, now_ns: int) -> list[tuple[int, bytes]]:
         """Run egress on a dequeued packet with its real queue metadata; returns frames to transmit."""
@@ -126,20 +139,20 @@ class SwitchPipeline:
         res = self.pipe.egress(qp, enq_qdepth=tp.enq_qdepth_pkts, deq_qdepth=tp.deq_qdepth_pkts,
                                deq_timedelta_us=tp.deq_timedelta_ns // 1000,
                                enq_timestamp_us=tp.enq_timestamp_ns // 1000)
+        if res.dropped is not None:                        # dropped in egress: counted at its ingress port
+            self.switch._drop(qp.S[self._ingress_port_slot]).pipeline_drop_pkts += 1  # type: ignore[union-attr]
         if res.queued or res.recirculate:
             enqueue = self.switch.enqueue  # type: ignore[union-attr]
             for clone in res.queued:                       # E2E clones go back through the queues
                 enqueue(clone.egress_port, clone, clone.length_bytes, now_ns, clone.priority)
             for rframe, keep in res.recirculate:
                 again = self.pipe.recirculate(qp.S[self._ingress_port_slot], rframe, keep, qp.loops)
-                self._take(again.digests)
                 for c in again.queued:
                     enqueue(c.egress_port, c, c.length_bytes, now_ns, c.priority)
         return res.out
 
-    def _take(self, digests: list[Any]) -> None:
-        for d in digests:
-            self._digests.append({"receiver": d.receiver, "name": d.name, "fields": d.fields})
+    def _take_one(self, d: Any) -> None:
+        self._digests.append({"receiver": d.receiver, "name": d.name, "fields": d.fields})
 
     def has_digests(self) -> bool:
         return bool(self._digests)
@@ -223,6 +236,18 @@ class SwitchPipeline:
         for group in (prog.tables, prog.actions, prog.registers, prog.counters, prog.meters):
             names.update(group)
         return {"commands": self.command_names(), "names": sorted(names)}
+
+
+class _DigestTap(deque):
+    """The pipeline's digest history that also hands each new digest to the switch."""
+
+    def __init__(self, on_digest: Any, maxlen: int | None) -> None:
+        super().__init__(maxlen=maxlen)
+        self._on_digest = on_digest
+
+    def append(self, d: Any) -> None:
+        super().append(d)
+        self._on_digest(d)
 
 
 def load_pipeline(path: str | Path, *, device_id: int = 0, clock: Clock | None = None) -> SwitchPipeline:

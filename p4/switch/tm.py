@@ -125,6 +125,7 @@ class TrafficManager:
         self._heap: list[tuple[int, int, int]] = []   # (time, seq, port): lazy departure candidates
         self._seq = 0
         self.queued_pkts = 0                           # over all ports: 0 means nothing to service
+        self.any_shaped = False                        # some port or queue has a rate: no bulk cut-through
 
     # --- configuration (simple_switch_CLI set_queue_depth / set_queue_rate, plus a byte-rate shaper) --------
     def _port(self, port: int) -> _Port:
@@ -137,7 +138,11 @@ class TrafficManager:
                 p.shaper.rate_pps = self.default_rate_pps
                 p.update_shaped()
             self.ports[port] = p
+            self._refresh_shaped()
         return p
+
+    def _refresh_shaped(self) -> None:
+        self.any_shaped = any(p.shaped for p in self.ports.values())
 
     def _check_priority(self, priority: int) -> None:
         if not 0 <= priority < self.priority_levels:
@@ -172,6 +177,7 @@ class TrafficManager:
             p = self._port(port)
             p.queues[priority].shaper.rate_pps = rate_pps
             p.update_shaped()
+            self._refresh_shaped()
             return
         targets = [self._port(port)] if port is not None else list(self.ports.values())
         if port is None:
@@ -180,6 +186,7 @@ class TrafficManager:
             p.shaper.rate_pps = rate_pps
             p.shaper.rate_Bps = None
             p.update_shaped()
+        self._refresh_shaped()
 
     def set_port_rate_Bps(self, rate_Bps: float | None, port: int) -> None:
         """Shape a port to ``rate_Bps`` bytes/s of frame bytes (a line rate); None removes the shaper."""
@@ -190,6 +197,7 @@ class TrafficManager:
         if rate_Bps is not None:
             p.shaper.rate_pps = None
         p.update_shaped()
+        self._refresh_shaped()
 
     # --- data path -----------------------------------------------------------------------------------------
     def cut_through(self, port: int, item: Any, length_bytes: int, now_ns: int,
@@ -211,6 +219,19 @@ class TrafficManager:
         if not p.high_water_pkts:
             p.high_water_pkts = 1
         return QueuedPacket(item, length_bytes, now_ns, 0, priority, port, now_ns, 0)
+
+    def note_cut_through(self, port: int, n_pkts: int) -> None:
+        """Count ``n_pkts`` that passed an idle, unshaped ``port`` in bulk (the switch's batched fast path)."""
+        p = self.ports.get(port)
+        if p is None:
+            p = self._port(port)
+        st = p.queues[0].stats
+        st.enq_pkts += n_pkts
+        st.deq_pkts += n_pkts
+        if not st.high_water_pkts:
+            st.high_water_pkts = 1
+        if not p.high_water_pkts:
+            p.high_water_pkts = 1
 
     def enqueue(self, port: int, item: Any, length_bytes: int, now_ns: int, priority: int = 0) -> QueuedPacket | None:
         """Queue ``item`` for ``port``; None when the queue is full (tail drop, counted)."""

@@ -31,9 +31,11 @@ def only_udp(frames: list[bytes]) -> list[bytes]:
     return [f for f in frames if len(f) >= 38 and f[12:14] == b"\x08\x00" and f[23] == 17]
 
 
-def test_forwards_between_hosts_drops_without_route_and_pcaps_match(switch_lab) -> None:
+@pytest.mark.parametrize("path", ["batched", "per-frame"])
+def test_forwards_between_hosts_drops_without_route_and_pcaps_match(switch_lab, path) -> None:
     lab = switch_lab
-    lab.start(commands=ROUTES)
+    extra = ("--log-level", "trace") if path == "per-frame" else ()   # tracing takes the per-frame path
+    lab.start(FEATURES_P4, *extra, commands=ROUTES)
     to_h2 = [udp_frame(1, host_ip(2), i) for i in range(20)]
     no_route = [udp_frame(1, "10.99.0.1", 100 + i) for i in range(7)]
     lab.send(1, to_h2 + no_route)

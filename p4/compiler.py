@@ -38,7 +38,7 @@ from p4.program import (
     Program,
     ReturnControl,
 )
-from p4.tables import ActionProfile, ActionSpec, KeySpec, Table
+from p4.tables import ActionProfile, ActionSpec, KeySpec, Table, ValueSet
 from p4.types import (
     BitT,
     BoolT,
@@ -250,6 +250,7 @@ class Compiler:
         self.counters: dict[str, Any] = {}
         self.meters: dict[str, Any] = {}
         self.profiles: dict[str, ActionProfile] = {}
+        self.value_sets: dict[str, ValueSet] = {}
         self.field_lists: dict[int, list[int]] = {}
         self.digest_layouts: list[DigestLayout] = []
         self.control_prefix = ""
@@ -306,8 +307,6 @@ class Compiler:
                 self.extern_funcs.add(_name(_trees(d, "name")[0]))
             elif kind == "parser_decl":
                 self.parsers[_name(_trees(d, "name")[0])] = d
-                for vs in _trees(d, "value_set_decl"):
-                    raise self.err(vs, "value_set is not supported yet by this target (use a table or constants)")
             elif kind == "control_decl":
                 self.controls[_name(_trees(d, "name")[0])] = d
             elif kind == "action_decl":
@@ -2104,6 +2103,7 @@ class Compiler:
     # --- parser -------------------------------------------------------------------------------------------
     def compile_parser(self, node: Tree, scope: dict[str, Sym]) -> None:
         self.in_parser = True
+        self.parser_name = _name(_trees(node, "name")[0])
         states = {_name(_trees(s, "name")[0]): s for s in _trees(node, "parser_state")}
         if "start" not in states:
             raise self.err(node, "parser has no 'start' state")
@@ -2111,7 +2111,8 @@ class Compiler:
         self.scopes = [scope]
         for d in node.children:
             if isinstance(d, Tree) and d.data == "value_set_decl":
-                raise self.err(d, "value_set is not supported yet by this target (use a table or constants)")
+                self.value_set(d, scope)
+                continue
             if isinstance(d, Tree) and d.data in ("var_decl", "const_decl", "instantiation"):
                 if d.data == "instantiation":
                     self.instantiate(d, "", scope)
@@ -2168,6 +2169,27 @@ class Compiler:
         out("    return o, exc.code")
         out.dedent()
         self.in_parser = False
+
+    def value_set(self, d: Tree, scope: dict[str, Sym]) -> None:
+        """``value_set<T>(size) name;``: select-case values the control plane fills (pvs_add ...)."""
+        targs = [c for c in _trees(d, "type_args")[0].children if isinstance(c, Tree)]
+        t = self.resolve_type(targs[0])
+        if isinstance(t, StructLike):
+            width = t.width_bits
+        elif isinstance(t, BitT):
+            width = t.width
+        else:
+            raise self.err(d, f"value_set element type must be bit<N> or a struct of bit fields, not {t}")
+        size = int(self.const_value(self.expr([c for c in d.children if isinstance(c, Tree)
+                                               and c.data not in ("annotation", "type_args", "name")][0]),
+                                    INFINT, d).const)
+        name = _name(_trees(d, "name")[0])
+        full = f"{self.parser_name}.{name}"
+        vs = ValueSet(full, width, size)
+        var = self.fresh("pvs_" + name)
+        self.ns[var] = vs
+        self.value_sets[full] = vs
+        scope[name] = Sym("value_set", value={"var": var, "obj": vs})
 
     @staticmethod
     def _acyclic(states: dict[str, Tree]) -> bool:
@@ -2258,8 +2280,11 @@ class Compiler:
                     conds.append(f"{lo.src} <= {v} <= {hi.src}")
                 else:
                     a = self.expr(item, bt)
-                    if item.data in ("name_ref",) and a.const is None and not isinstance(a.type, (BitT, InfIntT)):
-                        raise self.err(item, "value sets are not supported yet")
+                    if isinstance(a.const, Sym) and a.const.kind == "value_set":
+                        conds.append(f"{a.const.value['var']}.match({v})")
+                        continue
+                    if isinstance(a.const, Sym):
+                        raise self.err(item, "a select case must be a value, mask, range, value_set or default")
                     conds.append(f"{v} == {a.src}")
             if not conds:
                 self.out("else:" if not first else "if True:")
@@ -2379,7 +2404,7 @@ class Compiler:
             verify_checksum=ns["_verify"], ingress=ns["_ingress"], egress=ns["_egress"],
             compute_checksum=ns["_compute"], deparser=ns["_deparser"], sm=self.sm_slots, errors=self.errors,
             tables=self.tables, actions=self.actions, registers=self.registers, counters=self.counters,
-            meters=self.meters, profiles=self.profiles,
+            meters=self.meters, profiles=self.profiles, value_sets=self.value_sets,
             field_lists=self.field_lists, digest_layouts=self.digest_layouts,
             meta_range=(h1, m1), headers_range=(h0, h1), namespace=ns)
 

@@ -67,6 +67,7 @@ class Program:
     counters: dict[str, Any] = field(default_factory=dict)
     meters: dict[str, Any] = field(default_factory=dict)
     profiles: dict[str, Any] = field(default_factory=dict)       # action profiles / selectors
+    value_sets: dict[str, Any] = field(default_factory=dict)     # parser value sets
     field_lists: dict[int, list[int]] = field(default_factory=dict)
     digest_layouts: list[DigestLayout] = field(default_factory=list)
     meta_range: tuple[int, int] = (0, 0)          # user metadata slots [lo, hi)

@@ -37,6 +37,10 @@ COMMANDS_HELP = {
     "table_indirect_add": "table_indirect_add TABLE MATCH... => MEMBER [PRIORITY]",
     "table_indirect_add_with_group": "table_indirect_add_with_group TABLE MATCH... => GROUP [PRIORITY]",
     "table_indirect_delete": "table_indirect_delete TABLE HANDLE",
+    "pvs_add": "pvs_add VALUE_SET VALUE[&&&MASK]",
+    "pvs_remove": "pvs_remove VALUE_SET VALUE[&&&MASK]",
+    "pvs_get": "pvs_get VALUE_SET",
+    "pvs_clear": "pvs_clear VALUE_SET",
     "register_read": "register_read REGISTER [INDEX]",
     "register_write": "register_write REGISTER INDEX VALUE",
     "register_reset": "register_reset REGISTER",
@@ -448,6 +452,35 @@ class RuntimeCLI:
     def _table_indirect_delete(self, args: list[str]) -> str:
         self._nargs(args, 2, "table_indirect_delete")
         self.table(args[0]).delete(self._int(args[1], "entry handle"))
+        return ""
+
+    # --- parser value sets -----------------------------------------------------------------------------------
+    def _pvs_value(self, args: list[str], cmd: str):  # type: ignore[no-untyped-def]
+        self._nargs(args, 2, cmd)
+        vs = self._find("value set", args[0], self.program.value_sets)
+        v, _, m = args[1].partition("&&&")
+        value = parse_value(v, vs.width, f"value set {vs.name}")  # type: ignore[attr-defined]
+        mask = parse_value(m, vs.width, f"value set {vs.name} mask") if m else None  # type: ignore[attr-defined]
+        return vs, value, mask
+
+    def _pvs_add(self, args: list[str]) -> str:
+        vs, value, mask = self._pvs_value(args, "pvs_add")
+        vs.add(value, mask)
+        return ""
+
+    def _pvs_remove(self, args: list[str]) -> str:
+        vs, value, mask = self._pvs_value(args, "pvs_remove")
+        vs.remove(value, mask)
+        return ""
+
+    def _pvs_get(self, args: list[str]) -> str:
+        self._nargs(args, 1, "pvs_get")
+        vs = self._find("value set", args[0], self.program.value_sets)
+        return "\n".join(f"{v:#x}&&&{m:#x}" for v, m in vs.entries)  # type: ignore[attr-defined]
+
+    def _pvs_clear(self, args: list[str]) -> str:
+        self._nargs(args, 1, "pvs_clear")
+        self._find("value set", args[0], self.program.value_sets).entries.clear()  # type: ignore[attr-defined]
         return ""
 
     # --- stateful externs ---------------------------------------------------------------------------------

@@ -60,6 +60,39 @@ class Entry:
 
 
 @dataclass
+class ValueSet:
+    """A parser ``value_set``: (value, mask) pairs the control plane adds; select matches any of them."""
+
+    name: str
+    width: int
+    size: int
+    entries: list[tuple[int, int]] = field(default_factory=list)
+
+    def add(self, value: int, mask: int | None = None) -> None:
+        full = (1 << self.width) - 1
+        mask = full if mask is None else mask
+        if (value & mask, mask) in self.entries:
+            return
+        if len(self.entries) >= self.size:
+            raise CommandError(f"value set {self.name} is full ({self.size} values)")
+        self.entries.append((value & mask, mask))
+
+    def remove(self, value: int, mask: int | None = None) -> None:
+        full = (1 << self.width) - 1
+        mask = full if mask is None else mask
+        try:
+            self.entries.remove((value & mask, mask))
+        except ValueError:
+            raise CommandError(f"value set {self.name} has no value {value:#x}&&&{mask:#x}") from None
+
+    def match(self, key: int) -> bool:
+        for v, m in self.entries:
+            if key & m == v:
+                return True
+        return False
+
+
+@dataclass
 class ProfileMember:
     action: ActionSpec
     data: tuple[int, ...]

@@ -118,8 +118,8 @@ def test_preprocessor_maps_positions_through_includes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("src, message", [
     ("struct s_t { varbit<32> v; }", "varbit fields are only supported in headers"),
     ("header h_t { varbit<32> v; bit<8> after; }", "a varbit field must be the last field"),
-    ("parser P(packet_in p, out s h) { value_set<bit<8>>(4) vs; state start { transition accept; } }",
-     "value_set is not supported yet"),
+    ("extern Foo { Foo(); } control C() { Foo() f; apply { } }\nV1Switch(C(), C(), C(), C(), C(), C()) main;",
+     "unknown parser 'C'"),
     ("header h_t { bit<7> v; }", "headers must be a whole number of bytes"),
     ("const bit<8> X = 1 +;", "syntax error at ';'"),
     ("const bit<8> X = Y;", "unknown name 'Y'"),

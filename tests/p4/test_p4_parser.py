@@ -221,3 +221,43 @@ def test_header_union_one_valid_member(source_switch) -> None:  # type: ignore[n
     assert sw.send(0, b"\x02\x11\x22\x33rest") == [(1, b"\x02\x11\x22\x33rest")]
     assert sw.send(0, b"\x03rest") == [(2, b"\x03rest")]
     assert sw.send(0, b"\x01\xee\x22rest") == [(1, b"\x01\xbb\x12\x34rest")]   # a replaced by b
+
+
+PVS_PROGRAM = """
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+header tag_t { bit<8> v; }
+struct headers { eth_t eth; tag_t tag; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    value_set<bit<16>>(4) tagged_types;
+    state start {
+        pkt.extract(hdr.eth);
+        transition select(hdr.eth.type) {
+            tagged_types: parse_tag;
+            default: accept;
+        }
+    }
+    state parse_tag { pkt.extract(hdr.tag); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = hdr.tag.isValid() ? 9w1 : 9w2; }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); pkt.emit(hdr.tag); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_parser_value_set_filled_by_the_control_plane(source_switch) -> None:  # type: ignore[no-untyped-def]
+    sw = source_switch(PVS_PROGRAM)
+    frame = ETH + b"\x88\xb5" + b"\x07rest"
+    assert sw.send(1, frame)[0][0] == 2
+    sw.cmd("pvs_add P.tagged_types 0x88b5")
+    assert sw.send(1, frame)[0][0] == 1
+    sw.cmd("pvs_add tagged_types 0x9000&&&0xf000")
+    assert sw.send(1, ETH + b"\x9a\xbc" + b"\x07rest")[0][0] == 1
+    assert sw.cmd("pvs_get tagged_types") == ["0x88b5&&&0xffff\n0x9000&&&0xf000"]
+    sw.cmd("pvs_remove tagged_types 0x88b5", "pvs_clear tagged_types")
+    assert sw.send(1, frame)[0][0] == 2

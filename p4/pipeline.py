@@ -103,6 +103,10 @@ class Pipeline:
         self._ig_ts = sm.get("ingress_global_timestamp")
         self._eg_ts = sm.get("egress_global_timestamp")
         self._init = program.init_state
+        self._enq_qdepth = sm["enq_qdepth"]
+        self._deq_qdepth = sm["deq_qdepth"]
+        self._deq_timedelta = sm["deq_timedelta"]
+        self._enq_timestamp = sm["enq_timestamp"]
         self._meta_lo, self._meta_hi = program.meta_range
         self._sm_lo = min(sm.values())
         self._sm_hi = max(sm.values()) + 1
@@ -143,7 +147,7 @@ class Pipeline:
         S[self._packet_length] = len(frame)
         S[self._instance_type] = instance_type
         if self._ig_ts is not None:
-            S[self._ig_ts] = self._now_us() & 0xFFFFFFFFFFFF
+            S[self._ig_ts] = (self.clock.now_ns() // 1000) & 0xFFFFFFFFFFFF
         if preserved:
             for slot, v in preserved:
                 S[slot] = v
@@ -248,14 +252,13 @@ class Pipeline:
         prog = self.program
         res = EgressResult()
         S = pkt.S
-        sm = self._sm
-        now = self._now_us()
+        now = self.clock.now_ns() // 1000
         S[self._egress_port] = pkt.egress_port
         S[self._egress_spec] = 0
-        S[sm["enq_qdepth"]] = enq_qdepth & 0x7FFFF
-        S[sm["deq_qdepth"]] = deq_qdepth & 0x7FFFF
-        S[sm["deq_timedelta"]] = deq_timedelta_us & 0xFFFFFFFF
-        S[sm["enq_timestamp"]] = (now - deq_timedelta_us if enq_timestamp_us is None else enq_timestamp_us) \
+        S[self._enq_qdepth] = enq_qdepth & 0x7FFFF
+        S[self._deq_qdepth] = deq_qdepth & 0x7FFFF
+        S[self._deq_timedelta] = deq_timedelta_us & 0xFFFFFFFF
+        S[self._enq_timestamp] = (now - deq_timedelta_us if enq_timestamp_us is None else enq_timestamp_us) \
             & 0xFFFFFFFF
         if self._eg_ts is not None:
             S[self._eg_ts] = now & 0xFFFFFFFFFFFF

@@ -19,8 +19,6 @@ typedef bit<48> EgressInstance_t;
 typedef bit<16> McastGrp_t;
 typedef bit<32> PktInstance_t;
 
-const PortId_t PSA_PORT_RECIRCULATE = 0xfffffffa;
-
 @metadata @name("standard_metadata")
 struct standard_metadata_t {
     PortId_t  ingress_port;

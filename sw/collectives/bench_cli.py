@@ -197,14 +197,20 @@ def _run_fabric(args: argparse.Namespace) -> int:
                       TimeElapsedColumn(), console=console, transient=True) as progress:
             task = progress.add_task(f"bench {p.op}", total=len(p.sizes))
 
+            def show(text: str) -> None:   # the table on stdout; above the bar when both share a terminal
+                if sys.stdout.isatty() and console.is_terminal:
+                    progress.console.print(text, highlight=False, soft_wrap=True, markup=False)
+                else:
+                    print(text, flush=True)
+
             def echo(line: str) -> None:
                 prefix, _, text = line.partition("] ")
                 if prefix == "[rank 0":
-                    progress.console.print(text, highlight=False, soft_wrap=True, markup=False)
+                    show(text)
                     if text and not text.startswith("#"):
                         progress.advance(task)
                 elif "Error" in text or "error" in text:
-                    progress.console.print(line, highlight=False, markup=False)
+                    show(line)
 
             result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
                             env={**os.environ, ENV_LINE_RATE: repr(line_rate)}, timeout_s=args.timeout, echo=echo)

@@ -200,10 +200,14 @@ class P4Switch:
         if dropped:
             self._drop(port_num).pipeline_drop_pkts += dropped
         per_port: dict[int, int] = {}
-        transmit = self.transmit
+        ports, transmit, plain = self.ports, self.transmit, not self.pcaps
         for out_port, frame in out:
             per_port[out_port] = per_port.get(out_port, 0) + 1
-            transmit(out_port, frame, now_ns)
+            port = ports.get(out_port)
+            if plain and port is not None:
+                port.send(frame)
+            else:
+                transmit(out_port, frame, now_ns)
         for out_port, n in per_port.items():
             self.tm.note_cut_through(out_port, n)
         if pipeline.has_digests():

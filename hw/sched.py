@@ -39,17 +39,21 @@ def reg_to_rate_bps(rate_reg: int, clk_hz: float, frac_bits: int = RATE_FRAC_BIT
     return rate_reg / (1 << frac_bits) * 8 * clk_hz
 
 
-def first_set(bits):
-    """(any, index) of the lowest set bit of ``bits``, as a balanced tree of muxes (log depth)."""
+def first_set(m: Module, bits):
+    """(any, index) of the lowest set bit of ``bits``: a balanced tree of muxes, each level in signals.
+
+    Intermediate results are named signals because Amaranth does not share repeated sub-expressions.
+    """
     n = len(bits)
     if n == 1:
         return bits[0], Const(0, 1)
     half = 1 << ((n - 1).bit_length() - 1)
-    lo_any, lo_idx = first_set(bits[:half])
-    hi_any, hi_idx = first_set(bits[half:])
-    width = (n - 1).bit_length()
-    idx = Mux(lo_any, lo_idx, hi_idx + half)
-    return lo_any | hi_any, idx[:width]
+    lo_any, lo_idx = first_set(m, bits[:half])
+    hi_any, hi_idx = first_set(m, bits[half:])
+    any_ = Signal()
+    idx = Signal((n - 1).bit_length())
+    m.d.comb += [any_.eq(lo_any | hi_any), idx.eq(Mux(lo_any, lo_idx, hi_idx + half))]
+    return any_, idx
 
 
 class TxScheduler(wiring.Component):
@@ -121,10 +125,11 @@ class TxScheduler(wiring.Component):
         sweep_ptr = Signal(self.qp_bits)
 
         # ---- stage 0: issue one operation ------------------------------------------------------------
-        eligible = tok_ok & has_work
-        upper = eligible & (Const((1 << n) - 1, n) << rr_ptr)[:n]
-        up_any, up_idx = first_set(upper)
-        el_any, el_idx = first_set(eligible)
+        eligible = Signal(n)
+        upper = Signal(n)
+        m.d.comb += [eligible.eq(tok_ok & has_work), upper.eq(eligible & Cat(*(rr_ptr <= i for i in range(n))))]
+        up_any, up_idx = first_set(m, upper)
+        el_any, el_idx = first_set(m, eligible)
         pick_q = Mux(up_any, up_idx, el_idx)
 
         op1 = Signal(range(6))
@@ -163,7 +168,8 @@ class TxScheduler(wiring.Component):
         dt = Signal(TIMESTAMP_BITS)
         m.d.comb += dt.eq(now - st.last_ts)
         refilled = Signal(signed(self.token_bits + 1))
-        sum_wide = st.tokens + st.rate * dt
+        sum_wide = Signal(signed(self.token_bits + TIMESTAMP_BITS + self.rate_bits))
+        m.d.comb += sum_wide.eq(st.tokens + st.rate * dt)
         m.d.comb += refilled.eq(Mux(sum_wide > burst_units, burst_units, sum_wide))
 
         new = Signal(self.state_layout)
@@ -187,15 +193,16 @@ class TxScheduler(wiring.Component):
         m.d.comb += [wr.addr.eq(q1), wr.data.eq(new), wr.en.eq(active1)]
         m.d.comb += [fifo.w_data.eq(Cat(q1, send_len)), fifo.w_en.eq(send)]
 
-        tok_next = Signal(n)
-        work_next = Signal(n)
-        m.d.comb += [tok_next.eq(tok_ok), work_next.eq(has_work)]
-        with m.If(active1):
-            m.d.comb += [tok_next.bit_select(q1, 1).eq(new.tokens > 0),
-                         work_next.bit_select(q1, 1).eq(new.pending != 0)]
+        # bitmap updates as whole-vector operations on one-hot decodes (a per-bit mux chain is slow to build)
+        ones = Const((1 << n) - 1, n)
+        dec1 = Signal(n)
+        dec0 = Signal(n)
+        m.d.comb += [dec1.eq(Cat(*(active1 & (q1 == i) for i in range(n)))),
+                     dec0.eq(Cat(*((op0 == OP_PICK) & (q0 == i) for i in range(n))))]
+        tok_next = ((tok_ok & ~dec1) | (dec1 & Mux(new.tokens > 0, ones, 0))) & ~dec0
+        work_next = (has_work & ~dec1) | (dec1 & Mux(new.pending != 0, ones, 0))
         with m.If(op0 == OP_PICK):
-            # speculative: the pick is re-checked in stage 1, and its write-back sets the true value
-            m.d.comb += tok_next.bit_select(q0, 1).eq(0)
+            # the cleared bit is speculative: stage 1 re-checks the pick and writes back the true value
             m.d.sync += rr_ptr.eq(q0 + 1)
         m.d.sync += [tok_ok.eq(tok_next), has_work.eq(work_next)]
 
@@ -208,7 +215,8 @@ class TxScheduler(wiring.Component):
         beat = Signal(16)
         seq = Signal(32)
         axis = self.m_axis
-        is_last = remaining <= bpb
+        is_last = Signal()
+        m.d.comb += is_last.eq(remaining <= bpb)
         m.d.comb += [
             axis.tvalid.eq(active),
             axis.tlast.eq(is_last),

@@ -44,7 +44,8 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--pods", type=int, default=1, metavar="P", help="pods (default 1)")
     g.add_argument("--spines", type=int, default=2, metavar="S", help="spines, 0 = rail-only (default 2)")
     g.add_argument("--link-rate", default="100M", metavar="RATE", help="host link rate, e.g. 100M, 1G (default 100M)")
-    g.add_argument("--delay", default="0", metavar="D", help="per-link delay, e.g. 0, 10us (only 0 here)")
+    g.add_argument("--delay", default="0", metavar="D",
+                   help="per-link one-way delay, e.g. 10us (> 0 runs a link emulator on every link)")
     g.add_argument("--mtu", type=int, default=1500, metavar="M", help="MTU in bytes, up to 9216 (default 1500)")
     g.add_argument("--backend", default="embedded", metavar="embedded|bmv2",
                    help="P4 target: our embedded switch or BMv2 simple_switch (default embedded)")
@@ -75,6 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--int-sink", choices=("host", "report"), default="host",
                     help="INT at the last hop: leave the stack for the receiver (host) or strip it and send a "
                          "report to a collector host wired to every leaf (report)")
+    up.add_argument("--impairable", metavar="LINKS", help="links built through a link emulator so loss/delay "
+                    "faults work on them: A:B[,A:B...] or 'all' (one process per link; --delay implies all)")
     up.add_argument("--cli", action="store_true", help="drop into the Mininet CLI; leaving it tears down")
     up.add_argument("--log-level", default="warn", help="switch log level (default warn)")
     named(up)
@@ -95,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fa.add_argument("action", nargs="?", help="link_down|link_up|slow_link|restore_link|loss|delay|"
                                               "switch_stop|switch_start")
     fa.add_argument("target", nargs="?", help="link A:B (e.g. p0l0:sp0, s0:p0l0) or switch name")
-    fa.add_argument("value", nargs="?", help="rate for slow_link (e.g. 10M)")
+    fa.add_argument("value", nargs="?", help="slow_link: rate (e.g. 10M); loss: percent; delay: extra (e.g. 5ms)")
     fa.add_argument("--script", metavar="FILE", help="replay '[+T] ACTION TARGET [VALUE]' lines")
     named(fa)
 
@@ -195,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-untyped-def]
+    """The ``Fabric`` the topology flags describe (not yet up)."""
     from emu.fabric import Fabric
     from emu.p4switch import missing_bmv2_tools
 
@@ -220,7 +224,8 @@ def _up(args: argparse.Namespace) -> int:
                              "run `starpulse fabric down` first or pick another --name")
     d = state_dir(name)
     d.mkdir(parents=True, exist_ok=True)
-    fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"))
+    fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"),
+                       wired_links=args.impairable)
     stop = {"flag": False}
 
     def on_signal(signum: int, _frame: object) -> None:

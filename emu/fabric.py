@@ -28,11 +28,13 @@ from emu.net import (
     configure_collector,
     configure_hosts,
     configure_switch_ports,
+    configure_wires,
     footprint,
     start_switches,
     stop_net,
 )
-from emu.topology import Topology, TopologyError, TopologySpec
+from emu.topology import Topology, TopologySpec
+from emu.wire import WireProfile
 from sw.clock import Clock, get_clock
 
 if TYPE_CHECKING:
@@ -79,13 +81,11 @@ class Fabric:
     def __init__(self, spec: TopologySpec, *, backend: str = "embedded", ecn: EcnConfig | None = None,
                  int_cfg: IntConfig | None = None, program: str = FABRIC_P4, log_level: str = "warn",
                  workdir: str | None = None, fault_log: str | None = None, pcap_dir: str | None = None,
-                 int_sink: str = "host", clock: Clock | None = None) -> None:
-        if spec.delay_ns:
-            raise TopologyError(
-                f"--delay {spec.delay_ns}ns: per-link delay is not available here (this kernel has no tc netem and"
-                " the P4 switch's traffic manager has no delay line yet); use --delay 0")
+                 int_sink: str = "host", wired_links: list[str] | str | None = None,
+                 clock: Clock | None = None) -> None:
         self.spec = spec
         self.topo = Topology(spec)
+        self.wired = self._wired_keys("all" if spec.delay_ns else wired_links)
         self.backend = backend
         self.ecn = ecn or EcnConfig()
         self.int_cfg = int_cfg or IntConfig(sink_mode=int_sink, collector_port=(
@@ -102,6 +102,22 @@ class Fabric:
         self.faults: FaultInjector | None = None
         self.footprint: Footprint | None = None
         self._extra_procs: list[subprocess.Popen] = []
+
+    def _wired_keys(self, links: list[str] | str | None) -> set[frozenset[str]]:
+        """Links to build through a link emulator: 'all', a list of 'A:B' names, or none."""
+        if not links:
+            return set()
+        if links == "all" or links == ["all"]:
+            return {frozenset((lk.a, lk.b)) for lk in self.topo.links}
+        names = links.split(",") if isinstance(links, str) else links
+        keys = set()
+        known = {frozenset((lk.a, lk.b)) for lk in self.topo.links}
+        for name in names:
+            key = frozenset(name.split(":"))
+            if len(name.split(":")) != 2 or key not in known:
+                raise FabricError(f"--impairable {name}: no such link (name links A:B, e.g. s0:p0l0 or p0l0:sp0)")
+            keys.add(key)
+        return keys
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def __enter__(self) -> Fabric:
@@ -126,12 +142,16 @@ class Fabric:
             report = self.int_cfg.enabled and self.int_cfg.sink_mode == "report"
             self.fnet = build_net(self.topo, program=self.program, backend=self.backend, workdir=self.workdir,
                                   log_level=self.log_level, pcap_dir=self.pcap_dir,
-                                  collector_port=self.int_cfg.collector_port if report else None)
+                                  collector_port=self.int_cfg.collector_port if report else None,
+                                  wired=self.wired)
             self.timings.build_s = _wall_s(clock, t)
             t = clock.now_ns()
             configure_hosts(self.fnet)
             configure_switch_ports(self.fnet)
             configure_collector(self.fnet)
+            configure_wires(self.fnet)
+            for i, wire in enumerate(self.fnet.wires.values()):
+                wire.start(WireProfile(delay_ns=self.spec.delay_ns), clock, seed=self.spec.seed + i)
             self.timings.configure_s = _wall_s(clock, t)
             t = clock.now_ns()
             start_switches(self.fnet)

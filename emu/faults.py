@@ -1,11 +1,12 @@
-"""Fault injection on a running fabric: link down/up, slow link, switch stop/start; every action JSON-logged.
+"""Fault injection on a running fabric: link down/up, slow link, loss, delay, switch stop/start; JSON-logged.
 
 Links are named ``A:B`` by their two nodes (``s0:p0l0`` is server s0's NIC into leaf p0l0, ``p0l0:sp1`` a
 leaf-spine link).  A leaf-spine link going down also reroutes: ``emu.reroute`` recomputes the ECMP groups of
 every leaf and the routes of the spine without it.  A slow link is shaped in the switch's traffic manager at its
-switch end(s) and with a kernel ``tbf`` on a host NIC's egress.  Loss and extra delay are not available: the
-switch's traffic manager (``p4/switch/tm.py``) has no loss or delay knob and this kernel has no tc netem, so
-those faults raise a ``FaultError`` that says so.  A script (``run_script``) replays timed actions:
+switch end(s) and with a kernel ``tbf`` on a host NIC's egress.  Loss % and extra delay need a link emulator on
+the link (``emu.linkemu``: the switch's traffic manager has no loss or delay knob and this kernel has no tc
+netem), so they work on links the fabric was built with as impairable and raise a ``FaultError`` saying so on
+the others.  A script (``run_script``) replays timed actions:
 ``+0.5s link_down p0l0:sp0`` (times relative to the script's start, in network time through ``sw.clock``).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,7 @@ class FaultInjector:
         self.down_links: set[frozenset[str]] = set()
         self.slow_links: dict[frozenset[str], int] = {}
         self.stopped_switches: set[str] = set()
+        self.impaired: dict[frozenset[str], dict[str, float]] = {}
         self._lock = threading.Lock()
 
     # --- naming ----------------------------------------------------------------------------------------------
@@ -89,8 +91,8 @@ class FaultInjector:
             "link_down": lambda: self._link_down(target), "link_up": lambda: self._link_up(target),
             "slow_link": lambda: self._slow_link(target, value),
             "restore_link": lambda: self._restore_link(target),
-            "loss": lambda: self._unsupported("loss", "packet loss"),
-            "delay": lambda: self._unsupported("delay", "extra delay"),
+            "loss": lambda: self._impair(target, "loss", value),
+            "delay": lambda: self._impair(target, "delay", value),
             "switch_stop": lambda: self._switch_stop(target), "switch_start": lambda: self._switch_start(target),
         }
         if action not in handlers:
@@ -120,6 +122,13 @@ class FaultInjector:
 
     def restore_link(self, name: str) -> FaultEvent:
         return self.apply("restore_link", name)
+
+    def loss(self, name: str, loss_pct: float) -> FaultEvent:
+        return self.apply("loss", name, str(loss_pct))
+
+    def delay(self, name: str, extra: str | int) -> FaultEvent:
+        """Extra one-way delay on an impairable link (``'5ms'``, or ns as an int); 0 clears it."""
+        return self.apply("delay", name, str(extra))
 
     def switch_stop(self, name: str) -> FaultEvent:
         return self.apply("switch_stop", name)
@@ -184,9 +193,13 @@ class FaultInjector:
         return [link.a, link.b]
 
     def _restore_link(self, name: str) -> list[str]:
+        """Back to the link's own rate, and (on an emulated link) no loss and the topology's delay."""
         link = self.link(name)
         self._shape(link, None)
         self.slow_links.pop(link_key(link.a, link.b), None)
+        if link_key(link.a, link.b) in self.impaired:
+            self._impair(name, "loss", "0")
+            self._impair(name, "delay", "0")
         return [link.a, link.b]
 
     def _shape(self, link: LinkSpec, rate_bps: int | None) -> None:
@@ -209,10 +222,38 @@ class FaultInjector:
                 if not out.strip().endswith("rc=0"):
                     raise FaultError(f"slow_link {link.a}:{link.b}: tbf on {link.a_ifname} failed: {out.strip()}")
 
-    def _unsupported(self, action: str, what: str) -> list[str]:
-        raise FaultError(
-            f"{action}: {what} cannot be injected here: the P4 switch's traffic manager has no {what} knob and this"
-            " kernel has no tc netem; use link_down/link_up, slow_link or switch_stop/switch_start")
+    def _impair(self, name: str, action: str, value: str | None) -> list[str]:
+        """Loss % or extra delay on a link built through a link emulator (``emu.linkemu``): restart it."""
+        link = self.link(name)
+        key = link_key(link.a, link.b)
+        wire = self.fabric.net.wires.get(key)
+        if wire is None:
+            raise FaultError(
+                f"{action} {name}: this link has no link emulator (the P4 switch's traffic manager has no loss or"
+                f" delay knob and this kernel has no tc netem); bring the fabric up with --impairable {name}"
+                " (or --delay) to inject loss or delay on it")
+        if value is None:
+            raise FaultError(f"{action} {name}: needs a value (loss: percent 0..100; delay: e.g. 5ms, 0 to clear)")
+        base_ns = self.fabric.spec.delay_ns
+        try:
+            if action == "loss":
+                profile = replace(wire.profile, loss_pct=float(value))
+            else:
+                extra_ns = parse_duration_ns(value, what=f"delay {name}", default_unit="ns")
+                profile = replace(wire.profile, delay_ns=base_ns + extra_ns)
+        except ValueError as exc:   # UnitError, a bad float, or a WireProfile range check
+            raise FaultError(f"{action} {name} {value}: {exc}") from None
+        index = list(self.fabric.net.wires).index(key)
+        try:
+            wire.start(profile, self.fabric.clock, seed=self.fabric.spec.seed + index)
+        except Exception as exc:
+            raise FaultError(str(exc)) from None
+        impaired = {"loss_pct": profile.loss_pct, "extra_delay_ns": profile.delay_ns - base_ns}
+        if impaired["loss_pct"] or impaired["extra_delay_ns"]:
+            self.impaired[key] = impaired
+        else:
+            self.impaired.pop(key, None)
+        return [wire.node.name]
 
     def _switch_stop(self, name: str) -> list[str]:
         sw = self._switch(name)
@@ -265,7 +306,8 @@ class FaultInjector:
     def active(self) -> dict[str, Any]:
         return {"down_links": sorted(":".join(sorted(k)) for k in self.down_links),
                 "slow_links": {":".join(sorted(k)): v for k, v in self.slow_links.items()},
-                "stopped_switches": sorted(self.stopped_switches)}
+                "stopped_switches": sorted(self.stopped_switches),
+                "impaired_links": {":".join(sorted(k)): v for k, v in self.impaired.items()}}
 
     def _log(self, event: FaultEvent) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

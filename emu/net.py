@@ -25,6 +25,7 @@ from pathlib import Path
 from mininet.link import Link
 from mininet.net import Mininet
 
+from emu.linkemu import WiredLink
 from emu.p4switch import P4Host, P4Switch
 from emu.topology import Nic, Topology, switch_port_mac
 from sw.clock import Clock
@@ -51,10 +52,12 @@ class FabricNet:
     collector: P4Host | None = None          # INT report collector: one NIC per leaf (report mode only)
     collector_ifnames: dict[str, str] = field(default_factory=dict)   # leaf -> collector NIC
     collector_port: int | None = None         # the leaves' port toward the collector
+    wires: dict[frozenset[str], WiredLink] = field(default_factory=dict)   # links through a link emulator
 
     def nodes(self) -> list[P4Host | P4Switch]:
-        """Every Mininet node of the fabric (servers, switches, the collector if any)."""
-        return [*self.hosts.values(), *self.switches.values(), *([self.collector] if self.collector else [])]
+        """Every Mininet node of the fabric (servers, switches, link emulators, the collector if any)."""
+        return [*self.hosts.values(), *self.switches.values(), *(w.node for w in self.wires.values()),
+                *([self.collector] if self.collector else [])]
 
     def node(self, name: str) -> P4Host | P4Switch:
         if name in self.hosts:
@@ -81,9 +84,11 @@ def footprint(fnet: FabricNet) -> Footprint:
     """Record the fabric's processes, namespaces and interfaces (call while it runs)."""
     pids = [n.pid for n in fnet.nodes()]
     pids += [sw.proc.pid for sw in fnet.switches.values() if sw.proc is not None]
+    pids += [w.proc.pid for w in fnet.wires.values() if w.proc is not None]
     inodes = {os.stat(f"/proc/{n.pid}/ns/net").st_ino for n in fnet.nodes()}
     ifnames = [lk.a_ifname for lk in fnet.topo.links] + [lk.b_ifname for lk in fnet.topo.links]
     ifnames += list(fnet.collector_ifnames.values())
+    ifnames += [i for w in fnet.wires.values() for i in (w.if_a, w.if_b)]
     return Footprint(tuple(pids), tuple(sorted(inodes)), tuple(ifnames))
 
 
@@ -124,6 +129,7 @@ def _start_time(pid: int) -> int | None:
 def tracked_processes(fnet: FabricNet) -> list[tuple[int, int]]:
     """(pid, start time) of every switch process and node shell of the fabric, for a later ``stop_tracked``."""
     pids = [sw.proc.pid for sw in fnet.switches.values() if sw.proc is not None]
+    pids += [w.proc.pid for w in fnet.wires.values() if w.proc is not None]
     pids += [n.pid for n in fnet.nodes()]
     return [(pid, t) for pid in pids if (t := _start_time(pid)) is not None]
 
@@ -185,9 +191,12 @@ HOST_SYSCTLS = (
 
 
 def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdir: Path,
-              log_level: str = "warn", pcap_dir: str | None = None, collector_port: int | None = None) -> FabricNet:
-    """Create (but do not start) the Mininet net: one P4Host per server, one P4Switch per leaf/spine, and with
-    ``collector_port`` an INT collector host wired to that port of every leaf."""
+              log_level: str = "warn", pcap_dir: str | None = None, collector_port: int | None = None,
+              wired: set[frozenset[str]] | None = None) -> FabricNet:
+    """Create (but do not start) the Mininet net: one P4Host per server, one P4Switch per leaf/spine, the links
+    in ``wired`` spliced through a link-emulator node, and with ``collector_port`` an INT collector host wired
+    to that port of every leaf."""
+    wired = wired or set()
     net = Mininet(topo=None, controller=None, build=False, host=P4Host, switch=P4Switch, link=Link,
                   autoSetMacs=False, autoStaticArp=False, waitConnected=False)
     fnet = FabricNet(topo, net, workdir=workdir)
@@ -206,8 +215,18 @@ def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdi
             mac_a = (next(n.mac for n in topo.nics if n.ifname == link.a_ifname) if a_is_host
                      else switch_port_mac(topo.switch(link.a).device_id, link.a_port))
             mac_b = switch_port_mac(topo.switch(link.b).device_id, link.b_port)
-            net.addLink(node_a, node_b, port1=port_a, port2=link.b_port, intfName1=link.a_ifname,
-                        intfName2=link.b_ifname, addr1=mac_a, addr2=mac_b, cls=Link)
+            key = frozenset((link.a, link.b))
+            if key not in wired:
+                net.addLink(node_a, node_b, port1=port_a, port2=link.b_port, intfName1=link.a_ifname,
+                            intfName2=link.b_ifname, addr1=mac_a, addr2=mac_b, cls=Link)
+                continue
+            w = f"w{len(fnet.wires)}"
+            wnode = net.addHost(w, cls=P4Host, ip=None, mac=None, inNamespace=True)
+            net.addLink(node_a, wnode, port1=port_a, port2=0, intfName1=link.a_ifname, intfName2=f"{w}-eth0",
+                        addr1=mac_a, addr2=_wire_mac(len(fnet.wires), 0), cls=Link)
+            net.addLink(wnode, node_b, port1=1, port2=link.b_port, intfName1=f"{w}-eth1",
+                        intfName2=link.b_ifname, addr1=_wire_mac(len(fnet.wires), 1), addr2=mac_b, cls=Link)
+            fnet.wires[key] = WiredLink(key, f"{link.a}:{link.b}", wnode, f"{w}-eth0", f"{w}-eth1")
         if collector_port is not None:
             fnet.collector_port = collector_port
             fnet.collector = net.addHost(COLLECTOR, cls=P4Host, ip=None, mac=None, inNamespace=True)
@@ -247,6 +266,19 @@ def configure_switch_ports(fnet: FabricNet) -> None:
             raise NetBuildError(f"switch {name}: configuring ports failed: {out.strip()[-500:]}")
 
 
+def _wire_mac(index: int, side: int) -> str:
+    return f"02:53:fd:{index >> 8:02x}:{index & 0xff:02x}:{side:02x}"
+
+
+def configure_wires(fnet: FabricNet) -> None:
+    """Link-emulator interfaces: MTU and up (their offloads are off: they are P4Hosts)."""
+    mtu = fnet.topo.spec.mtu + INT_REPORT_HEADROOM_BYTES   # INT-grown frames pass through too
+    for w in fnet.wires.values():
+        out = w.node.cmd(f"ip link set dev {w.if_a} mtu {mtu} up; ip link set dev {w.if_b} mtu {mtu} up; echo rc=$?")
+        if not out.strip().endswith("rc=0"):
+            raise NetBuildError(f"link {w.name}: configuring its emulator node failed: {out.strip()[-500:]}")
+
+
 def configure_collector(fnet: FabricNet) -> None:
     """The collector's NICs: up, promiscuous (reports keep the original addresses), IPv6 off, no addresses."""
     if fnet.collector is None:
@@ -277,6 +309,8 @@ def start_switches(fnet: FabricNet, parallel: int = 4) -> None:
 def stop_net(fnet: FabricNet) -> None:
     """Stop switch processes, delete links and end every node shell: removes all namespaces we made."""
     net = fnet.net
+    for w in fnet.wires.values():
+        w.stop()
     for sw in fnet.switches.values():
         try:
             sw.stop_process()

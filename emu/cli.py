@@ -394,7 +394,7 @@ def _fault(args: argparse.Namespace) -> int:
                                     "value": args.value})
     for e in reply["events"]:
         print(f"{e['time_utc']} {e['action']} {e['target']}{' ' + e['value'] if e['value'] else ''}: ok"
-              f"{' (reprogrammed ' + ', '.join(e['changed']) + ')' if e['changed'] else ''}")
+              f"{' (changed: ' + ', '.join(e['changed']) + ')' if e['changed'] else ''}")
     return 0
 
 

@@ -3,7 +3,8 @@
 Every node (hosts and switches) lives in its own network namespace, so the fabric's interfaces never appear in
 the root namespace and parallel fabrics cannot collide even with the plain names ``s<i>-eth<r>`` and
 ``p<p>l<r>-eth<port>`` of ``emu.topology``.  Links are plain veth pairs (no TCLink/netem): queues build inside
-the P4 switches, which shape each egress port to its line rate.
+the P4 switches, which shape each egress port to its line rate.  Links asked for as impairable go through a
+link-emulator node (``emu.linkemu``); in INT report mode a collector host ``col`` has one NIC on every leaf.
 
 Host addressing (see ``emu.topology`` for the address plan): each NIC gets its ``/24``; the leaf of its rail is
 its gateway.  Neighbour entries are static (``nud permanent``) for the gateway and for every peer of the same

@@ -11,6 +11,9 @@ from p4.errors import CompileError
 from p4.preprocess import preprocess
 
 pytestmark = pytest.mark.unit
+OUR_PROGRAMS = [Path(__file__).resolve().parents[2] / "p4" / "programs" / f"{name}.p4" for name in (
+    "basic", "ecn", "ecmp", "multicast", "tunnel", "calc", "source_routing", "mri", "firewall", "qos",
+    "flow_cache", "link_monitor")]
 
 PROGRAM = """
 #define WIDTH 8
@@ -138,10 +141,10 @@ def test_mutated_programs_never_crash_the_compiler() -> None:
     import random
     import re
 
-    programs = sorted((Path(__file__).resolve().parents[2] / "p4" / "programs").glob("*.p4"))
+    programs = OUR_PROGRAMS
     rng = random.Random(11)
     errors = 0
-    for _ in range(120):
+    for _ in range(50):
         toks = re.findall(r"\w+|[^\w\s]|\s+", rng.choice(programs).read_text())
         for _ in range(rng.randint(1, 3)):
             j = rng.randrange(len(toks))
@@ -158,7 +161,7 @@ def test_mutated_programs_never_crash_the_compiler() -> None:
         except CompileError as exc:
             errors += 1
             assert exc.pos is None or exc.pos.line >= 1
-    assert errors > 30   # most mutations are caught as errors, all of them cleanly
+    assert errors > 12   # most mutations are caught as errors, all of them cleanly
 
 
 def test_atomic_blocks_header_equality_and_size_methods(source_switch) -> None:  # type: ignore[no-untyped-def]
@@ -193,9 +196,9 @@ def test_wrong_argument_counts_are_errors_not_crashes() -> None:
     import random
     import re
 
-    programs = sorted((Path(__file__).resolve().parents[2] / "p4" / "programs").glob("*.p4"))
+    programs = OUR_PROGRAMS
     rng = random.Random(5)
-    for _ in range(80):
+    for _ in range(40):
         src = rng.choice(programs).read_text()
         m = rng.choice(list(re.finditer(r"\(([^()]*)\)", src)))
         args = m.group(1).split(",")

@@ -118,9 +118,10 @@ class SwitchPipeline:
         self._sync_queues()
 
     # --- data path -------------------------------------------------------------------------------------------
-    def ingress(self, port: int, frame: bytes) -> list[Any]:
-        """Run ingress; returns the copies to queue (each has egress_port, priority, length_bytes)."""
-        return self.pipe.ingress(port, frame).queued
+    def ingress(self, port: int, frame: bytes) -> Any:
+        """Run ingress: ``.queued`` are the copies to queue (egress_port, priority, length_bytes), ``.dropped``
+        the reason when the original packet was dropped."""
+        return self.pipe.ingress(port, frame)
 
     def drop_total(self) -> int:
         """Packets the program dropped so far (ingress and egress; not the clone-to-no-session notes)."""

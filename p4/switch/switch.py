@@ -11,7 +11,7 @@ import selectors
 import signal
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +31,10 @@ PCAP_FLUSH_NS = 200_000_000
 
 @dataclass
 class DropCounters:
-    """Per-port packets the switch dropped: by the program (counted at the ingress port), by a full queue
-    (at the egress port), for a port without an interface, or on transmit."""
+    """Per-port packets the switch dropped outside the queues: by the program (ingress or egress, counted at
+    the ingress port) and for an egress port without an interface (full queues are the TM's count)."""
 
     pipeline_drop_pkts: int = 0
-    queue_drop_pkts: int = 0
     no_port_drop_pkts: int = 0
 
 
@@ -52,7 +51,6 @@ class SwitchConfig:
     cpu_port: int | None = None
     priority_levels: int = 1
     queue_depth_pkts: int = 64
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class P4Switch:
@@ -72,7 +70,8 @@ class P4Switch:
         self.drops: dict[int, DropCounters] = {}
         self.running = False
         self.pcaps: dict[tuple[int, str], PcapWriter] = {}
-        self._pcap_epoch_ns = time.time_ns() - self.clock.now_ns()   # pcap times: epoch + network time
+        # pcap timestamps are network time from the one clock, placed on the calendar once at start
+        self._pcap_epoch_ns = time.time_ns() - self.clock.now_ns()
         self._last_flush_ns = 0
         self.ctl: ControlServer | None = None
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
@@ -160,9 +159,6 @@ class P4Switch:
             d = self.drops[port] = DropCounters()
         return d
 
-    def _now_us(self, now_ns: int) -> int:
-        return now_ns // 1000
-
     def receive(self, port_num: int, frame: bytes, now_ns: int) -> None:
         """One frame from a port (or injected by the controller) through ingress into the queues."""
         if self.pcaps:
@@ -171,14 +167,13 @@ class P4Switch:
                 w.write(frame, self._pcap_epoch_ns + now_ns)
         if self.trace:
             self.log.log(TRACE, "rx port %d: %s", port_num, frame_summary(frame))
-        queued = self.pipeline.ingress(port_num, frame)
-        if not queued:
+        res = self.pipeline.ingress(port_num, frame)
+        if res.dropped is not None:
             self._drop(port_num).pipeline_drop_pkts += 1
             if self.trace:
-                self.log.log(TRACE, "port %d: dropped in ingress", port_num)
-        else:
-            for qp in queued:
-                self.enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
+                self.log.log(TRACE, "port %d: dropped in ingress (%s)", port_num, res.dropped)
+        for qp in res.queued:
+            self.enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
         if self.pipeline.has_digests():
             self._publish_digests()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from p4.errors import CommandError
+from p4.errors import CommandError, P4Error
 from p4.switch.control import ControlServer
 from p4.switch.pcap import PcapWriter
 from p4.switch.pipeline import SwitchPipeline
@@ -27,6 +27,10 @@ from sw.clock import Clock, get_clock
 RX_BATCH_FRAMES = 64
 IDLE_WAKEUP_S = 0.2        # wall seconds between housekeeping passes (pcap flush, port liveness) when idle
 PCAP_FLUSH_NS = 200_000_000
+
+
+class SwitchSetupError(P4Error):
+    """A switch option that cannot be honoured (unwritable pcap directory or log file)."""
 
 
 @dataclass
@@ -60,7 +64,11 @@ class P4Switch:
         self.pipeline = pipeline
         self.config = config
         self.clock = clock or get_clock()
-        self.log = make_logger(f"dev{config.device_id}", config.log_level, config.log_file)
+        try:
+            self.log = make_logger(f"dev{config.device_id}", config.log_level, config.log_file)
+        except OSError as exc:
+            raise SwitchSetupError(f"--log-file {config.log_file}: cannot write it: {exc.strerror or exc}") \
+                from None
         self.trace = self.log.isEnabledFor(TRACE)
         self.tm = TrafficManager(priority_levels=config.priority_levels,
                                  default_depth_pkts=config.queue_depth_pkts)
@@ -76,15 +84,24 @@ class P4Switch:
         self.ctl: ControlServer | None = None
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         try:
+            if config.pcap_dir:
+                try:
+                    Path(config.pcap_dir).mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise SwitchSetupError(f"--pcap {config.pcap_dir}: cannot write there: "
+                                           f"{exc.strerror or exc}") from None
             for port_num, ifname in config.interfaces:
                 port = Port(port_num, ifname)
                 self.ports[port_num] = port
                 self.selector.register(port.sock, selectors.EVENT_READ, port)
                 if config.pcap_dir:
-                    Path(config.pcap_dir).mkdir(parents=True, exist_ok=True)
-                    for direction in ("in", "out"):
-                        self.pcaps[(port_num, direction)] = PcapWriter(
-                            Path(config.pcap_dir) / f"{ifname}_{direction}.pcap")
+                    try:
+                        for direction in ("in", "out"):
+                            self.pcaps[(port_num, direction)] = PcapWriter(
+                                Path(config.pcap_dir) / f"{ifname}_{direction}.pcap")
+                    except OSError as exc:
+                        raise SwitchSetupError(f"--pcap {config.pcap_dir}: cannot write there: "
+                                               f"{exc.strerror or exc}") from None
             if config.ctl:
                 self.ctl = ControlServer(config.ctl, self.selector, self.execute, pipeline.describe,
                                          self.inject, self.port_stats)

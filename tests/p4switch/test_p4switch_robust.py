@@ -164,6 +164,8 @@ def _switch_cmd(*argv: str) -> subprocess.CompletedProcess[str]:
     (("/nonexistent.p4",), "no such file"),
     ((str(FEATURES_P4), "--priority-queues", "9"), "--priority-queues 9: allowed 1..8"),
     ((str(FEATURES_P4), "--ctl", "/nonexistent-dir/ctl.sock"), "--ctl /nonexistent-dir/ctl.sock"),
+    ((str(FEATURES_P4), "--pcap", "/proc/nope"), "--pcap /proc/nope: cannot write there"),
+    ((str(FEATURES_P4), "--log-file", "/proc/nope/x.log"), "--log-file /proc/nope/x.log: cannot write it"),
 ])
 def test_bad_switch_arguments_are_one_line_errors(argv, needle) -> None:
     out = _switch_cmd(*argv)

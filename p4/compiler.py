@@ -197,6 +197,7 @@ class TableInfo:
     fn_name: str
     table: Table
     action_index: dict[str, int]
+    local_index: dict[str, int] = field(default_factory=dict)   # by the name declared in the program
 
 
 class Emitter:
@@ -1110,6 +1111,8 @@ class Compiler:
             self.out.dedent()
 
     def find_table_action(self, tinfo: TableInfo, an: str, node: Any) -> int:
+        if an in tinfo.local_index:
+            return tinfo.local_index[an]
         for full, idx in tinfo.action_index.items():
             if full == an or full.split(".")[-1] == an:
                 return idx
@@ -1720,7 +1723,13 @@ class Compiler:
                 self.scopes.pop()
             elif d.data == "action_decl":
                 aname = _name(_trees(d, "name")[0])
-                info = ActionInfo(f"{prefix}.{aname}" if prefix else aname, d, prefix)
+                full_name = f"{prefix}.{aname}" if prefix else aname
+                anns = _annotations(d)
+                if anns.get("name"):
+                    # @name("x") is relative to the control, @name(".x") global - as p4c names it for BMv2
+                    given = str(anns["name"][0])
+                    full_name = given[1:] if given.startswith(".") else (f"{prefix}.{given}" if prefix else given)
+                info = ActionInfo(full_name, d, prefix)
                 scope[aname] = Sym("action", value=info)
                 self.scopes.append(scope)
                 self.compile_action(info)
@@ -1821,7 +1830,8 @@ class Compiler:
         full = f"{prefix}.{tname}" if prefix else tname
         anns = _annotations(d)
         if "name" in anns and anns["name"]:
-            full = str(anns["name"][0]).lstrip(".")
+            given = str(anns["name"][0])
+            full = given[1:] if given.startswith(".") else (f"{prefix}.{given}" if prefix else given)
         keys: list[KeySpec] = []
         key_srcs: list[str] = []
         actions: dict[str, ActionSpec] = {}
@@ -1910,7 +1920,8 @@ class Compiler:
         if dm is not None:
             table.direct_meter = dm.value["obj"]
         self.tables[full] = table
-        tinfo = TableInfo(full, fn_name, table, action_index)
+        tinfo = TableInfo(full, fn_name, table, action_index,
+                          {_name(_trees(info.node, "name")[0]): i for i, (info, _) in enumerate(action_infos)})
         scope[tname] = Sym("table", value=tinfo)
         # default action
         if default is None:

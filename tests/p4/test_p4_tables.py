@@ -214,3 +214,11 @@ def test_random_malformed_commands_only_raise_command_errors(sw) -> None:  # typ
         except CommandError as exc:
             assert "failed (" not in str(exc), (line, str(exc))   # no unexpected exception inside
     assert sw.send(0, b"\x05\x00\x00\x00\x00\x00" + bytes(40))  # the switch still forwards
+
+
+def test_name_annotations_set_control_plane_names(source_switch) -> None:  # type: ignore[no-untyped-def]
+    sw = source_switch(PROGRAM.replace("    table t_exact {", '    @name("exact_tbl") table t_exact {')
+                       .replace("    action set_out(bit<8> v)", '    @name(".global_set") action set_out(bit<8> v)'))
+    assert "I.exact_tbl" in sw.prog.tables and "global_set" in sw.prog.actions
+    sw.cmd("table_add I.exact_tbl global_set 0x05 => 0x11")
+    assert _run(sw, 5, 0)[0] == 0x11

@@ -232,13 +232,19 @@ class ControlClient:
         self._events: deque[dict[str, Any]] = deque()
 
     def request(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.sock.settimeout(self.timeout_s)
-        self.sock.sendall(json.dumps(obj).encode() + b"\n")
-        while True:
-            reply = self._read()
-            if "event" not in reply:
-                return reply
-            self._events.append(reply)
+        """Send one request and return its reply (events arriving meanwhile are kept for ``next_event``)."""
+        try:
+            self.sock.settimeout(self.timeout_s)
+            self.sock.sendall(json.dumps(obj).encode() + b"\n")
+            while True:
+                reply = self._read()
+                if "event" not in reply:
+                    return reply
+                self._events.append(reply)
+        except TimeoutError:
+            raise ControlAddressError(f"the switch did not answer within {self.timeout_s:g} s") from None
+        except OSError as exc:
+            raise ControlAddressError(f"lost the connection to the switch: {exc.strerror or exc}") from None
 
     def _read(self) -> dict[str, Any]:
         while b"\n" not in self._buf:

@@ -1,4 +1,5 @@
-"""``starpulse p4``: check (compile only), sim (pcaps through the pipeline), bench (packets/s in-process)."""
+"""``starpulse p4``: check (compile only), sim (pcaps through the pipeline), bench (packets/s in-process);
+``switch`` and ``cli`` come from ``p4.switch`` (the switch process) when it is installed."""
 
 from __future__ import annotations
 
@@ -42,6 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="per-packet process() calls, process_batch(), or both (default)")
     b.add_argument("--json", action="store_true", help="print results as JSON")
 
+    try:  # the switch process (p4/switch, issue 4) adds `switch` and `cli` when present
+        from p4.switch import cli as switch_cli
+    except ImportError:
+        return
+    sw = sub.add_parser("switch", help="run the P4 switch on real interfaces (like BMv2 simple_switch)")
+    switch_cli.add_switch_arguments(sw)
+    cl = sub.add_parser("cli", help="control a running switch (simple_switch_CLI language; shell or script)")
+    switch_cli.add_cli_arguments(cl)
+
 
 def _defines(items: list[str]) -> dict[str, str]:
     out = {}
@@ -69,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
             return _sim(args)
         if args.p4_command == "bench":
             return _bench(args)
+        if args.p4_command in ("switch", "cli"):
+            from p4.switch import cli as switch_cli
+
+            return switch_cli.run_switch(args) if args.p4_command == "switch" else switch_cli.run_cli(args)
     except P4Error as exc:
         print(exc.render(), file=sys.stderr)
         return 2

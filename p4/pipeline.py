@@ -121,6 +121,7 @@ class Pipeline:
         self.queue_depth_pkts_prio: dict[tuple[int | None, int], int] = {}
         self.queue_rate_pps_prio: dict[tuple[int | None, int], float] = {}
         self.drops: collections.Counter[str] = collections.Counter()
+        self.parser_errors: collections.Counter[str] = collections.Counter()  # by P4 error name
         self.digests: collections.deque[Digest] = collections.deque(maxlen=65536)  # recent digests
         ns = program.namespace
         ns["_now_us"] = self._now_us
@@ -154,6 +155,8 @@ class Pipeline:
         off, err = prog.parser(S, frame)
         S[PAYLOAD] = frame[off:]
         S[self._parser_error] = err
+        if err:
+            self.parser_errors[prog.errors[err]] += 1
         try:
             prog.verify_checksum(S)
             prog.ingress(S)
@@ -362,6 +365,8 @@ class Pipeline:
             off, err = parser(S, frame)
             S[PAYLOAD] = frame[off:]
             S[pe_s] = err
+            if err:
+                self.parser_errors[prog.errors[err]] += 1
             try:
                 verify(S)
                 ingress(S)

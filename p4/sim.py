@@ -23,6 +23,7 @@ class SimResult:
     drops: dict[str, int] = field(default_factory=dict)
     digests: list[Digest] = field(default_factory=list)
     packets_in: int = 0
+    parser_errors: dict[str, int] = field(default_factory=dict)
 
 
 def parse_in_spec(spec: str) -> tuple[int, Path]:
@@ -54,6 +55,7 @@ def run(pipeline: Pipeline, inputs: list[tuple[int, Path]]) -> SimResult:
             outputs[eport].append((ts, eframe))
     res.outputs = dict(outputs)
     res.drops = dict(pipeline.drops)
+    res.parser_errors = dict(pipeline.parser_errors)
     return res
 
 
@@ -66,5 +68,6 @@ def write_outputs(res: SimResult, out_dir: Path) -> list[Path]:
         written.append(p)
     lines = [f"packets_in {res.packets_in}", f"dropped_total {sum(res.drops.values())}"]
     lines += [f"{n} {reason}" for reason, n in sorted(res.drops.items())]
+    lines += [f"parser_error {name} {n}" for name, n in sorted(res.parser_errors.items())]
     (out_dir / "drops.txt").write_text("\n".join(lines) + "\n")
     return written

@@ -138,6 +138,9 @@ def test_ten_thousand_random_and_truncated_frames_never_crash(sw) -> None:  # ty
     assert sum(ports.values()) + sum(sw.pipe.drops.values()) - errors_before >= 10_000 - 1
     for port in (9, 10, 11, 12):   # every parser error class was hit and reported to ingress
         assert ports.get(port, 0) > 0, ports
+    errs = sw.pipe.parser_errors      # ... and counted by name
+    assert {"StackOutOfBounds", "PacketTooShort", "BadVersion", "NoMatch"} <= set(errs)
+    assert errs["PacketTooShort"] >= ports[10]
 
 
 VARBIT_PROGRAM = """

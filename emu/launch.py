@@ -142,6 +142,15 @@ def namespace_pids_from_state(state: dict[str, Any], servers: list[str]) -> dict
     return {s: by_name[s] for s in servers}
 
 
+def set_tcp_ecn(ns_pids: dict[str, int], value: int = 1) -> None:
+    """``net.ipv4.tcp_ecn`` (per network namespace) in each server's namespace."""
+    for server, pid in ns_pids.items():
+        done = subprocess.run(["mnexec", "-a", str(pid), "sysctl", "-qw", f"net.ipv4.tcp_ecn={value}"],
+                              capture_output=True, text=True, timeout=10)
+        if done.returncode != 0:
+            raise LaunchError(f"server {server}: cannot set net.ipv4.tcp_ecn: {done.stderr.strip()}")
+
+
 class _Rank:
     """A started rank: its process (its own session, so we can signal the whole group) and log follower."""
 
@@ -187,8 +196,12 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: Path,
            env: dict[str, str] | None = None, timeout_s: float | None = None,
-           echo: Callable[[str], None] | None = None, clock: Clock | None = None) -> JobResult:
+           echo: Callable[[str], None] | None = None, clock: Clock | None = None, tcp_ecn: bool = True
+           ) -> JobResult:
     """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.
+
+    ``tcp_ecn`` turns on ECN for the ranks' TCP (``net.ipv4.tcp_ecn=1`` in each server namespace), so the
+    switches' RED marking slows senders down before the queues overflow.
 
     The first rank to fail (or the timeout, or Ctrl-C) stops the others: SIGTERM to each rank's process group,
     SIGKILL after a grace period.  No process outlives this call; the store directory is removed."""
@@ -199,6 +212,8 @@ def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: P
     if missing:
         raise LaunchError(f"no namespace for server(s) {', '.join(sorted(set(missing)))}")
     logdir.mkdir(parents=True, exist_ok=True)
+    if tcp_ecn:
+        set_tcp_ecn({p.server: ns_pids[p.server] for p in plans})
     store = tempfile.mkdtemp(prefix="starpulse-store-")
     ranks: list[_Rank] = []
     timed_out = False

@@ -35,6 +35,8 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
                    help="stop every rank after S wall seconds (default 3600)")
     g.add_argument("--time-dilation", type=float, default=None, metavar="K",
                    help=f"network time runs K times slower (sets ${ENV_DILATION} for switches and ranks)")
+    g.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
+                   help="leave TCP without ECN in the server namespaces (default: ECN on, RED marks slow senders)")
     g.add_argument("--quiet", action="store_true", help="do not echo rank output (logs are still written)")
 
 
@@ -155,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         raise LaunchError("no command: usage: starpulse run [options] -- python script.py [args]")
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     with fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
-        result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo)
+        result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo,
+                        tcp_ecn=args.tcp_ecn)
         report(result, logdir, keep)
     return result.exit_code

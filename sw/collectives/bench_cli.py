@@ -67,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--time-dilation", type=float, default=None, metavar="K",
                    help="network time runs K times slower than wall time (switches and ranks)")
     r.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="stop the job after S wall seconds")
+    r.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
+                   help="ranks' TCP without ECN (default: ECN on, so RED marks slow senders before drops)")
     r.add_argument("--logdir", default=None, metavar="DIR", help="keep per-rank logs here")
 
 
@@ -167,13 +169,23 @@ def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
 
 
 def _fabric_counters(target: Any, name: str) -> dict[str, int]:
+    """Fabric-wide drop and ECN-mark counters (all switches), drops split into queue and pipeline causes, and
+    the bytes the spines sent (the cross-spine traffic; spine switch names start with 'sp')."""
     from emu.cli import request
 
     if target.fabric is not None:
-        totals = target.fabric.status()["totals"]
+        status = target.fabric.status()
     else:
-        totals = request(name, {"op": "status"})["status"]["totals"]
-    return {"drops": int(totals["drops"]), "ecn_marks": int(totals["ecn_marks"])}
+        status = request(name, {"op": "status"})["status"]
+    totals = status["totals"]
+    out = {"drops": int(totals["drops"]), "ecn_marks": int(totals["ecn_marks"]),
+           "queue_drops": int(totals["queue_drop_pkts"])}
+    out["spine_tx_bytes"] = sum(int(p["tx_bytes"]) for name, sw in status["switches"].items()
+                                if name.startswith("sp") for p in sw["ports"].values())
+    for sw in status["switches"].values():
+        for reason, n in sw.get("drop_reasons", {}).items():
+            out[f"drops_{reason}"] = out.get(f"drops_{reason}", 0) + int(n)
+    return out
 
 
 def _run_fabric(args: argparse.Namespace) -> int:
@@ -213,7 +225,8 @@ def _run_fabric(args: argparse.Namespace) -> int:
                     show(line)
 
             result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
-                            env={**os.environ, ENV_LINE_RATE: repr(line_rate)}, timeout_s=args.timeout, echo=echo)
+                            env={**os.environ, ENV_LINE_RATE: repr(line_rate)}, timeout_s=args.timeout, echo=echo,
+                            tcp_ecn=args.tcp_ecn)
         after = _fabric_counters(target, args.name)
         report(result, logdir, keep)
         if result.exit_code != 0 and not Path(json_path).exists():
@@ -221,11 +234,15 @@ def _run_fabric(args: argparse.Namespace) -> int:
     out = json.loads(Path(json_path).read_text())
     Path(json_path).unlink()
     Path(json_path).parent.rmdir()
-    out.update({"mode": "fabric", "line_rate_bps": line_rate, "drops": after["drops"] - before["drops"],
-                "ecn_marks": after["ecn_marks"] - before["ecn_marks"],
+    delta = {k: v - before.get(k, 0) for k, v in after.items()}
+    out.update({"mode": "fabric", "line_rate_bps": line_rate, "drops": delta.pop("drops"),
+                "ecn_marks": delta.pop("ecn_marks"), "spine_tx_bytes": delta.pop("spine_tx_bytes"),
+                "drop_detail": delta,
                 "topology": {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "spines": spec.spines,
                              "pods": spec.pods, "link_rate_bps": spec.link_rate_bps, "mtu": spec.mtu}})
-    print(f"# fabric: drops {out['drops']}, ECN marks {out['ecn_marks']} during the sweep")
+    detail = ", ".join(f"{k} {v}" for k, v in out["drop_detail"].items() if v)
+    print(f"# fabric: drops {out['drops']}{f' ({detail})' if detail else ''}, ECN marks {out['ecn_marks']} "
+          "during the sweep")
     write_report(out, args.output_file)
     return result.exit_code
 

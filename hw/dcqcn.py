@@ -1,0 +1,226 @@
+"""DCQCN reaction-point engine: per-QP rate state in a BRAM, updated bit-exactly as ``sw.cc.dcqcn.DcqcnRp``.
+
+One operation at a time walks a short FSM (read, alpha timer, rate timer, event, write back: six clocks):
+QP init, a received CNP, a sent packet (byte counter), or a background sweep that fires the per-QP alpha and
+rate-increase timers.  Sweeps alternate with events, so every QP is visited at least every ``12 * n_qps``
+clocks; the timer periods must be longer than that, which makes "at most one expiry per timer per visit"
+exact and the lazy timers of the model equal to the swept ones here.  Every new current rate goes out on
+``rate_wr`` converted to limiter units by ``sw.cc.RateToIncrement``; ``trace`` shows each state change for
+the scoreboard.  A QP is idle (no timers, no rate writes) until its ``init``; like every BRAM, the state
+memory is zero only at configuration, so a reset of the engine must be followed by ``init`` of each QP.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.errors import HwParamError
+from sw.cc import DcqcnParams, RateToIncrement
+from sw.cc.dcqcn import STAGE_COUNTER_MAX
+from sw.cc.fixedpoint import ALPHA_FRAC_BITS, ALPHA_ONE
+
+TIME_BITS = 64
+OPS_CLOCKS = 6
+KIND_INIT, KIND_CNP, KIND_SENT, KIND_TIMER = range(4)
+
+RP_STATE = data.StructLayout({
+    "rc_kbps": unsigned(32),
+    "rt_kbps": unsigned(32),
+    "alpha_q16": unsigned(ALPHA_FRAC_BITS + 1),
+    "t_count": unsigned(8),
+    "bc_count": unsigned(8),
+    "bytes_acc": unsigned(32),
+    "next_alpha_ns": unsigned(TIME_BITS),
+    "next_rate_ns": unsigned(TIME_BITS),
+    "last_stage": unsigned(2),
+    "active": unsigned(1),
+})
+
+
+class NsTimer(wiring.Component):
+    """Integer-ns time of day from a clock of ``clk_period_ps``: exact, no drift (ps remainder carried)."""
+
+    def __init__(self, clk_period_ps: int) -> None:
+        if clk_period_ps <= 0:
+            raise HwParamError(f"clk_period_ps must be > 0, not {clk_period_ps}")
+        self.clk_period_ps = clk_period_ps
+        super().__init__({"now_ns": Out(TIME_BITS)})
+
+    def elaborate(self, platform):
+        m = Module()
+        whole, part = divmod(self.clk_period_ps, 1000)
+        rem_ps = Signal(range(1000 + part))
+        carry = rem_ps + part >= 1000
+        m.d.sync += [rem_ps.eq(Mux(carry, rem_ps + part - 1000, rem_ps + part)),
+                     self.now_ns.eq(self.now_ns + whole + carry)]
+        return m
+
+
+class DcqcnRpEngine(wiring.Component):
+    """DCQCN reaction points of ``n_qps`` QPs; constants from a ``DcqcnParams``.
+
+    Inputs: ``init`` (qp) resets a QP to line rate; ``cnp`` (qp) a received CNP; ``sent`` (qp, bytes) a packet
+    that left.  Outputs: ``rate_wr`` (qp, limiter increment); ``trace_*`` one record per state change.
+    """
+
+    def __init__(self, *, n_qps: int = 1024, params: DcqcnParams | None = None, clk_period_ps: int = 2500,
+                 rate_conv: RateToIncrement | None = None, mtu_bytes: int = 4096) -> None:
+        p = params or DcqcnParams()
+        if n_qps < 2 or n_qps & (n_qps - 1):
+            raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
+        visit_ns = 2 * OPS_CLOCKS * n_qps * clk_period_ps / 1000
+        for name in ("alpha_timer_ns", "rate_timer_ns"):
+            if getattr(p, name) <= visit_ns:
+                raise HwParamError(f"dcqcn.{name}={getattr(p, name)}: must exceed the sweep interval "
+                                   f"{visit_ns:.0f} ns of {n_qps} QPs at {clk_period_ps} ps/clock")
+        if p.byte_counter_bytes <= mtu_bytes:
+            raise HwParamError(f"dcqcn.byte_counter_bytes={p.byte_counter_bytes}: must exceed the MTU "
+                               f"({mtu_bytes} bytes), one packet counts at most one expiry")
+        self.n_qps = n_qps
+        self.qp_bits = (n_qps - 1).bit_length()
+        self.params = p
+        self.clk_period_ps = clk_period_ps
+        self.rate_conv = rate_conv or RateToIncrement(clk_hz=round(1e12 / clk_period_ps))
+        qp = unsigned(self.qp_bits)
+        super().__init__({
+            "init": In(stream.Signature(qp)),
+            "cnp": In(stream.Signature(qp)),
+            "sent": In(stream.Signature(data.StructLayout({"qp": qp, "bytes": unsigned(16)}))),
+            "rate_wr": Out(stream.Signature(data.StructLayout({"qp": qp, "rate": unsigned(32)}))),
+            "now_ns": Out(TIME_BITS),
+            "trace_seq": Out(32),
+            "trace_kind": Out(2),
+            "trace_qp": Out(self.qp_bits),
+            "trace_now_ns": Out(TIME_BITS),
+            "trace_bytes": Out(16),
+            "trace_state": Out(RP_STATE),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        g, f = p.g_shift, p.fast_recovery_stages
+        m.submodules.timer = timer = NsTimer(self.clk_period_ps)
+        m.d.comb += self.now_ns.eq(timer.now_ns)
+
+        m.submodules.mem = mem = Memory(shape=RP_STATE, depth=self.n_qps, init=[])
+        wr = mem.write_port()
+        rd = mem.read_port(transparent_for=(wr,))
+
+        kind = Signal(2)
+        qp = Signal(self.qp_bits)
+        nbytes = Signal(16)
+        t = Signal(TIME_BITS)
+        s = Signal(RP_STATE)
+        changed = Signal()
+        sweep_ptr = Signal(self.qp_bits)
+        sweep_turn = Signal()
+
+        def increase(st, t_count, bc_count):
+            """The DCQCN increase rule on working state ``st`` with the given stage counters."""
+            hi = Mux(t_count > bc_count, t_count, bc_count)
+            lo = Mux(t_count > bc_count, bc_count, t_count)
+            rt_new = Signal(32)
+            rt_ai = st.rt_kbps + p.rate_ai_kbps
+            rt_hai = st.rt_kbps + p.rate_hai_kbps
+            stage = Signal(2)
+            with m.If(hi <= f):
+                m.d.comb += [rt_new.eq(st.rt_kbps), stage.eq(1)]
+            with m.Elif(lo <= f):
+                m.d.comb += [rt_new.eq(Mux(rt_ai > p.line_rate_kbps, p.line_rate_kbps, rt_ai)), stage.eq(2)]
+            with m.Else():
+                m.d.comb += [rt_new.eq(Mux(rt_hai > p.line_rate_kbps, p.line_rate_kbps, rt_hai)), stage.eq(3)]
+            return rt_new, (rt_new + st.rc_kbps + 1) >> 1, stage
+
+        def sat_inc(v):
+            return Mux(v == STAGE_COUNTER_MAX, v, v + 1)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                events = self.init.valid | self.cnp.valid | self.sent.valid
+                m.d.sync += [t.eq(timer.now_ns), changed.eq(0), sweep_turn.eq(~sweep_turn)]
+                with m.If(events & ~sweep_turn):
+                    with m.If(self.init.valid):
+                        m.d.comb += [self.init.ready.eq(1), rd.addr.eq(self.init.payload)]
+                        m.d.sync += [kind.eq(KIND_INIT), qp.eq(self.init.payload)]
+                    with m.Elif(self.cnp.valid):
+                        m.d.comb += [self.cnp.ready.eq(1), rd.addr.eq(self.cnp.payload)]
+                        m.d.sync += [kind.eq(KIND_CNP), qp.eq(self.cnp.payload)]
+                    with m.Else():
+                        m.d.comb += [self.sent.ready.eq(1), rd.addr.eq(self.sent.payload.qp)]
+                        m.d.sync += [kind.eq(KIND_SENT), qp.eq(self.sent.payload.qp),
+                                     nbytes.eq(self.sent.payload.bytes)]
+                with m.Else():
+                    m.d.comb += rd.addr.eq(sweep_ptr)
+                    m.d.sync += [kind.eq(KIND_TIMER), qp.eq(sweep_ptr), sweep_ptr.eq(sweep_ptr + 1)]
+                m.next = "READ"
+            with m.State("READ"):
+                m.d.sync += s.eq(rd.data)
+                m.next = "ALPHA"
+            with m.State("ALPHA"):
+                with m.If((kind != KIND_INIT) & s.active & (s.next_alpha_ns <= t)):
+                    m.d.sync += [s.alpha_q16.eq(s.alpha_q16 - (s.alpha_q16 >> g)),
+                                 s.next_alpha_ns.eq(s.next_alpha_ns + p.alpha_timer_ns), changed.eq(1)]
+                m.next = "RATE"
+            with m.State("RATE"):
+                with m.If((kind != KIND_INIT) & s.active & (s.next_rate_ns <= t)):
+                    tc = Signal(8)
+                    m.d.comb += tc.eq(sat_inc(s.t_count))
+                    rt_new, rc_new, stage = increase(s, tc, s.bc_count)
+                    m.d.sync += [s.t_count.eq(tc), s.rt_kbps.eq(rt_new), s.rc_kbps.eq(rc_new),
+                                 s.last_stage.eq(stage), s.next_rate_ns.eq(s.next_rate_ns + p.rate_timer_ns),
+                                 changed.eq(1)]
+                m.next = "EVENT"
+            with m.State("EVENT"):
+                with m.Switch(kind):
+                    with m.Case(KIND_INIT):
+                        m.d.sync += [s.rc_kbps.eq(p.line_rate_kbps), s.rt_kbps.eq(p.line_rate_kbps),
+                                     s.alpha_q16.eq(p.alpha_init_q16), s.t_count.eq(0), s.bc_count.eq(0),
+                                     s.bytes_acc.eq(0), s.next_alpha_ns.eq(t + p.alpha_timer_ns),
+                                     s.next_rate_ns.eq(t + p.rate_timer_ns), s.last_stage.eq(0), s.active.eq(1)]
+                    with m.Case(KIND_CNP):
+                        cut = (s.rc_kbps * s.alpha_q16) >> (ALPHA_FRAC_BITS + 1)
+                        rc_cut = s.rc_kbps - cut
+                        alpha = s.alpha_q16 - (s.alpha_q16 >> g) + (ALPHA_ONE >> g)
+                        if p.clamp_target_rate:
+                            m.d.sync += s.rt_kbps.eq(s.rc_kbps)
+                        else:
+                            with m.If(s.t_count != 0):
+                                m.d.sync += s.rt_kbps.eq(s.rc_kbps)
+                        m.d.sync += [s.rc_kbps.eq(Mux(rc_cut < p.min_rate_kbps, p.min_rate_kbps, rc_cut)),
+                                     s.alpha_q16.eq(Mux(alpha > ALPHA_ONE, ALPHA_ONE, alpha)),
+                                     s.t_count.eq(0), s.bc_count.eq(0), s.bytes_acc.eq(0),
+                                     s.next_alpha_ns.eq(t + p.alpha_timer_ns),
+                                     s.next_rate_ns.eq(t + p.rate_timer_ns)]
+                    with m.Case(KIND_SENT):
+                        acc = s.bytes_acc + nbytes
+                        with m.If(acc >= p.byte_counter_bytes):
+                            bc = Signal(8)
+                            m.d.comb += bc.eq(sat_inc(s.bc_count))
+                            rt_new, rc_new, stage = increase(s, s.t_count, bc)
+                            m.d.sync += [s.bytes_acc.eq(acc - p.byte_counter_bytes), s.bc_count.eq(bc),
+                                         s.rt_kbps.eq(rt_new), s.rc_kbps.eq(rc_new), s.last_stage.eq(stage)]
+                        with m.Else():
+                            m.d.sync += s.bytes_acc.eq(acc)
+                with m.If(kind != KIND_TIMER):
+                    m.d.sync += changed.eq(1)
+                m.next = "WRITE"
+            with m.State("WRITE"):
+                m.d.comb += [wr.addr.eq(qp), wr.data.eq(s), wr.en.eq(1)]
+                with m.If(changed):
+                    m.d.sync += [self.trace_seq.eq(self.trace_seq + 1), self.trace_kind.eq(kind),
+                                 self.trace_qp.eq(qp), self.trace_now_ns.eq(t), self.trace_bytes.eq(nbytes),
+                                 self.trace_state.eq(s)]
+                    m.next = "RATE_OUT"
+                with m.Else():
+                    m.next = "IDLE"
+            with m.State("RATE_OUT"):
+                conv = self.rate_conv
+                m.d.comb += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp),
+                             self.rate_wr.payload.rate.eq((s.rc_kbps * conv.mult) >> conv.mult_shift)]
+                with m.If(self.rate_wr.ready):
+                    m.next = "IDLE"
+        return m

@@ -40,6 +40,7 @@ class DropCounters:
 
     pipeline_drop_pkts: int = 0
     no_port_drop_pkts: int = 0
+    pipeline_error_pkts: int = 0     # the pipeline raised (a target bug): logged, packet dropped, switch goes on
 
 
 @dataclass
@@ -149,7 +150,7 @@ class P4Switch:
                 "tx_pkts": c.tx_pkts if c else 0, "tx_bytes": c.tx_bytes if c else 0,
                 "tx_errors": c.tx_errors if c else 0,
                 "pipeline_drop_pkts": d.pipeline_drop_pkts, "queue_drop_pkts": q["queue_drop_pkts"],
-                "no_port_drop_pkts": d.no_port_drop_pkts,
+                "no_port_drop_pkts": d.no_port_drop_pkts, "pipeline_error_pkts": d.pipeline_error_pkts,
                 "qdepth_pkts": q["qdepth_pkts"], "high_water_pkts": q["high_water_pkts"],
             }
         return out
@@ -161,7 +162,7 @@ class P4Switch:
                 raise CommandError(f"port_stats {only}: no such port (ports: {sorted(stats)})")
             stats = {only: stats[only]}
         cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
-                "queue_drop_pkts", "no_port_drop_pkts", "qdepth_pkts", "high_water_pkts"]
+                "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "qdepth_pkts", "high_water_pkts"]
         rows = [["port", "iface", "up", *cols]]
         for n, s in stats.items():
             rows.append([str(n), s["iface"], str(int(s["up"])), *(str(s[c]) for c in cols)])
@@ -184,13 +185,17 @@ class P4Switch:
                 w.write(frame, self._pcap_epoch_ns + now_ns)
         if self.trace:
             self.log.log(TRACE, "rx port %d: %s", port_num, frame_summary(frame))
-        res = self.pipeline.ingress(port_num, frame)
-        if res.dropped is not None:
-            self._drop(port_num).pipeline_drop_pkts += 1
-            if self.trace:
-                self.log.log(TRACE, "port %d: dropped in ingress (%s)", port_num, res.dropped)
-        for qp in res.queued:
-            self.enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
+        try:
+            res = self.pipeline.ingress(port_num, frame)
+            if res.dropped is not None:
+                self._drop(port_num).pipeline_drop_pkts += 1
+                if self.trace:
+                    self.log.log(TRACE, "port %d: dropped in ingress (%s)", port_num, res.dropped)
+            for qp in res.queued:
+                self.enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
+        except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+            self._pipeline_failed(port_num, 1, "ingress", exc)
+            return
         if self.pipeline.has_digests():
             self._publish_digests()
 
@@ -199,7 +204,11 @@ class P4Switch:
         per-frame cut-through; False when the pipeline has no batched mode."""
         pipeline = self.pipeline
         drops_before = pipeline.drop_total()
-        out = pipeline.process_batch(port_num, frames)
+        try:
+            out = pipeline.process_batch(port_num, frames)
+        except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+            self._pipeline_failed(port_num, len(frames), "batched pipeline", exc)
+            return True
         if out is None:
             return False
         if self.pcaps:
@@ -237,7 +246,7 @@ class P4Switch:
         """Into the traffic manager; straight on to egress when the port is idle and unshaped."""
         tp = self.tm.cut_through(egress_port, item, length_bytes, now_ns, priority)
         if tp is not None:
-            for out_port, frame in self.pipeline.egress(tp, now_ns):
+            for out_port, frame in self._egress(tp, now_ns):
                 self.transmit(out_port, frame, now_ns)
             return True
         if self.tm.enqueue(egress_port, item, length_bytes, now_ns, priority) is None:
@@ -245,6 +254,21 @@ class P4Switch:
                 self.log.log(TRACE, "queue of port %d full: tail drop", egress_port)
             return False
         return True
+
+    def _egress(self, tp: Any, now_ns: int) -> list[tuple[int, bytes]]:
+        try:
+            return self.pipeline.egress(tp, now_ns)
+        except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+            self._pipeline_failed(tp.egress_port, 1, "egress", exc)
+            return []
+
+    def _pipeline_failed(self, port_num: int, n_pkts: int, stage: str, exc: Exception) -> None:
+        """Count and log (the first few, then every 1000th) packets the pipeline raised on."""
+        d = self._drop(port_num)
+        d.pipeline_error_pkts += n_pkts
+        if d.pipeline_error_pkts <= 5 * n_pkts or d.pipeline_error_pkts % 1000 < n_pkts:
+            self.log.error("port %d: %s raised %s: %s (%d packet(s) dropped so far; a target bug)", port_num,
+                           stage, type(exc).__name__, exc, d.pipeline_error_pkts)
 
     def _service(self, now_ns: int) -> None:
         """Run every packet due to leave the queues by ``now_ns`` through egress and out of its port."""
@@ -254,7 +278,7 @@ class P4Switch:
             if not due:
                 return
             for qp in due:
-                for out_port, frame in self.pipeline.egress(qp, now_ns):
+                for out_port, frame in self._egress(qp, now_ns):
                     self.transmit(out_port, frame, now_ns)
             if self.pipeline.has_digests():
                 self._publish_digests()

@@ -237,7 +237,7 @@ class TrafficManager:
         """Queue ``item`` for ``port``; None when the queue is full (tail drop, counted)."""
         p = self._port(port)
         if priority >= self.priority_levels:
-            priority = self.priority_levels - 1   # BMv2 clamps out-of-range priorities the same way
+            priority = self.priority_levels - 1   # beyond the configured queues: the highest one
         q = p.queues[priority]
         if len(q.fifo) >= q.depth_pkts:
             q.stats.drop_pkts += 1

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -140,6 +140,21 @@ def namespace_pids_from_state(state: dict[str, Any], servers: list[str]) -> dict
     if missing:
         raise LaunchError(f"the running fabric has no live namespace for server(s) {', '.join(missing)}")
     return {s: by_name[s] for s in servers}
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM/SIGHUP raise KeyboardInterrupt while inside, so a killed launcher still stops its ranks and
+    tears down its fabric (the ``finally`` blocks run) instead of leaving them behind."""
+    def on_signal(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def set_tcp_ecn(ns_pids: dict[str, int], value: int = 1) -> None:

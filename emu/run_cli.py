@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emu.cli import DEFAULT_NAME, add_topology_arguments, read_state, spec_from_args
-from emu.launch import JobResult, LaunchError, launch, namespace_pids_from_state
+from emu.launch import JobResult, LaunchError, launch, namespace_pids_from_state, terminate_as_interrupt
 from emu.topology import Topology, TopologySpec
 from sw.clock import ENV_DILATION, Clock
 
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if not cmd:
         raise LaunchError("no command: usage: starpulse run [options] -- python script.py [args]")
     echo = None if args.quiet else (lambda line: print(line, flush=True))
-    with fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
+    with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
         result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo,
                         tcp_ecn=args.tcp_ecn)
         report(result, logdir, keep)

@@ -192,12 +192,12 @@ def _run_fabric(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from emu.launch import launch
+    from emu.launch import launch, terminate_as_interrupt
     from emu.run_cli import fabric_target, log_directory, report
 
     p = params_from_args(args, _line_rate(args))   # validate every flag before bringing anything up
     args.gpus = None
-    with fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
+    with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
         spec = target.topo.spec
         line_rate = float(_rate(args.line_rate, "--line-rate")) if args.line_rate else float(spec.link_rate_bps)
         if p.op in ROOTED and p.root >= spec.servers * spec.gpus_per_server:

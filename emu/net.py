@@ -152,29 +152,36 @@ def stop_tracked(procs: list[tuple[int, int]], clock: Clock, timeout_ns: int = 5
 
 
 def host_batch(topo: Topology, server: str) -> list[str]:
-    """``ip -batch`` lines that configure one server: addresses, static neighbours, per-rail routing."""
+    """``ip -batch`` lines that configure one server: addresses, static neighbours, per-rail routing.
+
+    The NIC's MTU leaves room for INT stacks the switches add to packets in flight, while every route locks
+    the path MTU at the fabric's MTU, so the host itself never sends more than ``--mtu`` bytes of IP.
+    """
     nics = topo.nics_of(server)
     spec = topo.spec
+    mtu = f"mtu lock {spec.mtu}"
     lines: list[str] = []
     for nic in nics:
         table = RAIL_TABLE_BASE + nic.rail
+        subnet = f"{nic.ip.rsplit('.', 1)[0]}.0/{nic.prefix_len}"
         lines += [
-            f"link set dev {nic.ifname} mtu {spec.mtu}",
+            f"link set dev {nic.ifname} mtu {spec.mtu + INT_HEADROOM_BYTES}",
             f"link set dev {nic.ifname} address {nic.mac}",
             f"addr replace {nic.ip}/{nic.prefix_len} dev {nic.ifname}",
             f"link set dev {nic.ifname} up",
+            f"route replace {subnet} dev {nic.ifname} proto kernel scope link src {nic.ip} {mtu}",
             f"neigh replace {nic.gateway_ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent",
         ]
         for peer in _subnet_peers(topo, nic):
             lines.append(f"neigh replace {peer.ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent")
         lines += [
-            f"route replace {FABRIC_SUPERNET} via {nic.gateway_ip} dev {nic.ifname} src {nic.ip} table {table}",
+            f"route replace {FABRIC_SUPERNET} via {nic.gateway_ip} dev {nic.ifname} src {nic.ip} table {table} {mtu}",
             f"rule add from {nic.ip} lookup {table} pref {RAIL_RULE_PREF_BASE + nic.rail}",
         ]
         for pod in range(spec.pods):
             if pod != nic.pod:   # the own pod's /24 is the connected route
                 lines.append(f"route replace 10.{pod}.{nic.rail}.0/24 via {nic.gateway_ip} dev {nic.ifname}"
-                             f" src {nic.ip}")
+                             f" src {nic.ip} {mtu}")
     return lines
 
 
@@ -182,7 +189,7 @@ def _subnet_peers(topo: Topology, nic: Nic) -> list[Nic]:
     return [n for n in topo.nics if n.leaf == nic.leaf and n is not nic]
 
 
-INT_REPORT_HEADROOM_BYTES = 256   # a report is the packet plus its INT stack
+INT_HEADROOM_BYTES = 256   # interfaces carry frames this much above the MTU: INT stacks grow packets in flight
 
 HOST_SYSCTLS = (
     "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",   # multi-homed: replies by rail
@@ -256,12 +263,12 @@ def configure_hosts(fnet: FabricNet) -> None:
 
 
 def configure_switch_ports(fnet: FabricNet) -> None:
-    """MTU and up on every switch port (``P4Switch.start`` turns their offloads off)."""
-    mtu = fnet.topo.spec.mtu
+    """MTU (with INT headroom) and up on every switch port (``P4Switch.start`` turns their offloads off)."""
+    mtu = fnet.topo.spec.mtu + INT_HEADROOM_BYTES
     for name, sw in fnet.switches.items():
         script = "; ".join(f"ip link set dev {ifname} mtu {mtu} up" for ifname in fnet.topo.ports_of(name).values())
         if name in fnet.collector_ifnames:
-            script += f"; ip link set dev {name}-eth{fnet.collector_port} mtu {mtu + INT_REPORT_HEADROOM_BYTES} up"
+            script += f"; ip link set dev {name}-eth{fnet.collector_port} mtu {mtu} up"
         out = sw.cmd(f"{script}; sysctl -qw net.ipv6.conf.all.disable_ipv6=1; echo rc=$?")
         if not out.strip().endswith("rc=0"):
             raise NetBuildError(f"switch {name}: configuring ports failed: {out.strip()[-500:]}")
@@ -273,7 +280,7 @@ def _wire_mac(index: int, side: int) -> str:
 
 def configure_wires(fnet: FabricNet) -> None:
     """Link-emulator interfaces: MTU and up (their offloads are off: they are P4Hosts)."""
-    mtu = fnet.topo.spec.mtu + INT_REPORT_HEADROOM_BYTES   # INT-grown frames pass through too
+    mtu = fnet.topo.spec.mtu + INT_HEADROOM_BYTES   # INT-grown frames pass through too
     for w in fnet.wires.values():
         out = w.node.cmd(f"ip link set dev {w.if_a} mtu {mtu} up; ip link set dev {w.if_b} mtu {mtu} up; echo rc=$?")
         if not out.strip().endswith("rc=0"):
@@ -284,7 +291,7 @@ def configure_collector(fnet: FabricNet) -> None:
     """The collector's NICs: up, promiscuous (reports keep the original addresses), IPv6 off, no addresses."""
     if fnet.collector is None:
         return
-    mtu = fnet.topo.spec.mtu + INT_REPORT_HEADROOM_BYTES
+    mtu = fnet.topo.spec.mtu + INT_HEADROOM_BYTES
     script = "; ".join(f"ip link set dev {i} mtu {mtu} promisc on up" for i in fnet.collector_ifnames.values())
     out = fnet.collector.cmd(f"{script}; echo rc=$?")
     if not out.strip().endswith("rc=0"):

@@ -160,6 +160,7 @@ def test_jumbo_frames_cross_leaf_spine_leaf() -> None:
         result = check_mtu(jumbo)
         assert result.ok, result.detail
         assert "(3 switches)" in result.detail
+        assert result.data["udp_received"] == 3       # full-size UDP/4791 grew by 3 INT hops and still arrived
         s0 = jumbo.net.hosts["s0"]
         too_big = s0.cmd("ping -n -q -c 1 -W 1 -M do -s 9001 -I 10.0.0.1 10.0.1.2; echo rc=$?")
         assert not too_big.strip().endswith("rc=0")

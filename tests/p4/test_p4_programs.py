@@ -112,3 +112,29 @@ def test_multicast_floods_to_group_minus_ingress_port_in_port_order(program_swit
     assert all(f == frame for _, f in out)
     known = raw(Ether(dst="00:00:00:00:00:02", src="00:00:00:00:00:01") / Raw(b"q" * 46))
     assert sw.send(1, known) == [(2, known)]
+
+
+@pytest.mark.parametrize("program, commands", [
+    ("basic.p4", ["table_add ipv4_lpm ipv4_forward 10.0.0.0/8 => 00:00:00:00:00:02 2"]),
+    ("ecmp.p4", ["table_add ecmp_group set_ecmp_select 10.0.0.0/8 => 0 2", "table_add ecmp_nhop set_nhop 0 => 1 3",
+                 "table_add ecmp_nhop set_nhop 1 => 2 4", "table_add send_frame rewrite_mac 3 => 5"]),
+    ("multicast.p4", ["mc_mgrp_create 1", "mc_node_create 0 1 2 3", "mc_node_associate 1 0",
+                      "table_add mac_lookup forward 00:00:00:00:00:02 => 2"]),
+    ("flow_cache.p4", ["table_add ipv4_lpm ipv4_forward 10.0.0.0/8 => 00:00:00:00:00:02 2"]),
+])
+def test_batch_mode_matches_per_packet_processing(program_switch, program: str, commands: list[str]) -> None:
+    import random
+
+    rng = random.Random(4)
+    frames = []
+    for i in range(300):
+        dst = rng.choice(["10.0.0.9", "10.1.2.3", "192.168.0.1"])
+        mac = rng.choice(["00:00:00:00:00:02", "ff:ff:ff:ff:ff:ff"])
+        pkt = Ether(dst=mac) / IP(dst=dst, src=f"10.9.0.{i % 250}") / UDP(sport=i, dport=4791) / b"p"
+        frames.append((rng.randrange(1, 4), raw(pkt)[: rng.choice([200, 200, 30, 16])]))
+    one, many = program_switch(program), program_switch(program)
+    one.cmd(*commands)
+    many.cmd(*commands)
+    expected = [o for port, f in frames for o in one.pipe.process(port, f)[0]]
+    assert many.pipe.process_batch(frames) == expected
+    assert many.pipe.drops == one.pipe.drops and many.pipe.parser_errors == one.pipe.parser_errors

@@ -3,7 +3,8 @@
 Requests (one JSON object per line):
   ``{"cmd": "table_add ipv4_lpm forward 10.0.0.1/32 => 1"}`` -> ``{"ok": true, "out": "..."}`` or
   ``{"ok": false, "error": "..."}`` (the command text is simple_switch_CLI syntax);
-  ``{"describe": true}`` -> ``{"ok": true, "commands": [...], "names": [...]}`` (for shell completion);
+  ``{"describe": true}`` -> ``{"ok": true, "commands": [...], "names": [...]}``;
+  ``{"complete": "table_add MyIng"}`` -> ``{"ok": true, "candidates": [...]}`` (the shell's tab completion);
   ``{"subscribe": ["digest", "packet_in"]}`` -> ``{"ok": true}``, then events ``{"event": "digest", ...}``;
   ``{"packet_out": {"port": N, "frame": "<hex>"}}`` -> the frame enters ingress as if received on port N;
   ``{"port_stats": true}`` -> ``{"ok": true, "ports": {"1": {"rx_pkts": ..., "high_water_pkts": ...}, ...}}``.
@@ -59,7 +60,8 @@ class ControlServer:
     def __init__(self, address: str, selector: selectors.BaseSelector, execute: Callable[[str], str],
                  describe: Callable[[], dict[str, list[str]]],
                  inject: Callable[[int, bytes], None] | None = None,
-                 stats: Callable[[], dict[int, dict[str, Any]]] | None = None) -> None:
+                 stats: Callable[[], dict[int, dict[str, Any]]] | None = None,
+                 complete: Callable[[str], list[str]] | None = None) -> None:
         self.kind, where = parse_ctl_address(address)
         self.address = address
         self.selector = selector
@@ -67,6 +69,7 @@ class ControlServer:
         self.describe = describe
         self.inject = inject
         self.stats = stats
+        self.complete = complete
         self.conns: dict[int, _Conn] = {}
         if self.kind == "tcp":
             lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -144,6 +147,10 @@ class ControlServer:
                 return {"ok": False, "error": "'subscribe' takes a list of: digest, packet_in"}
             conn.subscriptions.update(topics)
             return {"ok": True}
+        if "complete" in req and self.complete is not None:
+            if not isinstance(req["complete"], str):
+                return {"ok": False, "error": "'complete' takes the line typed so far"}
+            return {"ok": True, "candidates": self.complete(req["complete"])}
         if req.get("port_stats") and self.stats is not None:
             return {"ok": True, "ports": {str(k): v for k, v in self.stats().items()}}
         if "packet_out" in req and self.inject is not None:
@@ -264,6 +271,11 @@ class ControlClient:
 
     def describe(self) -> dict[str, list[str]]:
         return self.request({"describe": True})
+
+    def complete(self, line: str) -> list[str]:
+        """Completion candidates for the last word of ``line`` (commands, then names that fit there)."""
+        reply = self.request({"complete": line})
+        return list(reply.get("candidates", [])) if reply.get("ok") else []
 
     def subscribe(self, *topics: str) -> None:
         reply = self.request({"subscribe": list(topics)})

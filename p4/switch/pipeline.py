@@ -227,6 +227,15 @@ class SwitchPipeline:
         self.tm.set_port_rate_Bps(rate_bps / 8, port)  # type: ignore[union-attr]
         return ""
 
+    def complete(self, line: str) -> list[str]:
+        """Tab-completion candidates: the command language's own, plus this switch's commands."""
+        words = line.split()
+        if len(words) <= 1 and not line.endswith(" "):
+            prefix = words[0] if words else ""
+            return sorted(c for c in self.command_names() if c.startswith(prefix))
+        completions = getattr(self.cli, "completions", None)
+        return completions(line) if completions is not None else []
+
     def command_names(self) -> list[str]:
         return sorted(set(self._commands_help) | set(SWITCH_COMMANDS))
 

@@ -50,20 +50,21 @@ def run_script(client: ControlClient, lines: Iterable[str], out: TextIO, err: Te
 
 
 class _Completer:
-    """readline completer: command names first, then object names (tables, actions, registers, ...)."""
+    """readline completer asking the switch what fits at the cursor (commands, then tables, actions, ...)."""
 
-    def __init__(self, commands: list[str], names: list[str]) -> None:
-        self.commands = sorted(commands)
-        self.names = sorted(set(names))
+    def __init__(self, client: ControlClient) -> None:
+        self.client = client
         self.matches: list[str] = []
 
     def __call__(self, text: str, state: int) -> str | None:
         import readline
 
         if state == 0:
-            before = readline.get_line_buffer()[: readline.get_begidx()]
-            pool = self.commands if not before.strip() else self.names
-            self.matches = [w + " " for w in pool if w.startswith(text)]
+            line = readline.get_line_buffer()[: readline.get_endidx()]
+            try:
+                self.matches = [c + " " for c in self.client.complete(line) if c.startswith(text)]
+            except Exception:  # noqa: BLE001 - completion must never break the prompt
+                self.matches = []
         return self.matches[state] if state < len(self.matches) else None
 
 
@@ -72,7 +73,7 @@ def interactive(client: ControlClient) -> int:
     import readline
 
     info = client.describe()
-    readline.set_completer(_Completer(info.get("commands", []), info.get("names", [])))
+    readline.set_completer(_Completer(client))
     readline.set_completer_delims(" \t\n")
     readline.parse_and_bind("tab: complete")
     hist = history_path()

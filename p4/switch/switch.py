@@ -105,7 +105,7 @@ class P4Switch:
                                                f"{exc.strerror or exc}") from None
             if config.ctl:
                 self.ctl = ControlServer(config.ctl, self.selector, self.execute, pipeline.describe,
-                                         self.inject, self.port_stats)
+                                         self.inject, self.port_stats, pipeline.complete)
         except BaseException:
             self.close()
             raise

@@ -21,5 +21,13 @@ manager between ingress and egress)::
     pipe.process_batch([(port, frame), ...])      # batched fast path
 
 ``pipe.mirror_sessions``, ``pipe.mc_groups``, ``pipe.queue_depth_pkts`` / ``queue_rate_pps`` hold the
-state the CLI sets; ``pipe.drops`` counts drops by reason.  ``starpulse p4 check|sim|bench`` is ``p4.cli``.
+state the CLI sets; ``pipe.drops`` counts drops by reason, ``pipe.parser_errors`` parser errors by name,
+``pipe.digests`` keeps recent digests.  ``prog.tables/actions/registers/counters/meters/profiles/value_sets``
+are the run-time objects behind the CLI.  ``starpulse p4 check|sim|bench`` is ``p4.cli`` (``switch`` and
+``cli`` come from ``p4.switch``).
+
+Module map: preprocess (cpp-like, keeps file:line) -> parse (LALR grammar ``p4.lark``) -> compiler (types,
+layout of the per-packet state list, Python code generation) -> program (the compiled stages) ->
+pipeline (v1model/BMv2 packet paths) + tables/externs/algorithms (run-time state) + runtime_cli (command
+language) + pcap/sim/bench (offline tools).
 """

@@ -249,7 +249,27 @@ class Fabric:
             totals["drops"] += sum(entry["drop_reasons"].values()) + sum(
                 p["queue_drop_pkts"] for p in entry["ports"].values())
         out["totals"] = totals
+        out["links"] = self._link_status(out["switches"])
         out["faults"] = self.faults.active() if self.faults else {}
+        return out
+
+    def _link_status(self, switches: dict[str, Any]) -> list[dict[str, Any]]:
+        """Per link and direction, from the switch port that sends into it (a host's sending side is read at
+        the leaf port receiving it): packets, bytes, and for switch egress the queue, ECN and drop counters."""
+        out = []
+        for link in self.topo.links:
+            entry: dict[str, Any] = {"link": f"{link.a}:{link.b}", "kind": link.kind, "rate_bps": link.rate_bps}
+            for direction, (src, src_port, dst, dst_port) in (
+                    ("a_to_b", (link.a, link.a_port, link.b, link.b_port)),
+                    ("b_to_a", (link.b, link.b_port, link.a, link.a_port))):
+                if src in switches:
+                    port = switches[src]["ports"].get(str(src_port), {})
+                    entry[direction] = {k: port.get(k, 0) for k in (
+                        "tx_pkts", "tx_bytes", "high_water_pkts", "queue_drop_pkts", "ecn_marks")}
+                else:   # a host sends: what the leaf received
+                    port = switches.get(dst, {}).get("ports", {}).get(str(dst_port), {})
+                    entry[direction] = {"tx_pkts": port.get("rx_pkts", 0), "tx_bytes": port.get("rx_bytes", 0)}
+            out.append(entry)
         return out
 
     def _port_peers(self) -> dict[str, dict[int, str]]:

@@ -153,6 +153,11 @@ def test_status_reports_every_port_with_counters(fab: Fabric) -> None:
     for key in ("high_water_pkts", "ecn_marks", "queue_drop_pkts", "tx_bytes"):
         assert key in leaf["ports"]["1"]
     assert set(leaf["drop_reasons"]) == {"no_route", "ttl", "parser", "acl"}
+    links = {entry["link"]: entry for entry in status["links"]}
+    assert len(links) == len(fab.topo.links) == 8 + 4
+    up = links["p0l0:sp0"]["a_to_b"]
+    assert up["tx_pkts"] == leaf["ports"]["5"]["tx_pkts"] and "ecn_marks" in up and "high_water_pkts" in up
+    assert links["s0:p0l0"]["a_to_b"]["tx_pkts"] == leaf["ports"]["1"]["rx_pkts"] > 0
 
 
 def test_jumbo_frames_cross_leaf_spine_leaf() -> None:

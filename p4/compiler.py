@@ -575,6 +575,14 @@ class Compiler:
             return self.cast(n)
         if d == "uplus":
             return self.expr(n.children[1], want)
+        if d == "struct_expr":
+            pairs = {}
+            for kv in _trees(n, "kv_pair"):
+                fname = _name(kv.children[0])
+                if fname in pairs:
+                    raise self.err(kv, f"field '{fname}' given twice")
+                pairs[fname] = (kv, self.expr(kv.children[1]))
+            return E("None", ListT([e.type for _, e in pairs.values()]), const=("fields", pairs))
         if d == "list_expr":
             items = [self.expr(c) for c in _nonnull(n.children)]
             return E("(" + "".join(i.src + ", " for i in items) + ")", ListT([i.type for i in items]),
@@ -1018,6 +1026,25 @@ class Compiler:
                 raise self.err(rhs, f"cannot assign a value of type {vt} to {t}")
             v = self.coerce(v, t)
             self.out(f"{ref.src} = {v.src}")
+            return
+        if isinstance(v.const, tuple) and v.const and v.const[0] == "fields" and isinstance(t, StructLike):
+            pairs = v.const[1]
+            missing = [f for f, _ in t.fields if f not in pairs]
+            extra = [f for f in pairs if f not in t.offsets]
+            if extra:
+                raise self.err(pairs[extra[0]][0], f"{t.name} has no field '{extra[0]}'")
+            if missing:
+                raise self.err(rhs, f"missing field(s) {', '.join(missing)} for {t.name}")
+            for fname, ft in t.fields:
+                kv, item = pairs[fname]
+                if not ft.scalar:
+                    raise self.err(kv, "nested structure initialisers are not supported yet")
+                item = self.coerce(item, ft)
+                if item.type != ft and not (isinstance(ft, EnumT) and item.type is ft):
+                    raise self.err(kv, f"field '{fname}' is {ft}, not {item.type}")
+                self.out(f"{ref.field(fname).src} = {item.src}")
+            if t.is_header:
+                self.out(f"S[{ref.base}] = True")
             return
         if isinstance(v.type, ListT) and isinstance(t, StructLike):
             items = v.const

@@ -210,3 +210,32 @@ def test_wrong_argument_counts_are_errors_not_crashes() -> None:
             compile_source(src[: m.start(1)] + ",".join(args) + src[m.end(1):], "m.p4")
         except CompileError as exc:
             assert "internal compiler error" not in str(exc), str(exc)
+
+
+def test_structure_valued_expressions(source_switch) -> None:  # type: ignore[no-untyped-def]
+    sw = source_switch("""
+header p_t { bit<8> a; bit<16> b; }
+struct headers { p_t x; p_t y; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.x); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; hdr.y = { b = hdr.x.b + 1, a = 8w7 }; }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.x); pkt.emit(hdr.y); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+""")
+    assert sw.send(0, b"\x01\x00\x02") == [(1, b"\x01\x00\x02\x07\x00\x03")]
+    with pytest.raises(CompileError, match="missing field"):
+        compile_source("#include <v1model.p4>\nheader p_t { bit<8> a; bit<8> b; }\nstruct s { p_t h; }\n"
+                       "control C(inout s v) { apply { v.h = { a = 1 }; } }\n"
+                       "parser P(packet_in p, out s h, inout s m, inout standard_metadata_t sm) {"
+                       " state start { transition accept; } }\n"
+                       "control N(inout s h, inout s m) { apply { } }\n"
+                       "control G(inout s h, inout s m, inout standard_metadata_t sm) { C() c; apply { c.apply(h); } }\n"
+                       "control D(packet_out p, in s h) { apply { } }\n"
+                       "V1Switch(P(), N(), G(), G(), N(), D()) main;", "t.p4")

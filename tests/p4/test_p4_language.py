@@ -236,6 +236,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
                        "parser P(packet_in p, out s h, inout s m, inout standard_metadata_t sm) {"
                        " state start { transition accept; } }\n"
                        "control N(inout s h, inout s m) { apply { } }\n"
-                       "control G(inout s h, inout s m, inout standard_metadata_t sm) { C() c; apply { c.apply(h); } }\n"
+                       "control G(inout s h, inout s m, inout standard_metadata_t sm) {"
+                       " C() c; apply { c.apply(h); } }\n"
                        "control D(packet_out p, in s h) { apply { } }\n"
                        "V1Switch(P(), N(), G(), G(), N(), D()) main;", "t.p4")

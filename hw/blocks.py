@@ -1,0 +1,49 @@
+"""The NIC's RTL blocks by Verilog module name, built at a chosen data width and QP count (CLI and tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from amaranth.back import verilog
+from amaranth.lib import wiring
+
+from hw.dcqcn import DcqcnRpEngine
+from hw.errors import HwParamError
+from hw.sched import TxScheduler
+
+DEFAULT_DATA_WIDTH = 1024
+DEFAULT_N_QPS = 1024
+
+BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
+    "tx_sched": ("per-QP token-bucket rate limiter / round-robin scheduler",
+                 lambda width, qps: TxScheduler(data_width=width, n_qps=qps)),
+    "dcqcn_rp": ("DCQCN reaction-point engine (per-QP rate control)",
+                 lambda width, qps: DcqcnRpEngine(n_qps=qps)),
+}
+
+
+def check_sizes(data_width: int, n_qps: int) -> None:
+    """Reject sizes the blocks cannot be built at, naming the flag and the allowed values."""
+    if data_width < 8 or data_width % 8 or data_width > 4096:
+        raise HwParamError(f"--data-width {data_width}: must be a multiple of 8 in 8..4096 bits")
+    if n_qps < 2 or n_qps & (n_qps - 1) or n_qps > 65536:
+        raise HwParamError(f"--qps {n_qps}: must be a power of two in 2..65536")
+
+
+def build(name: str, data_width: int = DEFAULT_DATA_WIDTH, n_qps: int = DEFAULT_N_QPS) -> wiring.Component:
+    check_sizes(data_width, n_qps)
+    return BLOCKS[name][1](data_width, n_qps)
+
+
+def write_verilog(outdir: Path, data_width: int = DEFAULT_DATA_WIDTH,
+                  n_qps: int = DEFAULT_N_QPS) -> list[Path]:
+    """Write ``<block>.v`` for every block into ``outdir``; returns the paths written."""
+    check_sizes(data_width, n_qps)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in BLOCKS:
+        path = outdir / f"{name}.v"
+        path.write_text(verilog.convert(build(name, data_width, n_qps), name=name, emit_src=False))
+        paths.append(path)
+    return paths

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "p4": ("p4.cli", "P4_16 v1model target: check, sim, bench, switch, cli"),
     "hw": ("hw.cli", "FPGA NIC RTL: verilog, report"),
     "cc": ("sw.cc.cli", "congestion-control golden models: sim, params"),
+    "fabric": ("emu.cli", "multi-rail leaf/spine fabric of P4 switches: up, status, down, test"),
 }
 
 EXIT_USER_ERROR = 2

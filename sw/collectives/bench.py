@@ -253,8 +253,9 @@ def measure(comm: Communicator, p: BenchParams, count: int, in_place: bool, cloc
             seed: int = 1) -> dict[str, Any]:
     """Time and (with ``check``) verify one size in one mode; the same figures on every rank."""
     case = _Case(comm, p, count, in_place)
-    time_ns = _max_over_ranks(comm, case.time_ns(clock))
-    algo = comm.last_choice[0] if comm.last_choice else ""
+    local_ns = case.time_ns(clock)
+    algo = comm.last_choice[0] if comm.last_choice else ""   # before the bookkeeping allreduces choose theirs
+    time_ns = _max_over_ranks(comm, local_ns)
     wrong = _sum_over_ranks(comm, case.check(seed)) if p.check else -1
     size_bytes = count * p.itemsize
     algbw_bps = 8 * size_bytes / (time_ns / 1e9) if time_ns > 0 else 0.0

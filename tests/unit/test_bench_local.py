@@ -62,9 +62,9 @@ def test_allreduce_table_json_and_factor(tmp_path, capfd) -> None:  # type: igno
 
 
 @pytest.mark.parametrize(("op", "flags", "factor"), [
-    ("alltoall", ("-d", "int32"), 3 / 4),
+    ("alltoall", ("-d", "int32", "-A", "pairwise"), 3 / 4),
     ("reducescatter", ("-d", "bfloat16", "-o", "max"), 3 / 4),
-    ("reduce", ("-d", "int64", "-o", "prod", "-r", "3"), 1.0),
+    ("reduce", ("-d", "int64", "-o", "prod", "-r", "3", "-A", "tree"), 1.0),
 ])
 def test_other_ops_are_exact(tmp_path, capfd, op, flags, factor) -> None:  # type: ignore[no-untyped-def]
     code, report, text = _bench(tmp_path, capfd, op, "-b", "4000", "-e", "4000", *flags)
@@ -73,6 +73,8 @@ def test_other_ops_are_exact(tmp_path, capfd, op, flags, factor) -> None:  # typ
     assert row["wrong"] == 0 and row["in_place"]["wrong"] == 0
     assert row["busbw_bps"] == pytest.approx(row["algbw_bps"] * factor)
     assert report["op"] == op and report["wrong"] == 0
+    if "-A" in flags:                                   # the forced algorithm is the one reported per size
+        assert row["algo"] == flags[flags.index("-A") + 1] == report["algo"]
 
 
 @pytest.mark.parametrize(("argv", "needle"), [

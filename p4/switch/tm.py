@@ -99,6 +99,17 @@ class _Port:
 
     def head_ready_ns(self) -> tuple[int, int] | None:
         """(departure time, priority) of the packet this port sends next, or None when empty."""
+        queues = self.queues
+        if len(queues) == 1:                       # the common case, kept cheap: it runs per packet
+            q = queues[0]
+            if not q.fifo:
+                return None
+            t = q.fifo[0].enq_timestamp_ns
+            if q.shaper.free_at_ns > t:
+                t = q.shaper.free_at_ns
+            if self.shaper.free_at_ns > t:
+                t = self.shaper.free_at_ns
+            return (t, 0)
         best: tuple[int, int] | None = None
         for prio in range(len(self.queues) - 1, -1, -1):
             q = self.queues[prio]
@@ -251,9 +262,12 @@ class TrafficManager:
         self.queued_pkts += 1
         if p.qdepth_pkts > p.high_water_pkts:
             p.high_water_pkts = p.qdepth_pkts
-        ready = p.head_ready_ns()
-        if ready is not None:
-            self._push(ready[0], port)
+        if p.qdepth_pkts == 1 or self.priority_levels > 1:
+            # a port that was empty gets its heap entry; with priorities a new head may leave earlier.
+            # Otherwise the FIFO head, and so the port's entry, is unchanged.
+            ready = p.head_ready_ns()
+            if ready is not None:
+                self._push(ready[0], port)
         return qp
 
     def _push(self, t_ns: int, port: int) -> None:
@@ -278,14 +292,22 @@ class TrafficManager:
     def dequeue_due(self, now_ns: int, limit: int | None = None) -> list[QueuedPacket]:
         """Every packet whose departure time is <= ``now_ns``, in departure order (at most ``limit``)."""
         out: list[QueuedPacket] = []
-        while limit is None or len(out) < limit:
-            t_ns = self.next_departure_ns()
-            if t_ns is None or t_ns > now_ns:
-                break
-            _, _, port = heapq.heappop(self._heap)
-            p = self.ports[port]
+        heap, ports = self._heap, self.ports
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        while heap and (limit is None or len(out) < limit):
+            t_ns, _, port = heap[0]
+            p = ports[port]
             ready = p.head_ready_ns()
-            assert ready is not None and ready[0] == t_ns
+            if ready is None:                      # stale entry of a port that emptied
+                heappop(heap)
+                continue
+            if ready[0] != t_ns:                   # stale time: re-file the port at its real one
+                self._seq += 1
+                heapreplace(heap, (ready[0], self._seq, port))
+                continue
+            if t_ns > now_ns:
+                break
+            heappop(heap)
             q = p.queues[ready[1]]
             qp = q.fifo.popleft()
             p.qdepth_pkts -= 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from p4.switch.tm import TrafficManager, TrafficManagerError
 from sw.clock import ManualClock
@@ -124,3 +126,33 @@ def test_cut_through_only_when_the_port_is_idle_and_unshaped() -> None:
     assert tm.cut_through(1, "d", 64, now_ns=9) is None            # backlog first, never overtaken
     assert [q.item for q in tm.dequeue_due(9)] == ["b", "c"]
     assert tm.cut_through(1, "e", 64, now_ns=10) is not None
+
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrivals=st.lists(st.tuples(st.integers(0, 3_000_000), st.integers(0, 2)), min_size=1, max_size=60),
+       rates=st.lists(st.one_of(st.none(), st.integers(100, 5000)), min_size=3, max_size=3))
+def test_departures_match_a_reference_fifo_per_port(arrivals, rates) -> None:
+    """Whatever the interleaving of arrivals and service calls, each port's packets leave at
+    max(arrival, previous departure + 1/rate), in order, and the global stream is in time order."""
+    tm = TrafficManager(default_depth_pkts=1000)
+    for port, rate in enumerate(rates):
+        tm.set_queue_rate(rate, port=port)
+    arrivals = sorted(arrivals, key=lambda a: a[0])
+    out = []
+    for i, (t, port) in enumerate(arrivals):
+        out += tm.dequeue_due(t)
+        tm.enqueue(port, i, 64, t)
+    out += tm.dequeue_due(10**12)
+    assert sorted(q.item for q in out) == list(range(len(arrivals)))
+    times = [q.deq_timestamp_ns for q in out]
+    assert times == sorted(times)
+    for port, rate in enumerate(rates):
+        expect, prev = [], None
+        for t, p in arrivals:
+            if p == port:
+                dep = t if prev is None or rate is None else max(t, prev + 1_000_000_000 // rate)
+                expect.append(dep)
+                prev = dep
+        assert [q.deq_timestamp_ns for q in out if q.egress_port == port] == expect

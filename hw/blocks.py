@@ -8,6 +8,7 @@ from pathlib import Path
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
+from hw.cnp import CnpGenerator
 from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
 from hw.sched import TxScheduler
@@ -20,6 +21,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                  lambda width, qps: TxScheduler(data_width=width, n_qps=qps)),
     "dcqcn_rp": ("DCQCN reaction-point engine (per-QP rate control)",
                  lambda width, qps: DcqcnRpEngine(n_qps=qps)),
+    "cnp_gen": ("DCQCN notification point (CNP pacing per QP)",
+                lambda width, qps: CnpGenerator(n_qps=qps)),
 }
 
 

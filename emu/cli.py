@@ -400,7 +400,7 @@ def _fault(args: argparse.Namespace) -> int:
 
 def _test(args: argparse.Namespace) -> int:
     from emu.checks import run_checks
-    from emu.fabric import spec_dict
+    from emu.status import spec_dict
 
     fab = _make_fabric(args)
     checks = []

@@ -9,17 +9,14 @@ it started.  ``status()`` reads per-port counters, queue high-water marks, ECN m
 
 from __future__ import annotations
 
-import json
-import re
-import select
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emu import traffic
 from emu.control import EcnConfig, IntConfig, switch_commands
 from emu.net import (
     FabricNet,
@@ -33,7 +30,9 @@ from emu.net import (
     start_switches,
     stop_net,
 )
+from emu.status import fabric_status, parse_port_stats
 from emu.topology import Topology, TopologySpec
+from emu.traffic import PROBE_PORT
 from emu.wire import WireProfile
 from sw.clock import Clock, get_clock
 
@@ -41,11 +40,7 @@ if TYPE_CHECKING:
     from emu.faults import FaultInjector
 
 FABRIC_P4 = str(Path(__file__).resolve().parents[1] / "p4" / "programs" / "fabric.p4")
-DROP_REASONS = {0: "no_route", 1: "ttl", 2: "parser", 3: "acl"}
-PROBE_PORT = 4791
 WORKDIR_PREFIX = "starpulse-fabric-"
-PROBE_READY_TIMEOUT_NS = 20_000_000_000
-_COUNTER_RE = re.compile(r"packets=(\d+), bytes=(\d+)")
 
 
 class FabricError(RuntimeError):
@@ -55,6 +50,8 @@ class FabricError(RuntimeError):
 
 
 @dataclass
+
+
 class FabricTimings:
     """Wall seconds spent bringing the fabric up (build, host config, switch start, programming) and down."""
 
@@ -101,7 +98,7 @@ class Fabric:
         self.timings = FabricTimings()
         self.faults: FaultInjector | None = None
         self.footprint: Footprint | None = None
-        self._extra_procs: list[subprocess.Popen] = []
+        self.helper_procs: list[subprocess.Popen] = []
 
     def _wired_keys(self, links: list[str] | str | None) -> set[frozenset[str]]:
         """Links to build through a link emulator: 'all', a list of 'A:B' names, or none."""
@@ -169,9 +166,9 @@ class Fabric:
     def down(self) -> None:
         """Stop every process we started and remove every namespace and veth (idempotent)."""
         t0 = self.clock.now_ns()
-        for proc in self._extra_procs:
-            _stop_proc(proc)
-        self._extra_procs.clear()
+        for proc in self.helper_procs:
+            traffic.stop_proc(proc)
+        self.helper_procs.clear()
         if self.fnet is not None:
             stop_net(self.fnet)
             self.fnet = None
@@ -232,294 +229,34 @@ class Fabric:
             raise FabricError(f"no switch named {switch!r} (switches: {', '.join(self.net.switches)})")
         return self.net.switches[switch].cli(command)
 
-    # --- status ----------------------------------------------------------------------------------------------
+    # --- status ---------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        """Per switch and port: rx/tx counters, queue depth and high-water mark, ECN marks, drops by cause."""
-        out: dict[str, Any] = {"topology": spec_dict(self.spec), "backend": self.backend, "switches": {}}
-        totals = {"rx_pkts": 0, "tx_pkts": 0, "ecn_marks": 0, "drops": 0, "queue_drop_pkts": 0}
-        peers = self._port_peers()
-        for name, sw in self.net.switches.items():
-            entry = self._switch_status(name, sw, peers.get(name, {}))
-            out["switches"][name] = entry
-            for p in entry["ports"].values():
-                totals["rx_pkts"] += p["rx_pkts"]
-                totals["tx_pkts"] += p["tx_pkts"]
-                totals["ecn_marks"] += p["ecn_marks"]
-                totals["queue_drop_pkts"] += p["queue_drop_pkts"]
-            totals["drops"] += sum(entry["drop_reasons"].values()) + sum(
-                p["queue_drop_pkts"] for p in entry["ports"].values())
-        out["totals"] = totals
-        out["links"] = self._link_status(out["switches"])
-        out["faults"] = self.faults.active() if self.faults else {}
-        return out
+        """Per switch and port, per link, and totals: packets, queues, ECN marks, drops (``emu.status``)."""
+        return fabric_status(self)
 
-    def _link_status(self, switches: dict[str, Any]) -> list[dict[str, Any]]:
-        """Per link and direction, from the switch port that sends into it (a host's sending side is read at
-        the leaf port receiving it): packets, bytes, and for switch egress the queue, ECN and drop counters."""
-        out = []
-        for link in self.topo.links:
-            entry: dict[str, Any] = {"link": f"{link.a}:{link.b}", "kind": link.kind, "rate_bps": link.rate_bps}
-            for direction, (src, src_port, dst, dst_port) in (
-                    ("a_to_b", (link.a, link.a_port, link.b, link.b_port)),
-                    ("b_to_a", (link.b, link.b_port, link.a, link.a_port))):
-                if src in switches:
-                    port = switches[src]["ports"].get(str(src_port), {})
-                    entry[direction] = {k: port.get(k, 0) for k in (
-                        "tx_pkts", "tx_bytes", "high_water_pkts", "queue_drop_pkts", "ecn_marks")}
-                else:   # a host sends: what the leaf received
-                    port = switches.get(dst, {}).get("ports", {}).get(str(dst_port), {})
-                    entry[direction] = {"tx_pkts": port.get("rx_pkts", 0), "tx_bytes": port.get("rx_bytes", 0)}
-            out.append(entry)
-        return out
-
-    def _port_peers(self) -> dict[str, dict[int, str]]:
-        peers: dict[str, dict[int, str]] = {}
-        for link in self.topo.links:
-            peers.setdefault(link.b, {})[link.b_port] = link.a_ifname if link.a in self.net.hosts else link.a
-            if link.a in self.net.switches:
-                peers.setdefault(link.a, {})[link.a_port] = link.b
-        return peers
-
-    def _switch_status(self, name: str, sw: Any, peers: dict[int, str]) -> dict[str, Any]:
-        if sw.proc is None:
-            return {"running": False, "ports": {}, "drop_reasons": {}}
-        ports: dict[str, dict[str, Any]] = {}
-        stats = _parse_port_stats(sw.cli("port_stats")) if self.backend == "embedded" else {}
-        for port in self.topo.ports_of(name):
-            s = stats.get(port, {})
-            rx = tx = (0, 0)
-            if not s:
-                rx = _counter(sw.cli(f"counter_read FabricIngress.port_rx {port}"))
-                tx = _counter(sw.cli(f"counter_read FabricEgress.port_tx {port}"))
-            ports[str(port)] = {
-                "iface": self.topo.ports_of(name)[port], "peer": peers.get(port, ""),
-                "up": bool(s.get("up", 1)),
-                "rx_pkts": s.get("rx_pkts", rx[0]), "rx_bytes": s.get("rx_bytes", rx[1]),
-                "tx_pkts": s.get("tx_pkts", tx[0]), "tx_bytes": s.get("tx_bytes", tx[1]),
-                "qdepth_pkts": s.get("qdepth_pkts", 0), "high_water_pkts": s.get("high_water_pkts", 0),
-                "queue_drop_pkts": s.get("queue_drop_pkts", 0),
-                "ecn_marks": _counter(sw.cli(f"counter_read FabricEgress.ecn_marks {port}"))[0],
-            }
-        drops = {reason: _counter(sw.cli(f"counter_read FabricIngress.drop_reasons {i}"))[0]
-                 for i, reason in DROP_REASONS.items()}
-        return {"running": True, "ports": ports, "drop_reasons": drops}
-
-    # --- traffic ----------------------------------------------------------------------------------------------
+    # --- traffic (``emu.traffic``) -------------------------------------------------------------------------------
     def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int = 400, retries: int = 4,
               port: int = PROBE_PORT) -> list[dict[str, Any]]:
         """UDP probes between NIC addresses (``emu.probe`` in every involved host); one result per pair."""
-        with ProbeSession(self, pairs, port=port) as session:
-            return session.run(pairs, timeout_ms=timeout_ms, retries=retries)
+        return traffic.probe(self, pairs, timeout_ms=timeout_ms, retries=retries, port=port)
 
     def send_flows(self, src_ip: str, dst_ip: str, count: int, *, port: int = PROBE_PORT,
                    seed: int | None = None) -> int:
         """``count`` one-packet UDP flows src -> dst from distinct random source ports (the ECMP entropy)."""
-        nic = next((n for n in self.topo.nics if n.ip == src_ip), None)
-        if nic is None:
-            raise FabricError(f"{src_ip} is not a NIC address of this fabric")
-        out = self.net.hosts[nic.server].cmd(
-            f"{sys.executable} -m emu.probe --flows {count} --src {src_ip} --dst {dst_ip} --port {port}"
-            f" --seed {self.spec.seed if seed is None else seed} 2>&1")
-        try:
-            return int(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise FabricError(f"sending flows from {nic.server}: {out.strip()[-500:]}") from None
+        return traffic.send_flows(self, src_ip, dst_ip, count, port=port, seed=seed)
 
     def send_through(self, src_ip: str, dst_ip: str, *, packets: int, pps: float, payload_bytes: int,
                      idle_pairs: list[tuple[str, str]] | None = None, port: int = PROBE_PORT
                      ) -> tuple[list[list[int]], list[dict[str, Any]]]:
-        """Paced ECN-capable UDP src -> dst, received by a sink that records ECN and the last hop's INT per
-        packet; ``idle_pairs`` are probed meanwhile.  Returns (sink rows, idle probe results)."""
-        nics = {n.ip: n for n in self.topo.nics}
-        if src_ip not in nics or dst_ip not in nics:
-            raise FabricError(f"{src_ip} -> {dst_ip}: not NIC addresses of this fabric")
-        py = [sys.executable, "-m", "emu.probe", "--port", str(port)]
-        sink = self.net.hosts[nics[dst_ip].server].popen(
-            [*py, "--sink", dst_ip, "--idle-ms", "1500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        started = [sink]
-        self._extra_procs.append(sink)   # down() stops them too, should this be interrupted
-        idle: list[dict[str, Any]] = []
-        session = ProbeSession(self, idle_pairs, port=port) if idle_pairs else None
-        try:
-            self._read_line(sink, nics[dst_ip].server, "ready", PROBE_READY_TIMEOUT_NS)
-            blast = self.net.hosts[nics[src_ip].server].popen(
-                [*py, "--blast", str(packets), "--pps", f"{pps:.3f}", "--size", str(payload_bytes), "--ecn",
-                 "--src", src_ip, "--dst", dst_ip], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            started.append(blast)
-            self._extra_procs.append(blast)
-            while session is not None and blast.poll() is None:   # idle paths, while the port is congested
-                idle += session.run(idle_pairs, retries=1)
-            budget_ns = int(packets / pps * 1e9) * 4 + PROBE_READY_TIMEOUT_NS
-            self._read_line(blast, nics[src_ip].server, None, budget_ns)
-            rows = json.loads(self._read_line(sink, nics[dst_ip].server, None, budget_ns))
-        finally:
-            if session is not None:
-                session.close()
-            for proc in started:
-                _stop_proc(proc)
-                self._extra_procs.remove(proc)
-        return rows, idle
+        """Paced ECN-capable UDP src -> dst recorded per packet (ECN, last hop's INT) by a sink; ``idle_pairs``
+        probed meanwhile.  Returns (sink rows, idle probe results)."""
+        return traffic.send_through(self, src_ip, dst_ip, packets=packets, pps=pps, payload_bytes=payload_bytes,
+                                    idle_pairs=idle_pairs, port=port)
 
-    def int_collector(self) -> ReportCollector:
+    def int_collector(self) -> traffic.ReportCollector:
         """Capture INT reports at the collector (report mode): ``with fab.int_collector() as c: ...; c.reports``."""
-        if self.net.collector is None:
-            raise FabricError("no INT collector: bring the fabric up with int_sink='report' (--int-sink report)")
-        return ReportCollector(self)
+        return traffic.int_collector(self)
 
     def port_counters(self, switch: str) -> dict[int, dict[str, int]]:
         """``port_stats`` of one switch (embedded backend): rx/tx/drops/queue per port number."""
-        return _parse_port_stats(self.switch_cli(switch, "port_stats"))
-
-    def _read_line(self, proc: subprocess.Popen, server: str, expect: str | None, timeout_ns: int) -> str:
-        assert proc.stdout is not None
-        deadline = self.clock.now_ns() + timeout_ns
-        while True:
-            remaining = deadline - self.clock.now_ns()
-            if remaining <= 0:
-                raise FabricError(f"probe on {server}: no answer within {timeout_ns / 1e9:.1f} s")
-            ready, _, _ = select.select([proc.stdout], [], [], self.clock.wall_duration_ns(remaining) / 1e9)
-            if not ready:
-                continue
-            line = proc.stdout.readline().decode(errors="replace").strip()
-            if not line:
-                err = proc.stderr.read().decode(errors="replace")[-1000:] if proc.stderr else ""
-                raise FabricError(f"probe on {server} exited: {err.strip() or 'no output'}")
-            if expect is None or line == expect:
-                return line
-
-
-class ReportCollector:
-    """``emu.probe --collect`` on the collector host while the ``with`` block runs; ``reports`` afterwards."""
-
-    def __init__(self, fab: Fabric) -> None:
-        self.fab = fab
-        self.reports: list[dict[str, Any]] = []
-        self.proc: subprocess.Popen | None = None
-
-    def __enter__(self) -> ReportCollector:
-        col = self.fab.net.collector
-        assert col is not None
-        ifnames = ",".join(self.fab.net.collector_ifnames.values())
-        self.proc = col.popen([sys.executable, "-m", "emu.probe", "--collect", ifnames],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.fab._extra_procs.append(self.proc)
-        self.fab._read_line(self.proc, "collector", "ready", PROBE_READY_TIMEOUT_NS)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        proc = self.proc
-        if proc is None:
-            return
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(b"quit\n")
-            proc.stdin.flush()
-            self.reports = json.loads(self.fab._read_line(proc, "collector", None, PROBE_READY_TIMEOUT_NS))
-        finally:
-            _stop_proc(proc)
-            self.fab._extra_procs.remove(proc)
-            self.proc = None
-
-
-class ProbeSession:
-    """``emu.probe`` processes in the hosts of some NIC pairs, started once and reused for several rounds."""
-
-    def __init__(self, fab: Fabric, pairs: list[tuple[str, str]], *, port: int = PROBE_PORT) -> None:
-        self.fab = fab
-        self.by_ip = {n.ip: n for n in fab.topo.nics}
-        for src, dst in pairs:
-            for ip in (src, dst):
-                if ip not in self.by_ip:
-                    raise FabricError(f"{ip} is not a NIC address of this fabric")
-        involved = {ip for pair in pairs for ip in pair}
-        self.servers = sorted({self.by_ip[ip].server for ip in involved}, key=lambda s: int(s[1:]))
-        self.procs: dict[str, subprocess.Popen] = {}
-        try:
-            for server in self.servers:
-                addrs = ",".join(n.ip for n in fab.topo.nics_of(server) if n.ip in involved)
-                self.procs[server] = fab.net.hosts[server].popen(
-                    [sys.executable, "-m", "emu.probe", "--addrs", addrs, "--port", str(port)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for server, proc in self.procs.items():
-                fab._read_line(proc, server, "ready", PROBE_READY_TIMEOUT_NS)
-        except BaseException:
-            self.close()
-            raise
-
-    def __enter__(self) -> ProbeSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def run(self, pairs: list[tuple[str, str]], *, timeout_ms: int = 400, retries: int = 4) -> list[dict[str, Any]]:
-        """One round: every pair probed by its source's host, all hosts at once; one result per pair."""
-        work: dict[str, list[tuple[str, str]]] = {s: [] for s in self.servers}
-        for src, dst in pairs:
-            work[self.by_ip[src].server].append((src, dst))
-        for server, proc in self.procs.items():
-            assert proc.stdin is not None
-            req = {"pairs": work[server], "timeout_ms": timeout_ms, "retries": retries}
-            proc.stdin.write((json.dumps(req) + "\n").encode())
-            proc.stdin.flush()
-        budget_ns = (len(pairs) // max(1, len(self.servers)) * 2_000_000
-                     + (retries + 2) * timeout_ms * 1_000_000 + PROBE_READY_TIMEOUT_NS)
-        results: dict[tuple[str, str], dict[str, Any]] = {}
-        for server, proc in self.procs.items():
-            line = self.fab._read_line(proc, server, None, budget_ns)
-            for r in json.loads(line)["results"]:
-                results[(r["src"], r["dst"])] = r
-        return [results[p] for p in pairs]
-
-    def close(self) -> None:
-        for proc in self.procs.values():
-            _stop_proc(proc)
-        self.procs.clear()
-
-
-def _stop_proc(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            if proc.stdin:
-                proc.stdin.write(b"quit\n")
-                proc.stdin.flush()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=3)
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            try:
-                stream.close()
-            except OSError:
-                pass
-
-
-def _counter(text: str) -> tuple[int, int]:
-    m = _COUNTER_RE.search(text)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
-def _parse_port_stats(text: str) -> dict[int, dict[str, int]]:
-    lines = [ln.split() for ln in text.strip().splitlines()]
-    if not lines:
-        return {}
-    header = lines[0]
-    out = {}
-    for words in lines[1:]:
-        row = dict(zip(header, words, strict=False))
-        out[int(row["port"])] = {k: int(v) for k, v in row.items() if k not in ("port", "iface")}
-    return out
-
-
-def spec_dict(spec: TopologySpec) -> dict[str, Any]:
-    return {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "pods": spec.pods,
-            "spines": spec.spines, "link_rate_bps": spec.link_rate_bps, "delay_ns": spec.delay_ns, "mtu": spec.mtu,
-            "oversubscription": spec.oversubscription, "seed": spec.seed}
+        return parse_port_stats(self.switch_cli(switch, "port_stats"))

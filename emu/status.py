@@ -1,0 +1,113 @@
+"""``Fabric.status()``: per switch port, per link and direction, and in total — packets, bytes, queue depth and
+high-water marks, ECN marks, drops by cause — read through each switch's control socket."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from emu.topology import TopologySpec
+
+if TYPE_CHECKING:
+    from emu.fabric import Fabric
+
+DROP_REASONS = {0: "no_route", 1: "ttl", 2: "parser", 3: "acl"}   # fabric.p4's drop_reasons counter indexes
+_COUNTER_RE = re.compile(r"packets=(\d+), bytes=(\d+)")
+
+
+def fabric_status(fab: Fabric) -> dict[str, Any]:
+    """Per switch and port: rx/tx counters, queue depth and high-water mark, ECN marks, drops by cause."""
+    out: dict[str, Any] = {"topology": spec_dict(fab.spec), "backend": fab.backend, "switches": {}}
+    totals = {"rx_pkts": 0, "tx_pkts": 0, "ecn_marks": 0, "drops": 0, "queue_drop_pkts": 0}
+    peers = _port_peers(fab)
+    for name, sw in fab.net.switches.items():
+        entry = _switch_status(fab, name, sw, peers.get(name, {}))
+        out["switches"][name] = entry
+        for p in entry["ports"].values():
+            totals["rx_pkts"] += p["rx_pkts"]
+            totals["tx_pkts"] += p["tx_pkts"]
+            totals["ecn_marks"] += p["ecn_marks"]
+            totals["queue_drop_pkts"] += p["queue_drop_pkts"]
+        totals["drops"] += sum(entry["drop_reasons"].values()) + sum(
+            p["queue_drop_pkts"] for p in entry["ports"].values())
+    out["totals"] = totals
+    out["links"] = _link_status(fab, out["switches"])
+    out["faults"] = fab.faults.active() if fab.faults else {}
+    return out
+
+
+def _link_status(fab: Fabric, switches: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per link and direction, from the switch port that sends into it (a host's sending side is read at
+    the leaf port receiving it): packets, bytes, and for switch egress the queue, ECN and drop counters."""
+    out = []
+    for link in fab.topo.links:
+        entry: dict[str, Any] = {"link": f"{link.a}:{link.b}", "kind": link.kind, "rate_bps": link.rate_bps}
+        for direction, (src, src_port, dst, dst_port) in (
+                ("a_to_b", (link.a, link.a_port, link.b, link.b_port)),
+                ("b_to_a", (link.b, link.b_port, link.a, link.a_port))):
+            if src in switches:
+                port = switches[src]["ports"].get(str(src_port), {})
+                entry[direction] = {k: port.get(k, 0) for k in (
+                    "tx_pkts", "tx_bytes", "high_water_pkts", "queue_drop_pkts", "ecn_marks")}
+            else:   # a host sends: what the leaf received
+                port = switches.get(dst, {}).get("ports", {}).get(str(dst_port), {})
+                entry[direction] = {"tx_pkts": port.get("rx_pkts", 0), "tx_bytes": port.get("rx_bytes", 0)}
+        out.append(entry)
+    return out
+
+
+def _port_peers(fab: Fabric) -> dict[str, dict[int, str]]:
+    peers: dict[str, dict[int, str]] = {}
+    for link in fab.topo.links:
+        peers.setdefault(link.b, {})[link.b_port] = link.a_ifname if link.a in fab.net.hosts else link.a
+        if link.a in fab.net.switches:
+            peers.setdefault(link.a, {})[link.a_port] = link.b
+    return peers
+
+
+def _switch_status(fab: Fabric, name: str, sw: Any, peers: dict[int, str]) -> dict[str, Any]:
+    if sw.proc is None:
+        return {"running": False, "ports": {}, "drop_reasons": {}}
+    ports: dict[str, dict[str, Any]] = {}
+    stats = parse_port_stats(sw.cli("port_stats")) if fab.backend == "embedded" else {}
+    for port in fab.topo.ports_of(name):
+        s = stats.get(port, {})
+        rx = tx = (0, 0)
+        if not s:
+            rx = _counter(sw.cli(f"counter_read FabricIngress.port_rx {port}"))
+            tx = _counter(sw.cli(f"counter_read FabricEgress.port_tx {port}"))
+        ports[str(port)] = {
+            "iface": fab.topo.ports_of(name)[port], "peer": peers.get(port, ""),
+            "up": bool(s.get("up", 1)),
+            "rx_pkts": s.get("rx_pkts", rx[0]), "rx_bytes": s.get("rx_bytes", rx[1]),
+            "tx_pkts": s.get("tx_pkts", tx[0]), "tx_bytes": s.get("tx_bytes", tx[1]),
+            "qdepth_pkts": s.get("qdepth_pkts", 0), "high_water_pkts": s.get("high_water_pkts", 0),
+            "queue_drop_pkts": s.get("queue_drop_pkts", 0),
+            "ecn_marks": _counter(sw.cli(f"counter_read FabricEgress.ecn_marks {port}"))[0],
+        }
+    drops = {reason: _counter(sw.cli(f"counter_read FabricIngress.drop_reasons {i}"))[0]
+             for i, reason in DROP_REASONS.items()}
+    return {"running": True, "ports": ports, "drop_reasons": drops}
+
+
+def _counter(text: str) -> tuple[int, int]:
+    m = _COUNTER_RE.search(text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def parse_port_stats(text: str) -> dict[int, dict[str, int]]:
+    lines = [ln.split() for ln in text.strip().splitlines()]
+    if not lines:
+        return {}
+    header = lines[0]
+    out = {}
+    for words in lines[1:]:
+        row = dict(zip(header, words, strict=False))
+        out[int(row["port"])] = {k: int(v) for k, v in row.items() if k not in ("port", "iface")}
+    return out
+
+
+def spec_dict(spec: TopologySpec) -> dict[str, Any]:
+    return {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "pods": spec.pods,
+            "spines": spec.spines, "link_rate_bps": spec.link_rate_bps, "delay_ns": spec.delay_ns, "mtu": spec.mtu,
+            "oversubscription": spec.oversubscription, "seed": spec.seed}

@@ -184,7 +184,7 @@ def measure(lab: BenchLab, size: int, seconds: float, warmup_s: float, tool: str
 
 
 def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: str,
-        rate_pps: int | None = None) -> dict:
+        rate_pps: int | None = None, port_rate: str | None = None) -> dict:
     if os.geteuid() != 0:
         raise BenchError("the benchmark needs root (network namespaces, raw sockets)")
     if tool == "auto":
@@ -196,7 +196,8 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
     try:
         lab.build()
         cmds = workdir / "cmds.txt"
-        cmds.write_text(f"table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => {SINK_MAC} 2\n")
+        cmds.write_text(f"table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => {SINK_MAC} 2\n"
+                        + (f"set_port_rate 2 {port_rate}\n" if port_rate else ""))
         ctl = str(workdir / "ctl.sock")
         sw = lab.popen(lab.ns["sw"], [sys.executable, "-m", "p4.switch", str(program), "-i", "1@p1", "-i", "2@p2",
                                       "--commands", str(cmds), "--log-level", "warn", "--ctl", ctl],
@@ -216,7 +217,7 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"program": str(program), "switch_alive_after": alive, "results": results,
+    return {"program": str(program), "port_rate": port_rate, "switch_alive_after": alive, "results": results,
             "reference_pps": REFERENCE_PPS}
 
 
@@ -229,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
     parser.add_argument("--rate", type=int, metavar="PPS",
                         help="offered load in packets/s from a paced sender (default: flat out)")
+    parser.add_argument("--port-rate", metavar="RATE",
+                        help="shape the egress port (e.g. 100G): every packet then takes the queued path")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     try:
@@ -240,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         print("--sizes: each 60..1514; --seconds: 0..120", file=sys.stderr)
         return 2
     try:
-        out = run(args.program, sizes, args.seconds, args.warmup, args.generator, args.rate)
+        out = run(args.program, sizes, args.seconds, args.warmup, args.generator, args.rate, args.port_rate)
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2

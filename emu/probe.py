@@ -1,10 +1,13 @@
-"""UDP reachability probe run inside a fabric host: answers probes on every local NIC and probes given pairs.
+"""Traffic tools run inside fabric hosts (stdlib only, started by ``emu.traffic``); one mode per invocation.
 
-One process per host (``python -m emu.probe --addrs A,B,...``): it binds ``--port`` on each local address, prints
-``ready``, echoes every request it receives, and on a JSON line ``{"pairs": [[src, dst], ...], ...}`` on stdin
-probes each pair (retrying unanswered ones) and prints one JSON result line.  With INT on the probe port the
-fabric inserts an INT-MD stack after the UDP header; the receiver reads the hop count (and per-hop queue
-occupancy) from it, so one probe proves both reachability and the switch-hop count of each direction.
+- probe/echo (``--addrs A,B``): binds ``--port`` on each local address, prints ``ready``, echoes every request,
+  and for each JSON line ``{"pairs": [[src, dst], ...]}`` on stdin probes those pairs (a window of requests in
+  flight, retries) and prints one JSON result line.  With INT on the probe port the fabric inserts an INT-MD
+  stack after the UDP header; the receiver reads hop count and per-hop queue occupancy from it, so one probe
+  proves reachability and the switch-hop count of both directions.
+- ``--flows N``: N one-packet flows from distinct random source ports (ECMP entropy).
+- ``--blast N --pps R [--ecn]``: paced datagrams; ``--sink ADDR`` records ECN bits and the last hop's INT.
+- ``--collect IF,IF``: captures INT reports on the collector's NICs until ``quit``.
 """
 
 from __future__ import annotations

@@ -280,7 +280,8 @@ def _write_state(d: Path, fab: Any, sock_path: Path) -> None:
         "pid": os.getpid(), "socket": str(sock_path), "workdir": str(fab.workdir),
         "topology": fab.status()["topology"], "backend": fab.backend,
         "switch_ctl": {n: sw.ctl for n, sw in fab.net.switches.items()},
-        "processes": tracked_processes(fab.net), "fault_log": str(fab.faults.log_path),
+        "processes": tracked_processes(fab.net), "node_pids": fab.net.node_pids(),
+        "fault_log": str(fab.faults.log_path),
         "up_s": fab.timings.up_s}, indent=2))
     tmp.replace(d / "state.json")
 

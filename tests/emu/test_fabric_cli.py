@@ -65,7 +65,9 @@ def test_up_status_fault_down_from_other_processes(tmp_path: Path) -> None:
             assert up.poll() is None, up.stderr.read() if up.stderr else ""
             assert time.monotonic() < deadline, f"no state file after {UP_TIMEOUT_S} s"
             time.sleep(0.1)
-        assert json.loads(state.read_text())["pid"] == up.pid
+        recorded = json.loads(state.read_text())
+        assert recorded["pid"] == up.pid
+        assert set(recorded["node_pids"]) == {"s0", "s1", "p0l0", "p0l1", "sp0", "sp1"}
 
         again = _cli("up", "--name", name, env=env, timeout=60)
         assert again.returncode == 2 and "already running" in again.stderr

@@ -1,0 +1,72 @@
+"""The launcher's pure parts: rank placement on NICs, the environment contract, exit-code rules and the
+one-line errors of ``starpulse run`` (no namespaces needed)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+from emu import run_cli
+from emu.launch import EXIT_TIMEOUT, JobResult, LaunchError, RankResult, rank_env, rank_plan, resolve_command
+from emu.topology import Topology, TopologySpec
+
+pytestmark = pytest.mark.unit
+
+
+def test_ranks_are_server_major_on_their_rail_nic() -> None:
+    plans = rank_plan(Topology(TopologySpec(servers=3, gpus_per_server=2, spines=1)))
+    assert [(p.rank, p.server, p.local_rank, p.nic_ifname, p.nic_addr) for p in plans] == [
+        (0, "s0", 0, "s0-eth0", "10.0.0.1"), (1, "s0", 1, "s0-eth1", "10.0.1.1"),
+        (2, "s1", 0, "s1-eth0", "10.0.0.2"), (3, "s1", 1, "s1-eth1", "10.0.1.2"),
+        (4, "s2", 0, "s2-eth0", "10.0.0.3"), (5, "s2", 1, "s2-eth1", "10.0.1.3")]
+    assert {p.world_size for p in plans} == {6} and {p.local_world_size for p in plans} == {2}
+
+
+def test_rank_env_carries_the_contract() -> None:
+    plan = rank_plan(Topology(TopologySpec(servers=2, gpus_per_server=2, spines=1)))[3]
+    env = rank_env(plan, "/tmp/store-x", {"PATH": "/bin", "STARPULSE_TIME_DILATION": "10"})
+    assert {k: env[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "STARPULSE_STORE",
+                                "STARPULSE_NIC_ADDR", "STARPULSE_SERVER")} == {
+        "RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "STARPULSE_STORE": "/tmp/store-x",
+        "STARPULSE_NIC_ADDR": "10.0.1.2", "STARPULSE_SERVER": "1"}
+    assert env["STARPULSE_TIME_DILATION"] == "10"            # passed through to the ranks
+    assert str(Path(run_cli.__file__).resolve().parents[1]) in env["PYTHONPATH"].split(":")
+
+
+def _r(rank: int, code: int, stopped: bool = False) -> RankResult:
+    return RankResult(rank, "s0", code, stopped, Path(f"rank{rank}.log"))
+
+
+def test_exit_code_is_the_worst_own_failure() -> None:
+    assert JobResult([_r(0, 0), _r(1, 0)]).exit_code == 0
+    assert JobResult([_r(0, 143, True), _r(1, 3), _r(2, 7)]).exit_code == 7    # ranks we stopped do not count
+    assert JobResult([_r(0, 143, True)], timed_out=True).exit_code == EXIT_TIMEOUT
+    assert JobResult([_r(0, 0), _r(1, 3), _r(2, 143, True)]).failed_ranks == [1]
+
+
+def test_python_means_this_interpreter_and_missing_programs_are_named() -> None:
+    assert resolve_command(["python", "-m", "x"]) == [sys.executable, "-m", "x"]
+    with pytest.raises(LaunchError, match="'no-such-prog-q'"):
+        resolve_command(["no-such-prog-q"])
+    with pytest.raises(LaunchError, match="no command"):
+        resolve_command([])
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["--gpus", "2", "--gpus-per-server", "3", "--", "true"], "--gpus 2 and --gpus-per-server 3 disagree"),
+    (["--timeout", "0", "--", "true"], "--timeout 0.0: must be > 0"),
+    (["--"], "no command"),
+    (["--servers", "0", "--", "true"], "--servers 0"),
+    (["--link-rate", "10X", "--", "true"], "--link-rate '10X'"),
+])
+def test_run_flag_errors_are_user_errors(argv, needle, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path))
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    with pytest.raises(Exception) as info:  # noqa: B017 - the class varies; is_user_error is what counts
+        run_cli.run(parser.parse_args(argv))
+    assert getattr(info.value, "is_user_error", False), repr(info.value)
+    assert needle in str(info.value)

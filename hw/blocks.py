@@ -11,6 +11,7 @@ from amaranth.lib import wiring
 from hw.cnp import CnpGenerator
 from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
+from hw.parser import RoceParser
 from hw.sched import TxScheduler
 
 DEFAULT_DATA_WIDTH = 1024
@@ -23,6 +24,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                  lambda width, qps: DcqcnRpEngine(n_qps=qps)),
     "cnp_gen": ("DCQCN notification point (CNP pacing per QP)",
                 lambda width, qps: CnpGenerator(n_qps=qps)),
+    "roce_parser": ("RoCEv2 RX header parser (CE and CNP events)",
+                    lambda width, qps: RoceParser(data_width=width, n_qps=qps)),
 }
 
 

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -136,10 +137,14 @@ def read_state(name: str) -> dict[str, Any] | None:
 def _reap_orphans(name: str, state: dict[str, Any]) -> None:
     """The ``up`` process died without tearing down (e.g. SIGKILL): stop the switch processes and node shells
     it recorded (only those exact processes), so their namespaces and veths go too; then forget the state."""
+    from emu.fabric import WORKDIR_PREFIX
     from emu.net import stop_tracked
 
     procs = [(int(p), int(t)) for p, t in state.get("processes", [])]
     stopped = stop_tracked(procs, get_clock()) if procs else 0
+    workdir = Path(state.get("workdir") or "/nonexistent")
+    if workdir.name.startswith(WORKDIR_PREFIX):
+        shutil.rmtree(workdir, ignore_errors=True)
     if stopped:
         print(f"fabric {name!r}: its process {state.get('pid')} was gone; stopped {stopped} leftover "
               "switch/node process(es)", file=sys.stderr)

@@ -114,7 +114,8 @@ def test_a_killed_up_process_leaves_nothing_after_the_next_command(tmp_path: Pat
         while not state.exists():
             assert up.poll() is None and time.monotonic() < deadline, "fabric did not come up"
             time.sleep(0.1)
-        recorded = json.loads(state.read_text())["processes"]
+        saved = json.loads(state.read_text())
+        recorded = saved["processes"]
         assert len(recorded) == 3 + 5          # 3 switch processes, 5 node shells
     finally:
         up.kill()                              # no chance to tear down
@@ -129,3 +130,4 @@ def test_a_killed_up_process_leaves_nothing_after_the_next_command(tmp_path: Pat
         if int(fields[19]) == start:           # the same process (not a reused pid)
             assert fields[0] == "Z", f"pid {pid} still runs"
     assert not state.exists()
+    assert not Path(saved["workdir"]).exists()

@@ -81,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                     "faults work on them: A:B[,A:B...] or 'all' (one process per link; --delay implies all)")
     up.add_argument("--cli", action="store_true", help="drop into the Mininet CLI; leaving it tears down")
     up.add_argument("--log-level", default="warn", help="switch log level (default warn)")
+    up.add_argument("--pcap", metavar="DIR", help="every switch writes <iface>_in/_out.pcap per port into DIR")
     named(up)
 
     st = sub.add_parser("status", help="per-port counters, queue high-water marks, ECN marks, drops")
@@ -230,7 +231,7 @@ def _up(args: argparse.Namespace) -> int:
     d = state_dir(name)
     d.mkdir(parents=True, exist_ok=True)
     fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"),
-                       wired_links=args.impairable)
+                       wired_links=args.impairable, pcap_dir=str(Path(args.pcap).resolve()) if args.pcap else None)
     stop = {"flag": False}
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from p4.errors import P4Error
 from p4.switch.trace import LEVELS
@@ -16,6 +17,10 @@ class SwitchArgumentError(P4Error):
 def add_switch_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``starpulse p4 switch PROG.p4 -i 1@IFACE ...`` (names as BMv2 simple_switch where they exist)."""
     parser.add_argument("program", metavar="PROG.p4", help="P4_16 v1model program")
+    parser.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                        help="extra #include directory (ours with core.p4/v1model.p4 is always searched)")
+    parser.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                        help="preprocessor definition")
     parser.add_argument("-i", "--interface", dest="interfaces", action="append", default=[], metavar="PORT@IFACE",
                         help="bind switch port PORT to interface IFACE (repeat per port)")
     parser.add_argument("--device-id", type=int, default=0, metavar="N", help="device id (default 0)")
@@ -67,7 +72,12 @@ def run_switch(args: argparse.Namespace) -> int:
     from p4.switch.switch import P4Switch
 
     config = _build_config(args)
-    pipeline = load_pipeline(args.program, device_id=args.device_id)
+    defines = {}
+    for d in getattr(args, "define", []):
+        name, _, value = d.partition("=")
+        defines[name] = value or "1"
+    pipeline = load_pipeline(args.program, device_id=args.device_id,
+                             include_dirs=[Path(d) for d in getattr(args, "include", [])], defines=defines)
     if args.commands:
         try:
             with open(args.commands) as f:

@@ -57,7 +57,8 @@ def _compiler_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def compile_cached(path: str | Path, *, seed: int = 0) -> Any:
+def compile_cached(path: str | Path, *, seed: int = 0, include_dirs: list[Path] | None = None,
+                   defines: dict[str, str] | None = None) -> Any:
     """Compile ``path`` like ``p4.compiler.compile_file``, reusing a cached parse tree for identical source."""
     from lark import Tree
 
@@ -66,7 +67,7 @@ def compile_cached(path: str | Path, *, seed: int = 0) -> Any:
 
     if not Path(path).is_file():
         raise P4Error(f"{path}: no such file")
-    pre = preprocess(path)
+    pre = preprocess(path, include_dirs, defines)
     key = hashlib.sha256((_compiler_fingerprint() + "\0" + pre.text).encode()).hexdigest()
     entry = cache_dir() / f"{key}.tree.pickle"
     tree = None
@@ -260,9 +261,10 @@ class _DigestTap(deque):
         self._on_digest(d)
 
 
-def load_pipeline(path: str | Path, *, device_id: int = 0, clock: Clock | None = None) -> SwitchPipeline:
+def load_pipeline(path: str | Path, *, device_id: int = 0, clock: Clock | None = None,
+                  include_dirs: list[Path] | None = None, defines: dict[str, str] | None = None) -> SwitchPipeline:
     """Compile (through the cache) and instantiate the program for a switch."""
     from p4.pipeline import Pipeline
 
-    prog = compile_cached(path)
+    prog = compile_cached(path, include_dirs=include_dirs, defines=defines)
     return SwitchPipeline(Pipeline(prog, clock=clock or get_clock(), device_id=device_id))

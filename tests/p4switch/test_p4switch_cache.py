@@ -42,3 +42,16 @@ def test_corrupt_cache_entry_is_ignored_and_errors_keep_positions(tmp_path, monk
     src.write_text(src.read_text().replace("ttl - 1;", "ttl - ;"))
     with pytest.raises(CompileError, match=r"prog\.p4:\d+:\d+"):
         compile_cached(src)
+
+
+def test_defines_are_part_of_the_cache_key(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("STARPULSE_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "prog.p4"
+    src.write_text(FEATURES_P4.read_text().replace("ECN_THRESHOLD_PKTS = 10;", "ECN_THRESHOLD_PKTS = THRESH;"))
+    with pytest.raises(CompileError):
+        compile_cached(src)                                   # THRESH undefined
+    before = len(list(cache_dir().glob("*.tree.pickle")))
+    a = compile_cached(src, defines={"THRESH": "12"})
+    b = compile_cached(src, defines={"THRESH": "20"})
+    assert a.source != b.source
+    assert len(list(cache_dir().glob("*.tree.pickle"))) == before + 2   # one entry per distinct source

@@ -30,8 +30,9 @@ CACHE_ENV = "STARPULSE_CACHE_DIR"
 SWITCH_COMMANDS = {
     "port_stats": "port_stats [EGRESS_PORT]  (rx/tx/drop counters, queue depth and high-water mark per port)",
     "port_stats_reset": "port_stats_reset  (zero the port counters; high-water marks restart from now)",
-    "set_port_rate": "set_port_rate EGRESS_PORT RATE  (shape a port to a line rate in bit/s of frame bytes, "
-                     "e.g. 100M; 'off' removes it)",
+    "set_port_rate": "set_port_rate EGRESS_PORT RATE [OVERHEAD_BYTES]  (shape a port to a line rate in bit/s, "
+                     "e.g. 100M, counting each frame plus OVERHEAD_BYTES, 24 for Ethernet's preamble/FCS/gap; "
+                     "'off' removes it)",
 }
 _COMPILER_FILES = ("compiler.py", "parse.py", "p4.lark", "preprocess.py", "program.py", "pipeline.py")
 
@@ -215,8 +216,9 @@ class SwitchPipeline:
                     raise CommandError(str(exc)) from None
 
     def _set_port_rate(self, args: list[str]) -> str:
-        if len(args) != 2 or not args[0].isdigit():
-            raise CommandError(f"set_port_rate {' '.join(args)!r}: usage: {SWITCH_COMMANDS['set_port_rate']}")
+        usage = f"set_port_rate {' '.join(args)!r}: usage: {SWITCH_COMMANDS['set_port_rate']}"
+        if len(args) not in (2, 3) or not args[0].isdigit() or (len(args) == 3 and not args[2].isdigit()):
+            raise CommandError(usage)
         port = int(args[0])
         if args[1] == "off":
             self.tm.set_port_rate_Bps(None, port)  # type: ignore[union-attr]
@@ -225,7 +227,11 @@ class SwitchPipeline:
             rate_bps = parse_rate_bps(args[1], what="set_port_rate rate")
         except UnitError as exc:
             raise CommandError(str(exc)) from None
-        self.tm.set_port_rate_Bps(rate_bps / 8, port)  # type: ignore[union-attr]
+        overhead = int(args[2]) if len(args) == 3 else 0
+        try:
+            self.tm.set_port_rate_Bps(rate_bps / 8, port, overhead)  # type: ignore[union-attr]
+        except TrafficManagerError as exc:
+            raise CommandError(str(exc)) from None
         return ""
 
     def complete(self, line: str) -> list[str]:

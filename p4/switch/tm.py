@@ -47,11 +47,12 @@ class QueuedPacket:
 class _Shaper:
     """Spacing of departures: packets/s or bytes/s (``None`` = unlimited); remembers when it is next free."""
 
-    __slots__ = ("rate_pps", "rate_Bps", "free_at_ns")
+    __slots__ = ("rate_pps", "rate_Bps", "overhead_bytes", "free_at_ns")
 
     def __init__(self) -> None:
         self.rate_pps: float | None = None
         self.rate_Bps: float | None = None
+        self.overhead_bytes = 0          # per packet on top of the frame (24 = preamble, SFD, FCS, gap)
         self.free_at_ns = 0
 
     def limited(self) -> bool:
@@ -59,7 +60,7 @@ class _Shaper:
 
     def consume(self, start_ns: int, length_bytes: int) -> None:
         if self.rate_Bps is not None:
-            self.free_at_ns = start_ns + int(length_bytes * NS_PER_S / self.rate_Bps)
+            self.free_at_ns = start_ns + int((length_bytes + self.overhead_bytes) * NS_PER_S / self.rate_Bps)
         elif self.rate_pps is not None:
             self.free_at_ns = start_ns + int(NS_PER_S / self.rate_pps)
         else:
@@ -199,12 +200,16 @@ class TrafficManager:
             p.update_shaped()
         self._refresh_shaped()
 
-    def set_port_rate_Bps(self, rate_Bps: float | None, port: int) -> None:
-        """Shape a port to ``rate_Bps`` bytes/s of frame bytes (a line rate); None removes the shaper."""
+    def set_port_rate_Bps(self, rate_Bps: float | None, port: int, overhead_bytes: int = 0) -> None:
+        """Shape a port to ``rate_Bps`` bytes/s (a line rate), counting each frame plus ``overhead_bytes``
+        (24 for Ethernet's preamble, SFD, FCS and inter-frame gap); None removes the shaper."""
         if rate_Bps is not None and not rate_Bps > 0:
             raise TrafficManagerError(f"port rate {rate_Bps} B/s: must be > 0")
+        if not 0 <= overhead_bytes <= 1024:
+            raise TrafficManagerError(f"per-packet overhead {overhead_bytes} B: allowed 0..1024")
         p = self._port(port)
         p.shaper.rate_Bps = rate_Bps
+        p.shaper.overhead_bytes = overhead_bytes
         if rate_Bps is not None:
             p.shaper.rate_pps = None
         p.update_shaped()

@@ -50,6 +50,7 @@ MALFORMED = [
     "set_queue_depth 0 2",
     "set_queue_rate 10 2 5",                                   # priority queue the switch lacks
     "set_port_rate 2 10Q",
+    "set_port_rate 2 1G x",
     "port_stats x",
     "register_read",
     "mc_node_associate 1 99",

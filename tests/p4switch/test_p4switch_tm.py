@@ -156,3 +156,13 @@ def test_departures_match_a_reference_fifo_per_port(arrivals, rates) -> None:
                 expect.append(dep)
                 prev = dep
         assert [q.deq_timestamp_ns for q in out if q.egress_port == port] == expect
+
+
+def test_line_rate_shaper_can_count_ethernet_overhead() -> None:
+    tm = TrafficManager()
+    tm.set_port_rate_Bps(1_000_000, port=1, overhead_bytes=24)   # 8 Mb/s: 64 B + 24 B = 88 us on the wire
+    for i in range(3):
+        tm.enqueue(1, i, 64, 0)
+    assert [q.deq_timestamp_ns for q in tm.dequeue_due(10**9)] == [0, 88_000, 176_000]
+    with pytest.raises(TrafficManagerError):
+        tm.set_port_rate_Bps(1_000_000, port=1, overhead_bytes=-1)

@@ -115,10 +115,11 @@ class _Direction:
 
 
 def _open(ifname: str) -> socket.socket:
-    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    # protocol 0 receives nothing until bound, so no frame of another interface slips in before bind()
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-    sock.bind((ifname, 0))
+    sock.bind((ifname, ETH_P_ALL))
     sock.setblocking(False)
     return sock
 

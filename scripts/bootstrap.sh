@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(iverilog mininet bridge-utils tshark iproute2 tcpdump ethtool iputils-ping make gcc cpp)
+APT_PACKAGES=(iverilog mininet bridge-utils tshark iproute2 tcpdump ethtool iputils-ping netsniff-ng make gcc cpp)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -161,3 +161,24 @@ def run(args: argparse.Namespace) -> int:
                         tcp_ecn=args.tcp_ecn)
         report(result, logdir, keep)
     return result.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m emu.run_cli ...``: the same command without the ``starpulse`` dispatcher (user errors exit 2)."""
+    parser = argparse.ArgumentParser(prog="starpulse run")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        print("starpulse run: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if getattr(exc, "is_user_error", False):
+            print(f"starpulse run: error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

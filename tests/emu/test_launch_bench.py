@@ -6,6 +6,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +20,7 @@ from sw.collectives import bench_cli
 
 pytestmark = pytest.mark.emu
 
+REPO = str(Path(__file__).resolve().parents[2])
 SMALL = ["--servers", "2", "--gpus", "2", "--spines", "1"]
 
 
@@ -61,3 +67,29 @@ def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> N
         assert row["busbw_bps"] == pytest.approx(row["algbw_bps"] * 1.5)
         assert 0 < row["busbw_bps"]
     assert "# Out of bounds values : 0 OK" in text
+
+
+def test_sigterm_stops_ranks_and_tears_the_fabric_down(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    script = "import os,time;print('pid',os.getpid(),flush=True);time.sleep(300)"
+    env = {**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state")}
+    proc = subprocess.Popen([sys.executable, "-m", "emu.run_cli", "--servers", "2", "--gpus", "1", "--spines", "0",
+                             "--", "python", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=REPO)
+    pids: list[int] = []
+    try:
+        assert proc.stdout is not None
+        while len(pids) < 2:
+            line = proc.stdout.readline()
+            assert line, f"launcher ended early: {proc.stderr.read() if proc.stderr else ''}"
+            if " pid " in line:
+                pids.append(int(line.split()[-1]))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode == 130, err
+    assert "fabric down" in err, err
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists(), f"rank pid {pid} outlived the launcher"

@@ -4,6 +4,13 @@ The fabric program (p4/programs/fabric.p4) marks an INT-carrying packet with DSC
 shim (4 B) + MD header (12 B) + one 28-byte record per hop, newest first, between UDP and BTH. The receiving
 NIC strips it to get the original RoCEv2 frame back (lengths and DSCP restored, so the ICRC checks again) and
 hands the hop records to congestion control (HPCC echoes them to the sender).
+
+INT echo (HPCC): the responder puts the forward-path hops it received back into its ACK with ``insert_int``, in
+the same wire format (DSCP_INT, shim, MD header, hop stack after UDP) with two differences: the MD header's
+remaining hop count is 0, so the fabric's transit logic adds no reverse-path hop (it only sets the E bit), and
+its domain-specific id is ``INT_ECHO_DOMAIN_ID``, which tells the requester the hops describe its own
+forward path. The fabric's INT source never re-stamps a packet that already carries a shim, so the echo
+arrives unchanged; ``strip_int`` restores the plain ACK, whose ICRC (and tshark dissection) is valid again.
 """
 
 from __future__ import annotations
@@ -18,6 +25,10 @@ INT_SHIM_BYTES = 4
 INT_MD_BYTES = 12
 INT_HOP_BYTES = 28
 INT_HOP_WORDS = INT_HOP_BYTES // 4
+INT_ECHO_DOMAIN_ID = 0x4543  # "EC" in the MD header's domain-specific id: hops echoed back to the sender
+INT_INSTRUCTIONS = 0xF500  # the bitmap fabric.p4 stamps: node id, ports, hop latency, queue, egress ts, tx bytes
+INT_MD_VERSION = 2
+MAX_INT_HOPS = 4  # the hop stack depth fabric.p4 parses
 ETH_BYTES = 14
 IPV4_BYTES = 20
 UDP_BYTES = 8
@@ -37,6 +48,12 @@ class IntHopRecord:
     queue_occupancy: int
     egress_timestamp: int
     egress_tx_bytes: int
+
+
+class IntHops(list[IntHopRecord]):
+    """Hop records of one INT stack, newest first; ``echoed`` when an ACK carries them back to the sender."""
+
+    echoed: bool = False
 
 
 def carries_int(frame: bytes | memoryview) -> bool:
@@ -70,11 +87,13 @@ def parse_int(frame: bytes | memoryview) -> tuple[list[IntHopRecord], int, int]:
     return hops, int_bytes, orig_dscp
 
 
-def strip_int(frame: bytes | memoryview) -> tuple[bytes, list[IntHopRecord]]:
+def strip_int(frame: bytes | memoryview) -> tuple[bytes, IntHops]:
     """The original frame without INT (DSCP, IP total length, checksum and UDP length restored) and the hops."""
-    hops, int_bytes, orig_dscp = parse_int(frame)
+    records, int_bytes, orig_dscp = parse_int(frame)
     ihl_bytes = (frame[ETH_BYTES] & 0x0F) * 4
     shim = ETH_BYTES + ihl_bytes + UDP_BYTES
+    hops = IntHops(records)
+    hops.echoed = struct.unpack_from(">H", frame, shim + INT_SHIM_BYTES + 6)[0] == INT_ECHO_DOMAIN_ID
     ip = bytearray(frame[ETH_BYTES:ETH_BYTES + ihl_bytes])
     ip[1] = (orig_dscp << 2) | (ip[1] & 0x03)
     struct.pack_into(">H", ip, 2, struct.unpack_from(">H", ip, 2)[0] - int_bytes)
@@ -84,6 +103,45 @@ def strip_int(frame: bytes | memoryview) -> tuple[bytes, list[IntHopRecord]]:
     struct.pack_into(">H", udp, 4, struct.unpack_from(">H", udp, 4)[0] - int_bytes)
     out = bytes(frame[:ETH_BYTES]) + bytes(ip) + bytes(udp) + bytes(frame[shim + int_bytes:])
     return out, hops
+
+
+def insert_int(
+    frame: bytes | memoryview, hops: list[IntHopRecord], *, echo: bool = True, remaining_hop_cnt: int = 0
+) -> bytes:
+    """Inverse of ``strip_int``: ``frame`` (IPv4/UDP, no INT) with an INT stack of ``hops`` after UDP.
+
+    ``echo`` marks the stack as forward-path hops carried back (domain-specific id ``INT_ECHO_DOMAIN_ID``);
+    ``remaining_hop_cnt`` = 0 keeps switches on the way from adding theirs."""
+    if len(frame) < ETH_BYTES + IPV4_BYTES or frame[12] != 0x08 or frame[13] != 0x00 or frame[ETH_BYTES + 9] != 17:
+        raise NotRoceError("INT goes into IPv4/UDP frames only", 12)
+    if carries_int(frame):
+        raise BadLengthError("frame already carries INT", ETH_BYTES + 1)
+    if len(hops) > MAX_INT_HOPS:
+        raise BadLengthError(f"{len(hops)} INT hops: the fabric parses at most {MAX_INT_HOPS}", 0)
+    ihl_bytes = (frame[ETH_BYTES] & 0x0F) * 4
+    shim = ETH_BYTES + ihl_bytes + UDP_BYTES
+    if len(frame) < shim:
+        raise TruncatedFrameError("frame ends inside the UDP header", len(frame))
+    int_bytes = INT_SHIM_BYTES + INT_MD_BYTES + INT_HOP_BYTES * len(hops)
+    ip = bytearray(frame[ETH_BYTES:ETH_BYTES + ihl_bytes])
+    orig_dscp = ip[1] >> 2
+    ip[1] = (DSCP_INT << 2) | (ip[1] & 0x03)
+    struct.pack_into(">H", ip, 2, struct.unpack_from(">H", ip, 2)[0] + int_bytes)
+    struct.pack_into(">H", ip, 10, 0)
+    struct.pack_into(">H", ip, 10, _ipv4_checksum(ip))
+    udp = bytearray(frame[ETH_BYTES + ihl_bytes:shim])  # checksum kept: RoCEv2 sends 0 (none), as the fabric
+    struct.pack_into(">H", udp, 4, struct.unpack_from(">H", udp, 4)[0] + int_bytes)
+    stack = bytearray(int_bytes)
+    stack[0] = 1 << 4  # type 1 = INT-MD, npt 0: the original DSCP is kept in the shim
+    stack[1] = int_bytes // 4
+    stack[2] = orig_dscp
+    struct.pack_into(">BBBBHHHH", stack, INT_SHIM_BYTES, INT_MD_VERSION << 4, 0, INT_HOP_WORDS, remaining_hop_cnt,
+                     INT_INSTRUCTIONS, INT_ECHO_DOMAIN_ID if echo else 0, 0, 0)
+    for i, h in enumerate(hops):
+        _HOP.pack_into(stack, INT_SHIM_BYTES + INT_MD_BYTES + i * INT_HOP_BYTES, h.node_id, h.ingress_port,
+                       h.egress_port, h.hop_latency, h.queue_id, h.queue_occupancy >> 16,
+                       h.queue_occupancy & 0xFFFF, h.egress_timestamp, h.egress_tx_bytes)
+    return bytes(frame[:ETH_BYTES]) + bytes(ip) + bytes(udp) + bytes(stack) + bytes(frame[shim:])
 
 
 def _ipv4_checksum(header: bytes | bytearray) -> int:

@@ -5,6 +5,11 @@ The bucket is charged with each frame's size on the wire (frame + preamble, FCS 
 QP paced at the link rate fills the link without queueing in front of it.  HPCC also caps the bytes in
 flight with its window; it needs INT in the ACKs, which only the P4 fabric provides: without INT the model
 keeps its initial window (one BDP) and rate (line rate) — ``cc_feedback`` says so.
+
+INT echo to HPCC (``QpPacer.int_hops``): the switch writes times in µs (→ ns), queue occupancy in packets
+(→ bytes: × the full data frame of the path MTU, ``frame_bytes``, since an incast queue holds data frames), and
+no link rate: every hop's rate is the NIC's ``--link-rate`` (the model's line rate) unless the control plane
+gave this QP's pacer a per-node table (``hop_link_kbps``: INT node id -> kbit/s).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from sw.cc.dcqcn import DcqcnParams, DcqcnRp
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import Hpcc, HpccParams
 from sw.cc.pacer import UNITS_PER_BYTE, CcPacer
+from sw.roce.int_md import IntHopRecord
 
 ETH_WIRE_OVERHEAD_BYTES = 24  # preamble + SFD (8), FCS (4), inter-frame gap (12)
 IDLE_BURST_BYTES = 2 * 4200  # what a QP may burst after having nothing to send: two full frames
@@ -75,6 +81,8 @@ class QpPacer:
         self._next_ns = now_ns  # the bucket is in deficit until then (see ``may_send``)
         self._idle = False
         self.cnps = 0
+        self.hop_link_kbps: dict[int, int] = {}  # INT node id -> egress link rate; default the line rate
+        self.int_echoes = 0  # ACKs that brought echoed INT to the model
 
     @property
     def rate_bps(self) -> int:
@@ -91,18 +99,25 @@ class QpPacer:
             return "none"
         return "int" if isinstance(self.cc, Hpcc) else "cnp"
 
-    def next_send_ns(self, now_ns: int) -> int:
-        """Earliest time >= now a frame may start."""
+    def next_send_ns(self, now_ns: int, inflight_bytes: int = 0) -> int | None:
+        """Earliest time >= now a frame may start; None while the window is closed (only an ACK reopens it,
+        so the engine must not wake up for this QP before one arrives)."""
+        if not self._pacer.window_open(inflight_bytes):
+            return None
         if now_ns < self._next_ns:
             return self._next_ns
-        return self._pacer.next_send_ns(now_ns) or now_ns
+        t = self._pacer.next_send_ns(now_ns, inflight_bytes)
+        return now_ns if t is None else t
 
-    def may_send(self, now_ns: int) -> bool:
+    def may_send(self, now_ns: int, inflight_bytes: int = 0) -> bool:
+        """May a frame leave now: the window (if the model has one) is open and the bucket holds a frame."""
+        if not self._pacer.window_open(inflight_bytes):
+            return False
         # Fast path: until the time computed at the last charge the bucket is in deficit for sure (a CNP can
         # only lower the rate; a rate increase is seen at most one packet time late).
         if now_ns < self._next_ns:
             return False
-        if self._pacer.next_send_ns(now_ns) != now_ns:
+        if self._pacer.next_send_ns(now_ns, inflight_bytes) != now_ns:
             return False
         if self._idle:
             # Credit saved while the QP had nothing to send is not a backlog to catch up: clip it, so a
@@ -128,5 +143,26 @@ class QpPacer:
 
     def on_ack(self, acked_bytes: int, sent_bytes: int, now_ns: int, hops: tuple[IntHop, ...] = ()) -> None:
         """Cumulative bytes acknowledged / sent, and the INT hops the ACK echoed (HPCC's input; empty
-        until the P4 fabric stamps INT and the wire format carries it back)."""
+        where no P4 fabric stamps INT)."""
+        if hops:
+            self.int_echoes += 1
         self._pacer.on_ack(AckInfo(acked_bytes, sent_bytes, hops), now_ns)
+        self._next_ns = min(self._next_ns, self._pacer.bucket.next_eligible_ns(now_ns))
+
+    def int_hops(self, records: list[IntHopRecord], frame_bytes: int) -> tuple[IntHop, ...]:
+        """Echoed INT records (newest hop first, as on the wire) as HPCC hops in its units (module docstring)."""
+        line_kbps = self._line_kbps()
+        return tuple(
+            IntHop(
+                ts_ns=r.egress_timestamp * 1000,
+                tx_bytes=r.egress_tx_bytes,
+                qlen_bytes=r.queue_occupancy * frame_bytes,
+                link_kbps=self.hop_link_kbps.get(r.node_id, line_kbps),
+            )
+            for r in records
+        )
+
+    def _line_kbps(self) -> int:
+        params = getattr(self.cc, "params", None)
+        kbps = getattr(params, "line_rate_kbps", None)
+        return kbps if kbps is not None else max(1, self.rate_bps // 1000)

@@ -2,6 +2,8 @@
 responses, and recovers losses with go-back-N driven by NAKs and a retransmission timer with back-off.
 
 Pure state machine: time comes in as ``now_ns``; frames go out through ``next_frame``; no sockets here.
+An ACK that echoes the forward path's INT (``sw.roce.int_md``) hands those hops to HPCC with the progress it
+reports; the data frame size used to turn queue occupancy (packets) into bytes is the path-MTU frame.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ _OPS_OF = {
 }
 _NAK_STATUS = {NAK_INV_REQ: WcStatus.REM_INV_REQ_ERR, NAK_REM_ACCESS_ERR: WcStatus.REM_ACCESS_ERR}
 MAX_BACKOFF_SHIFT = 6
+DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a path-MTU payload
 
 
 @dataclass(slots=True)
@@ -88,6 +91,7 @@ class Requester:
         self.last_nak_psn: int | None = None  # a duplicated NAK must not trigger a second go-back
         self.acked_bytes = 0
         self.sent_bytes = 0
+        self._ack_hops: tuple = ()  # HPCC hops echoed by the ACK being handled
 
     # --- posting -------------------------------------------------------------------------------------------
     def post(self, wr: SendWr) -> None:
@@ -194,7 +198,17 @@ class Requester:
         return frame
 
     # --- receive -------------------------------------------------------------------------------------------
+    def _take_echo(self) -> None:
+        """The forward-path INT the received ACK echoed (left by the NIC on the QP), as HPCC hops."""
+        qp = self.qp
+        records, qp.int_hops_rx = qp.int_hops_rx, None
+        if records and getattr(records, "echoed", False) and qp.pacer is not None:
+            self._ack_hops = qp.pacer.int_hops(records, qp.attr.path_mtu + DATA_FRAME_OVERHEAD_BYTES)
+        else:
+            self._ack_hops = ()
+
     def on_ack(self, pkt: RocePacket, now_ns: int) -> None:
+        self._take_echo()
         syndrome = pkt.syndrome or 0
         psn = pkt.psn
         counters = self.qp.counters
@@ -231,6 +245,7 @@ class Requester:
                 self._fail(_NAK_STATUS.get(code, WcStatus.REM_OP_ERR))
 
     def on_read_response(self, pkt: RocePacket, now_ns: int) -> None:
+        self._take_echo()
         psn = pkt.psn
         # A read response implicitly acknowledges every request before it.
         self._acked_through(psn_add(psn, -1), now_ns, stop_at_read=True)
@@ -339,7 +354,8 @@ class Requester:
         self.backoff = 0
         outstanding = psn_diff(self.max_sent_psn, self.una_psn) > 0
         self.timer_ns = now_ns + self._timeout_ns() if outstanding else None
-        self.qp.pacer.on_ack(self.acked_bytes, self.sent_bytes, now_ns)
+        hops, self._ack_hops = self._ack_hops, ()
+        self.qp.pacer.on_ack(self.acked_bytes, self.sent_bytes, now_ns, hops)
 
     def _go_back(self, psn: int) -> None:
         """Go-back-N: retransmit from ``psn`` (which lies in an uncompleted op)."""

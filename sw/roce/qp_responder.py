@@ -3,6 +3,9 @@ NAKs (sequence error, access error, invalid request) and RNR NAKs when no receiv
 
 Everything the responder sends leaves in one FIFO (ACKs queue behind read responses, as on a NIC), so an ACK
 for a later PSN never overtakes the responses of an earlier READ.
+
+INT echo (HPCC): when the request an ACK answers arrived with the fabric's INT stack, the ACK carries those
+hops back (``sw.roce.int_md.insert_int``; a coalesced ACK carries the newest request's hops).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sw.roce.decode import RocePacket
+from sw.roce.int_md import IntHopRecord, insert_int
 from sw.roce.opcodes import Opcode
 from sw.roce.transport_rules import (
     CREDITS_INVALID,
@@ -45,6 +49,7 @@ class _Ack:
     syndrome: int
     psn: int
     msn: int
+    hops: list[IntHopRecord] | None = None  # forward-path INT of the request answered, echoed in the ACK
 
 
 @dataclass(slots=True)
@@ -86,6 +91,9 @@ class Responder:
         )
         self.send_in: _Incoming | None = None
         self.write_in: _Incoming | None = None
+        self._rx_hops: list[IntHopRecord] | None = None  # INT of the request being handled
+        self.int_echoes_sent = 0
+        self.last_echo: list[IntHopRecord] | None = None  # hops of the latest echoing ACK (for inspection)
 
     def post_recv(self, wr: RecvWr) -> None:
         mr = self.qp.pd.by_lkey(wr.sge.lkey)
@@ -97,6 +105,8 @@ class Responder:
     # --- receive -------------------------------------------------------------------------------------------
     def on_request(self, pkt: RocePacket, now_ns: int) -> None:
         counters = self.qp.counters
+        hops, self.qp.int_hops_rx = self.qp.int_hops_rx, None  # the NIC left this packet's INT (if any)
+        self._rx_hops = hops if hops and not getattr(hops, "echoed", False) else None
         d = psn_diff(pkt.psn, self.epsn)
         if d > 0:
             counters.out_of_sequence_received += 1
@@ -263,9 +273,11 @@ class Responder:
             tail = self.out[-1]
             if isinstance(tail, _Ack) and tail.syndrome == syndrome:
                 tail.psn, tail.msn = psn, self.msn
+                if self._rx_hops is not None:
+                    tail.hops = self._rx_hops
                 self.qp.counters.acks_coalesced += 1
                 return
-        self.out.append(_Ack(syndrome, psn, self.msn))
+        self.out.append(_Ack(syndrome, psn, self.msn, self._rx_hops))
 
     # --- transmit ------------------------------------------------------------------------------------------
     def next_is_ack(self) -> bool:
@@ -278,7 +290,12 @@ class Responder:
         if isinstance(item, _Ack):
             self.out.popleft()
             self.qp.counters.acks_sent += 1
-            return tpl[Opcode.ACKNOWLEDGE].build(item.psn, b"", syndrome=item.syndrome, msn=item.msn), False
+            frame = tpl[Opcode.ACKNOWLEDGE].build(item.psn, b"", syndrome=item.syndrome, msn=item.msn)
+            if item.hops:
+                frame = insert_int(frame, item.hops)
+                self.int_echoes_sent += 1
+                self.last_echo = item.hops
+            return frame, False
         mtu = self.qp.attr.path_mtu
         i = item.next_i
         start = item.off + i * mtu

@@ -66,5 +66,7 @@ def test_write_and_read_through_the_leaf_switch_with_int_left_on_every_frame():
     assert np.array_equal(dst, src) and np.array_equal(back, src)
     assert nic_b.counters.int_frames > 0 and nic_b.counters.malformed_frames == 0
     assert nic_a.counters.malformed_frames == 0
-    assert qb.int_hops_rx is not None
-    assert [h.node_id for h in qb.int_hops_rx] == [topo.switch(a.leaf).device_id]
+    # The responder echoed the forward path's INT in its ACKs (the leaf added no reverse-path hop to them).
+    assert qb.resp.int_echoes_sent > 0 and qa.pacer.int_echoes > 0
+    echoed = qa.pacer.int_hops(qb.resp.last_echo or [], 1082)
+    assert len(echoed) == 1 and qb.resp.last_echo[0].node_id == topo.switch(a.leaf).device_id

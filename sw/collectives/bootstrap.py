@@ -1,5 +1,6 @@
 """Bootstrap of a communicator through the file store: ranks publish where they sit and listen, then set up
-shared-memory rings with the ranks of their server and TCP connections with the others.
+shared-memory rings with the ranks of their server and TCP connections (or RoCE RC QPs, $STARPULSE_NET=roce)
+with the others.
 
 Environment contract as torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, plus STARPULSE_STORE (a
 fresh shared directory per job) and optionally STARPULSE_NIC_ADDR, STARPULSE_SERVER and the STARPULSE_*
@@ -23,6 +24,7 @@ from .config import (
     DEFAULT_INTRA_RATE_BPS,
     ENV_SERVER,
     ENV_STORE,
+    NETS,
     CommConfig,
     env_int,
 )
@@ -31,6 +33,7 @@ from .net import Net
 from .store import FileStore
 from .topology import Layout
 from .transport.base import Transport
+from .transport.roce import RoceTransport
 from .transport.shm import ShmTransport
 from .transport.tcp import TcpTransport, listen
 from .tuner import CostModel, LinkCost, Tuner
@@ -62,7 +65,9 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
         store.set(key + "job", secrets.token_hex(4).encode())
     job = f"{job_digest(store_path, name)}-{store.get(key + 'job').decode()}"
 
-    listener = listen(config.nic_addr) if world_size > 1 else None
+    if config.net not in NETS:
+        raise CollectiveUserError(f"inter-server transport {config.net!r}: expected one of {', '.join(NETS)}")
+    listener = listen(config.nic_addr) if world_size > 1 and config.net == "tcp" else None
     port = listener.getsockname()[1] if listener else 0
     me = {"server": server, "local_rank": local_rank, "addr": config.nic_addr, "port": port, "pid": os.getpid()}
     store.set(f"{key}info/{rank}", json.dumps(me).encode())
@@ -90,6 +95,12 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
         closers.append(shm.close)
         remote = {r: (infos[r]["addr"], infos[r]["port"]) for r in range(world_size)
                   if layout.server_of[r] != server}
+        if config.net == "roce" and remote:
+            roce = RoceTransport.connect(rank, world_size, sorted(remote), store, key, nic_addr=config.nic_addr,
+                                         line_rate_bps=config.inter_rate_bps, cc=config.roce_cc,
+                                         timeout_s=config.timeout_s, clock=clock)
+            transports.append(roce)
+            closers.append(roce.close)
         if listener is not None:
             tcp = TcpTransport.connect(rank, listener, remote, config.timeout_s, config.inter_rate_bps, clock)
             listener = None

@@ -17,6 +17,11 @@ ENV_SHM_BYTES = "STARPULSE_SHM_BYTES"
 ENV_NIC_ADDR = "STARPULSE_NIC_ADDR"
 ENV_SERVER = "STARPULSE_SERVER"
 ENV_CALIBRATE = "STARPULSE_CALIBRATE"
+ENV_NET = "STARPULSE_NET"
+ENV_ROCE_CC = "STARPULSE_ROCE_CC"
+NETS = ("tcp", "roce")
+"""Inter-server transports ($STARPULSE_NET, like NCCL_NET): TCP sockets, or RoCEv2 RC QPs on the rail NIC."""
+ROCE_CCS = ("dcqcn", "none")
 
 DEFAULT_INTRA_RATE_BPS = 20e9
 """Shared-memory (NVLink stand-in) egress per rank: a Python memcpy sustains it on one core, so the throttle
@@ -38,6 +43,8 @@ class CommConfig:
     shm_ring_bytes: int = 1 << 20
     nic_addr: str = "127.0.0.1"
     calibrate: bool = False
+    net: str = "tcp"
+    roce_cc: str = "dcqcn"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> CommConfig:
@@ -64,6 +71,12 @@ class CommConfig:
             if raw not in ("0", "1", "yes", "no", "true", "false"):
                 raise CollectiveUserError(f"${ENV_CALIBRATE}={env[ENV_CALIBRATE]!r}: expected 0 or 1")
             kw["calibrate"] = raw in ("1", "yes", "true")
+        for var, field, allowed in ((ENV_NET, "net", NETS), (ENV_ROCE_CC, "roce_cc", ROCE_CCS)):
+            if env.get(var):
+                raw = env[var].strip().lower()
+                if raw not in allowed:
+                    raise CollectiveUserError(f"${var}={env[var]!r}: expected one of {', '.join(allowed)}")
+                kw[field] = raw
         return cls(**kw)  # type: ignore[arg-type]
 
 

@@ -1,0 +1,293 @@
+"""Inter-server transport over RoCEv2 RC queue pairs (``sw.roce``) on the rank's rail NIC: one QP per remote peer.
+
+Each peer's messages form a framed stream (``StreamChannel``) carried by signalled SENDs of up to ``SLOT_BYTES``
+from registered send slots into the peer's pre-posted receive slots.  Credit flow control: a sender posts a
+SEND only while the receiver has a receive posted for it; the receiver returns credits by RDMA-writing its
+cumulative count of posted receives into an 8-byte word of the sender's registered credit array, so credit
+updates never consume receives.  The NIC engine is single-threaded and advanced by ``progress()``.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from sw.clock import Clock, get_clock
+from sw.roce.nic import Nic
+from sw.roce.nic_port import PortError, interface_ipv4, open_device, path_mtu_for
+from sw.roce.qp import QueuePair
+from sw.roce.qp_connect import connect, qp_info, random_psn
+from sw.roce.verbs import ACCESS_ALL, RecvWr, SendWr, WcStatus, WrOpcode
+
+from ..deadline import Deadline
+from ..errors import CollectiveUserError, PeerGoneError
+from ..store import FileStore
+from .base import Request, StreamChannel
+
+SLOT_BYTES = 64 * 1024
+"""Bytes of one SEND (one receive slot): 16 frames at a 4096 path MTU."""
+RECV_SLOTS = 32
+"""Receives kept posted per peer (the credits a sender starts with): 2 MiB, several RTTs at a rail's rate."""
+SEND_SLOTS = 32
+CREDIT_BATCH = 8
+"""Receives re-posted before the count is written back to the sender (must not exceed ``RECV_SLOTS``)."""
+DEFAULT_LINE_RATE_BPS = 10_000_000_000
+CCS = ("dcqcn", "none")
+QP_TIMEOUT = 14  # local ACK timeout 4.096 us * 2^14 = 67 ms (network time)
+DRAIN_WALL_S = 1.0
+_KIND_SEND, _KIND_RECV = 1, 2
+_SLOT_BITS = 16
+_KIND_BITS = 4
+
+
+def _wr_id(kind: int, peer: int, slot: int) -> int:
+    return (peer << (_SLOT_BITS + _KIND_BITS)) | (kind << _SLOT_BITS) | slot
+
+
+def _split_wr_id(wr_id: int) -> tuple[int, int, int]:
+    return (wr_id >> _SLOT_BITS) & ((1 << _KIND_BITS) - 1), wr_id >> (_SLOT_BITS + _KIND_BITS), \
+        wr_id & ((1 << _SLOT_BITS) - 1)
+
+
+def interface_of(addr: str) -> str:
+    """The interface of this namespace that holds IPv4 ``addr`` (the rank's rail NIC), or a clear error."""
+    for _, name in socket.if_nameindex():
+        try:
+            if interface_ipv4(name) == addr:
+                return name
+        except PortError:
+            continue
+    raise CollectiveUserError(f"NIC address {addr!r}: no interface here has it (set STARPULSE_NIC_ADDR to the "
+                              "IPv4 address of this rank's rail NIC)")
+
+
+def link_speed_bps(ifname: str) -> int:
+    """The interface's reported speed (a veth says 10 Gb/s), or ``DEFAULT_LINE_RATE_BPS`` if it reports none."""
+    try:
+        mbps = int(Path(f"/sys/class/net/{ifname}/speed").read_text())
+    except (OSError, ValueError):
+        return DEFAULT_LINE_RATE_BPS
+    return mbps * 1_000_000 if mbps > 0 else DEFAULT_LINE_RATE_BPS
+
+
+class RoceChannel(StreamChannel):
+    """The stream to one remote peer over one RC QP: send slots, posted receive slots and credits."""
+
+    def __init__(self, my_rank: int, peer: int, nic: Nic, qp: QueuePair, credits: np.ndarray) -> None:
+        super().__init__(my_rank, peer)
+        self.qp = qp
+        pd = qp.pd
+        self.send_buf = np.zeros(SEND_SLOTS * SLOT_BYTES, np.uint8)
+        self.send_mr = pd.reg_mr(self.send_buf, ACCESS_ALL)
+        self.recv_buf = np.zeros(RECV_SLOTS * SLOT_BYTES, np.uint8)
+        self.recv_mr = pd.reg_mr(self.recv_buf, ACCESS_ALL)
+        self.credit_src = np.zeros(1, np.int64)
+        self.credit_src_mr = pd.reg_mr(self.credit_src, ACCESS_ALL)
+        self.credits = credits  # credits[peer]: receives the peer has posted for us, written by the peer
+        self.free_slots: deque[int] = deque(range(SEND_SLOTS))
+        self.sends_posted = 0
+        self.sends_inflight = 0
+        self._stage_slot: int | None = None
+        self._stage_fill = 0
+        self.arrived: deque[tuple[int, int]] = deque()  # (slot, bytes) of completed receives, in order
+        self._read_off = 0
+        self.recvs_posted = 0
+        self._advertised = 0
+        self.remote_credit_addr = 0
+        self.remote_credit_rkey = 0
+
+    def post_initial_receives(self) -> None:
+        for slot in range(RECV_SLOTS):
+            self._post_recv_slot(slot)
+        self._advertised = self.recvs_posted
+
+    def _post_recv_slot(self, slot: int) -> None:
+        self.qp.post_recv(RecvWr(_wr_id(_KIND_RECV, self.peer, slot), self.recv_mr.sge(slot * SLOT_BYTES, SLOT_BYTES)))
+        self.recvs_posted += 1
+
+    # --- sending: stage bytes in a slot, SEND it when full or at the end of a progress round -----------------
+    def _write(self, view: memoryview) -> int:
+        done = 0
+        while done < len(view):
+            if self._stage_slot is None:
+                if not self.free_slots or self.sends_posted >= int(self.credits[self.peer]):
+                    break  # no send slot, or no receive posted at the peer: wait (never overrun it)
+                self._stage_slot, self._stage_fill = self.free_slots.popleft(), 0
+            n = min(SLOT_BYTES - self._stage_fill, len(view) - done)
+            start = self._stage_slot * SLOT_BYTES + self._stage_fill
+            self.send_buf[start:start + n] = np.frombuffer(view[done:done + n], np.uint8)
+            self._stage_fill += n
+            done += n
+            if self._stage_fill == SLOT_BYTES:
+                self.flush()
+        return done
+
+    def flush(self) -> None:
+        """SEND the partly filled slot, if any (coalesces a header with its payload and small messages)."""
+        slot = self._stage_slot
+        if slot is None or self._stage_fill == 0:
+            return
+        sge = self.send_mr.sge(slot * SLOT_BYTES, self._stage_fill)
+        self.qp.post_send(SendWr(_wr_id(_KIND_SEND, self.peer, slot), WrOpcode.SEND, sge))
+        self.sends_posted += 1
+        self.sends_inflight += 1
+        self._stage_slot = None
+        self._stage_fill = 0
+
+    def on_send_done(self, slot: int) -> None:
+        self.free_slots.append(slot)
+        self.sends_inflight -= 1
+
+    # --- receiving: copy out of arrived slots, re-post them, return credits in batches ----------------------
+    def _read(self, view: memoryview) -> int:
+        done = 0
+        while done < len(view) and self.arrived:
+            slot, length = self.arrived[0]
+            n = min(length - self._read_off, len(view) - done)
+            start = slot * SLOT_BYTES + self._read_off
+            view[done:done + n] = self.recv_buf[start:start + n].data
+            done += n
+            self._read_off += n
+            if self._read_off == length:
+                self.arrived.popleft()
+                self._read_off = 0
+                self._post_recv_slot(slot)
+        if self.recvs_posted - self._advertised >= CREDIT_BATCH:
+            self._advertise()
+        return done
+
+    def _advertise(self) -> None:
+        """RDMA-write our cumulative posted-receive count into the peer's credit word for us."""
+        self.credit_src[0] = self.recvs_posted
+        self.qp.post_send(SendWr(0, WrOpcode.RDMA_WRITE, self.credit_src_mr.sge(), remote_addr=self.remote_credit_addr,
+                                 rkey=self.remote_credit_rkey, signaled=False))
+        self._advertised = self.recvs_posted
+
+
+class RoceTransport:
+    """RC QPs from this rank's rail NIC to every remote peer; ``cc`` is the NIC's congestion control."""
+
+    name = "roce"
+
+    def __init__(self, my_rank: int, nic: Nic, channels: dict[int, RoceChannel], credits: np.ndarray,
+                 clock: Clock) -> None:
+        self.my_rank = my_rank
+        self.nic = nic
+        self.channels = channels
+        self.credits = credits
+        self.clock = clock
+        self._by_qpn = {ch.qp.qp_num: ch for ch in channels.values()}
+        self.cq = next(iter(channels.values())).qp.send_cq if channels else None
+
+    @classmethod
+    def connect(cls, my_rank: int, world_size: int, remote: list[int], store: FileStore, key: str, *,
+                nic_addr: str, line_rate_bps: float | None, cc: str, timeout_s: float,
+                clock: Clock | None = None) -> RoceTransport:
+        """Open the rail NIC holding ``nic_addr``, create and connect one QP per rank in ``remote`` via the store."""
+        clock = clock or get_clock()
+        if cc not in CCS:
+            raise CollectiveUserError(f"RoCE congestion control {cc!r}: expected one of {', '.join(CCS)}")
+        ifname = interface_of(nic_addr)
+        rate_bps = int(line_rate_bps) if line_rate_bps else link_speed_bps(ifname)
+        try:
+            nic = open_device(ifname, line_rate_bps=rate_bps, cc=cc, clock=clock)
+        except PortError as exc:
+            raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
+        try:
+            path_mtu = path_mtu_for(nic.port.mtu)  # type: ignore[attr-defined]
+            pd = nic.alloc_pd()
+            cq = nic.create_cq()
+            credits = np.zeros(world_size, np.int64)
+            credits_mr = pd.reg_mr(credits, ACCESS_ALL)
+            channels: dict[int, RoceChannel] = {}
+            mine: dict[str, dict[str, object]] = {}
+            for peer in remote:
+                qp = nic.create_qp(pd, cq)
+                ch = RoceChannel(my_rank, peer, nic, qp, credits)
+                psn = random_psn()
+                mine[str(peer)] = qp_info(qp, psn) | {"path_mtu": path_mtu}
+                channels[peer] = ch
+            me = {"qps": mine, "credit_addr": credits_mr.addr, "credit_rkey": credits_mr.rkey,
+                  "recv_slots": RECV_SLOTS}
+            store.set(f"{key}roce/{my_rank}", json.dumps(me).encode())
+            for peer, ch in channels.items():
+                theirs = json.loads(store.get(f"{key}roce/{peer}", timeout_s))
+                info = theirs["qps"][str(my_rank)]
+                connect(ch.qp, int(mine[str(peer)]["psn"]), info,  # type: ignore[call-overload]
+                        path_mtu=min(path_mtu, int(info["path_mtu"])), timeout=QP_TIMEOUT)
+                ch.remote_credit_addr = int(theirs["credit_addr"]) + 8 * my_rank
+                ch.remote_credit_rkey = int(theirs["credit_rkey"])
+                credits[peer] = int(theirs["recv_slots"])
+                ch.post_initial_receives()
+        except BaseException:
+            nic.port.close()  # type: ignore[attr-defined]
+            raise
+        return cls(my_rank, nic, channels, credits, clock)
+
+    def peers(self) -> list[int]:
+        return list(self.channels)
+
+    def isend(self, peer: int, tag: int, view: memoryview) -> Request:
+        req = Request("send", peer, tag, view)
+        self.channels[peer].post_send(req)
+        return req
+
+    def irecv(self, peer: int, tag: int, view: memoryview) -> Request:
+        req = Request("recv", peer, tag, view)
+        self.channels[peer].post_recv(req)
+        return req
+
+    def _poll_cq(self) -> bool:
+        if self.cq is None:
+            return False
+        wcs = self.cq.poll(1024)
+        for wc in wcs:
+            ch = self._by_qpn.get(wc.qp_num)
+            if ch is None:
+                continue
+            if wc.status != WcStatus.SUCCESS:
+                err = PeerGoneError(f"rank {self.my_rank}: RoCE QP {wc.qp_num:#x} to rank {ch.peer} failed with "
+                                    f"{wc.status.name} (the peer exited, crashed or is unreachable)")
+                ch.fail(err)
+                raise err
+            kind, _, slot = _split_wr_id(wc.wr_id)
+            if kind == _KIND_RECV:
+                ch.arrived.append((slot, wc.byte_len))
+            elif kind == _KIND_SEND:
+                ch.on_send_done(slot)
+        return bool(wcs)
+
+    def progress(self) -> bool:
+        moved = self.nic.progress()
+        moved |= self._poll_cq()
+        for ch in self.channels.values():
+            moved |= ch.progress()
+            ch.flush()
+        moved |= self.nic.progress()
+        return moved
+
+    def wake_hint_ns(self) -> float | None:
+        """Network ns until the NIC's pacer or a retransmission timer needs the engine again."""
+        deadline = self.nic.next_deadline_ns()
+        return None if deadline is None else max(0.0, float(deadline - self.clock.now_ns()))
+
+    def _inflight(self) -> bool:
+        return any(ch.sends_inflight or ch._sendq for ch in self.channels.values())
+
+    def close(self) -> None:
+        """Let our last SENDs be acknowledged (bounded), then close the NIC's port."""
+        deadline = Deadline(DRAIN_WALL_S, self.clock)
+        try:
+            while self._inflight() and not deadline.expired():
+                if not self.progress():
+                    self.nic.poll(200_000)
+        except PeerGoneError:
+            pass  # a peer that left first: nothing more to deliver to it
+        for ch in self.channels.values():
+            self.nic.destroy_qp(ch.qp)
+        self.channels = {}
+        self.nic.port.close()  # type: ignore[attr-defined]

@@ -18,6 +18,8 @@ from typing import Any
 from p4.errors import CommandError, P4Error
 from p4.switch.control import ControlServer
 from p4.switch.pcap import PcapWriter
+from p4.switch.pfc import PFC_COMMANDS, PfcManager
+from p4.switch.pfc_frame import is_mac_control
 from p4.switch.pipeline import SwitchPipeline
 from p4.switch.ports import Port
 from p4.switch.tm import TrafficManager
@@ -27,6 +29,8 @@ from sw.clock import Clock, get_clock
 RX_BATCH_FRAMES = 64
 IDLE_WAKEUP_S = 0.2        # wall seconds between housekeeping passes (pcap flush, port liveness) when idle
 PCAP_FLUSH_NS = 200_000_000
+PORT_STATS_PFC = ("pfc_pauses_sent", "pfc_pauses_rx", "pfc_paused_ns", "pfc_xoff_events", "pfc_headroom_drop_pkts",
+                  "pfc_watchdog_trips")   # the PFC totals port_stats shows (all of them: pfc_stats)
 
 
 class SwitchSetupError(P4Error):
@@ -74,6 +78,9 @@ class P4Switch:
         self.tm = TrafficManager(priority_levels=config.priority_levels,
                                  default_depth_pkts=config.queue_depth_pkts)
         pipeline.attach_traffic_manager(self.tm, self)
+        self.pfc = PfcManager(self.tm, self.transmit, device_id=config.device_id, log=self.log)
+        self._rx_port: int | None = None     # ingress port of the packet being processed (PFC accounting)
+        self._rx_pfc_prio = 0                # its priority by the DSCP map (when the program sets none)
         self.selector = selectors.DefaultSelector()
         self.ports: dict[int, Port] = {}
         self.drops: dict[int, DropCounters] = {}
@@ -125,6 +132,10 @@ class P4Switch:
             if len(words) > 2 or (len(words) == 2 and not words[1].isdigit()):
                 raise CommandError(f"port_stats {' '.join(words[1:])!r}: usage: port_stats [<port>]")
             return self.port_stats_text(int(words[1]) if len(words) == 2 else None)
+        if words[0] in PFC_COMMANDS:
+            return self.pfc.execute(words, self.clock.now_ns())
+        if words == ["help"]:
+            return self.pipeline.execute(line) + "\n" + "\n".join(PFC_COMMANDS.values())
         return self.pipeline.execute(line)
 
     def reset_port_stats(self) -> None:
@@ -133,11 +144,13 @@ class P4Switch:
             port.counters = type(port.counters)()
         self.drops.clear()
         self.tm.reset_counters()
+        self.pfc.reset_counters()
 
     def port_stats(self) -> dict[int, dict[str, Any]]:
         """Per port: interface, rx/tx packets and bytes, drops by cause, queue depth and high-water mark."""
         nums = sorted(set(self.ports) | set(self.tm.ports) | set(self.drops))
         out: dict[int, dict[str, Any]] = {}
+        now_ns = self.clock.now_ns()
         for n in nums:
             port = self.ports.get(n)
             c = port.counters if port else None
@@ -152,6 +165,7 @@ class P4Switch:
                 "pipeline_drop_pkts": d.pipeline_drop_pkts, "queue_drop_pkts": q["queue_drop_pkts"],
                 "no_port_drop_pkts": d.no_port_drop_pkts, "pipeline_error_pkts": d.pipeline_error_pkts,
                 "qdepth_pkts": q["qdepth_pkts"], "high_water_pkts": q["high_water_pkts"],
+                **{k: v for k, v in self.pfc.port_totals(n, now_ns).items() if k in PORT_STATS_PFC},
             }
         return out
 
@@ -162,7 +176,8 @@ class P4Switch:
                 raise CommandError(f"port_stats {only}: no such port (ports: {sorted(stats)})")
             stats = {only: stats[only]}
         cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
-                "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "qdepth_pkts", "high_water_pkts"]
+                "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "qdepth_pkts", "high_water_pkts",
+                *PORT_STATS_PFC]
         rows = [["port", "iface", "up", *cols]]
         for n, s in stats.items():
             rows.append([str(n), s["iface"], str(int(s["up"])), *(str(s[c]) for c in cols)])
@@ -185,6 +200,13 @@ class P4Switch:
                 w.write(frame, self._pcap_epoch_ns + now_ns)
         if self.trace:
             self.log.log(TRACE, "rx port %d: %s", port_num, frame_summary(frame))
+        if is_mac_control(frame):          # a bridge consumes MAC control frames: PFC honoured, never forwarded
+            self.pfc.on_frame(port_num, frame, now_ns)
+            return
+        pfc = self.pfc
+        if pfc.active:
+            self._rx_port = port_num
+            self._rx_pfc_prio = pfc.classify(frame, 0)
         try:
             res = self.pipeline.ingress(port_num, frame)
             if res.dropped is not None:
@@ -196,6 +218,8 @@ class P4Switch:
         except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
             self._pipeline_failed(port_num, 1, "ingress", exc)
             return
+        finally:
+            self._rx_port = None
         if self.pipeline.has_digests():
             self._publish_digests()
 
@@ -244,15 +268,26 @@ class P4Switch:
 
     def enqueue(self, egress_port: int, item: Any, length_bytes: int, now_ns: int, priority: int) -> bool:
         """Into the traffic manager; straight on to egress when the port is idle and unshaped."""
+        in_port = self._rx_port
+        if in_port is not None:              # PFC: the program's priority, else the DSCP map's
+            priority = priority or self._rx_pfc_prio
         tp = self.tm.cut_through(egress_port, item, length_bytes, now_ns, priority)
         if tp is not None:
             for out_port, frame in self._egress(tp, now_ns):
                 self.transmit(out_port, frame, now_ns)
             return True
-        if self.tm.enqueue(egress_port, item, length_bytes, now_ns, priority) is None:
+        pfc_prio = min(priority, 7)
+        if in_port is not None and not self.pfc.admit(in_port, pfc_prio, length_bytes):
+            if self.trace:
+                self.log.log(TRACE, "port %d priority %d: beyond PFC headroom: drop", in_port, pfc_prio)
+            return False
+        qp = self.tm.enqueue(egress_port, item, length_bytes, now_ns, priority)
+        if qp is None:
             if self.trace:
                 self.log.log(TRACE, "queue of port %d full: tail drop", egress_port)
             return False
+        if in_port is not None:
+            self.pfc.on_enqueued(qp, in_port, pfc_prio, length_bytes, now_ns)
         return True
 
     def _egress(self, tp: Any, now_ns: int) -> list[tuple[int, bytes]]:
@@ -277,7 +312,9 @@ class P4Switch:
             due = tm.dequeue_due(now_ns, RX_BATCH_FRAMES)
             if not due:
                 return
+            pfc = self.pfc
             for qp in due:
+                pfc.on_dequeued(qp, now_ns)
                 for out_port, frame in self._egress(qp, now_ns):
                     self.transmit(out_port, frame, now_ns)
             if self.pipeline.has_digests():
@@ -323,6 +360,11 @@ class P4Switch:
             if duration_ns is not None and now_ns - start_ns >= duration_ns:
                 break
             nxt = tm.next_departure_ns()
+            if self.pfc.ports:
+                self.pfc.poll(now_ns)
+                pfc_nxt = self.pfc.next_deadline_ns()
+                if pfc_nxt is not None and (nxt is None or pfc_nxt < nxt):
+                    nxt = pfc_nxt
             if nxt is None:
                 timeout_s = IDLE_WAKEUP_S
             else:
@@ -335,7 +377,7 @@ class P4Switch:
                     if frames:
                         num = data.port_num
                         now_ns = clock.now_ns()
-                        if not (tm.queued_pkts or tm.any_shaped or self.trace) and \
+                        if not (tm.queued_pkts or tm.any_shaped or self.trace or self.pfc.active) and \
                                 self._receive_batch(num, frames, now_ns):
                             continue
                         receive = self.receive

@@ -94,6 +94,8 @@ class _Port:
         self.qdepth_pkts = 0
         self.high_water_pkts = 0
         self.shaped = False          # any shaper on this port or its queues (cut-through needs none)
+        self.paused_until_ns = [0] * levels   # per queue: PFC pause received for it holds its head until then
+        self.paused = False          # some queue has a pause set (cut-through must queue instead)
 
     def update_shaped(self) -> None:
         self.shaped = self.shaper.limited() or any(q.shaper.limited() for q in self.queues)
@@ -110,13 +112,16 @@ class _Port:
                 t = q.shaper.free_at_ns
             if self.shaper.free_at_ns > t:
                 t = self.shaper.free_at_ns
+            if self.paused and self.paused_until_ns[0] > t:
+                t = self.paused_until_ns[0]
             return (t, 0)
         best: tuple[int, int] | None = None
         for prio in range(len(self.queues) - 1, -1, -1):
             q = self.queues[prio]
             if not q.fifo:
                 continue
-            t = max(q.fifo[0].enq_timestamp_ns, q.shaper.free_at_ns, self.shaper.free_at_ns)
+            t = max(q.fifo[0].enq_timestamp_ns, q.shaper.free_at_ns, self.shaper.free_at_ns,
+                    self.paused_until_ns[prio])
             if best is None or t < best[0]:
                 best = (t, prio)
         return best
@@ -215,6 +220,22 @@ class TrafficManager:
         p.update_shaped()
         self._refresh_shaped()
 
+    def set_paused_until(self, port: int, priority: int, until_ns: int) -> None:
+        """PFC: hold ``priority``'s queue of ``port`` until ``until_ns`` (0 = resume now); its packets keep
+        their place, the other priorities keep flowing."""
+        self._check_priority(priority)
+        p = self._port(port)
+        p.paused_until_ns[priority] = until_ns
+        p.paused = any(p.paused_until_ns)
+        ready = p.head_ready_ns()
+        if ready is not None:
+            self._push(ready[0], port)
+
+    def port_rate_Bps(self, port: int) -> float | None:
+        """The port's byte-rate shaper (its emulated line rate), None when unshaped."""
+        p = self.ports.get(port)
+        return p.shaper.rate_Bps if p else None
+
     # --- data path -----------------------------------------------------------------------------------------
     def cut_through(self, port: int, item: Any, length_bytes: int, now_ns: int,
                     priority: int = 0) -> QueuedPacket | None:
@@ -223,7 +244,7 @@ class TrafficManager:
         p = self.ports.get(port)
         if p is None:
             p = self._port(port)
-        if p.qdepth_pkts or p.shaped:
+        if p.qdepth_pkts or p.shaped or p.paused:
             return None
         if priority >= self.priority_levels:
             priority = self.priority_levels - 1

@@ -22,9 +22,10 @@ manager between ingress and egress)::
 
 ``pipe.mirror_sessions``, ``pipe.mc_groups``, ``pipe.queue_depth_pkts`` / ``queue_rate_pps`` hold the
 state the CLI sets; ``pipe.drops`` counts drops by reason, ``pipe.parser_errors`` parser errors by name,
-``pipe.digests`` keeps recent digests.  ``prog.tables/actions/registers/counters/meters/profiles/value_sets``
-are the run-time objects behind the CLI.  ``starpulse p4 check|sim|bench`` is ``p4.cli`` (``switch`` and
-``cli`` come from ``p4.switch``).
+``pipe.digests`` keeps recent digests.  ``pipe.tables/actions/registers/counters/meters/profiles/value_sets``
+are this pipeline's run-time objects behind the CLI: every ``Pipeline(prog)`` gets its own (``prog.instantiate()``
+copies the compiled state and binds the generated stages to it; ``prog.tables`` etc. are only declarations).
+``starpulse p4 check|sim|bench`` is ``p4.cli`` (``switch`` and ``cli`` come from ``p4.switch``).
 
 Module map: preprocess (cpp-like, keeps file:line) -> parse (LALR grammar ``p4.lark``) -> compiler (types,
 layout of the per-packet state list, Python code generation) -> program (the compiled stages) ->

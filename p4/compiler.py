@@ -36,6 +36,7 @@ from p4.program import (
     ExitControl,
     ParserError,
     Program,
+    ProgramState,
     ReturnControl,
 )
 from p4.tables import ActionProfile, ActionSpec, KeySpec, Table, ValueSet
@@ -2433,35 +2434,23 @@ class Compiler:
         ns.update({"_INIT": self.init, "_sx": _stack_index, "_sgn": _signed, "_push_front": _push_front,
                    "_pop_front": _pop_front})
         code = compile(source, f"<p4:{self.prog_name}>", "exec")
-        exec(code, ns)  # noqa: S102 - our own generated code
-        self._bind_action_fns(ns)
-        for t in self.tables.values():
-            t.meter_exec = _direct_meter_exec(t)  # type: ignore[attr-defined]
-        return Program(
-            name=self.prog_name, source=source, init_state=self.init, parser=ns["_parser"],
-            verify_checksum=ns["_verify"], ingress=ns["_ingress"], egress=ns["_egress"],
-            compute_checksum=ns["_compute"], deparser=ns["_deparser"], sm=self.sm_slots, errors=self.errors,
-            tables=self.tables, actions=self.actions, registers=self.registers, counters=self.counters,
-            meters=self.meters, profiles=self.profiles, value_sets=self.value_sets,
-            field_lists=self.field_lists, digest_layouts=self.digest_layouts,
-            meta_range=(h1, m1), headers_range=(h0, h1), namespace=ns)
-
-    def _bind_action_fns(self, ns: dict[str, Any]) -> None:
-        fn_by_name = {}
-        for info in self._all_action_infos():
-            fn_by_name[info.name] = ns[info.fn_name]
-            info.spec.fn = ns[info.fn_name]  # type: ignore[attr-defined]
-        for t in self.tables.values():
-            for spec in t.actions.values():
-                spec.fn = fn_by_name[spec.name]
+        for t in self.tables.values():       # entries and defaults use the table's own action specs
             for e in t.entries.values():
-                e.action = t.actions[e.action.name]
+                if e.action is not None:
+                    e.action = t.actions[e.action.name]
             if t.default_action is not None:
                 t.default_action = t.actions.get(t.default_action.name, t.default_action)
-                if t.default_action.fn is None:
-                    t.default_action.fn = fn_by_name[t.default_action.name]
                 t.initial_default = (t.default_action, t.default_data)
-            t._rebuild()
+        objects = {k: v for k, v in ns.items() if isinstance(v, _STATE_TYPES)}
+        helpers = {k: v for k, v in ns.items() if k not in objects}
+        action_fns = {info.name: info.fn_name for info in self._all_action_infos()}
+        template = ProgramState(self.tables, self.actions, self.registers, self.counters, self.meters,
+                                self.profiles, self.value_sets, objects)
+        return Program(
+            name=self.prog_name, source=source, code=code, helpers=helpers, template=template,
+            action_fns=action_fns, init_state=self.init, sm=self.sm_slots, errors=self.errors,
+            field_lists=self.field_lists, digest_layouts=self.digest_layouts,
+            meta_range=(h1, m1), headers_range=(h0, h1))
 
     def _all_action_infos(self) -> list[ActionInfo]:
         infos = list(self.__dict__.get("_global_infos", {}).values())
@@ -2481,22 +2470,12 @@ class Compiler:
         return self.__dict__.setdefault("_scopes_seen", [])
 
 
+# Globals of the generated code that hold run-time state: copied for every pipeline (Program.instantiate).
+_STATE_TYPES = (Table, Register, Counter, Meter, ActionProfile, ValueSet, _random.Random, collections.deque)
+
+
 class _TooBig(Exception):
     """Inlining the parser states would generate too much code: use the state loop instead."""
-
-
-def _direct_meter_exec(t: Table):  # type: ignore[no-untyped-def]
-    def run(e: Any, length: int, now_us: float) -> int:
-        m = t.direct_meter
-        if m is None:
-            return 0
-        if e.meter is None:
-            e.meter = Meter(f"{m.name}[{e.handle}]", 1, m.mtype)
-            rates = getattr(m, "entry_rates", {}).get(e.handle)
-            if rates is not None:
-                e.meter.set_rates(0, rates)
-        return e.meter.execute(0, length, now_us)
-    return run
 
 
 def _stack_index(i: int, count: int) -> int:
@@ -2569,7 +2548,12 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0) -> Program
         raise CompileError(f"internal compiler error ({type(exc).__name__}: {exc}) while compiling this; "
                            "please report it", c.pos(node) if node is not None else None) from exc
     err = prog.errors.index("StackOutOfBounds")
-    prog.namespace["_sx"] = _make_stack_index(err)
+    prog.helpers["_sx"] = _make_stack_index(err)
+    try:
+        prog.instantiate()                 # every pipeline does this: a compiler bug must show here, not later
+    except Exception as exc:  # noqa: BLE001 - as above
+        raise CompileError(f"internal compiler error ({type(exc).__name__}: {exc}) while instantiating "
+                           f"{name}; please report it") from exc
     return prog
 
 

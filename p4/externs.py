@@ -19,6 +19,13 @@ class Register:
     def reset(self) -> None:
         self.values[:] = [0] * self.size
 
+    def __deepcopy__(self, memo: dict) -> Register:
+        new = object.__new__(Register)
+        new.__dict__.update(self.__dict__)
+        new.values = self.values[:]                          # ints are immutable: a flat copy is deep
+        memo[id(self)] = new
+        return new
+
     def read(self, index: int) -> int:
         return self.values[index] if 0 <= index < self.size else 0
 
@@ -45,6 +52,13 @@ class Counter:
     def reset(self) -> None:
         self.packets[:] = [0] * self.size
         self.bytes[:] = [0] * self.size
+
+    def __deepcopy__(self, memo: dict) -> Counter:
+        new = object.__new__(Counter)
+        new.__dict__.update(self.__dict__)
+        new.packets, new.bytes = self.packets[:], self.bytes[:]
+        memo[id(self)] = new
+        return new
 
 
 @dataclass

@@ -87,6 +87,13 @@ class Pipeline:
 
     def __init__(self, program: Program, clock: Clock | None = None, device_id: int = 0) -> None:
         self.program = program
+        inst = program.instantiate()       # this pipeline's own tables/externs, stage functions bound to them
+        self.state = inst.state
+        self.tables, self.actions = inst.state.tables, inst.state.actions
+        self.registers, self.counters, self.meters = inst.state.registers, inst.state.counters, inst.state.meters
+        self.profiles, self.value_sets = inst.state.profiles, inst.state.value_sets
+        self._parser, self._verify, self._ingress = inst.parser, inst.verify_checksum, inst.ingress
+        self._egress, self._compute, self._deparser = inst.egress, inst.compute_checksum, inst.deparser
         self.clock = clock or get_clock()
         self.device_id = device_id
         sm = program.sm
@@ -123,7 +130,7 @@ class Pipeline:
         self.drops: collections.Counter[str] = collections.Counter()
         self.parser_errors: collections.Counter[str] = collections.Counter()  # by P4 error name
         self.digests: collections.deque[Digest] = collections.deque(maxlen=65536)  # recent digests
-        ns = program.namespace
+        ns = inst.namespace
         ns["_now_us"] = self._now_us
         self.log = ns["_log"]
 
@@ -152,14 +159,14 @@ class Pipeline:
         if preserved:
             for slot, v in preserved:
                 S[slot] = v
-        off, err = prog.parser(S, frame)
+        off, err = self._parser(S, frame)
         S[PAYLOAD] = frame[off:]
         S[self._parser_error] = err
         if err:
             self.parser_errors[prog.errors[err]] += 1
         try:
-            prog.verify_checksum(S)
-            prog.ingress(S)
+            self._verify(S)
+            self._ingress(S)
         except AssertFailed as exc:
             self._drop(res, f"assert failed at {exc}")
             return None
@@ -183,7 +190,7 @@ class Pipeline:
                 C = self._init[:]
                 C[self._ingress_port] = port
                 C[self._packet_length] = len(frame)
-                coff, cerr = prog.parser(C, frame)
+                coff, cerr = self._parser(C, frame)
                 C[PAYLOAD] = frame[coff:]
                 C[self._parser_error] = cerr
                 self._copy_field_list(S, C, S[CLONE_FL])
@@ -252,7 +259,6 @@ class Pipeline:
     def egress(self, pkt: QueuedPacket, *, enq_qdepth: int = 0, deq_qdepth: int = 0, deq_timedelta_us: int = 0,
                enq_timestamp_us: int | None = None) -> EgressResult:
         """Run egress + deparser for one dequeued packet, given the traffic manager's queue metadata."""
-        prog = self.program
         res = EgressResult()
         S = pkt.S
         now = self.clock.now_ns() // 1000
@@ -266,8 +272,8 @@ class Pipeline:
         if self._eg_ts is not None:
             S[self._eg_ts] = now & 0xFFFFFFFFFFFF
         try:
-            prog.egress(S)
-            prog.compute_checksum(S)
+            self._egress(S)
+            self._compute(S)
         except AssertFailed as exc:
             self._drop(res, f"assert failed at {exc}")
             return res
@@ -279,7 +285,6 @@ class Pipeline:
 
     def _post_egress(self, S: list[Any], pkt: QueuedPacket, res: EgressResult) -> None:
         """BMv2's post-egress order: E2E clone, drop on egress_spec 511, deparse, truncate, recirculate."""
-        prog = self.program
         session = S[CLONE_SESSION]
         if session >= 0:
             S[CLONE_SESSION] = -1
@@ -302,7 +307,7 @@ class Pipeline:
         if S[self._egress_spec] == DROP_PORT:
             self._drop(res, "egress_spec=511 in egress (mark_to_drop)")
             return
-        frame = b"".join(prog.deparser(S)) + S[PAYLOAD]
+        frame = b"".join(self._deparser(S)) + S[PAYLOAD]
         if S[TRUNCATE]:
             frame = frame[: S[TRUNCATE]]
         if S[RECIRC_FL] != NO_FIELD_LIST:
@@ -341,8 +346,8 @@ class Pipeline:
         bound once; anything else continues on the general stages, so results equal ``process`` per frame.
         """
         prog = self.program
-        parser, verify, ingress = prog.parser, prog.verify_checksum, prog.ingress
-        egress, compute, deparser = prog.egress, prog.compute_checksum, prog.deparser
+        parser, verify, ingress = self._parser, self._verify, self._ingress
+        egress, compute, deparser = self._egress, self._compute, self._deparser
         init = self._init
         ip_s, pl_s, pe_s, es_s, ep_s = (self._ingress_port, self._packet_length, self._parser_error,
                                         self._egress_spec, self._egress_port)

@@ -1,11 +1,20 @@
-"""The compiled form of a v1model program: generated stage functions plus their run-time objects."""
+"""The compiled form of a v1model program (generated code + pristine state) and its per-pipeline instances.
+
+A ``Program`` is compiled once and never runs packets itself: ``instantiate()`` gives each pipeline its own
+tables, registers, counters, meters, profiles and value sets (copies of the compiled ones, const entries
+included) and binds the generated stage functions to them by executing the compiled code object in a fresh
+namespace (function definitions only, no re-compilation), so two pipelines never share run-time state.
+"""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any
 
+from p4.externs import Meter
 from p4.tables import ActionSpec, Table
 
 # Hidden per-packet slots at the start of the state list S (before headers and metadata).
@@ -47,20 +56,10 @@ class DigestLayout:
 
 
 @dataclass
-class Program:
-    """A compiled v1model program: stage functions over the state list S and their run-time objects."""
+class ProgramState:
+    """The run-time objects of one instance, by control-plane name; ``objects`` are the same objects under the
+    generated code's global names (one object graph, so a table's direct counter is ``counters[...]``)."""
 
-    name: str
-    source: str                                   # generated Python (kept for debugging: `p4 check --dump`)
-    init_state: list[Any]
-    parser: Callable[[list, bytes], tuple[int, int]]
-    verify_checksum: Callable[[list], None]
-    ingress: Callable[[list], None]
-    egress: Callable[[list], None]
-    compute_checksum: Callable[[list], None]
-    deparser: Callable[[list], list[bytes]]
-    sm: dict[str, int]                            # standard_metadata field -> slot
-    errors: list[str]                             # error code -> name
     tables: dict[str, Table] = field(default_factory=dict)
     actions: dict[str, ActionSpec] = field(default_factory=dict)
     registers: dict[str, Any] = field(default_factory=dict)
@@ -68,8 +67,114 @@ class Program:
     meters: dict[str, Any] = field(default_factory=dict)
     profiles: dict[str, Any] = field(default_factory=dict)       # action profiles / selectors
     value_sets: dict[str, Any] = field(default_factory=dict)     # parser value sets
+    objects: dict[str, Any] = field(default_factory=dict)        # generated-code global name -> object
+
+
+@dataclass
+class Instance:
+    """One pipeline's state plus the generated stage functions bound to it (``Program.instantiate``)."""
+
+    state: ProgramState
+    namespace: dict[str, Any]                     # globals of the stage functions (``_now_us`` is set here)
+    parser: Callable[[list, bytes], tuple[int, int]]
+    verify_checksum: Callable[[list], None]
+    ingress: Callable[[list], None]
+    egress: Callable[[list], None]
+    compute_checksum: Callable[[list], None]
+    deparser: Callable[[list], list[bytes]]
+
+
+@dataclass
+class Program:
+    """A compiled v1model program: generated code over the state list S, layout, and pristine state.
+
+    ``tables/actions/registers/...`` are the compiled declarations (names, specs, const entries): read them
+    for names, never program or count through them; each ``Pipeline`` has its own copies (``pipe.tables``).
+    """
+
+    name: str
+    source: str                                   # generated Python (kept for debugging: `p4 check --dump`)
+    code: CodeType                                # ``source`` compiled once; executed per instance
+    helpers: dict[str, Any]                       # stateless globals of the generated code
+    template: ProgramState                        # compiled state, copied by every instantiate()
+    action_fns: dict[str, str]                    # action name -> generated function name
+    init_state: list[Any]
+    sm: dict[str, int]                            # standard_metadata field -> slot
+    errors: list[str]                             # error code -> name
     field_lists: dict[int, list[int]] = field(default_factory=dict)
     digest_layouts: list[DigestLayout] = field(default_factory=list)
     meta_range: tuple[int, int] = (0, 0)          # user metadata slots [lo, hi)
     headers_range: tuple[int, int] = (0, 0)
-    namespace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tables(self) -> dict[str, Table]:
+        return self.template.tables
+
+    @property
+    def actions(self) -> dict[str, ActionSpec]:
+        return self.template.actions
+
+    @property
+    def registers(self) -> dict[str, Any]:
+        return self.template.registers
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        return self.template.counters
+
+    @property
+    def meters(self) -> dict[str, Any]:
+        return self.template.meters
+
+    @property
+    def profiles(self) -> dict[str, Any]:
+        return self.template.profiles
+
+    @property
+    def value_sets(self) -> dict[str, Any]:
+        return self.template.value_sets
+
+    def instantiate(self) -> Instance:
+        """Fresh run-time state (a deep copy of the compiled state) with stage functions bound to it."""
+        state = copy.deepcopy(self.template)
+        ns = dict(self.helpers)
+        ns.update(state.objects)
+        exec(self.code, ns)  # noqa: S102 - our own generated code: defines the stage and action functions
+        fns = {name: ns[fn] for name, fn in self.action_fns.items()}
+        for spec in _action_specs(state):
+            spec.fn = fns[spec.name]
+        for t in state.tables.values():
+            t.meter_exec = direct_meter_exec(t)  # type: ignore[attr-defined]
+            t._rebuild()
+        return Instance(state, ns, ns["_parser"], ns["_verify"], ns["_ingress"], ns["_egress"], ns["_compute"],
+                        ns["_deparser"])
+
+
+def _action_specs(state: ProgramState) -> list[ActionSpec]:
+    """Every ActionSpec object reachable from the state (tables, defaults, entries, profile members)."""
+    specs: dict[int, ActionSpec] = {id(a): a for a in state.actions.values()}
+    for t in state.tables.values():
+        found = [*t.actions.values(), t.default_action, t.initial_default[0]]
+        found += [e.action for e in t.entries.values()]
+        for spec in found:
+            if spec is not None:
+                specs[id(spec)] = spec
+    for prof in state.profiles.values():
+        for m in prof.members.values():
+            specs[id(m.action)] = m.action
+    return list(specs.values())
+
+
+def direct_meter_exec(t: Table) -> Callable[[Any, int, float], int]:
+    """The per-entry meter of a table's ``direct_meter`` (created on first use with the configured rates)."""
+    def run(e: Any, length: int, now_us: float) -> int:
+        m = t.direct_meter
+        if m is None:
+            return 0
+        if e.meter is None:
+            e.meter = Meter(f"{m.name}[{e.handle}]", 1, m.mtype)
+            rates = getattr(m, "entry_rates", {}).get(e.handle)
+            if rates is not None:
+                e.meter.set_rates(0, rates)
+        return e.meter.execute(0, length, now_us)
+    return run

@@ -94,6 +94,7 @@ class RuntimeCLI:
     def __init__(self, pipeline: Pipeline) -> None:
         self.pipeline = pipeline
         self.program = pipeline.program
+        self.state = pipeline.state          # this pipeline's tables/externs (never the Program's templates)
         self._handlers: dict[str, Callable[[list[str]], str]] = {
             name: getattr(self, "_" + name) for name in COMMANDS_HELP
         }
@@ -148,7 +149,7 @@ class RuntimeCLI:
             prefix = words[0] if words else ""
             return sorted(c for c in COMMANDS_HELP if c.startswith(prefix))
         cmd, prefix = words[0], words[-1]
-        prog = self.program
+        prog = self.state
         if cmd.startswith("table_") and len(words) == 2:
             names = list(prog.tables)
         elif cmd in ("table_add", "table_set_default", "table_modify") and len(words) == 3:
@@ -177,7 +178,7 @@ class RuntimeCLI:
         raise CommandError(f"unknown {kind} {name!r} (known: {known})")
 
     def table(self, name: str) -> Table:
-        return self._find("table", name, self.program.tables)  # type: ignore[return-value]
+        return self._find("table", name, self.state.tables)  # type: ignore[return-value]
 
     def action(self, table: Table, name: str) -> ActionSpec:
         if name in table.actions:
@@ -349,18 +350,18 @@ class RuntimeCLI:
 
     def _show_tables(self, args: list[str]) -> str:
         out = []
-        for t in self.program.tables.values():
+        for t in self.state.tables.values():
             keys = "\t".join(f"{k.name}({k.kind}, {k.width})" for k in t.keys)
             out.append(f"{t.name:<30} [size={t.size}]\t{keys}")
         return "\n".join(out)
 
     def _show_actions(self, args: list[str]) -> str:
         return "\n".join(f"{a.name:<30} [{', '.join(f'{n}({w})' for n, w in a.params)}]"
-                         for a in self.program.actions.values())
+                         for a in self.state.actions.values())
 
     # --- action profiles and selectors (indirect tables) ------------------------------------------------
     def profile(self, name: str):  # type: ignore[no-untyped-def]
-        return self._find("action profile", name, self.program.profiles)
+        return self._find("action profile", name, self.state.profiles)
 
     def _profile_action(self, prof, name: str) -> ActionSpec:  # type: ignore[no-untyped-def]
         for t in prof.tables:
@@ -457,7 +458,7 @@ class RuntimeCLI:
     # --- parser value sets -----------------------------------------------------------------------------------
     def _pvs_value(self, args: list[str], cmd: str):  # type: ignore[no-untyped-def]
         self._nargs(args, 2, cmd)
-        vs = self._find("value set", args[0], self.program.value_sets)
+        vs = self._find("value set", args[0], self.state.value_sets)
         v, _, m = args[1].partition("&&&")
         value = parse_value(v, vs.width, f"value set {vs.name}")  # type: ignore[attr-defined]
         mask = parse_value(m, vs.width, f"value set {vs.name} mask") if m else None  # type: ignore[attr-defined]
@@ -475,18 +476,18 @@ class RuntimeCLI:
 
     def _pvs_get(self, args: list[str]) -> str:
         self._nargs(args, 1, "pvs_get")
-        vs = self._find("value set", args[0], self.program.value_sets)
+        vs = self._find("value set", args[0], self.state.value_sets)
         return "\n".join(f"{v:#x}&&&{m:#x}" for v, m in vs.entries)  # type: ignore[attr-defined]
 
     def _pvs_clear(self, args: list[str]) -> str:
         self._nargs(args, 1, "pvs_clear")
-        self._find("value set", args[0], self.program.value_sets).entries.clear()  # type: ignore[attr-defined]
+        self._find("value set", args[0], self.state.value_sets).entries.clear()  # type: ignore[attr-defined]
         return ""
 
     # --- stateful externs ---------------------------------------------------------------------------------
     def _register_read(self, args: list[str]) -> str:
         self._nargs(args, (1, 2), "register_read")
-        r = self._find("register", args[0], self.program.registers)
+        r = self._find("register", args[0], self.state.registers)
         if len(args) == 1:
             return f"{r.name}= " + ", ".join(str(v) for v in r.values)  # type: ignore[attr-defined]
         i = self._index(args[1], r.size, r.name)  # type: ignore[attr-defined]
@@ -500,7 +501,7 @@ class RuntimeCLI:
 
     def _register_write(self, args: list[str]) -> str:
         self._nargs(args, 3, "register_write")
-        r = self._find("register", args[0], self.program.registers)
+        r = self._find("register", args[0], self.state.registers)
         i = self._index(args[1], r.size, r.name)  # type: ignore[attr-defined]
         v = parse_value(args[2], r.width, f"register {r.name} value")  # type: ignore[attr-defined]
         if r.signed and v >> (r.width - 1):  # type: ignore[attr-defined]
@@ -510,15 +511,15 @@ class RuntimeCLI:
 
     def _register_reset(self, args: list[str]) -> str:
         self._nargs(args, 1, "register_reset")
-        self._find("register", args[0], self.program.registers).reset()  # type: ignore[attr-defined]
+        self._find("register", args[0], self.state.registers).reset()  # type: ignore[attr-defined]
         return ""
 
     def _counter_read(self, args: list[str]) -> str:
         self._nargs(args, 2, "counter_read")
-        c = self._find("counter", args[0], self.program.counters)
+        c = self._find("counter", args[0], self.state.counters)
         if c.direct:  # type: ignore[attr-defined]
             h = self._int(args[1], "entry handle")
-            for t in self.program.tables.values():
+            for t in self.state.tables.values():
                 if t.direct_counter is c and h in t.entries:
                     e = t.entries[h]
                     return f"{c.name}[{h}]=  BmCounterValue(packets={e.packets}, bytes={e.bytes})"  # type: ignore[attr-defined]
@@ -528,9 +529,9 @@ class RuntimeCLI:
 
     def _counter_reset(self, args: list[str]) -> str:
         self._nargs(args, 1, "counter_reset")
-        c = self._find("counter", args[0], self.program.counters)
+        c = self._find("counter", args[0], self.state.counters)
         c.reset()  # type: ignore[attr-defined]
-        for t in self.program.tables.values():
+        for t in self.state.tables.values():
             if t.direct_counter is c:
                 for e in t.entries.values():
                     e.packets = e.bytes = 0
@@ -550,18 +551,18 @@ class RuntimeCLI:
 
     def _meter_array_set_rates(self, args: list[str]) -> str:
         self._nargs(args, 3, "meter_array_set_rates")
-        m = self._find("meter", args[0], self.program.meters)
+        m = self._find("meter", args[0], self.state.meters)
         m.set_rates(None, self._rates(args[1:]))  # type: ignore[attr-defined]
         return ""
 
     def _meter_set_rates(self, args: list[str]) -> str:
         self._nargs(args, 4, "meter_set_rates")
-        m = self._find("meter", args[0], self.program.meters)
+        m = self._find("meter", args[0], self.state.meters)
         rates = self._rates(args[2:])
         if m.direct:  # type: ignore[attr-defined]
             h = self._int(args[1], "entry handle")
             m.__dict__.setdefault("entry_rates", {})[h] = rates
-            for t in self.program.tables.values():
+            for t in self.state.tables.values():
                 if t.direct_meter is m and h in t.entries and t.entries[h].meter is not None:
                     t.entries[h].meter.set_rates(0, rates)
             return ""
@@ -661,13 +662,13 @@ class RuntimeCLI:
         return ""
 
     def _reset_state(self, args: list[str]) -> str:
-        for t in self.program.tables.values():
+        for t in self.state.tables.values():
             if not t.const_entries:
                 t.clear()
             t.reset_default()
-        for r in self.program.registers.values():
+        for r in self.state.registers.values():
             r.reset()
-        for c in self.program.counters.values():
+        for c in self.state.counters.values():
             c.reset()
         return ""
 

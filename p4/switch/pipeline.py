@@ -248,9 +248,9 @@ class SwitchPipeline:
 
     def describe(self) -> dict[str, list[str]]:
         """Command and object names for the shell's tab completion."""
-        prog = self.pipe.program
+        p = self.pipe
         names: set[str] = set()
-        for group in (prog.tables, prog.actions, prog.registers, prog.counters, prog.meters):
+        for group in (p.tables, p.actions, p.registers, p.counters, p.meters):
             names.update(group)
         return {"commands": self.command_names(), "names": sorted(names)}
 

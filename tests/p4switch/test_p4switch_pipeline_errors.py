@@ -19,7 +19,7 @@ def test_exception_in_the_pipeline_drops_only_that_packet(tmp_path) -> None:
     sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(log)), clock=clock)
     try:
         sw.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 02:00:00:00:00:02 2")
-        table = pipe.pipe.program.tables["MyIngress.ipv4_lpm"]
+        table = pipe.pipe.tables["MyIngress.ipv4_lpm"]
         (entry,) = table.entries.values()
         entry.data = (None, None)              # corrupt action data: the generated code raises TypeError
         frame = udp_frame(64)

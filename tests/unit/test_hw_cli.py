@@ -30,7 +30,7 @@ def test_verilog_at_default_400g_size(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv, needle", [
     (["--qps", "1000"], "--qps 1000: must be a power of two"),
-    (["--data-width", "100"], "--data-width 100: must be a multiple of 8"),
+    (["--data-width", "100"], "--data-width 100: must be a power of two"),
 ])
 def test_bad_sizes_are_one_line_user_errors(tmp_path: Path, capsys, argv: list[str], needle: str) -> None:
     assert main(["hw", "verilog", str(tmp_path), *argv]) == 2

@@ -1,1 +1,11 @@
-"""Amaranth HDL of the StarPulse 400G compute NIC (rate limiter, CC engine, RoCE parser, ICRC)."""
+"""Amaranth HDL of the StarPulse 400G compute NIC (rate limiter, CC engine, RoCE parser, ICRC).
+
+Blocks (one Verilog module each, see ``hw.blocks`` and ``starpulse hw verilog``):
+
+* :mod:`hw.sched`  - ``TxScheduler``: per-QP token buckets in a BRAM, work-conserving round-robin, framer
+* :mod:`hw.dcqcn`  - ``DcqcnRpEngine``: DCQCN reaction points, bit-exact against ``sw.cc.DcqcnRp``
+* :mod:`hw.cnp`    - ``CnpGenerator``: DCQCN notification point, bit-exact against ``sw.cc.DcqcnNp``
+* :mod:`hw.parser` - ``RoceParser``: Ethernet/IPv4/UDP/BTH parser raising CE and CNP events
+* :mod:`hw.icrc`   - ``IcrcChecker``: full-width RoCEv2 ICRC check
+* :mod:`hw.stream` - the AXI-Stream signature they share
+"""

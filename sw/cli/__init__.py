@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hw": ("hw.cli", "FPGA NIC RTL: verilog, report"),
     "cc": ("sw.cc.cli", "congestion-control golden models: sim, params"),
     "fabric": ("emu.cli", "multi-rail leaf/spine fabric of P4 switches: up, status, down, test"),
+    "run": ("emu.run_cli", "run a command on every GPU rank of a fabric (torchrun-style env, per-rank logs)"),
+    "bench": ("sw.collectives.bench_cli", "nccl-tests-style collective benchmark on the fabric (or --local)"),
 }
 
 EXIT_USER_ERROR = 2

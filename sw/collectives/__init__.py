@@ -1,5 +1,5 @@
 """NCCL-style collectives for StarPulse ranks: communicator, algorithms (ring, double binary tree, recursive
-halving-doubling, hierarchical rail-aware, rail-aligned all-to-all), tuner, and shm/TCP transports.
+halving-doubling, hierarchical rail-aware, rail-aligned all-to-all), tuner, and shm/TCP/RoCE transports.
 
     comm = init_from_env()          # RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, STARPULSE_STORE
     comm.allreduce(grads, op="avg")
@@ -7,10 +7,12 @@ halving-doubling, hierarchical rail-aware, rail-aligned all-to-all), tuner, and 
 
 Environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (as torchrun), STARPULSE_STORE (fresh shared
 directory per job), optional STARPULSE_SERVER (else GROUP_RANK, else RANK // LOCAL_WORLD_SIZE),
-STARPULSE_NIC_ADDR (the rank's NIC address for TCP, default 127.0.0.1), STARPULSE_ALGO ('ring' or
+STARPULSE_NIC_ADDR (the rank's NIC address for TCP/RoCE, default 127.0.0.1), STARPULSE_ALGO ('ring' or
 'allreduce=hier,alltoall=rail'), STARPULSE_CHUNK_BYTES, STARPULSE_TIMEOUT (s without progress),
 STARPULSE_INTRA_RATE / STARPULSE_INTER_RATE (throttles, e.g. 20G or off), STARPULSE_SHM_BYTES (ring size),
-STARPULSE_CALIBRATE=1 (measure the cost model at start-up).  ``python -m sw.collectives`` self-checks a job.
+STARPULSE_CALIBRATE=1 (measure the cost model at start-up), STARPULSE_NET (inter-server transport: tcp, the
+default, or roce: RC QPs on the rail NIC, whose line rate is STARPULSE_INTER_RATE), STARPULSE_ROCE_CC (dcqcn or none).
+``python -m sw.collectives`` self-checks a job.
 """
 
 from .bootstrap import init_communicator, init_from_env

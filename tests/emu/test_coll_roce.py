@@ -29,7 +29,7 @@ BENCH_BYTES = 4 << 20
 REPO = Path(__file__).resolve().parents[2]
 
 RANK_SCRIPT = textwrap.dedent("""
-    import json, os, sys
+    import json, os, sys, time
     import numpy as np
     from sw.clock import get_clock
     from sw.collectives import init_from_env
@@ -57,9 +57,14 @@ RANK_SCRIPT = textwrap.dedent("""
     comm.allreduce(bench, algo="ring")
     elapsed_ns = clock.now_ns() - t0
     ok = bool(np.all(bench == n * n))
+    if rank == 0:
+        time.sleep(1.5)  # the others wait in the barrier meanwhile: how much CPU does an idle wait burn?
+    cpu0, wall0 = time.process_time(), time.monotonic()
+    comm.barrier()
+    idle_cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)
     np.savez(f"{out}/rank{rank}.npz", **got)
     with open(f"{out}/rank{rank}.json", "w") as fh:
-        json.dump({"elapsed_ns": elapsed_ns, "bench_ok": ok, "counters": comm.counters()}, fh)
+        json.dump({"elapsed_ns": elapsed_ns, "bench_ok": ok, "idle_cpu": idle_cpu}, fh)
     comm.close()
 """)
 
@@ -74,13 +79,13 @@ def _expected(rank: int) -> dict[str, np.ndarray]:
     }
 
 
-def _fabric(lab: NetnsLab) -> tuple[list, object]:
+def _fabric(lab: NetnsLab, rails: int = RAILS) -> tuple[list, object]:
     """Servers with one NIC per rail (10.79.<rail>.<server+1>/16), all veths into one bridge, every port shaped."""
     switch = lab.add_host("sw")
     switch.cmd("ip", "link", "add", "br0", "type", "bridge")
     servers = [lab.add_host(f"s{s}") for s in range(SERVERS)]
     for s, host in enumerate(servers):
-        for g in range(RAILS):
+        for g in range(rails):
             port = f"s{s}r{g}"
             lab.add_link(host, switch, ifname_a=f"rail{g}", ifname_b=port, addr_a=f"10.79.{g}.{s + 1}/16", mtu=9000)
             switch.cmd("ip", "link", "set", port, "master", "br0")
@@ -88,6 +93,15 @@ def _fabric(lab: NetnsLab) -> tuple[list, object]:
             lab.shape_rate(switch, port, LINK_RATE_BPS, burst_bytes=64 * 1024)
     switch.cmd("ip", "link", "set", "br0", "up")
     return servers, switch
+
+
+def _rank_env(rank: int, rails: int, store: Path, *, timeout_s: float) -> dict[str, str]:
+    """The launcher's contract for one rank, with the RoCE transport selected and the rail rate as line rate."""
+    s, g = divmod(rank, rails)
+    return dict(os.environ, PYTHONPATH=str(REPO), RANK=str(rank), WORLD_SIZE=str(SERVERS * rails),
+                LOCAL_RANK=str(g), LOCAL_WORLD_SIZE=str(rails), STARPULSE_STORE=str(store), STARPULSE_SERVER=str(s),
+                STARPULSE_NIC_ADDR=f"10.79.{g}.{s + 1}", STARPULSE_NET="roce", STARPULSE_TIMEOUT=str(timeout_s),
+                STARPULSE_INTER_RATE=str(LINK_RATE_BPS))
 
 
 def test_collectives_exact_over_roce_with_busbw_and_rocev2_on_the_wire(tmp_path):
@@ -103,10 +117,7 @@ def test_collectives_exact_over_roce_with_busbw_and_rocev2_on_the_wire(tmp_path)
         procs = []
         for rank in range(WORLD):
             s, g = divmod(rank, RAILS)
-            env = dict(os.environ, PYTHONPATH=str(REPO), RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(g),
-                       LOCAL_WORLD_SIZE=str(RAILS), STARPULSE_STORE=str(store), STARPULSE_SERVER=str(s),
-                       STARPULSE_NIC_ADDR=f"10.79.{g}.{s + 1}", STARPULSE_NET="roce", STARPULSE_TIMEOUT="60",
-                       STARPULSE_INTER_RATE=str(LINK_RATE_BPS))
+            env = _rank_env(rank, RAILS, store, timeout_s=60)
             procs.append(servers[s].popen([sys.executable, str(script), str(tmp_path), str(BENCH_BYTES)], env=env,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
         outputs = [p.communicate(timeout=150)[0] for p in procs]
@@ -134,7 +145,8 @@ def test_collectives_exact_over_roce_with_busbw_and_rocev2_on_the_wire(tmp_path)
     elapsed_s = max(i["elapsed_ns"] for i in infos) / 1e9
     busbw_bps = BENCH_BYTES * 8 / elapsed_s * 2 * (WORLD - 1) / WORLD
     print(f"\nRoCE ring allreduce {BENCH_BYTES >> 20} MiB on {WORLD} ranks: {elapsed_s:.3f} s, busbw "
-          f"{busbw_bps / 1e6:.1f} Mb/s = {busbw_bps / LINK_RATE_BPS:.2f} of the {LINK_RATE_BPS / 1e6:g} Mb/s link")
+          f"{busbw_bps / 1e6:.1f} Mb/s = {busbw_bps / LINK_RATE_BPS:.2f} of the {LINK_RATE_BPS / 1e6:g} Mb/s link; "
+          f"CPU while idle in a barrier: {max(i['idle_cpu'] for i in infos[1:]):.0%} of a core at most")
     assert busbw_bps > 0
     out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "frame.protocols", "-e",
                           "infiniband.bth.opcode"], capture_output=True, text=True, timeout=120)
@@ -155,3 +167,34 @@ def test_collectives_exact_over_roce_with_busbw_and_rocev2_on_the_wire(tmp_path)
 def test_bad_transport_settings_name_the_variable(var, value):
     with pytest.raises(CollectiveUserError, match=rf"\${var}='{value}'"):
         CommConfig.from_env({var: value})
+
+
+DEAD_PEER_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from sw.collectives import init_from_env
+
+    comm = init_from_env()
+    if comm.rank == 1:
+        raise SystemExit(0)  # leaves without closing: its QP never answers again
+    try:
+        comm.allreduce(np.ones(1 << 16, np.float32))
+    except Exception as exc:
+        print(f"{type(exc).__name__}: {exc}")
+        raise SystemExit(3)
+""")
+
+
+def test_a_vanished_peer_fails_the_collective_with_a_clear_error(tmp_path):
+    script = tmp_path / "dead.py"
+    script.write_text(DEAD_PEER_SCRIPT)
+    with NetnsLab() as lab:
+        servers, _ = _fabric(lab, rails=1)
+        procs = [servers[rank].popen([sys.executable, str(script)], env=_rank_env(rank, 1, tmp_path / "store",
+                                                                                  timeout_s=10),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for rank in range(SERVERS)]
+        outputs = [p.communicate(timeout=60)[0] for p in procs]
+    assert procs[1].returncode == 0, outputs[1]
+    assert procs[0].returncode == 3, outputs[0]
+    assert "PeerGoneError: rank 0: RoCE QP" in outputs[0] or "CollectiveTimeoutError" in outputs[0], outputs[0]
+    print(f"\nrank 0 saw: {outputs[0].strip()}")

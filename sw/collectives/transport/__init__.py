@@ -1,7 +1,8 @@
-"""Transports of the collectives: shared memory inside a server, TCP between servers (RoCE RC QPs later)."""
+"""Transports of the collectives: shared memory inside a server; TCP or RoCE RC QPs ($STARPULSE_NET) between servers."""
 
 from .base import HEADER, Request, StreamChannel, Transport
+from .roce import RoceTransport
 from .shm import ShmTransport
 from .tcp import TcpTransport
 
-__all__ = ["HEADER", "Request", "ShmTransport", "StreamChannel", "TcpTransport", "Transport"]
+__all__ = ["HEADER", "Request", "RoceTransport", "ShmTransport", "StreamChannel", "TcpTransport", "Transport"]

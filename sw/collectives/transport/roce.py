@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 from collections import deque
 from pathlib import Path
 
@@ -63,6 +64,49 @@ def interface_of(addr: str) -> str:
             continue
     raise CollectiveUserError(f"NIC address {addr!r}: no interface here has it (set STARPULSE_NIC_ADDR to the "
                               "IPv4 address of this rank's rail NIC)")
+
+
+def _ip_json(*argv: str) -> list[dict[str, object]]:
+    try:
+        out = subprocess.run(["ip", "-j", *argv], capture_output=True, text=True, timeout=5, check=False).stdout
+        return json.loads(out or "[]")
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return []
+
+
+def _neighbour_mac(ip: str, ifname: str) -> str | None:
+    for entry in _ip_json("neigh", "show", "to", ip, "dev", ifname):
+        mac = entry.get("lladdr")
+        if isinstance(mac, str) and mac:
+            return mac
+    return None
+
+
+def next_hop_mac(dest_ip: str, src_ip: str, ifname: str, peer_mac: str, timeout_s: float = 2.0,
+                 clock: Clock | None = None) -> str:
+    """Destination MAC of our frames to ``dest_ip``, as a RoCE NIC resolves a GID: the neighbour entry of the
+    next hop from the kernel's routes (a fabric's gateway, or the static entry it maps a peer to), else the
+    peer's own MAC when it is on-link.  Adapter around iproute2: ``sw.roce`` takes the MAC as given."""
+    routes = _ip_json("route", "get", dest_ip, "from", src_ip, "oif", ifname)
+    gateway = routes[0].get("gateway") if routes else None
+    hop = gateway if isinstance(gateway, str) else dest_ip
+    mac = _neighbour_mac(hop, ifname)
+    if mac is not None:
+        return mac
+    if hop == dest_ip:
+        return peer_mac
+    clock = clock or get_clock()
+    deadline = Deadline(timeout_s, clock)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # one datagram makes the kernel ARP
+        try:
+            probe.bind((src_ip, 0))
+            probe.sendto(b"", (dest_ip, 9))
+        except OSError:
+            pass  # unreachable: the wait below names the gateway that never answered
+    while (mac := _neighbour_mac(hop, ifname)) is None:
+        deadline.check(f"the MAC of gateway {hop} on {ifname} (route to {dest_ip})")
+        clock.sleep_ns(clock.net_duration_ns(20_000_000))
+    return mac
 
 
 def link_speed_bps(ifname: str) -> int:
@@ -216,7 +260,8 @@ class RoceTransport:
             store.set(f"{key}roce/{my_rank}", json.dumps(me).encode())
             for peer, ch in channels.items():
                 theirs = json.loads(store.get(f"{key}roce/{peer}", timeout_s))
-                info = theirs["qps"][str(my_rank)]
+                info = dict(theirs["qps"][str(my_rank)])
+                info["mac"] = next_hop_mac(str(info["ip"]), nic.ip, ifname, str(info["mac"]), clock=clock)
                 connect(ch.qp, int(mine[str(peer)]["psn"]), info,  # type: ignore[call-overload]
                         path_mtu=min(path_mtu, int(info["path_mtu"])), timeout=QP_TIMEOUT)
                 ch.remote_credit_addr = int(theirs["credit_addr"]) + 8 * my_rank

@@ -1,0 +1,326 @@
+"""8 -> 1 incast of RDMA WRITEs through the P4 fabric: `python -m sw.roce.incast --cc dcqcn,hpcc,none --json`.
+
+The benchmark brings up a one-leaf fabric (``servers = senders + 1``, one NIC each, rail-local paths, so the
+leaf's port toward the receiver is the only bottleneck), starts one receiver and N sender processes inside the
+servers' namespaces (the same module's ``receiver``/``sender`` roles), lets every sender RDMA WRITE ``--size``
+bytes at once, and reports per run: switch drops, bottleneck utilization, the queue's high-water mark, Jain
+fairness and each flow's completion time — as JSON, and as a PNG with ``--plot``.
+DCQCN's and HPCC's literature parameters assume datacenter rates and µs RTTs: run at such a rate with a large
+dilation (e.g. ``--link-rate 10G --dilation 1000``: 10 Mb/s of wall rate, ms of wall RTT = µs of network RTT).
+
+Figures are in network time (``sw.clock``: run with time dilation, ``--dilation``, so the Python data path and
+the software switch keep up).  Utilization = bytes the bottleneck port sent (switch counter, frames with their
+headers, less the INT hop the leaf adds after its shaper) / (link rate x the incast's span: first flow's start
+to last flow's end); ``goodput_utilization`` counts payload only.  Flows start on one "go" key in the rendezvous
+store; a flow's completion time runs from its sender seeing it to the WRITE's completion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sw.clock import ENV_DILATION, get_clock
+from sw.roce.pacer import CC_NAMES
+from sw.roce.qp_connect import connect, qp_info
+from sw.roce.store import FileStore
+from sw.roce.verbs import SendWr, WcStatus, WrOpcode
+from sw.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
+
+INT_ONE_HOP_BYTES = 4 + 12 + 28  # shim, MD header, one hop record
+GO_POLL_WALL_NS = 200_000  # how often (wall time) a sender looks for the start signal: the flows' start skew
+
+
+class IncastError(RuntimeError):
+    """Bad incast options or a run that could not finish: one line, exit 2."""
+
+    is_user_error = True
+
+
+def shared_now_ns(dilation: float) -> int:
+    """Network time on CLOCK_MONOTONIC, which every namespace of this host shares: stamps of different
+    processes compare (sw.clock's origin is per process), so the incast's span is last end - first start."""
+    return int(time.monotonic_ns() / dilation)
+
+
+def _pattern(index: int, size: int) -> np.ndarray:
+    """Sender ``index``'s payload: reproducible, so the receiver verifies it without a copy."""
+    return np.random.default_rng(index + 1).integers(0, 256, size, dtype=np.uint8)
+
+
+def _open(args: argparse.Namespace):
+    from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
+
+    nic = open_device(args.dev, line_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"), cc=args.cc,
+                      base_rtt_ns=parse_duration_ns(args.base_rtt, what="--base-rtt"))
+    return nic, path_mtu_for(interface_mtu(args.dev))
+
+
+def run_receiver(args: argparse.Namespace) -> dict[str, Any]:
+    """One QP and one buffer slice per sender; ACK (and echo INT) until every sender reported, then verify."""
+    nic, mtu = _open(args)
+    store, clock = FileStore(args.store), nic.clock
+    size, n = args.size_bytes, args.senders
+    pd, cq = nic.alloc_pd(), nic.create_cq()
+    buf = np.zeros(size * n, np.uint8)
+    mr = pd.reg_mr(buf)
+    qps = []
+    for i in range(n):
+        qp = nic.create_qp(pd, cq)
+        store.set(f"rx{i}", qp_info(qp, 0, mr) | {"offset": i * size})
+        qps.append(qp)
+    deadline = clock.now_ns() + args.timeout_ns
+    for i, qp in enumerate(qps):
+        peer = store.wait(f"tx{i}", max(1, deadline - clock.now_ns()))
+        connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu, timeout=args.qp_timeout)
+    store.set("rx_ready", True)
+    done = lambda: all(store.get(f"res{i}") is not None for i in range(n))  # noqa: E731
+    finished = nic.run_until(done, max(1, deadline - clock.now_ns()))
+    data_ok = [bool(np.array_equal(buf[i * size:(i + 1) * size], _pattern(i, size))) for i in range(n)]
+    report = {"role": "receiver", "finished": finished, "data_ok": data_ok, "cnps_sent": nic.counters.cnps_sent,
+              "int_frames": nic.counters.int_frames,
+              "int_echoes_sent": sum(qp.resp.int_echoes_sent for qp in qps if qp.resp is not None),
+              "counters": nic.qp_counters()}
+    store.set("rx_result", report)
+    return report
+
+
+def run_sender(args: argparse.Namespace) -> dict[str, Any]:
+    """Connect to the receiver, wait for "go", WRITE ``--size`` bytes, report the completion time."""
+    nic, mtu = _open(args)
+    store, clock = FileStore(args.store), nic.clock
+    i, size = args.index, args.size_bytes
+    pd, cq = nic.alloc_pd(), nic.create_cq()
+    src = _pattern(i, size)
+    mr = pd.reg_mr(src)
+    qp = nic.create_qp(pd, cq)
+    store.set(f"tx{i}", qp_info(qp, 0))
+    deadline = clock.now_ns() + args.timeout_ns
+    peer = store.wait(f"rx{i}", args.timeout_ns)
+    connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu, timeout=args.qp_timeout)
+    store.set(f"ready{i}", True)
+    poll_ns = max(1, int(clock.net_duration_ns(GO_POLL_WALL_NS)))
+    while store.get("go") is None and clock.now_ns() < deadline:
+        nic.poll(poll_ns)
+    start_ns, start_shared_ns = clock.now_ns(), shared_now_ns(clock.dilation)
+    qp.post_send(SendWr(i, WrOpcode.RDMA_WRITE, mr.sge(), remote_addr=int(peer["addr"]) + int(peer["offset"]),
+                        rkey=int(peer["rkey"])))
+    wcs: list = []
+
+    def completed() -> bool:
+        wcs.extend(cq.poll())
+        return bool(wcs)
+
+    finished = nic.run_until(completed, max(1, deadline - clock.now_ns()))
+    end_ns, end_shared_ns = clock.now_ns(), shared_now_ns(clock.dilation)
+    pacer = qp.pacer
+    report = {"role": "sender", "index": i, "finished": finished,
+              "status": wcs[0].status.name if wcs else "TIMEOUT",
+              "ok": bool(wcs) and wcs[0].status == WcStatus.SUCCESS,
+              "completion_ns": end_ns - start_ns, "bytes": size,
+              "start_shared_ns": start_shared_ns, "end_shared_ns": end_shared_ns,
+              "retransmissions": qp.counters.retransmitted_packets, "timeouts": qp.counters.timeouts,
+              "cnps_received": qp.counters.cnps_received,
+              "int_echoes": pacer.int_echoes if pacer else 0,
+              "final_rate_bps": pacer.rate_bps if pacer else 0,
+              "cc_updates": getattr(pacer.cc, "updates", None) if pacer else None}
+    # Keep answering (ACKs of a late retransmission) until the receiver is done with everyone.
+    store.set(f"res{i}", report)
+    nic.run_until(lambda: store.get("rx_result") is not None, max(1, deadline - clock.now_ns()))
+    return report
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index of ``values`` (1 = all equal, 1/n = one takes all)."""
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values)) if values and any(values) else 0.0
+
+
+def run_incast(cc: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One incast through a fresh fabric with congestion control ``cc``; the JSON report of the run."""
+    import subprocess
+
+    from emu.control import EcnConfig
+    from emu.fabric import Fabric
+    from emu.topology import TopologySpec
+    from emu.traffic import stop_proc
+
+    clock = get_clock()
+    rate = parse_rate_bps(args.link_rate, what="--link-rate")
+    spec = TopologySpec(servers=args.senders + 1, gpus_per_server=1, spines=0, link_rate_bps=rate)
+    fab = Fabric(spec, ecn=EcnConfig(args.ecn_kmin, args.ecn_kmax, args.ecn_pmax))
+    with fab, tempfile.TemporaryDirectory(prefix="starpulse-incast-") as store_dir:
+        topo = fab.topo
+        servers = topo.servers
+        rx_nic = topo.nics_of(servers[-1])[0]
+        leaf = rx_nic.leaf
+        store = FileStore(store_dir)
+        common = ["--store", store_dir, "--size", str(args.size_bytes), "--senders", str(args.senders), "--cc", cc,
+                  "--link-rate", str(rate), "--base-rtt", args.base_rtt, "--timeout", str(args.timeout),
+                  "--qp-timeout", str(args.qp_timeout)]
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+                   **{ENV_DILATION: repr(clock.dilation)})
+        me = [sys.executable, "-m", "sw.roce.incast"]
+        procs = []
+        try:
+            for k, server in enumerate(servers):
+                nic = topo.nics_of(server)[0]
+                role = ["receiver"] if k == len(servers) - 1 else ["sender", "--index", str(k)]
+                procs.append(fab.net.hosts[server].popen(
+                    [*me, *role, "--dev", nic.ifname, "--gateway-mac", nic.gateway_mac, *common], env=env,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            fab.helper_procs.extend(procs)
+            end_ns = clock.now_ns() + int(args.timeout * 1e9)
+            keys = ["rx_ready", *(f"ready{i}" for i in range(args.senders))]
+            while not all(store.get(k) for k in keys):
+                _check_alive(procs)
+                if clock.now_ns() > end_ns:
+                    raise IncastError("incast: the roles did not connect in time")
+                clock.sleep_ns(5_000_000)
+            fab.switch_cli(leaf, "port_stats_reset")
+            store.set("go", True)
+            outs = [p.communicate(timeout=args.timeout * clock.dilation + 60) for p in procs]
+            stats = fab.port_counters(leaf)
+        finally:
+            for p in procs:
+                stop_proc(p)
+    results = []
+    for p, (out, err) in zip(procs, outs, strict=True):
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        if p.returncode != 0 or not lines:
+            raise IncastError(f"incast role failed (exit {p.returncode}): {err.strip().splitlines()[-1:] or out}")
+        results.append(json.loads(lines[-1]))
+    rx, senders = results[-1], results[:-1]
+    port = stats[rx_nic.leaf_port]
+    times = [s["completion_ns"] for s in senders]
+    span_ns = max(s["end_shared_ns"] for s in senders) - min(s["start_shared_ns"] for s in senders)
+    # Frames as the senders sent them: the leaf adds one INT hop (shim + MD + hop) after its shaper.
+    sent_bytes = port["tx_bytes"] - port["tx_pkts"] * INT_ONE_HOP_BYTES
+    drops = sum(v.get("queue_drop_pkts", 0) + v.get("pipeline_drop_pkts", 0) for v in stats.values())
+    return {
+        "cc": cc, "senders": args.senders, "bytes_per_flow": args.size_bytes, "link_rate_bps": rate,
+        "time_dilation": clock.dilation, "base_rtt": args.base_rtt,
+        "data_ok": all(rx["data_ok"]) and all(s["ok"] for s in senders),
+        "drops": drops,
+        "bottleneck_tx_bytes": port["tx_bytes"], "bottleneck_tx_pkts": port["tx_pkts"], "span_ns": span_ns,
+        "utilization": sent_bytes * 8e9 / span_ns / rate,
+        "goodput_utilization": args.senders * args.size_bytes * 8e9 / span_ns / rate,
+        "goodput_bps": args.senders * args.size_bytes * 8e9 / span_ns,
+        "max_queue_pkts": port["high_water_pkts"],
+        "jain": jain([s["bytes"] * 8e9 / t for s, t in zip(senders, times, strict=True)]),
+        "completion_ns": times,
+        "retransmissions": sum(s["retransmissions"] for s in senders),
+        "timeouts": sum(s["timeouts"] for s in senders),
+        "cnps": rx["cnps_sent"], "int_echoes": sum(s["int_echoes"] for s in senders),
+        "final_rate_bps": [s["final_rate_bps"] for s in senders],
+    }
+
+
+def _check_alive(procs: list) -> None:
+    for p in procs:
+        if p.poll() is not None:
+            err = p.stderr.read() if p.stderr else ""
+            raise IncastError(f"incast role exited early ({p.returncode}): {err.strip().splitlines()[-1:]}")
+
+
+def plot(runs: list[dict[str, Any]], path: str) -> None:
+    """Completion time per flow and each run's utilization/fairness, one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(1, len(runs))
+    for k, r in enumerate(runs):
+        xs = [i + k * width for i in range(len(r["completion_ns"]))]
+        ax.bar(xs, [t / 1e6 for t in r["completion_ns"]], width,
+               label=f"{r['cc']}: util {r['utilization']:.2f}, Jain {r['jain']:.3f}, drops {r['drops']}")
+    ax.set_xlabel("flow (sender)")
+    ax.set_ylabel("completion time (ms, network time)")
+    ax.set_title(f"{runs[0]['senders']}->1 RDMA WRITE incast, {runs[0]['link_rate_bps'] / 1e6:g} Mb/s links")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sw.roce.incast", description=__doc__.splitlines()[0])
+    p.add_argument("role", nargs="?", choices=("bench", "receiver", "sender"), default="bench",
+                   help="bench (default) runs everything; receiver/sender are the in-namespace roles")
+    p.add_argument("--cc", default="dcqcn,hpcc,none", help="comma list of none|dcqcn|hpcc (default all three)")
+    p.add_argument("--senders", type=int, default=8, help="senders (default 8)")
+    p.add_argument("--size", default="1MiB", help="bytes each sender WRITEs (default 1MiB)")
+    p.add_argument("--link-rate", default="100M", help="fabric link rate, network time (default 100M)")
+    p.add_argument("--base-rtt", default="1ms", help="HPCC's T, network time (default 1ms)")
+    p.add_argument("--dilation", type=float, help=f"time dilation (default ${ENV_DILATION} or 10)")
+    p.add_argument("--ecn-kmin", type=int, default=5, help="RED/ECN kmin in packets (default 5)")
+    p.add_argument("--ecn-kmax", type=int, default=20, help="RED/ECN kmax in packets (default 20)")
+    p.add_argument("--ecn-pmax", type=float, default=0.2, help="RED/ECN marking probability at kmax (default 0.2)")
+    p.add_argument("--qp-timeout", type=int, default=14, help="QP ACK timeout exponent (default 14: 67 ms)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds of network time per run (default 300)")
+    p.add_argument("--plot", help="write a PNG of the runs here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--store", help=argparse.SUPPRESS)
+    p.add_argument("--dev", help=argparse.SUPPRESS)
+    p.add_argument("--gateway-mac", help=argparse.SUPPRESS)
+    p.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The options with sizes and times parsed (``size_bytes``, ``timeout_ns``); IncastError when bad."""
+    args = build_parser().parse_args(argv)
+    args.size_bytes = parse_size_bytes(args.size, what="--size")
+    args.timeout_ns = int(args.timeout * 1e9)
+    if not 1 <= args.senders <= 16:
+        raise IncastError(f"--senders {args.senders}: must be 1..16")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        if args.role != "bench":
+            report = run_receiver(args) if args.role == "receiver" else run_sender(args)
+            print(json.dumps(report))
+            return 0
+        names = [c.strip() for c in args.cc.split(",") if c.strip()]
+        bad = [c for c in names if c not in CC_NAMES]
+        if bad or not names:
+            raise IncastError(f"--cc {args.cc!r}: expected a comma list of {', '.join(CC_NAMES)}")
+        if os.geteuid() != 0:
+            raise IncastError("incast builds a Mininet fabric: run it as root")
+        if args.dilation is not None or ENV_DILATION not in os.environ:
+            os.environ[ENV_DILATION] = repr(float(args.dilation or 10.0))
+        runs = [run_incast(cc, args) for cc in names]
+    except Exception as exc:  # noqa: BLE001 - user errors print one line
+        if not getattr(exc, "is_user_error", False):
+            raise
+        print(f"incast: error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # sw.units parse errors
+        print(f"incast: error: {exc}", file=sys.stderr)
+        return 2
+    if args.plot:
+        plot(runs, args.plot)
+    if args.json:
+        print(json.dumps({"runs": runs}, indent=1))
+    else:
+        for r in runs:
+            print(f"{r['cc']:6s} drops {r['drops']:5d}  util {r['utilization']:.3f}"
+                  f"  goodput {r['goodput_utilization']:.3f}  maxq {r['max_queue_pkts']:3d} pkts"
+                  f"  Jain {r['jain']:.4f}  data_ok {r['data_ok']}")
+    return 0 if all(r["data_ok"] for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

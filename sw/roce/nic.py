@@ -22,6 +22,7 @@ from sw.roce.flow import ECN_CE
 from sw.roce.int_md import carries_int, strip_int
 from sw.roce.opcodes import Opcode
 from sw.roce.pacer import make_cc
+from sw.roce.pfc import NicPfc
 from sw.roce.qp import QpCounters, QpState, QueuePair
 from sw.roce.verbs import CompletionQueue, ProtectionDomain
 
@@ -74,6 +75,9 @@ class Nic:
         cc_factory: Callable[[int], CongestionControl] | None = None,
         pacer_burst_bytes: int = DEFAULT_PACER_BURST_BYTES,
         base_rtt_ns: int = DEFAULT_BASE_RTT_NS,
+        pfc_priority: int | None = None,
+        pfc_rx_xoff_frames: int = 0,
+        pfc_rx_xon_frames: int = 0,
     ) -> None:
         self.port = port
         self.mac = mac
@@ -89,6 +93,10 @@ class Nic:
         self._next_qpn = 0x11
         self.np = DcqcnNp()
         self.counters = NicCounters()
+        # PFC (sw.roce.pfc): honour pauses of the priority we send on; pause the switch on a receive backlog
+        self.pfc = None if pfc_priority is None else NicPfc(
+            mac=mac, line_rate_bps=line_rate_bps, send=port.send, priority=pfc_priority,
+            rx_xoff_frames=pfc_rx_xoff_frames, rx_xon_frames=pfc_rx_xon_frames)
 
     # --- verbs ---------------------------------------------------------------------------------------------
     def alloc_pd(self) -> ProtectionDomain:
@@ -143,8 +151,13 @@ class Nic:
         now_ns = self.clock.now_ns()
         counters = self.counters
         qps = self.qps
+        pfc = self.pfc
+        if pfc is not None:
+            pfc.on_rx_burst(len(frames), now_ns)
         for frame in frames:
             counters.rx_frames += 1
+            if pfc is not None and frame[12:14] == b"\x88\x08" and pfc.on_frame(frame, now_ns):
+                continue
             hops = None
             try:
                 if carries_int(frame):
@@ -173,6 +186,8 @@ class Nic:
         return True
 
     def _transmit(self, now_ns: int) -> bool:
+        if self.pfc is not None and self.pfc.tx_paused(now_ns):
+            return False
         sent = 0
         active = [qp for qp in self.qps.values() if qp.state != QpState.RESET]
         while active and sent < TX_BURST_FRAMES:
@@ -189,7 +204,12 @@ class Nic:
 
     def next_deadline_ns(self) -> int | None:
         """Earliest network time at which a timer fires or a paced QP may send again."""
-        times = [t for qp in self.qps.values() for t in (qp.timer_deadline_ns(), qp.wake_ns) if t is not None]
+        pfc = self.pfc
+        paused = pfc is not None and pfc.paused_until_ns > self.clock.now_ns()   # pacing waits for the pause
+        times = [t for qp in self.qps.values() for t in (qp.timer_deadline_ns(), None if paused else qp.wake_ns)
+                 if t is not None]
+        if paused:
+            times.append(pfc.paused_until_ns)  # type: ignore[union-attr]
         return min(times, default=None)
 
     def poll(self, max_wait_ns: int = 1_000_000) -> bool:

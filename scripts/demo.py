@@ -74,6 +74,51 @@ def step_fabric(outdir: Path) -> dict:
             "down_s": round(report["down_s"], 2), **report["totals"]}
 
 
+def _bench(outdir: Path, op: str, sweep: list[str]) -> dict:
+    """One `starpulse bench OP` on its own default fabric (4 servers x 2 rails x 2 spines), CC and ECN on."""
+    out_json = outdir / f"bench_{op}.json"
+    _run([*STARPULSE, "bench", op, *sweep, "-n", "2", "-w", "1", "--time-dilation", "50", "-J", str(out_json)],
+         timeout_s=900)
+    report = json.loads(out_json.read_text())
+    if report["wrong"]:
+        raise RuntimeError(f"{op}: {report['wrong']} wrong elements")
+    return report
+
+
+def step_collectives(outdir: Path) -> dict:
+    """Allreduce sweep and all-to-all over the P4 fabric (time dilation 50: figures in network time)."""
+    allreduce = _bench(outdir, "allreduce", ["-b", "256K", "-e", "4M", "-f", "4"])
+    alltoall = _bench(outdir, "alltoall", ["-b", "256K", "-e", "1M", "-f", "4"])
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for name, rep in (("allreduce", allreduce), ("alltoall", alltoall)):
+            sizes = [r["size_bytes"] for r in rep["results"]]
+            ax.plot(sizes, [r["busbw_bps"] / 1e6 for r in rep["results"]], marker="o", label=name)
+        ax.axhline(allreduce["line_rate_bps"] / 1e6, linestyle="--", color="grey", label="per-rail line rate")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("busbw (Mb/s, network time)")
+        ax.set_title("Collectives on 4 servers x 2 rails x 2 spines")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(outdir / "busbw_vs_size.png", dpi=100)
+        plt.close(fig)
+    except ImportError:
+        pass
+    return {
+        "allreduce_busbw_over_line": round(allreduce["max_size_busbw_frac_line"], 3),
+        "allreduce_algo": allreduce["results"][-1]["algo"],
+        "alltoall_busbw_over_line": round(alltoall["max_size_busbw_frac_line"], 3),
+        "drops": allreduce["drops"] + alltoall["drops"],
+        "ecn_marks": allreduce["ecn_marks"] + alltoall["ecn_marks"],
+    }
+
+
 def step_cc_incast(outdir: Path) -> dict:
     """8->1 incast on one 25G bottleneck with DCQCN, HPCC and no CC (the sw.cc golden models, closed loop)."""
     from sw.cc.sim import SimConfig, simulate
@@ -113,6 +158,7 @@ STEPS: list[tuple[str, Callable[[Path], dict]]] = [
     ("roce template bench", step_roce_bench),
     ("roce RDMA WRITE over two namespaces", step_roce_perf),
     ("P4 fabric test", step_fabric),
+    ("collectives on the fabric", step_collectives),
     ("congestion control incast", step_cc_incast),
 ]
 

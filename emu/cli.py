@@ -53,6 +53,16 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--oversubscription", type=float, default=1.0, metavar="X",
                    help="leaf downlink/uplink capacity ratio, >= 1 (default 1)")
     g.add_argument("--seed", type=int, default=1, metavar="N", help="seed of randomized choices (default 1)")
+    g.add_argument("--pfc", default="off", metavar="on|off", help="priority flow control on every switch port "
+                   "(embedded backend; default off)")
+    g.add_argument("--pfc-xoff", type=int, default=48_000, metavar="BYTES",
+                   help="PFC: pause the upstream when an ingress port x priority holds this much (default 48000)")
+    g.add_argument("--pfc-xon", type=int, default=24_000, metavar="BYTES",
+                   help="PFC: resume it at this much (default 24000)")
+    g.add_argument("--pfc-headroom", type=int, default=32_000, metavar="BYTES",
+                   help="PFC: in-flight allowance above XOFF before dropping (default 32000)")
+    g.add_argument("--pfc-watchdog", type=float, default=0.0, metavar="MS",
+                   help="PFC: stop honouring pauses on a port paused longer than MS (default 0 = off)")
 
 
 def spec_from_args(args: argparse.Namespace) -> TopologySpec:
@@ -64,6 +74,24 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     return TopologySpec(servers=args.servers, gpus_per_server=args.gpus_per_server, pods=args.pods,
                         spines=args.spines, link_rate_bps=rate_bps, delay_ns=delay_ns, mtu=args.mtu,
                         oversubscription=args.oversubscription, seed=args.seed)
+
+
+def pfc_from_args(args: argparse.Namespace) -> Any:
+    """The ``PfcSettings`` of the ``--pfc*`` flags; bad values raise a one-line user error."""
+    from emu.fabric import PfcSettings
+
+    pfc = getattr(args, "pfc", "off")
+    if pfc not in ("on", "off"):
+        raise FabricCliError(f"--pfc {pfc}: allowed on or off")
+    if pfc == "off":
+        return PfcSettings()
+    if not 0 < args.pfc_xon <= args.pfc_xoff:
+        raise FabricCliError(f"--pfc-xon {args.pfc_xon} / --pfc-xoff {args.pfc_xoff}: need 0 < XON <= XOFF bytes")
+    if args.pfc_headroom < 0 or args.pfc_watchdog < 0:
+        raise FabricCliError("--pfc-headroom and --pfc-watchdog: must be >= 0")
+    if args.backend != "embedded":
+        raise FabricCliError(f"--pfc on: needs --backend embedded (backend {args.backend} has no PFC)")
+    return PfcSettings(True, args.pfc_xoff, args.pfc_xon, args.pfc_headroom, args.pfc_watchdog)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -212,7 +240,7 @@ def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-un
     if args.backend == "bmv2" and missing_bmv2_tools():
         raise FabricCliError(f"--backend bmv2: needs {', '.join(missing_bmv2_tools())} on PATH (not installed "
                              "here); use --backend embedded")
-    return Fabric(spec, backend=args.backend, int_sink=args.int_sink, **kwargs)
+    return Fabric(spec, backend=args.backend, int_sink=args.int_sink, pfc=pfc_from_args(args), **kwargs)
 
 
 def _summary_line(fab: Any) -> str:
@@ -384,7 +412,29 @@ def _status(args: argparse.Namespace) -> int:
         drops = {k: v for k, v in sw["drop_reasons"].items() if v}
         if drops:
             print(f"{name:<6} drops: {', '.join(f'{k}={v}' for k, v in drops.items())}")
+    if status.get("pfc"):
+        _print_pfc(status)
     return 0
+
+
+def _print_pfc(status: dict[str, Any]) -> None:
+    """PFC counters per link direction (from the sending switch port), then totals."""
+    pfc = status["pfc"]
+    t = pfc["totals"]
+    print(f"PFC on (XOFF {pfc['xoff_bytes']} B, XON {pfc['xon_bytes']} B, headroom {pfc['headroom_bytes']} B, "
+          f"watchdog {pfc['watchdog_ms']:g} ms): pauses sent {t['pfc_pauses_sent']} received {t['pfc_pauses_rx']}, "
+          f"XOFF events {t['pfc_xoff_events']}, headroom drops {t['pfc_headroom_drop_pkts']}, "
+          f"watchdog trips {t['pfc_watchdog_trips']}")
+    print(f"{'link':<16} {'dir':<6} {'pause_tx':>8} {'pause_rx':>8} {'paused_ms':>9} {'xoff':>6} {'hr_drop':>7} "
+          f"{'wd':>3}")
+    for link in status["links"]:
+        for direction in ("a_to_b", "b_to_a"):
+            d = link.get(direction, {})
+            if "pfc_pauses_sent" not in d or not any(d[k] for k in d if k.startswith("pfc_")):
+                continue
+            print(f"{link['link']:<16} {direction:<6} {d['pfc_pauses_sent']:>8} {d['pfc_pauses_rx']:>8} "
+                  f"{d['pfc_paused_ns'] / 1e6:>9.1f} {d['pfc_xoff_events']:>6} {d['pfc_headroom_drop_pkts']:>7} "
+                  f"{d['pfc_watchdog_trips']:>3}")
 
 
 def _fault(args: argparse.Namespace) -> int:

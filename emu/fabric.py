@@ -41,6 +41,33 @@ if TYPE_CHECKING:
 
 FABRIC_P4 = str(Path(__file__).resolve().parents[1] / "p4" / "programs" / "fabric.p4")
 WORKDIR_PREFIX = "starpulse-fabric-"
+PFC_COUNTERS = ("pfc_pauses_sent", "pfc_pauses_rx", "pfc_paused_ns", "pfc_xoff_events", "pfc_headroom_drop_pkts",
+                "pfc_watchdog_trips")
+
+
+@dataclass(frozen=True)
+class PfcSettings:
+    """Priority flow control on every switch port (``--pfc on`` and its thresholds)."""
+
+    enabled: bool = False
+    xoff_bytes: int = 48_000
+    xon_bytes: int = 24_000
+    headroom_bytes: int = 32_000
+    watchdog_ms: float = 0.0
+
+    def commands(self, ports: list[int]) -> list[str]:
+        """Switch commands enabling PFC on ``ports``, with egress queues deep enough that PFC, not tail drop,
+        bounds the buffer (every ingress port may hold XOFF + headroom bytes of minimum-size frames)."""
+        if not self.enabled:
+            return []
+        per_port_pkts = (self.xoff_bytes + self.headroom_bytes) // 64 + 1
+        cmds = [f"set_queue_depth {max(64, per_port_pkts * len(ports))}"]
+        for port in ports:
+            cmds += [f"pfc_enable {port} 1",
+                     f"pfc_thresholds {port} {self.xoff_bytes} {self.xon_bytes} {self.headroom_bytes}"]
+            if self.watchdog_ms:
+                cmds.append(f"pfc_watchdog {port} {self.watchdog_ms:g}")
+        return cmds
 
 
 class FabricError(RuntimeError):
@@ -79,8 +106,11 @@ class Fabric:
                  int_cfg: IntConfig | None = None, program: str = FABRIC_P4, log_level: str = "warn",
                  workdir: str | None = None, fault_log: str | None = None, pcap_dir: str | None = None,
                  int_sink: str = "host", wired_links: list[str] | str | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, pfc: PfcSettings | None = None) -> None:
         self.spec = spec
+        self.pfc = pfc or PfcSettings()
+        if self.pfc.enabled and backend != "embedded":
+            raise FabricError("--pfc on: needs --backend embedded (BMv2 has no PFC)")
         self.topo = Topology(spec)
         self.wired = self._wired_keys("all" if spec.delay_ns else wired_links)
         self.backend = backend
@@ -206,7 +236,8 @@ class Fabric:
 
     def switch_program(self, switch: str) -> list[str]:
         """Every command that programs ``switch``: tables from ``emu.control`` plus port shaping."""
-        return switch_commands(self.topo, switch, self.ecn, self.int_cfg) + self.port_rate_commands(switch)
+        return (switch_commands(self.topo, switch, self.ecn, self.int_cfg) + self.port_rate_commands(switch)
+                + self.pfc.commands(sorted(self.topo.ports_of(switch))))
 
     def program_switch(self, switch: str, commands: list[str] | None = None) -> None:
         """Send commands to one switch through its control socket; the first failing command is reported."""
@@ -231,8 +262,32 @@ class Fabric:
 
     # --- status ---------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        """Per switch and port, per link, and totals: packets, queues, ECN marks, drops (``emu.status``)."""
-        return fabric_status(self)
+        """Per switch and port, per link, and totals: packets, queues, ECN marks, drops (``emu.status``); with
+        PFC on also its counters per port, per link direction (from the sending switch port) and in total."""
+        status = fabric_status(self)
+        if self.pfc.enabled:
+            self._add_pfc_status(status)
+        return status
+
+    def _add_pfc_status(self, status: dict[str, Any]) -> None:
+        totals = dict.fromkeys(PFC_COUNTERS, 0)
+        for name, entry in status["switches"].items():
+            if not entry["running"]:
+                continue
+            stats = parse_port_stats(self.net.switches[name].cli("port_stats"))
+            for port, p in entry["ports"].items():
+                s = stats.get(int(port), {})
+                for k in PFC_COUNTERS:
+                    p[k] = s.get(k, 0)
+                    totals[k] += p[k]
+        for link, entry in zip(self.topo.links, status["links"], strict=True):
+            for direction, (src, src_port) in (("a_to_b", (link.a, link.a_port)), ("b_to_a", (link.b, link.b_port))):
+                port = status["switches"].get(src, {}).get("ports", {}).get(str(src_port))
+                if port is not None and direction in entry:
+                    entry[direction].update({k: port.get(k, 0) for k in PFC_COUNTERS})
+        status["pfc"] = {"enabled": True, "xoff_bytes": self.pfc.xoff_bytes, "xon_bytes": self.pfc.xon_bytes,
+                         "headroom_bytes": self.pfc.headroom_bytes, "watchdog_ms": self.pfc.watchdog_ms,
+                         "totals": totals}
 
     # --- traffic (``emu.traffic``) -------------------------------------------------------------------------------
     def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int = 400, retries: int = 4,

@@ -58,13 +58,16 @@ RANK_SCRIPT = textwrap.dedent("""
     elapsed_ns = clock.now_ns() - t0
     ok = bool(np.all(bench == n * n))
     if rank == 0:
-        time.sleep(1.5)  # the others wait in the barrier meanwhile: how much CPU does an idle wait burn?
+        time.sleep(1.0)  # the others wait in the barrier meanwhile: how much CPU does an idle wait burn?
     cpu0, wall0 = time.process_time(), time.monotonic()
     comm.barrier()
     idle_cpu = (time.process_time() - cpu0) / (time.monotonic() - wall0)
+    roce = next(t for t in comm.net.transports if t.name == "roce")
+    qp = roce.nic.qp_counters()
     np.savez(f"{out}/rank{rank}.npz", **got)
     with open(f"{out}/rank{rank}.json", "w") as fh:
-        json.dump({"elapsed_ns": elapsed_ns, "bench_ok": ok, "idle_cpu": idle_cpu}, fh)
+        json.dump({"elapsed_ns": elapsed_ns, "bench_ok": ok, "idle_cpu": idle_cpu,
+                   "retransmitted": qp["retransmitted_packets"], "timeouts": qp["timeouts"]}, fh)
     comm.close()
 """)
 
@@ -146,7 +149,9 @@ def test_collectives_exact_over_roce_with_busbw_and_rocev2_on_the_wire(tmp_path)
     busbw_bps = BENCH_BYTES * 8 / elapsed_s * 2 * (WORLD - 1) / WORLD
     print(f"\nRoCE ring allreduce {BENCH_BYTES >> 20} MiB on {WORLD} ranks: {elapsed_s:.3f} s, busbw "
           f"{busbw_bps / 1e6:.1f} Mb/s = {busbw_bps / LINK_RATE_BPS:.2f} of the {LINK_RATE_BPS / 1e6:g} Mb/s link; "
-          f"CPU while idle in a barrier: {max(i['idle_cpu'] for i in infos[1:]):.0%} of a core at most")
+          f"CPU while idle in a barrier: {max(i['idle_cpu'] for i in infos[1:]):.0%} of a core at most; "
+          f"retransmitted packets {sum(i['retransmitted'] for i in infos)}, "
+          f"ACK timeouts {sum(i['timeouts'] for i in infos)}")
     assert busbw_bps > 0
     out = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "frame.protocols", "-e",
                           "infiniband.bth.opcode"], capture_output=True, text=True, timeout=120)

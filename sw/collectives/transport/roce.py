@@ -38,7 +38,11 @@ CREDIT_BATCH = 8
 """Receives re-posted before the count is written back to the sender (must not exceed ``RECV_SLOTS``)."""
 DEFAULT_LINE_RATE_BPS = 10_000_000_000
 CCS = ("dcqcn", "none")
-QP_TIMEOUT = 14  # local ACK timeout 4.096 us * 2^14 = 67 ms (network time)
+QP_TIMEOUT = 17
+"""Local ACK timeout 4.096 us * 2^17 = 0.54 s (network time), 4.3 s over 7 retries before a peer counts as gone.
+The NIC of a peer only answers while that rank calls into the library; shorter timeouts turned scheduling stalls
+of Python ranks on a busy host, or a peer computing between collectives, into spurious go-back-N resends (a gap
+in the data is NAKed by the receiver at once; the timeout only covers a lost tail)."""
 DRAIN_WALL_S = 1.0
 _KIND_SEND, _KIND_RECV = 1, 2
 _SLOT_BITS = 16

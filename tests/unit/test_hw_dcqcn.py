@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Amaranth-simulator tests of hw.dcqcn: exact ns time base, one CNP against the golden model, limits."""
 
 from __future__ import annotations
@@ -60,7 +61,6 @@ def test_cnp_cuts_rate_like_the_model() -> None:
     assert rate == RateToIncrement().increment(model.rc_kbps)
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_timers_shorter_than_the_sweep_are_rejected() -> None:
     with pytest.raises(HwParamError, match="rate_timer_ns"):
         DcqcnRpEngine(n_qps=1024, params=PARAMS.replace(alpha_timer_ns=100_000))

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Amaranth-simulator tests of hw.sched.TxScheduler at a small size: pacing, segmentation, clamping."""
 
 from __future__ import annotations
@@ -92,7 +93,6 @@ def test_rate_register_resolution_is_within_0_01_percent_from_1_mbps() -> None:
         assert abs(reg_to_rate_bps(reg, 400e6) - rate_bps) / rate_bps < 1e-4
 
 
-@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_bad_parameters_are_rejected() -> None:
     with pytest.raises(ValueError, match="n_qps"):
         TxScheduler(n_qps=1000)

@@ -22,7 +22,7 @@ from sw.roce.nic import Nic
 from sw.roce.nic_port import PortError, interface_ipv4, open_device, path_mtu_for
 from sw.roce.qp import QueuePair
 from sw.roce.qp_connect import connect, qp_info, random_psn
-from sw.roce.verbs import ACCESS_ALL, RecvWr, SendWr, WcStatus, WrOpcode
+from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
 
 from ..deadline import Deadline
 from ..errors import CollectiveUserError, PeerGoneError
@@ -125,16 +125,16 @@ def link_speed_bps(ifname: str) -> int:
 class RoceChannel(StreamChannel):
     """The stream to one remote peer over one RC QP: send slots, posted receive slots and credits."""
 
-    def __init__(self, my_rank: int, peer: int, nic: Nic, qp: QueuePair, credits: np.ndarray) -> None:
+    def __init__(self, my_rank: int, peer: int, qp: QueuePair, credits: np.ndarray) -> None:
         super().__init__(my_rank, peer)
         self.qp = qp
         pd = qp.pd
         self.send_buf = np.zeros(SEND_SLOTS * SLOT_BYTES, np.uint8)
-        self.send_mr = pd.reg_mr(self.send_buf, ACCESS_ALL)
+        self.send_mr = pd.reg_mr(self.send_buf, Access.LOCAL_WRITE)
         self.recv_buf = np.zeros(RECV_SLOTS * SLOT_BYTES, np.uint8)
-        self.recv_mr = pd.reg_mr(self.recv_buf, ACCESS_ALL)
+        self.recv_mr = pd.reg_mr(self.recv_buf, Access.LOCAL_WRITE)  # SENDs land here: no remote access
         self.credit_src = np.zeros(1, np.int64)
-        self.credit_src_mr = pd.reg_mr(self.credit_src, ACCESS_ALL)
+        self.credit_src_mr = pd.reg_mr(self.credit_src, Access.LOCAL_WRITE)
         self.credits = credits  # credits[peer]: receives the peer has posted for us, written by the peer
         self.free_slots: deque[int] = deque(range(SEND_SLOTS))
         self.sends_posted = 0
@@ -250,12 +250,12 @@ class RoceTransport:
             pd = nic.alloc_pd()
             cq = nic.create_cq()
             credits = np.zeros(world_size, np.int64)
-            credits_mr = pd.reg_mr(credits, ACCESS_ALL)
+            credits_mr = pd.reg_mr(credits, Access.LOCAL_WRITE | Access.REMOTE_WRITE)  # peers write credits only
             channels: dict[int, RoceChannel] = {}
             mine: dict[str, dict[str, object]] = {}
             for peer in remote:
                 qp = nic.create_qp(pd, cq)
-                ch = RoceChannel(my_rank, peer, nic, qp, credits)
+                ch = RoceChannel(my_rank, peer, qp, credits)
                 psn = random_psn()
                 mine[str(peer)] = qp_info(qp, psn) | {"path_mtu": path_mtu}
                 channels[peer] = ch

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from sw.clock import ENV_DILATION, get_clock
+from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.roce.pacer import CC_NAMES
 from sw.roce.qp_connect import connect, qp_info
 from sw.roce.store import FileStore
@@ -143,8 +143,10 @@ def jain(values: list[float]) -> float:
     return sum(values) ** 2 / (len(values) * sum(v * v for v in values)) if values and any(values) else 0.0
 
 
-def run_incast(cc: str, args: argparse.Namespace) -> dict[str, Any]:
-    """One incast through a fresh fabric with congestion control ``cc``; the JSON report of the run."""
+def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) -> dict[str, Any]:
+    """One incast through a fresh fabric with congestion control ``cc``; the JSON report of the run.
+
+    The switches take their dilation from ``$STARPULSE_TIME_DILATION``: keep it equal to ``clock``'s."""
     import subprocess
 
     from emu.control import EcnConfig
@@ -152,10 +154,10 @@ def run_incast(cc: str, args: argparse.Namespace) -> dict[str, Any]:
     from emu.topology import TopologySpec
     from emu.traffic import stop_proc
 
-    clock = get_clock()
+    clock = clock or get_clock()
     rate = parse_rate_bps(args.link_rate, what="--link-rate")
     spec = TopologySpec(servers=args.senders + 1, gpus_per_server=1, spines=0, link_rate_bps=rate)
-    fab = Fabric(spec, ecn=EcnConfig(args.ecn_kmin, args.ecn_kmax, args.ecn_pmax))
+    fab = Fabric(spec, ecn=EcnConfig(args.ecn_kmin, args.ecn_kmax, args.ecn_pmax), clock=clock)
     with fab, tempfile.TemporaryDirectory(prefix="starpulse-incast-") as store_dir:
         topo = fab.topo
         servers = topo.servers
@@ -184,6 +186,8 @@ def run_incast(cc: str, args: argparse.Namespace) -> dict[str, Any]:
                 if clock.now_ns() > end_ns:
                     raise IncastError("incast: the roles did not connect in time")
                 clock.sleep_ns(5_000_000)
+            if args.queue_depth:
+                fab.switch_cli(leaf, f"set_queue_depth {args.queue_depth} {rx_nic.leaf_port}")
             fab.switch_cli(leaf, "port_stats_reset")
             store.set("go", True)
             outs = [p.communicate(timeout=args.timeout * clock.dilation + 60) for p in procs]
@@ -206,7 +210,8 @@ def run_incast(cc: str, args: argparse.Namespace) -> dict[str, Any]:
     drops = sum(v.get("queue_drop_pkts", 0) + v.get("pipeline_drop_pkts", 0) for v in stats.values())
     return {
         "cc": cc, "senders": args.senders, "bytes_per_flow": args.size_bytes, "link_rate_bps": rate,
-        "time_dilation": clock.dilation, "base_rtt": args.base_rtt,
+        "time_dilation": clock.dilation, "base_rtt": args.base_rtt, "queue_depth_pkts": args.queue_depth,
+        "ecn_kmin_kmax_pmax": [args.ecn_kmin, args.ecn_kmax, args.ecn_pmax],
         "data_ok": all(rx["data_ok"]) and all(s["ok"] for s in senders),
         "drops": drops,
         "bottleneck_tx_bytes": port["tx_bytes"], "bottleneck_tx_pkts": port["tx_pkts"], "span_ns": span_ns,
@@ -265,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ecn-kmin", type=int, default=5, help="RED/ECN kmin in packets (default 5)")
     p.add_argument("--ecn-kmax", type=int, default=20, help="RED/ECN kmax in packets (default 20)")
     p.add_argument("--ecn-pmax", type=float, default=0.2, help="RED/ECN marking probability at kmax (default 0.2)")
+    p.add_argument("--queue-depth", type=int, help="bottleneck queue depth in packets (default: the switch's)")
     p.add_argument("--qp-timeout", type=int, default=14, help="QP ACK timeout exponent (default 14: 67 ms)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds of network time per run (default 300)")
     p.add_argument("--plot", help="write a PNG of the runs here")

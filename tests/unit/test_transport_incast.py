@@ -127,3 +127,16 @@ def test_incast_with_hpcc_and_echoed_int_has_no_drops_and_fair_shares():
     assert r.utilization >= 0.85, f"payload goodput / link rate {r.utilization:.3f} (headers cap it at 0.93)"
     none = _incast("none", switch_cls=IntSwitch)
     assert none.drops > 0 and r.max_queue_bytes < none.max_queue_bytes
+
+
+def test_incast_bench_rejects_bad_options_with_one_line(capsys):
+    from sw.roce.incast import IncastError, jain, main, parse_args
+
+    assert main(["--cc", "dcqcn,tcp"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--cc 'dcqcn,tcp'" in err
+    assert main(["--size", "lots"]) == 2
+    with pytest.raises(IncastError):
+        parse_args(["--senders", "0"])
+    assert jain([5.0] * 8) == pytest.approx(1.0)
+    assert jain([1.0] + [0.0] * 7) == pytest.approx(1 / 8)

@@ -7,5 +7,6 @@ Blocks (one Verilog module each, see ``hw.blocks`` and ``starpulse hw verilog``)
 * :mod:`hw.cnp`    - ``CnpGenerator``: DCQCN notification point, bit-exact against ``sw.cc.DcqcnNp``
 * :mod:`hw.parser` - ``RoceParser``: Ethernet/IPv4/UDP/BTH parser raising CE and CNP events
 * :mod:`hw.icrc`   - ``IcrcChecker``: full-width RoCEv2 ICRC check
+* :mod:`hw.csr`    - ``CsrBank``: register bus for rates (clamped with an error flag), counters
 * :mod:`hw.stream` - the AXI-Stream signature they share
 """

@@ -9,6 +9,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 
 from hw.cnp import CnpGenerator
+from hw.csr import CsrBank
 from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
 from hw.icrc import IcrcChecker
@@ -29,6 +30,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                     lambda width, qps: RoceParser(data_width=width, n_qps=qps)),
     "icrc_check": ("RoCEv2 ICRC checker (full width, one beat per clock)",
                    lambda width, qps: IcrcChecker(data_width=width)),
+    "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",
+                 lambda width, qps: CsrBank(n_qps=qps, line_rate_reg=(width // 8) << 24)),
 }
 
 

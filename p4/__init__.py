@@ -18,7 +18,10 @@ manager between ingress and egress)::
         er.out                                    # [(port, frame)] to transmit
         er.queued                                 # E2E clones to enqueue; er.recirculate -> pipe.recirculate
     pipe.process(port, frame)                     # whole pipeline with empty queues (offline use)
-    pipe.process_batch([(port, frame), ...])      # batched fast path
+    pipe.process_batch([(port, frame), ...])      # batched fast path (empty queues)
+    pipe.ingress_batch(port, frames)              # lazily per frame: [QueuedPacket] / [] (dropped) / IngressResult
+    pipe.egress_batch(qps, [(enq_qdepth, deq_qdepth, deq_timedelta_us, enq_timestamp_us), ...])
+                                                  # per packet (port, frame) or EgressResult; stops after clones
 
 ``pipe.mirror_sessions``, ``pipe.mc_groups``, ``pipe.queue_depth_pkts`` / ``queue_rate_pps`` hold the
 state the CLI sets; ``pipe.drops`` counts drops by reason, ``pipe.parser_errors`` parser errors by name,

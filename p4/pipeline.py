@@ -10,6 +10,7 @@ transmit, E2E clones to enqueue and recirculations.  ``process`` chains the stag
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,7 @@ class EgressResult:
     queued: list[QueuedPacket] = field(default_factory=list)            # E2E clones
     recirculate: list[tuple[bytes, list[tuple[int, Any]]]] = field(default_factory=list)
     dropped: str | None = None
+    error: Exception | None = None      # egress_batch only: the program raised (a target bug) on this packet
 
 
 @dataclass(slots=True)
@@ -146,6 +148,54 @@ class Pipeline:
         if S is None:
             return res
         return self._after_ingress(S, port, frame, instance_type, loops, res)
+
+    def ingress_batch(self, port: int, frames: list[bytes]) -> Iterator[list[QueuedPacket] | IngressResult]:
+        """``ingress`` for frames of one port in order, one clock reading for all, lazily, so the caller can
+        enqueue each frame's packets and run egress on what is due before the next frame's ingress runs.
+
+        Per frame: a list with the one unicast packet to enqueue ([] when dropped), or the ``IngressResult``
+        when more happened (clone, digest, resubmit, multicast); drops and parser errors are counted as
+        ``ingress`` counts them."""
+        parser, verify, ingress = self._parser, self._verify, self._ingress
+        init = self._init
+        ip_s, pl_s, it_s, pe_s = self._ingress_port, self._packet_length, self._instance_type, self._parser_error
+        es_s, ep_s, mc_s, pr_s, ig_s = (self._egress_spec, self._egress_port, self._mcast_grp, self._priority,
+                                        self._ig_ts)
+        now48 = self._now_us() & 0xFFFFFFFFFFFF
+        errors, parser_errors, drops = self.program.errors, self.parser_errors, self.drops
+        for frame in frames:
+            S = init[:]
+            S[ip_s] = port
+            n = S[pl_s] = len(frame)
+            S[it_s] = PKT_NORMAL
+            if ig_s is not None:
+                S[ig_s] = now48
+            off, err = parser(S, frame)
+            S[PAYLOAD] = frame[off:]
+            S[pe_s] = err
+            if err:
+                parser_errors[errors[err]] += 1
+            try:
+                verify(S)
+                ingress(S)
+            except AssertFailed as exc:
+                drops[f"assert failed at {exc}"] += 1
+                yield []
+                continue
+            except ParserError:
+                drops["header stack index out of bounds in a control"] += 1
+                yield []
+                continue
+            if S[CLONE_SESSION] >= 0 or S[DIGESTS] is not None or S[RESUBMIT_FL] != NO_FIELD_LIST or S[mc_s]:
+                yield self._after_ingress(S, port, frame, PKT_NORMAL, 0, IngressResult())
+                continue
+            spec = S[es_s]
+            if spec == DROP_PORT:
+                drops["egress_spec=511 (mark_to_drop)"] += 1
+                yield []
+                continue
+            S[ep_s] = spec
+            yield [QueuedPacket(S, spec, PKT_NORMAL, S[pr_s] if pr_s is not None else 0, n)]
 
     def _run_ingress(self, port: int, frame: bytes, instance_type: int,
                      preserved: list[tuple[int, Any]] | None, res: IngressResult) -> list[Any] | None:
@@ -282,6 +332,63 @@ class Pipeline:
             return res
         self._post_egress(S, pkt, res)
         return res
+
+    def egress_batch(self, packets: list[QueuedPacket],
+                     queue_metadata: list[tuple[int, int, int, int | None]]) -> list[tuple[int, bytes] | EgressResult]:
+        """``egress`` for dequeued packets in order, one clock reading for all; queue_metadata per packet is
+        (enq_qdepth, deq_qdepth, deq_timedelta_us, enq_timestamp_us or None) as ``egress`` takes them.
+
+        Per packet the result is ``(port, frame)`` when it only leaves through its port, else its
+        ``EgressResult`` (dropped, E2E clone, recirculation, truncation; ``error`` when the program raised).
+        The batch stops after a packet with clones, recirculation or an error, so the caller handles those
+        before later packets run egress (the per-packet order); call again with the rest.
+        """
+        now = self.clock.now_ns() // 1000
+        egress, compute, deparser = self._egress, self._compute, self._deparser
+        ep_s, es_s, eq_s, dq_s = self._egress_port, self._egress_spec, self._enq_qdepth, self._deq_qdepth
+        td_s, et_s, eg_s = self._deq_timedelta, self._enq_timestamp, self._eg_ts
+        now48 = now & 0xFFFFFFFFFFFF
+        join = b"".join
+        out: list[tuple[int, bytes] | EgressResult] = []
+        append = out.append
+        for pkt, (enq_qdepth, deq_qdepth, deq_timedelta_us, enq_timestamp_us) in zip(packets, queue_metadata,
+                                                                                    strict=True):
+            S = pkt.S
+            port = pkt.egress_port
+            try:
+                S[ep_s] = port
+                S[es_s] = 0
+                S[eq_s] = enq_qdepth & 0x7FFFF
+                S[dq_s] = deq_qdepth & 0x7FFFF
+                S[td_s] = deq_timedelta_us & 0xFFFFFFFF
+                S[et_s] = (now - deq_timedelta_us if enq_timestamp_us is None else enq_timestamp_us) & 0xFFFFFFFF
+                if eg_s is not None:
+                    S[eg_s] = now48
+                try:
+                    egress(S)
+                    compute(S)
+                except AssertFailed as exc:
+                    res = EgressResult()
+                    self._drop(res, f"assert failed at {exc}")
+                    append(res)
+                    continue
+                except ParserError:
+                    res = EgressResult()
+                    self._drop(res, "header stack index out of bounds in a control")
+                    append(res)
+                    continue
+                if S[CLONE_SESSION] >= 0 or S[RECIRC_FL] != NO_FIELD_LIST or S[TRUNCATE] or S[es_s] == DROP_PORT:
+                    res = EgressResult()
+                    self._post_egress(S, pkt, res)
+                    append(res)
+                    if res.queued or res.recirculate:
+                        return out
+                    continue
+                append((port, join(deparser(S)) + S[PAYLOAD]))
+            except Exception as exc:  # noqa: BLE001 - reported per packet; the caller decides (the switch logs)
+                append(EgressResult(error=exc))
+                return out
+        return out
 
     def _post_egress(self, S: list[Any], pkt: QueuedPacket, res: EgressResult) -> None:
         """BMv2's post-egress order: E2E clone, drop on egress_spec 511, deparse, truncate, recirculate."""

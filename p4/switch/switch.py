@@ -259,6 +259,41 @@ class P4Switch:
             self._publish_digests()
         return True
 
+    def _receive_queued(self, port_num: int, frames: list[bytes], now_ns: int) -> None:
+        """``receive`` per frame, then egress of what is due, in that order, over the pipeline's lean batched
+        ingress (without trace, pcaps or PFC, which hook in per frame)."""
+        if any(map(is_mac_control, frames)):
+            for frame in frames:
+                self.receive(port_num, frame, now_ns)
+                if self.tm.queued_pkts and self.tm.has_due(now_ns):
+                    self._service(now_ns)
+            return
+        pipeline, tm, enqueue = self.pipeline, self.tm, self.enqueue
+        done, n, in_body = 0, len(frames), False
+        while done < n:
+            try:
+                for r in pipeline.ingress_batch(port_num, frames[done:] if done else frames):
+                    done += 1
+                    in_body = True
+                    if type(r) is not list:
+                        if r.dropped is not None:
+                            self._drop(port_num).pipeline_drop_pkts += 1
+                        r = r.queued
+                    elif not r:
+                        self._drop(port_num).pipeline_drop_pkts += 1
+                    for qp in r:
+                        enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
+                    if tm.queued_pkts and tm.has_due(now_ns):
+                        self._service(now_ns)
+                    in_body = False
+            except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+                if not in_body:           # ingress raised: the generator is done, go on after that frame
+                    done += 1
+                in_body = False
+                self._pipeline_failed(port_num, 1, "ingress", exc)
+        if pipeline.has_digests():
+            self._publish_digests()
+
     def inject(self, port_num: int, frame: bytes) -> None:
         """A controller's packet-out: into ingress as if received on ``port_num``, then out of the queues."""
         now_ns = self.clock.now_ns()
@@ -313,10 +348,15 @@ class P4Switch:
             if not due:
                 return
             pfc = self.pfc
-            for qp in due:
-                pfc.on_dequeued(qp, now_ns)
-                for out_port, frame in self._egress(qp, now_ns):
-                    self.transmit(out_port, frame, now_ns)
+            if not (pfc.active or self.trace):     # batched egress: same order and results, less per packet
+                for qp in due:
+                    pfc.on_dequeued(qp, now_ns)
+                self.pipeline.egress_batch(due, now_ns, self.transmit)
+            else:
+                for qp in due:
+                    pfc.on_dequeued(qp, now_ns)
+                    for out_port, frame in self._egress(qp, now_ns):
+                        self.transmit(out_port, frame, now_ns)
             if self.pipeline.has_digests():
                 self._publish_digests()
 
@@ -380,10 +420,13 @@ class P4Switch:
                         if not (tm.queued_pkts or tm.any_shaped or self.trace or self.pfc.active) and \
                                 self._receive_batch(num, frames, now_ns):
                             continue
+                        if not (self.trace or self.pfc.active or self.pcaps):
+                            self._receive_queued(num, frames, now_ns)
+                            continue
                         receive = self.receive
                         for frame in frames:
                             receive(num, frame, now_ns)
-                            if tm.queued_pkts:
+                            if tm.queued_pkts and tm.has_due(now_ns):
                                 self._service(now_ns)
                     if not data.up:
                         self._port_gone(data)

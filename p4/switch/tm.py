@@ -333,7 +333,6 @@ class TrafficManager:
                 continue
             if t_ns > now_ns:
                 break
-            heappop(heap)
             q = p.queues[ready[1]]
             qp = q.fifo.popleft()
             p.qdepth_pkts -= 1
@@ -345,9 +344,18 @@ class TrafficManager:
             p.shaper.consume(t_ns, qp.length_bytes)
             out.append(qp)
             nxt = p.head_ready_ns()
-            if nxt is not None:
-                self._push(nxt[0], port)
+            if nxt is not None:                    # the port's next head takes the popped entry's place
+                self._seq += 1
+                heapreplace(heap, (nxt[0], self._seq, port))
+            else:
+                heappop(heap)
         return out
+
+    def has_due(self, now_ns: int) -> bool:
+        """Whether ``dequeue_due(now_ns)`` may return a packet: a cheap check per received frame (heap entries
+        are never later than their port's real departure time, so False is exact)."""
+        heap = self._heap
+        return bool(heap) and heap[0][0] <= now_ns
 
     # --- counters ------------------------------------------------------------------------------------------
     def qdepth_pkts(self, port: int) -> int:

@@ -33,3 +33,27 @@ def test_exception_in_the_pipeline_drops_only_that_packet(tmp_path) -> None:
         assert sw.port_stats()[1]["pipeline_drop_pkts"] == 1          # and processes packets normally
     finally:
         sw.close()
+
+
+def test_exception_on_the_queued_path_drops_only_that_packet(tmp_path) -> None:
+    clock = ManualClock()
+    pipe = load_pipeline(BASIC_P4, clock=clock)
+    sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
+    try:
+        sw.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 02:00:00:00:00:02 2")
+        sw.execute("set_port_rate 2 1G")                 # shaped: every packet takes the queued path
+        (entry,) = pipe.pipe.tables["MyIngress.ipv4_lpm"].entries.values()
+        good = entry.data
+        entry.data = (None, None)
+        frame = udp_frame(64)
+        sw._receive_queued(1, [frame] * 3, clock.now_ns())
+        assert sw.port_stats()[1]["pipeline_error_pkts"] == 3 and sw.tm.queued_pkts == 0
+        entry.data = good
+        sw._receive_queued(1, [frame] * 4, clock.now_ns())
+        clock.advance_ns(10_000_000)
+        sw._service(clock.now_ns())
+        stats = sw.port_stats()
+        assert stats[1]["pipeline_error_pkts"] == 3 and sw.tm.queued_pkts == 0
+        assert stats[2]["no_port_drop_pkts"] == 4          # all four left egress (port 2 has no interface)
+    finally:
+        sw.close()

@@ -8,6 +8,7 @@ the kernel from answering our RoCE packets with ICMP port-unreachable.
 from __future__ import annotations
 
 import fcntl
+import os
 import select
 import socket
 import struct
@@ -20,6 +21,7 @@ from sw.roce.transport_rules import PATH_MTUS
 
 ETH_P_ALL = 0x0003
 PACKET_HOST = 0
+PACKET_MULTICAST = 2
 PACKET_OUTGOING = 4
 PACKET_IGNORE_OUTGOING = 23  # linux/if_packet.h, Linux >= 4.20
 SOL_PACKET = 263
@@ -28,6 +30,9 @@ SO_RCVBUFFORCE = 33
 SIOCGIFADDR = 0x8915
 SIOCGIFMTU = 0x8921
 MAX_FRAME_BYTES = 65536
+# PFC for every NIC a process opens (any tool: perf, incast, collectives): "PRIO" honours pauses of the
+# priority the NIC sends on, "PRIO,XOFF_FRAMES,XON_FRAMES" also pauses the switch on a receive backlog.
+ENV_NIC_PFC = "STARPULSE_NIC_PFC"
 ROCE_HEADROOM_BYTES = 20 + 8 + 12 + 16 + 4  # IPv4 + UDP + BTH + RETH + ICRC around one MTU of payload
 
 
@@ -124,7 +129,10 @@ class RawSocketPort:
                 break
             pkttype = addr[2]
             if pkttype != PACKET_HOST:
-                if pkttype == PACKET_OUTGOING:
+                if pkttype == PACKET_MULTICAST and frame[12:14] == b"\x88\x08":   # PFC (01:80:C2:00:00:01)
+                    c.rx_frames += 1
+                    out.append(frame)
+                elif pkttype == PACKET_OUTGOING:
                     c.outgoing_skipped += 1
                 else:
                     c.not_for_us += 1
@@ -142,10 +150,25 @@ class RawSocketPort:
             self._udp_sink.close()
 
 
+def pfc_options(text: str) -> dict[str, int]:
+    """Nic options of a ``$STARPULSE_NIC_PFC`` value ("PRIO" or "PRIO,XOFF_FRAMES,XON_FRAMES")."""
+    parts = text.split(",")
+    if len(parts) not in (1, 3) or not all(p.strip().isdigit() for p in parts):
+        raise PortError(f"${ENV_NIC_PFC}={text!r}: expected PRIO or PRIO,XOFF_FRAMES,XON_FRAMES")
+    nums = [int(p) for p in parts]
+    opts = {"pfc_priority": nums[0]}
+    if len(nums) == 3:
+        opts.update(pfc_rx_xoff_frames=nums[1], pfc_rx_xon_frames=nums[2])
+    return opts
+
+
 def open_device(
     ifname: str, *, line_rate_bps: int, cc: str = "none", clock: Clock | None = None, **nic_options: int
 ) -> Nic:
     """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address
     (``nic_options``: ``pacer_burst_bytes``, ``base_rtt_ns``)."""
+    pfc = os.environ.get(ENV_NIC_PFC)
+    if pfc:
+        nic_options.update(pfc_options(pfc))
     port = RawSocketPort(ifname)
     return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock, **nic_options)

@@ -247,7 +247,8 @@ def plot(runs: list[dict[str, Any]], path: str) -> None:
     for k, r in enumerate(runs):
         xs = [i + k * width for i in range(len(r["completion_ns"]))]
         ax.bar(xs, [t / 1e6 for t in r["completion_ns"]], width,
-               label=f"{r['cc']}: util {r['utilization']:.2f}, Jain {r['jain']:.3f}, drops {r['drops']}")
+               label=f"{r['cc']}: goodput {r['goodput_utilization']:.2f} (wire {r['utilization']:.2f}) of the link,"
+                     f" Jain {r['jain']:.3f}, drops {r['drops']}, max queue {r['max_queue_pkts']} pkts")
     ax.set_xlabel("flow (sender)")
     ax.set_ylabel("completion time (ms, network time)")
     ax.set_title(f"{runs[0]['senders']}->1 RDMA WRITE incast, {runs[0]['link_rate_bps'] / 1e6:g} Mb/s links")

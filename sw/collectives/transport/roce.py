@@ -19,7 +19,7 @@ import numpy as np
 
 from sw.clock import Clock, get_clock
 from sw.roce.nic import Nic
-from sw.roce.nic_port import PortError, interface_ipv4, open_device, path_mtu_for
+from sw.roce.nic_port import PortError, RawSocketPort, interface_ipv4, path_mtu_for
 from sw.roce.qp import QueuePair
 from sw.roce.qp_connect import connect, qp_info, random_psn
 from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
@@ -37,6 +37,13 @@ SEND_SLOTS = 32
 CREDIT_BATCH = 8
 """Receives re-posted before the count is written back to the sender (must not exceed ``RECV_SLOTS``)."""
 DEFAULT_LINE_RATE_BPS = 10_000_000_000
+WIRE_OVERHEAD_BYTES = 24
+"""Preamble, start delimiter, FCS and inter-frame gap a frame occupies on the wire beyond its bytes."""
+WIRE_BURST_BYTES = 64 * 1024
+INFLIGHT_MIN_BYTES = 128 * 1024
+INFLIGHT_RTT_S = 0.005
+"""Unacknowledged SEND bytes over all peers: the larger of the minimum and this long at line rate, so the NIC's
+own queue (all QPs share one wire) stays far below the ACK timeout."""
 CCS = ("dcqcn", "none")
 QP_TIMEOUT = 17
 """Local ACK timeout 4.096 us * 2^17 = 0.54 s (network time), 4.3 s over 7 retries before a peer counts as gone.
@@ -113,6 +120,67 @@ def next_hop_mac(dest_ip: str, src_ip: str, ifname: str, peer_mac: str, timeout_
     return mac
 
 
+class WirePort:
+    """The NIC's one wire at ``rate_bps``: frames of every QP leave in order through a token bucket (network time).
+
+    Adapter around ``sw.roce``'s port: its NIC paces each QP on its own at line rate, so several active QPs
+    would together leave at a multiple of it and overrun the first switch queue; a real NIC's port serializes
+    them.  Frames wait here (bounded by the transport's in-flight budget) instead of being dropped downstream.
+    """
+
+    def __init__(self, port: RawSocketPort, rate_bps: int, clock: Clock) -> None:
+        self.port = port
+        self.mac, self.ip, self.mtu, self.counters = port.mac, port.ip, port.mtu, port.counters
+        self.clock = clock
+        self._bytes_per_ns = rate_bps / 8e9
+        self._tokens = float(WIRE_BURST_BYTES)
+        self._last_ns = clock.now_ns()
+        self._queue: deque[bytes] = deque()
+
+    def send(self, frame: bytes) -> None:
+        self._queue.append(frame)
+        self.drain()
+
+    def drain(self) -> bool:
+        """Put queued frames on the wire as far as the tokens allow; True if any left."""
+        if not self._queue:
+            return False
+        now_ns = self.clock.now_ns()
+        self._tokens = min(float(WIRE_BURST_BYTES), self._tokens + (now_ns - self._last_ns) * self._bytes_per_ns)
+        self._last_ns = now_ns
+        sent = False
+        while self._queue and self._tokens >= len(self._queue[0]) + WIRE_OVERHEAD_BYTES:
+            frame = self._queue.popleft()
+            self._tokens -= len(frame) + WIRE_OVERHEAD_BYTES
+            self.port.send(frame)
+            sent = True
+        return sent
+
+    def ready_in_ns(self) -> float | None:
+        """Network ns until the next queued frame may leave (None: nothing queued)."""
+        if not self._queue:
+            return None
+        deficit = len(self._queue[0]) + WIRE_OVERHEAD_BYTES - self._tokens
+        return max(0.0, deficit / self._bytes_per_ns)
+
+    def recv_batch(self, max_frames: int) -> list[bytes]:
+        return self.port.recv_batch(max_frames)
+
+    def wait(self, timeout_ns: int) -> None:
+        self.port.wait(timeout_ns)
+
+    def close(self) -> None:
+        self.port.close()
+
+
+class SendBudget:
+    """Unacknowledged SEND bytes of all channels of one NIC, against ``limit_bytes``."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self.inflight_bytes = 0
+
+
 def link_speed_bps(ifname: str) -> int:
     """The interface's reported speed (a veth says 10 Gb/s), or ``DEFAULT_LINE_RATE_BPS`` if it reports none."""
     try:
@@ -125,9 +193,11 @@ def link_speed_bps(ifname: str) -> int:
 class RoceChannel(StreamChannel):
     """The stream to one remote peer over one RC QP: send slots, posted receive slots and credits."""
 
-    def __init__(self, my_rank: int, peer: int, qp: QueuePair, credits: np.ndarray) -> None:
+    def __init__(self, my_rank: int, peer: int, qp: QueuePair, credits: np.ndarray, budget: SendBudget) -> None:
         super().__init__(my_rank, peer)
         self.qp = qp
+        self.budget = budget
+        self.slot_bytes = [0] * SEND_SLOTS
         pd = qp.pd
         self.send_buf = np.zeros(SEND_SLOTS * SLOT_BYTES, np.uint8)
         self.send_mr = pd.reg_mr(self.send_buf, Access.LOCAL_WRITE)
@@ -162,8 +232,9 @@ class RoceChannel(StreamChannel):
         done = 0
         while done < len(view):
             if self._stage_slot is None:
-                if not self.free_slots or self.sends_posted >= int(self.credits[self.peer]):
-                    break  # no send slot, or no receive posted at the peer: wait (never overrun it)
+                if (not self.free_slots or self.sends_posted >= int(self.credits[self.peer])
+                        or self.budget.inflight_bytes >= self.budget.limit_bytes):
+                    break  # no send slot, no receive posted at the peer (never overrun it), or the wire is full
                 self._stage_slot, self._stage_fill = self.free_slots.popleft(), 0
             n = min(SLOT_BYTES - self._stage_fill, len(view) - done)
             start = self._stage_slot * SLOT_BYTES + self._stage_fill
@@ -183,11 +254,14 @@ class RoceChannel(StreamChannel):
         self.qp.post_send(SendWr(_wr_id(_KIND_SEND, self.peer, slot), WrOpcode.SEND, sge))
         self.sends_posted += 1
         self.sends_inflight += 1
+        self.slot_bytes[slot] = self._stage_fill
+        self.budget.inflight_bytes += self._stage_fill
         self._stage_slot = None
         self._stage_fill = 0
 
     def on_send_done(self, slot: int) -> None:
         self.free_slots.append(slot)
+        self.budget.inflight_bytes -= self.slot_bytes[slot]
         self.sends_inflight -= 1
 
     # --- receiving: copy out of arrived slots, re-post them, return credits in batches ----------------------
@@ -221,10 +295,11 @@ class RoceTransport:
 
     name = "roce"
 
-    def __init__(self, my_rank: int, nic: Nic, channels: dict[int, RoceChannel], credits: np.ndarray,
-                 clock: Clock) -> None:
+    def __init__(self, my_rank: int, nic: Nic, wire: WirePort, channels: dict[int, RoceChannel],
+                 credits: np.ndarray, clock: Clock) -> None:
         self.my_rank = my_rank
         self.nic = nic
+        self.wire = wire
         self.channels = channels
         self.credits = credits
         self.clock = clock
@@ -242,11 +317,13 @@ class RoceTransport:
         ifname = interface_of(nic_addr)
         rate_bps = int(line_rate_bps) if line_rate_bps else link_speed_bps(ifname)
         try:
-            nic = open_device(ifname, line_rate_bps=rate_bps, cc=cc, clock=clock)
+            wire = WirePort(RawSocketPort(ifname), rate_bps, clock)
         except PortError as exc:
             raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
         try:
-            path_mtu = path_mtu_for(nic.port.mtu)  # type: ignore[attr-defined]
+            nic = Nic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock)
+            budget = SendBudget(max(INFLIGHT_MIN_BYTES, int(rate_bps / 8 * INFLIGHT_RTT_S)))
+            path_mtu = path_mtu_for(wire.mtu)
             pd = nic.alloc_pd()
             cq = nic.create_cq()
             credits = np.zeros(world_size, np.int64)
@@ -255,7 +332,7 @@ class RoceTransport:
             mine: dict[str, dict[str, object]] = {}
             for peer in remote:
                 qp = nic.create_qp(pd, cq)
-                ch = RoceChannel(my_rank, peer, qp, credits)
+                ch = RoceChannel(my_rank, peer, qp, credits, budget)
                 psn = random_psn()
                 mine[str(peer)] = qp_info(qp, psn) | {"path_mtu": path_mtu}
                 channels[peer] = ch
@@ -273,9 +350,9 @@ class RoceTransport:
                 credits[peer] = int(theirs["recv_slots"])
                 ch.post_initial_receives()
         except BaseException:
-            nic.port.close()  # type: ignore[attr-defined]
+            wire.close()
             raise
-        return cls(my_rank, nic, channels, credits, clock)
+        return cls(my_rank, nic, wire, channels, credits, clock)
 
     def peers(self) -> list[int]:
         return list(self.channels)
@@ -311,7 +388,8 @@ class RoceTransport:
         return bool(wcs)
 
     def progress(self) -> bool:
-        moved = self.nic.progress()
+        moved = self.wire.drain()
+        moved |= self.nic.progress()
         moved |= self._poll_cq()
         for ch in self.channels.values():
             moved |= ch.progress()
@@ -320,9 +398,12 @@ class RoceTransport:
         return moved
 
     def wake_hint_ns(self) -> float | None:
-        """Network ns until the NIC's pacer or a retransmission timer needs the engine again."""
+        """Network ns until the wire, the NIC's pacer or a retransmission timer needs the engine again."""
         deadline = self.nic.next_deadline_ns()
-        return None if deadline is None else max(0.0, float(deadline - self.clock.now_ns()))
+        hints = [h for h in (self.wire.ready_in_ns(),
+                             None if deadline is None else max(0.0, float(deadline - self.clock.now_ns())))
+                 if h is not None]
+        return min(hints, default=None)
 
     def _inflight(self) -> bool:
         return any(ch.sends_inflight or ch._sendq for ch in self.channels.values())
@@ -339,4 +420,4 @@ class RoceTransport:
         for ch in self.channels.values():
             self.nic.destroy_qp(ch.qp)
         self.channels = {}
-        self.nic.port.close()  # type: ignore[attr-defined]
+        self.wire.close()

@@ -57,3 +57,35 @@ def test_exception_on_the_queued_path_drops_only_that_packet(tmp_path) -> None:
         assert stats[2]["no_port_drop_pkts"] == 4          # all four left egress (port 2 has no interface)
     finally:
         sw.close()
+
+
+def test_batched_queued_path_counts_like_the_per_frame_path(tmp_path) -> None:
+    frames = [udp_frame(64 + k) for k in range(40)]
+    stats = []
+    for batched in (False, True):
+        clock = ManualClock()
+        pipe = load_pipeline(BASIC_P4, clock=clock)
+        sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / f"sw{batched}.log")), clock=clock)
+        try:
+            sw.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 02:00:00:00:00:02 2")
+            sw.execute("set_queue_depth 8 2")
+            sw.execute("set_port_rate 2 1G")             # queue fills within the batch: tail drops too
+            for _ in range(3):
+                now = clock.now_ns()
+                if batched:
+                    sw._receive_queued(1, frames, now)
+                else:
+                    for f in frames:
+                        sw.receive(1, f, now)
+                        if sw.tm.queued_pkts and sw.tm.has_due(now):
+                            sw._service(now)
+                clock.advance_ns(3_000)
+                sw._service(clock.now_ns())
+            clock.advance_ns(10_000_000)
+            sw._service(clock.now_ns())
+            stats.append((sw.port_stats(), dict(pipe.pipe.drops)))
+        finally:
+            sw.close()
+    assert stats[0] == stats[1]
+    port2 = stats[1][0][2]
+    assert port2["queue_drop_pkts"] > 0 and port2["no_port_drop_pkts"] > 0 and port2["high_water_pkts"] == 8

@@ -19,7 +19,7 @@ from emu.control import EcnConfig
 from emu.fabric import Fabric, PfcSettings
 from emu.topology import TopologySpec
 from emu.traffic import stop_proc
-from sw.clock import ENV_DILATION, get_clock
+from sw.clock import ENV_DILATION, Clock
 from sw.roce.nic_port import ENV_NIC_PFC
 from sw.roce.store import FileStore
 
@@ -29,15 +29,17 @@ SENDERS = 8
 SIZE_BYTES = 512 * 1024
 RATE_BPS = 100_000_000
 TIMEOUT_S = 60.0
-PFC = PfcSettings(True, xoff_bytes=40_000, xon_bytes=20_000, headroom_bytes=150_000)
+DILATION = 10.0            # network time runs 10x slower than wall time: Python NICs keep up with 100 Mb/s
+# headroom: what a sender NIC (a Python process sharing the CPU) may still send before it reads the pause
+PFC = PfcSettings(True, xoff_bytes=40_000, xon_bytes=20_000, headroom_bytes=400_000)
 REPO = Path(__file__).resolve().parents[2]
 
 
 def incast(cc: str, pfc: PfcSettings) -> dict[str, Any]:
     """One incast through a fresh fabric; drops and PFC counters at the receiver's leaf, role reports."""
-    clock = get_clock()
+    clock = Clock(DILATION)      # its own clock: the process-wide one may already run at another dilation
     spec = TopologySpec(servers=SENDERS + 1, gpus_per_server=1, spines=0, link_rate_bps=RATE_BPS)
-    fab = Fabric(spec, ecn=EcnConfig(5, 20, 0.2), pfc=pfc)
+    fab = Fabric(spec, ecn=EcnConfig(5, 20, 0.2), pfc=pfc, clock=clock)
     with fab, tempfile.TemporaryDirectory(prefix="starpulse-pfc-incast-") as store_dir:
         servers = fab.topo.servers
         rx_nic = fab.topo.nics_of(servers[-1])[0]
@@ -89,7 +91,7 @@ def incast(cc: str, pfc: PfcSettings) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, Any]]:
     old = os.environ.get(ENV_DILATION)
-    os.environ[ENV_DILATION] = "10.0"
+    os.environ[ENV_DILATION] = repr(DILATION)     # the switch processes inherit it
     try:
         out = {"none_pfc": incast("none", PFC), "none_nopfc": incast("none", PfcSettings()),
                "dcqcn_pfc": incast("dcqcn", PFC)}

@@ -108,10 +108,11 @@ def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SE
                   f"{spec.gpus_per_server} GPUs", file=sys.stderr, flush=True)
         yield Target(topo, namespace_pids_from_state(state, topo.servers), started_here=False)
         return
+    from emu.cli import pfc_from_args
     from emu.fabric import Fabric
 
     spec = spec_for(args, default_servers, default_gpus)
-    fab = Fabric(spec, backend=args.backend, clock=clock)
+    fab = Fabric(spec, backend=args.backend, clock=clock, pfc=pfc_from_args(args))
     try:
         fab.up()
         if echo:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from emu.topology import TopologySpec
+from sw.cli import call_guarded
 from sw.clock import get_clock
 from sw.units import parse_duration_ns, parse_rate_bps
 
@@ -486,18 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m emu.cli ...``: the same command without the ``starpulse`` dispatcher (user errors exit 2)."""
     parser = argparse.ArgumentParser(prog="starpulse fabric")
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        return 0
-    except Exception as exc:
-        if getattr(exc, "is_user_error", False):
-            print(f"starpulse fabric: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    return call_guarded("starpulse fabric", run, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

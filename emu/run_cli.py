@@ -17,6 +17,7 @@ from pathlib import Path
 from emu.cli import DEFAULT_NAME, add_topology_arguments, read_state, spec_from_args
 from emu.launch import JobResult, LaunchError, launch, namespace_pids_from_state, terminate_as_interrupt
 from emu.topology import Topology, TopologySpec
+from sw.cli import call_guarded
 from sw.clock import ENV_DILATION, Clock
 
 DEFAULT_SERVERS = 4
@@ -168,17 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m emu.run_cli ...``: the same command without the ``starpulse`` dispatcher (user errors exit 2)."""
     parser = argparse.ArgumentParser(prog="starpulse run")
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except KeyboardInterrupt:
-        print("starpulse run: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        if getattr(exc, "is_user_error", False):
-            print(f"starpulse run: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    return call_guarded("starpulse run", run, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from p4.switch.cli import add_cli_arguments, add_switch_arguments, run_cli, run_switch
+from sw.cli import call_guarded
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,15 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="starpulse p4 " + ("cli" if is_cli else "switch"))
     (add_cli_arguments if is_cli else add_switch_arguments)(parser)
     args = parser.parse_args(argv[1:] if is_cli else argv)
-    try:
-        return (run_cli if is_cli else run_switch)(args)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:
-        if getattr(exc, "is_user_error", False):
-            print(f"starpulse p4 {'cli' if is_cli else 'switch'}: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    return call_guarded(parser.prog, run_cli if is_cli else run_switch, args)
 
 
 if __name__ == "__main__":

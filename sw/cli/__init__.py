@@ -14,6 +14,7 @@ import argparse
 import importlib
 import sys
 import traceback
+from collections.abc import Callable
 
 # name -> (module, one-line help).  Later issues add their commands here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -52,19 +53,27 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"starpulse {top.command}", description=help_)
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
+    return call_guarded(f"starpulse {top.command}", module.run, args)
+
+
+def call_guarded(prog: str, run: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run one command the way every entry point must: user errors as one line (exit 2), never a traceback.
+
+    Also used by the ``python -m ...`` entry points of command modules, so they behave as ``starpulse`` does.
+    """
     try:
-        return int(module.run(args) or 0)
+        return int(run(args) or 0)
     except KeyboardInterrupt:
-        print(f"starpulse {top.command}: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the one place that turns errors into exit codes
         if getattr(exc, "is_user_error", False):
-            print(f"starpulse {top.command}: error: {exc}", file=sys.stderr)
+            print(f"{prog}: error: {exc}", file=sys.stderr)
             return EXIT_USER_ERROR
         traceback.print_exc()
-        print(f"starpulse {top.command}: internal error (a bug, please report it): {exc}", file=sys.stderr)
+        print(f"{prog}: internal error (a bug, please report it): {exc}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
 
 

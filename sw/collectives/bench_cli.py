@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sw.cli import call_guarded
 from sw.units import UnitError, parse_rate_bps, parse_size_bytes
 
 from .bench import OPS, ROOTED, BenchError, BenchParams, dtype_from_flag, run_bench
@@ -251,14 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m sw.collectives.bench_cli``: what launched ranks run (user errors: one line, exit 2)."""
     parser = argparse.ArgumentParser(prog="starpulse bench")
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run(args)
-    except Exception as exc:
-        if getattr(exc, "is_user_error", False):
-            print(f"starpulse bench: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    return call_guarded("starpulse bench", run, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -314,9 +314,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"incast: error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # sw.units parse errors
-        print(f"incast: error: {exc}", file=sys.stderr)
-        return 2
     if args.plot:
         plot(runs, args.plot)
     if args.json:

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from sw.cli import call_guarded
 from sw.clock import get_clock
 from sw.roce.nic import Nic
 from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
@@ -338,14 +339,7 @@ def run_perf(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="starpulse roce perf", description=__doc__.splitlines()[0])
     add_perf_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_perf(args)
-    except Exception as exc:  # noqa: BLE001 - the dispatcher's contract: one line for user errors
-        if getattr(exc, "is_user_error", False):
-            print(f"starpulse roce perf: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    return call_guarded("starpulse roce perf", run_perf, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -77,6 +77,31 @@ class Transport(Protocol):
         ...
 
 
+class ChannelTransport:
+    """Posting half shared by every transport: one ``StreamChannel`` per peer in ``self.channels``."""
+
+    channels: dict[int, StreamChannel]
+
+    def peers(self) -> list[int]:
+        return list(self.channels)
+
+    def isend(self, peer: int, tag: int, view: memoryview) -> Request:
+        req = Request("send", peer, tag, view)
+        self.channels[peer].post_send(req)
+        return req
+
+    def irecv(self, peer: int, tag: int, view: memoryview) -> Request:
+        req = Request("recv", peer, tag, view)
+        self.channels[peer].post_recv(req)
+        return req
+
+    def _progress_channels(self) -> bool:
+        moved = False
+        for ch in self.channels.values():
+            moved |= ch.progress()
+        return moved
+
+
 class StreamChannel:
     """Frames messages over one reliable byte stream to a peer and matches receives in posting order.
 

@@ -27,7 +27,7 @@ from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
 from ..deadline import Deadline
 from ..errors import CollectiveUserError, PeerGoneError
 from ..store import FileStore
-from .base import Request, StreamChannel
+from .base import ChannelTransport, StreamChannel
 
 SLOT_BYTES = 64 * 1024
 """Bytes of one SEND (one receive slot): 16 frames at a 4096 path MTU."""
@@ -290,7 +290,7 @@ class RoceChannel(StreamChannel):
         self._advertised = self.recvs_posted
 
 
-class RoceTransport:
+class RoceTransport(ChannelTransport):
     """RC QPs from this rank's rail NIC to every remote peer; ``cc`` is the NIC's congestion control."""
 
     name = "roce"
@@ -354,18 +354,6 @@ class RoceTransport:
             raise
         return cls(my_rank, nic, wire, channels, credits, clock)
 
-    def peers(self) -> list[int]:
-        return list(self.channels)
-
-    def isend(self, peer: int, tag: int, view: memoryview) -> Request:
-        req = Request("send", peer, tag, view)
-        self.channels[peer].post_send(req)
-        return req
-
-    def irecv(self, peer: int, tag: int, view: memoryview) -> Request:
-        req = Request("recv", peer, tag, view)
-        self.channels[peer].post_recv(req)
-        return req
 
     def _poll_cq(self) -> bool:
         if self.cq is None:

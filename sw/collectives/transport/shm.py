@@ -16,7 +16,7 @@ import numpy as np
 from sw.clock import Clock
 
 from ..errors import PeerGoneError
-from .base import Request, StreamChannel
+from .base import ChannelTransport, StreamChannel
 from .throttle import Throttle
 
 SHM_DIR = Path("/dev/shm")
@@ -140,7 +140,7 @@ class ShmChannel(StreamChannel):
         return 0
 
 
-class ShmTransport:
+class ShmTransport(ChannelTransport):
     """Shared-memory channels to the other ranks of this server, egress throttled to ``rate_bps`` if given."""
 
     name = "shm"
@@ -179,24 +179,9 @@ class ShmTransport:
         for ring in incoming.values():
             ring.path.unlink(missing_ok=True)
 
-    def peers(self) -> list[int]:
-        return list(self.channels)
-
-    def isend(self, peer: int, tag: int, view: memoryview) -> Request:
-        req = Request("send", peer, tag, view)
-        self.channels[peer].post_send(req)
-        return req
-
-    def irecv(self, peer: int, tag: int, view: memoryview) -> Request:
-        req = Request("recv", peer, tag, view)
-        self.channels[peer].post_recv(req)
-        return req
 
     def progress(self) -> bool:
-        moved = False
-        for ch in self.channels.values():
-            moved |= ch.progress()
-        return moved
+        return self._progress_channels()
 
     def close(self) -> None:
         for ch in self.channels.values():

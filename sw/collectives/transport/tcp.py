@@ -13,7 +13,7 @@ from sw.clock import Clock
 
 from ..deadline import Backoff, Deadline
 from ..errors import CollectiveTimeoutError, CollectiveUserError, PeerGoneError
-from .base import Request, StreamChannel
+from .base import ChannelTransport, Request, StreamChannel
 from .throttle import Throttle
 
 _HELLO = struct.Struct("<q")
@@ -88,7 +88,7 @@ def _tune(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCK_BUF_BYTES)
 
 
-class TcpTransport:
+class TcpTransport(ChannelTransport):
     """Sockets to every remote peer; egress optionally throttled to ``rate_bps`` (one rail port)."""
 
     name = "tcp"
@@ -151,24 +151,9 @@ class TcpTransport:
             channels[peer] = TcpChannel(my_rank, peer, sock, throttle)
         return cls(my_rank, channels, throttle)
 
-    def peers(self) -> list[int]:
-        return list(self.channels)
-
-    def isend(self, peer: int, tag: int, view: memoryview) -> Request:
-        req = Request("send", peer, tag, view)
-        self.channels[peer].post_send(req)
-        return req
-
-    def irecv(self, peer: int, tag: int, view: memoryview) -> Request:
-        req = Request("recv", peer, tag, view)
-        self.channels[peer].post_recv(req)
-        return req
 
     def progress(self) -> bool:
-        moved = False
-        for ch in self.channels.values():
-            moved |= ch.progress()
-        return moved
+        return self._progress_channels()
 
     def close(self) -> None:
         for ch in self.channels.values():

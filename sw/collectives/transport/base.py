@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import CollectiveMismatchError
+from .throttle import Throttle
 
 HEADER = struct.Struct("<QQ")
 """Message header: tag (operation sequence, kind, dtype) and payload length in bytes."""
@@ -100,6 +101,21 @@ class ChannelTransport:
         for ch in self.channels.values():
             moved |= ch.progress()
         return moved
+
+
+class ThrottledChannelTransport(ChannelTransport):
+    """A channel transport whose egress may be held to a rate by one shared ``Throttle`` (shm, tcp)."""
+
+    def __init__(self, my_rank: int, channels: dict[int, StreamChannel], throttle: Throttle | None = None) -> None:
+        self.my_rank = my_rank
+        self.channels = channels
+        self.throttle = throttle
+
+    def wake_hint_ns(self) -> float | None:
+        """When throttled with sends queued: network ns until a useful amount of tokens is back."""
+        if self.throttle is None or not any(ch._sendq for ch in self.channels.values()):
+            return None
+        return self.throttle.ready_in_ns(16 * 1024)
 
 
 class StreamChannel:

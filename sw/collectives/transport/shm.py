@@ -16,7 +16,7 @@ import numpy as np
 from sw.clock import Clock
 
 from ..errors import PeerGoneError
-from .base import ChannelTransport, StreamChannel
+from .base import StreamChannel, ThrottledChannelTransport
 from .throttle import Throttle
 
 SHM_DIR = Path("/dev/shm")
@@ -140,21 +140,10 @@ class ShmChannel(StreamChannel):
         return 0
 
 
-class ShmTransport(ChannelTransport):
+class ShmTransport(ThrottledChannelTransport):
     """Shared-memory channels to the other ranks of this server, egress throttled to ``rate_bps`` if given."""
 
     name = "shm"
-
-    def __init__(self, my_rank: int, channels: dict[int, ShmChannel], throttle: Throttle | None = None) -> None:
-        self.my_rank = my_rank
-        self.channels = channels
-        self.throttle = throttle
-
-    def wake_hint_ns(self) -> float | None:
-        """When throttled with sends queued: network ns until a useful amount of tokens is back."""
-        if self.throttle is None or not any(ch._sendq for ch in self.channels.values()):
-            return None
-        return self.throttle.ready_in_ns(16 * 1024)
 
     @classmethod
     def create_incoming(cls, job: str, my_rank: int, local_peers: list[int], capacity: int) -> dict[int, Ring]:

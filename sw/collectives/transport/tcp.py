@@ -13,7 +13,7 @@ from sw.clock import Clock
 
 from ..deadline import Backoff, Deadline
 from ..errors import CollectiveTimeoutError, CollectiveUserError, PeerGoneError
-from .base import ChannelTransport, Request, StreamChannel
+from .base import Request, StreamChannel, ThrottledChannelTransport
 from .throttle import Throttle
 
 _HELLO = struct.Struct("<q")
@@ -88,21 +88,10 @@ def _tune(sock: socket.socket) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _SOCK_BUF_BYTES)
 
 
-class TcpTransport(ChannelTransport):
+class TcpTransport(ThrottledChannelTransport):
     """Sockets to every remote peer; egress optionally throttled to ``rate_bps`` (one rail port)."""
 
     name = "tcp"
-
-    def __init__(self, my_rank: int, channels: dict[int, TcpChannel], throttle: Throttle | None = None) -> None:
-        self.my_rank = my_rank
-        self.channels = channels
-        self.throttle = throttle
-
-    def wake_hint_ns(self) -> float | None:
-        """When throttled with sends queued: network ns until a useful amount of tokens is back."""
-        if self.throttle is None or not any(ch._sendq for ch in self.channels.values()):
-            return None
-        return self.throttle.ready_in_ns(16 * 1024)
 
     @classmethod
     def connect(cls, my_rank: int, listener: socket.socket, remote: dict[int, tuple[str, int]],

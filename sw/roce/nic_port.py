@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass
 
 from sw.clock import Clock
+from sw.roce.gid import udp_bind_address, udp_family
 from sw.roce.nic import Nic
 from sw.roce.opcodes import ROCEV2_UDP_DPORT
 from sw.roce.transport_rules import PATH_MTUS
@@ -79,7 +80,10 @@ def path_mtu_for(if_mtu: int) -> int:
 class RawSocketPort:
     """Frames to and from interface ``ifname`` through one non-blocking AF_PACKET socket."""
 
-    def __init__(self, ifname: str, *, rcvbuf_bytes: int = 32 << 20, claim_udp_port: bool = True) -> None:
+    def __init__(
+        self, ifname: str, *, rcvbuf_bytes: int = 32 << 20, claim_udp_port: bool = True, ip: str | None = None
+    ) -> None:
+        """``ip``: the address (IPv4, or IPv6 from ``sw.roce.gid.interface_ipv6``) the NIC uses; default IPv4."""
         self.ifname = ifname
         self.counters = PortCounters()
         try:
@@ -99,14 +103,14 @@ class RawSocketPort:
         sock.setblocking(False)
         self.sock = sock
         self.mac = sock.getsockname()[4].hex(":")
-        self.ip = interface_ipv4(ifname)
+        self.ip = interface_ipv4(ifname) if ip is None else ip
         self.mtu = interface_mtu(ifname)
         self._udp_sink: socket.socket | None = None
         if claim_udp_port:
-            sink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sink = socket.socket(udp_family(self.ip), socket.SOCK_DGRAM)
             sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             try:
-                sink.bind((self.ip, ROCEV2_UDP_DPORT))
+                sink.bind(udp_bind_address(self.ip, ifname, ROCEV2_UDP_DPORT))
                 self._udp_sink = sink
             except OSError:
                 sink.close()  # another stack in this namespace already holds the port: fine
@@ -163,12 +167,18 @@ def pfc_options(text: str) -> dict[str, int]:
 
 
 def open_device(
-    ifname: str, *, line_rate_bps: int, cc: str = "none", clock: Clock | None = None, **nic_options: int
+    ifname: str,
+    *,
+    line_rate_bps: int,
+    cc: str = "none",
+    clock: Clock | None = None,
+    ip: str | None = None,
+    **nic_options: int,
 ) -> Nic:
-    """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address
-    (``nic_options``: ``pacer_burst_bytes``, ``base_rtt_ns``)."""
+    """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address, or
+    ``ip`` (e.g. its IPv6 address) (``nic_options``: ``pacer_burst_bytes``, ``base_rtt_ns``)."""
     pfc = os.environ.get(ENV_NIC_PFC)
     if pfc:
         nic_options.update(pfc_options(pfc))
-    port = RawSocketPort(ifname)
+    port = RawSocketPort(ifname, ip=ip)
     return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock, **nic_options)

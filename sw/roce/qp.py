@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from sw.roce.decode import RocePacket
 from sw.roce.flow import Flow
+from sw.roce.gid import GidError, ip_of_gid, ip_version
 from sw.roce.int_md import IntHopRecord
 from sw.roce.opcodes import Opcode
 from sw.roce.pacer import QpPacer
@@ -148,14 +149,7 @@ class QueuePair:
         if state == QpState.INIT:
             self.resp = None
         elif state == QpState.RTR:
-            flow = Flow(
-                self.nic.mac,
-                new_attr.dest_mac,
-                self.nic.ip,
-                new_attr.dest_ip,
-                self.qp_num,
-                new_attr.dest_qp_num,
-            )
+            flow = self._flow(new_attr)
             self.templates = FlowTemplates(flow)
             self.pacer = QpPacer(
                 self.nic.new_cc(), self.nic.clock.now_ns(), burst_bytes=self.nic.pacer_burst_bytes
@@ -170,6 +164,22 @@ class QueuePair:
             self.req = self.resp = None
             self.templates = self.pacer = None
         self.state = state
+
+    def _flow(self, attr: QpAttr) -> Flow:
+        """The connection's addressing; ``dest_ip`` may be a GID (IPv6, or IPv4-mapped for an IPv4 peer)."""
+        try:
+            dest_ip = ip_of_gid(attr.dest_ip)
+        except GidError as exc:
+            raise VerbsError(f"modify_qp dest_ip={attr.dest_ip!r}: {exc}") from None
+        if ip_version(dest_ip) != ip_version(self.nic.ip):
+            raise VerbsError(
+                f"modify_qp dest_ip={attr.dest_ip}: IPv{ip_version(dest_ip)} peer, but this NIC's address "
+                f"{self.nic.ip} is IPv{ip_version(self.nic.ip)} (open both ends with the same family)"
+            )
+        try:
+            return Flow(self.nic.mac, attr.dest_mac, self.nic.ip, dest_ip, self.qp_num, attr.dest_qp_num)
+        except ValueError as exc:
+            raise VerbsError(f"modify_qp: {exc}") from None
 
     def to_error(self) -> None:
         """Enter ERROR: flush both queues with WR_FLUSH_ERR (a pending NAK still goes out)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from sw.roce.gid import gid_of
 from sw.roce.qp import QpState, QueuePair
 from sw.roce.store import FileStore
 from sw.roce.verbs import MemoryRegion
@@ -14,7 +15,13 @@ from sw.roce.verbs import MemoryRegion
 
 def qp_info(qp: QueuePair, psn: int, mr: MemoryRegion | None = None) -> dict[str, Any]:
     """What the peer needs to reach ``qp`` (and to RDMA into ``mr``)."""
-    info: dict[str, Any] = {"qp_num": qp.qp_num, "psn": psn, "mac": qp.nic.mac, "ip": qp.nic.ip}
+    info: dict[str, Any] = {
+        "qp_num": qp.qp_num,
+        "psn": psn,
+        "mac": qp.nic.mac,
+        "ip": qp.nic.ip,
+        "gid": gid_of(qp.nic.ip),  # RoCEv2 GID: the IPv6 address, or IPv4-mapped for an IPv4 NIC
+    }
     if mr is not None:
         info.update(addr=mr.addr, rkey=mr.rkey, length=mr.length)
     return info
@@ -27,7 +34,7 @@ def connect(qp: QueuePair, local_psn: int, remote: dict[str, Any], *, path_mtu: 
         QpState.RTR,
         dest_qp_num=int(remote["qp_num"]),
         dest_mac=str(remote["mac"]),
-        dest_ip=str(remote["ip"]),
+        dest_ip=str(remote.get("gid", remote["ip"])),
         path_mtu=path_mtu,
         rq_psn=int(remote["psn"]),
     )

@@ -24,7 +24,7 @@ from sw.roce.opcodes import Opcode
 from sw.roce.pacer import make_cc
 from sw.roce.pfc import NicPfc
 from sw.roce.qp import QpCounters, QpState, QueuePair
-from sw.roce.verbs import CompletionQueue, ProtectionDomain
+from sw.roce.verbs import CompletionQueue, ProtectionDomain, QpCap
 
 TX_BURST_FRAMES = 64  # frames sent per progress() before receiving again
 RX_BURST_FRAMES = 256
@@ -106,11 +106,16 @@ class Nic:
         return CompletionQueue(depth)
 
     def create_qp(
-        self, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue | None = None
+        self,
+        pd: ProtectionDomain,
+        send_cq: CompletionQueue,
+        recv_cq: CompletionQueue | None = None,
+        cap: QpCap | None = None,
     ) -> QueuePair:
+        """ibv_create_qp; ``cap`` bounds the SGEs per work request (default ``QpCap()``)."""
         qpn = self._next_qpn
         self._next_qpn += 1
-        qp = QueuePair(self, pd, send_cq, recv_cq or send_cq, qpn)
+        qp = QueuePair(self, pd, send_cq, recv_cq or send_cq, qpn, cap)
         self.qps[qpn] = qp
         return qp
 

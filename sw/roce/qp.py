@@ -21,7 +21,7 @@ from sw.roce.qp_requester import Requester
 from sw.roce.qp_responder import Responder
 from sw.roce.template import FlowTemplates
 from sw.roce.transport_rules import PATH_MTUS, TO_REQUESTER, ack_timeout_ns
-from sw.roce.verbs import CompletionQueue, ProtectionDomain, RecvWr, SendWr, VerbsError
+from sw.roce.verbs import CompletionQueue, ProtectionDomain, QpCap, RecvWr, SendWr, VerbsError
 
 if TYPE_CHECKING:
     from sw.roce.nic import Nic
@@ -56,6 +56,8 @@ class QpAttr:
     min_rnr_timer: int = 12  # 0.64 ms
     max_inflight_pkts: int = 1024  # send window in packets (our NIC's outstanding-PSN limit)
     ack_every_pkts: int = 16  # AckReq on every n-th packet of a long message (and on every last packet)
+    max_rd_atomic: int = 16  # atomics this QP keeps in flight as requester (at most the peer's max_dest_rd_atomic)
+    max_dest_rd_atomic: int = 16  # atomic results the responder keeps for replaying retransmitted requests
 
     def check(self) -> None:
         if self.path_mtu not in PATH_MTUS:
@@ -70,6 +72,8 @@ class QpAttr:
             ("min_rnr_timer", 0, 31),
             ("max_inflight_pkts", 1, 1 << 22),
             ("ack_every_pkts", 1, 1 << 16),
+            ("max_rd_atomic", 1, 255),
+            ("max_dest_rd_atomic", 1, 255),
         ):
             value = getattr(self, name)
             if not lo <= value <= hi:
@@ -101,6 +105,8 @@ class QpCounters:
     malformed_responses: int = 0
     cnps_sent: int = 0
     cnps_received: int = 0
+    atomics_executed: int = 0  # responder: atomics run on local memory (each exactly once)
+    atomic_replays: int = 0  # responder: retransmitted atomics answered from the replay cache
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
@@ -110,9 +116,16 @@ class QueuePair:
     """One reliable-connected QP of a NIC."""
 
     def __init__(
-        self, nic: Nic, pd: ProtectionDomain, send_cq: CompletionQueue, recv_cq: CompletionQueue, qp_num: int
+        self,
+        nic: Nic,
+        pd: ProtectionDomain,
+        send_cq: CompletionQueue,
+        recv_cq: CompletionQueue,
+        qp_num: int,
+        cap: QpCap | None = None,
     ) -> None:
         self.nic = nic
+        self.cap = cap or QpCap()
         self.pd = pd
         self.send_cq = send_cq
         self.recv_cq = recv_cq
@@ -210,7 +223,9 @@ class QueuePair:
                 return
             if pkt.opcode == Opcode.ACKNOWLEDGE:
                 self.req.on_ack(pkt, now_ns)
-            elif pkt.opcode != Opcode.ATOMIC_ACKNOWLEDGE:
+            elif pkt.opcode == Opcode.ATOMIC_ACKNOWLEDGE:
+                self.req.on_atomic_ack(pkt, now_ns)
+            else:
                 self.req.on_read_response(pkt, now_ns)
         elif self.resp is not None:
             self.resp.on_request(pkt, now_ns)
@@ -254,13 +269,15 @@ class QueuePair:
             return None
         return self._paced(now_ns, lambda: req.build_next(now_ns))
 
-    def _paced(self, now_ns: int, build: Callable[[], bytes]) -> bytes | None:
+    def _paced(self, now_ns: int, build: Callable[[], bytes | None]) -> bytes | None:
         pacer = self.pacer
         assert pacer is not None
         if not pacer.may_send(now_ns):
             self.wake_ns = pacer.next_send_ns(now_ns)
             return None
         frame = build()
+        if frame is None:  # the work request failed locally (LOC_PROT_ERR): nothing goes out
+            return None
         pacer.charge(len(frame), now_ns)
         return self._count(frame)
 

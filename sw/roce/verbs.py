@@ -2,14 +2,18 @@
 completions.
 
 Memory regions get a virtual address range and lkey/rkey like a real HCA's; the transport looks them up by key
-and checks bounds and access flags on every local and remote access.  One scatter/gather element per work
-request (the transport copies into and out of numpy buffers; gather lists would add nothing here).
+and checks bounds and access flags on every local and remote access.  A work request carries one SGE or a list
+of them (``sge=[...]``, at most the QP's ``QpCap.max_send_sge`` / ``max_recv_sge``): sends and writes gather
+from them in order, receives and reads scatter into them in order (``sw.roce.sgl``).  Atomics (compare-and-swap,
+fetch-and-add) work on 8 aligned bytes of a remote MR registered with REMOTE_ATOMIC and return the original
+value into an 8-byte local SGE.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 
@@ -42,6 +46,12 @@ class WrOpcode(IntEnum):
     SEND = 2
     SEND_WITH_IMM = 3
     RDMA_READ = 4
+    ATOMIC_CMP_AND_SWP = 5
+    ATOMIC_FETCH_AND_ADD = 6
+
+
+ATOMIC_WR_OPCODES = frozenset({WrOpcode.ATOMIC_CMP_AND_SWP, WrOpcode.ATOMIC_FETCH_AND_ADD})
+ATOMIC_BYTES = 8  # every IBTA atomic works on one naturally aligned 64-bit word
 
 
 class WcOpcode(IntEnum):
@@ -50,6 +60,8 @@ class WcOpcode(IntEnum):
     SEND = 0
     RDMA_WRITE = 1
     RDMA_READ = 2
+    COMP_SWAP = 3
+    FETCH_ADD = 4
     RECV = 128
     RECV_RDMA_WITH_IMM = 129
 
@@ -74,6 +86,8 @@ _WC_OF_WR = {
     WrOpcode.SEND: WcOpcode.SEND,
     WrOpcode.SEND_WITH_IMM: WcOpcode.SEND,
     WrOpcode.RDMA_READ: WcOpcode.RDMA_READ,
+    WrOpcode.ATOMIC_CMP_AND_SWP: WcOpcode.COMP_SWAP,
+    WrOpcode.ATOMIC_FETCH_AND_ADD: WcOpcode.FETCH_ADD,
 }
 
 
@@ -90,25 +104,69 @@ class Sge:
     lkey: int
 
 
+def _sg_tuple(sge: Sge | Sequence[Sge]) -> tuple[Sge, ...]:
+    return (sge,) if isinstance(sge, Sge) else tuple(sge)
+
+
 @dataclass(frozen=True, slots=True)
 class SendWr:
-    """A send-queue work request; ``remote_addr``/``rkey`` for RDMA, ``imm_data`` for *_WITH_IMM."""
+    """A send-queue work request; ``remote_addr``/``rkey`` for RDMA and atomics, ``imm_data`` for *_WITH_IMM.
+
+    ``sge`` is one Sge or a list of them (ibv_send_wr.sg_list).  Atomics: ``compare_add`` is the compare value
+    of CMP_AND_SWP or the addend of FETCH_AND_ADD, ``swap`` the value CMP_AND_SWP writes on a match.
+    """
 
     wr_id: int
     opcode: WrOpcode
-    sge: Sge
+    sge: Sge | tuple[Sge, ...]
     remote_addr: int = 0
     rkey: int = 0
     imm_data: int | None = None
     signaled: bool = True
+    compare_add: int = 0
+    swap: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sge, Sge):
+            object.__setattr__(self, "sge", _sg_tuple(self.sge))
+
+    @property
+    def sg_list(self) -> tuple[Sge, ...]:
+        return _sg_tuple(self.sge)
 
 
 @dataclass(frozen=True, slots=True)
 class RecvWr:
-    """A receive-queue work request: where the next incoming SEND lands."""
+    """A receive-queue work request: where the next incoming SEND lands (one Sge or a list, filled in order)."""
 
     wr_id: int
-    sge: Sge
+    sge: Sge | tuple[Sge, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sge, Sge):
+            object.__setattr__(self, "sge", _sg_tuple(self.sge))
+
+    @property
+    def sg_list(self) -> tuple[Sge, ...]:
+        return _sg_tuple(self.sge)
+
+
+MAX_SGE = 30  # device limit (ibv_device_attr.max_sge of a ConnectX-class HCA)
+DEFAULT_MAX_SGE = 16
+
+
+@dataclass(frozen=True)
+class QpCap:
+    """Per-QP capabilities fixed at create_qp (ibv_qp_cap): SGEs per send / receive work request."""
+
+    max_send_sge: int = DEFAULT_MAX_SGE
+    max_recv_sge: int = DEFAULT_MAX_SGE
+
+    def __post_init__(self) -> None:
+        for name in ("max_send_sge", "max_recv_sge"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 1 <= value <= MAX_SGE:
+                raise VerbsError(f"create_qp cap {name}={value!r}: must be 1..{MAX_SGE}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +200,7 @@ class MemoryRegion:
         self.addr = addr
         self.lkey = next(_key_counter)
         self.rkey = next(_key_counter)
+        self.registered = True  # dereg_mr clears it: work requests that still name this MR fail at DMA time
 
     def offset(self, addr: int, length: int, need: Access, *, what: str = "access") -> int:
         """Offset of ``[addr, addr+length)`` in the buffer, or VerbsError if out of bounds or not allowed."""
@@ -176,6 +235,7 @@ class ProtectionDomain:
         return mr
 
     def dereg_mr(self, mr: MemoryRegion) -> None:
+        mr.registered = False
         self._by_lkey.pop(mr.lkey, None)
         self._by_rkey.pop(mr.rkey, None)
 

@@ -9,12 +9,13 @@ Per ACK carrying INT hops L'[i] (previous ACK's hops L[i]; T = base RTT in ns, B
   for each hop with dts = (L'.ts - L.ts) mod 2^int_ts_bits in 1 .. 2^(int_ts_bits-1) - 1:
       dtx = (L'.tx_bytes - L.tx_bytes) mod 2^int_tx_bits, or 0 if >= 2^(int_tx_bits-1) (went backwards)
       q = min(L'.qlen, L.qlen)
-      u_i = ((q * 8_000_000) << 16) // (B * T) + ((dtx * 8_000_000) << 16) // (B * dts)
-            # = qlen / (B * T) + txRate / B in Q.16, each term floored
+  and B > 0 (a record without a link rate gives no sample either):
+      u_i = sat(sat(((q * 8_000_000) << 16) // (B * T)) + sat(((dtx * 8_000_000) << 16) // (B * dts)))
+            # = qlen / (B * T) + txRate / B in Q.16, each term floored; sat(x) = min(x, U_MAX)
       keep the largest u_i (first hop wins ties) and its dts as tau
   if no hop qualified: W, Wc, U unchanged.  Else:
-  u = min(u_max, U_MAX); tau = min(tau, T)
-  U = min(U_MAX, ((T - tau) * U + tau * u) // T)                          # EWMA over one base RTT
+  tau = min(tau, T)
+  U = ((T - tau) * U + tau * u_max) // T                   # EWMA over one base RTT (never above U_MAX)
   update = ack.ack_seq > last_update_seq        (then last_update_seq = ack.snd_nxt: Wc moves once per RTT)
   if U >= eta or inc_stage >= max_stage:  W = (Wc * eta) // max(U, 1) + W_AI;  if update: inc_stage = 0
   else:                                   W = Wc + W_AI;                        if update: inc_stage += 1
@@ -26,6 +27,12 @@ gives no sample for that hop. W_max = line_rate * T // 8_000_000 (one BDP, also 
 W_min = min_rate * T // 8_000_000, W_AI = rate_ai * T // 8_000_000. The first ACK with INT (or one whose hop
 count changed) only records the hops; every ACK with INT replaces the stored hops. ACKs without INT change
 nothing. B is the link rate in the newer record.
+
+Hardware form: every division is a floor division of unsigned integers whose quotient is either known to be
+bounded (the EWMA by U_MAX, the rate by line_rate) or saturated/clamped right after (each utilisation term at
+U_MAX, W at W_max), so a sequential divider with a fixed, small quotient width and an overflow check gives
+the same bits (hw/hpcc.py); the saturation of each term is the only place the model departs from plain
+Algorithm 1 arithmetic, and it only matters beyond 256x load where U is saturated anyway.
 """
 
 from __future__ import annotations
@@ -121,16 +128,19 @@ def serial_delta(new: int, old: int, bits: int) -> int:
 
 def hop_utilization_q16(new: IntHop, old: IntHop, base_rtt_ns: int, ts_bits: int = 64,
                         tx_bits: int = 32) -> tuple[int, int] | None:
-    """One hop's (normalised load qlen/(B*T) + txRate/B in Q.16, dts in ns), or None without a new sample."""
+    """One hop's (normalised load qlen/(B*T) + txRate/B in Q.16, saturating, dts in ns), or None without a
+    new sample."""
     dts = serial_delta(new.ts_ns, old.ts_ns, ts_bits)
     if dts <= 0:
         return None
     dtx = max(0, serial_delta(new.tx_bytes, old.tx_bytes, tx_bits))
     q = min(new.qlen_bytes, old.qlen_bytes)
     b = new.link_kbps
-    u = ((q * BITS_NS_PER_KBPS) << U_FRAC_BITS) // (b * base_rtt_ns) + \
-        ((dtx * BITS_NS_PER_KBPS) << U_FRAC_BITS) // (b * dts)
-    return u, dts
+    if b <= 0:
+        return None
+    u_queue = min(U_MAX, ((q * BITS_NS_PER_KBPS) << U_FRAC_BITS) // (b * base_rtt_ns))
+    u_tx = min(U_MAX, ((dtx * BITS_NS_PER_KBPS) << U_FRAC_BITS) // (b * dts))
+    return min(U_MAX, u_queue + u_tx), dts
 
 
 class Hpcc:
@@ -195,9 +205,8 @@ class Hpcc:
                 u_max, tau = sample
         if u_max < 0:
             return
-        u_max = min(u_max, U_MAX)
         tau = min(tau, t)
-        self.u_q16 = min(U_MAX, ((t - tau) * self.u_q16 + tau * u_max) // t)
+        self.u_q16 = ((t - tau) * self.u_q16 + tau * u_max) // t
         update = ack.ack_seq > self.last_update_seq
         if update:
             self.last_update_seq = ack.snd_nxt

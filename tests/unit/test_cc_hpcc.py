@@ -146,3 +146,16 @@ def test_nocc_is_a_fixed_line_rate():
     cc.on_cnp(10)
     cc.on_ack(AckInfo(1, 1, (hop(0, 0),)), 20)
     assert cc.rate_kbps == LINE and cc.window_bytes is None and cc.rate_bps == 100 * 10**9
+
+
+def test_terms_saturate_and_a_hop_without_link_rate_gives_no_sample():
+    # each term and their sum saturate at U_MAX (the RTL divider's quotient width): the first such hop wins
+    big_q = hop_utilization_q16(hop(T, BDP, 10**9), hop(0, 0, 10**9), T)
+    big_both = hop_utilization_q16(hop(1, 10**9, 10**9), hop(0, 0, 10**9), T)
+    assert big_q == ((1 << 24) - 1, T) and big_both == ((1 << 24) - 1, 1)
+    h = primed()
+    h.on_ack(AckInfo(1, 1, (hop(0, 0, 10**9), hop(0, 0, 10**9))), 0)
+    h.on_ack(AckInfo(2, 2, (hop(T, BDP, 10**9), hop(1, 10**9, 10**9))), T)
+    assert h.u_q16 == (1 << 24) - 1                             # tau from hop 1 (dts = T): U takes u fully
+    assert h.window == BDP * 62259 // ((1 << 24) - 1) + 62 == 525
+    assert hop_utilization_q16(hop(T, BDP, 0, 0), hop(0, 0, 0, 0), T) is None

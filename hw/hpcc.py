@@ -1,0 +1,326 @@
+"""INT/HPCC engine: per-QP window and rate from INT-echoing ACKs, bit-exact with ``sw.cc.hpcc.Hpcc``.
+
+The second CC mode of the NIC.  Per QP, one state word (W, Wc, U, incStage, last-update sequence, rate, hop
+count) sits in a BRAM, and the last INT record of every hop (timestamp, tx bytes, queue length) in a second
+BRAM addressed by (QP, hop).  One ACK at a time walks an FSM: read the QP, then per hop read the old record,
+write the new one and - when the hop count matches the stored one - form the two utilisation terms
+``qlen/(B*T)`` and ``txRate/B`` on two saturating sequential dividers (hw.divider) and keep the largest;
+then the EWMA of U over tau/T, the multiplicative (``Wc*eta/U + W_AI``) or additive (``Wc + W_AI``) window,
+incStage and Wc once per RTT, and the rate ``W*8e6/T`` on a third divider; the rate goes to the limiter on
+``rate_wr`` (increment units of ``sw.cc.RateToIncrement``, the same port as hw.dcqcn) with the window on
+``window_bytes``.
+
+Throughput: ``ack`` is a ready/valid stream whose payload must stay stable until ``ready`` (it is read in
+place, not copied); ``ready`` rises when the ACK is done, so the initiation interval is data dependent:
+4 clocks for an ACK without INT, ``3 + 3*H`` for one that only records H hops, and at most
+``H*(6 + ceil(24/steps)) + 14 + 3*ceil(Qp/steps)`` for a multiplicative update over H sampled hops (an
+unsampled hop costs 4, the additive branch skips one division, a saturating division ends early), where
+``Qp = max(24, bits(W_max), bits(line_rate))`` and ``steps`` the quotient bits per clock of the dividers;
+``ack_ii_clocks`` gives the figure, e.g. 110 clocks at 3 hops, 100 Gb/s, steps 2 (275 ns at 400 MHz,
+3.6 M ACKs/s per engine).
+Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.divider import SeqDivider, iter_clocks
+from hw.errors import HwParamError
+from sw.cc import AckInfo, HpccParams, RateToIncrement
+from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_BITS, U_FRAC_BITS, U_MAX
+
+MAX_HOPS_LIMIT = 16
+HOP_COUNT_BITS = 5
+SEQ_BITS = 64
+KIND_INIT, KIND_NO_INT, KIND_RECORD, KIND_NO_SAMPLE, KIND_UPDATE = range(5)
+
+QP_STATE = data.StructLayout({
+    "window_bytes": unsigned(32),
+    "wc_bytes": unsigned(32),
+    "u_q16": unsigned(U_BITS),
+    "inc_stage": unsigned(8),
+    "rate_kbps": unsigned(32),
+    "last_update_seq": unsigned(SEQ_BITS),
+    "n_hops": unsigned(HOP_COUNT_BITS),
+})
+
+
+def hop_layout(ts_bits: int, tx_bits: int) -> data.StructLayout:
+    """One echoed INT hop as the ACK parser delivers it (``sw.cc.IntHop`` field for field)."""
+    return data.StructLayout({"ts_ns": unsigned(ts_bits), "tx_bytes": unsigned(tx_bits),
+                              "qlen_bytes": unsigned(32), "link_kbps": unsigned(32)})
+
+
+def ack_layout(qp_bits: int, max_hops: int, ts_bits: int, tx_bits: int) -> data.StructLayout:
+    """An ACK event: QP, cumulative ack sequence, the sender's snd_nxt, and up to ``max_hops`` INT hops."""
+    return data.StructLayout({"qp": unsigned(qp_bits), "ack_seq": unsigned(SEQ_BITS),
+                              "snd_nxt": unsigned(SEQ_BITS), "n_hops": unsigned(HOP_COUNT_BITS),
+                              "hops": data.ArrayLayout(hop_layout(ts_bits, tx_bits), max_hops)})
+
+
+class HpccEngine(wiring.Component):
+    """HPCC senders of ``n_qps`` QPs with up to ``max_hops`` INT hops; constants from an ``HpccParams``.
+
+    Inputs: ``init`` (qp) resets a QP to W = Wc = W_max at line rate; ``ack`` an ACK (``ack_layout``, an
+    ``n_hops`` above ``max_hops`` counts as ``max_hops``).  Outputs: ``rate_wr`` (qp, limiter increment) and
+    ``window_bytes`` after every init and window update; ``trace_*`` one record per event.
+    """
+
+    def __init__(self, *, n_qps: int = 1024, max_hops: int = 8, params: HpccParams | None = None,
+                 clk_period_ps: int = 2500, rate_conv: RateToIncrement | None = None, steps: int = 2) -> None:
+        p = params or HpccParams()
+        if n_qps < 2 or n_qps & (n_qps - 1):
+            raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
+        if not 1 <= max_hops <= MAX_HOPS_LIMIT:
+            raise HwParamError(f"max_hops={max_hops}: must be in 1..{MAX_HOPS_LIMIT}")
+        if not 1 <= steps <= 8:
+            raise HwParamError(f"steps={steps}: quotient bits per clock must be in 1..8")
+        self.n_qps, self.max_hops, self.params, self.steps = n_qps, max_hops, p, steps
+        self.qp_bits = (n_qps - 1).bit_length()
+        self.hop_bits = (max_hops - 1).bit_length()
+        self.rate_conv = rate_conv or RateToIncrement(clk_hz=round(1e12 / clk_period_ps))
+        self.t_bits = p.base_rtt_ns.bit_length()
+        self.post_q_bits = max(U_BITS, p.w_max_bytes.bit_length(), p.line_rate_kbps.bit_length())
+        self.ack_layout = ack_layout(self.qp_bits, max_hops, p.int_ts_bits, p.int_tx_bits)
+        qp = unsigned(self.qp_bits)
+        super().__init__({
+            "init": In(stream.Signature(qp)),
+            "ack": In(stream.Signature(self.ack_layout)),
+            "rate_wr": Out(stream.Signature(data.StructLayout({"qp": qp, "rate": unsigned(32)}))),
+            "window_bytes": Out(32),
+            "trace_seq": Out(32),
+            "trace_kind": Out(3),
+            "trace_qp": Out(self.qp_bits),
+            "trace_hop": Out(HOP_COUNT_BITS),
+            "trace_mult": Out(1),
+            "trace_wc_update": Out(1),
+            "trace_state": Out(QP_STATE),
+        })
+
+    def ack_bits(self, qp: int, ack: AckInfo) -> int:
+        """The ``ack`` payload for an ``sw.cc.AckInfo`` of QP ``qp`` as one integer (testbenches, HIL glue)."""
+        if len(ack.hops) > self.max_hops:
+            raise HwParamError(f"ACK with {len(ack.hops)} INT hops: this engine takes at most {self.max_hops}")
+        ts_mask, tx_mask = (1 << self.params.int_ts_bits) - 1, (1 << self.params.int_tx_bits) - 1
+        hops = [{"ts_ns": x.ts_ns & ts_mask, "tx_bytes": x.tx_bytes & tx_mask, "qlen_bytes": x.qlen_bytes,
+                 "link_kbps": x.link_kbps} for x in ack.hops]
+        return self.ack_layout.const({"qp": qp, "ack_seq": ack.ack_seq, "snd_nxt": ack.snd_nxt,
+                                      "n_hops": len(ack.hops), "hops": hops}).as_bits()
+
+    def ack_ii_clocks(self, hops: int, sampled: int | None = None, kind: int = KIND_UPDATE,
+                      multiplicative: bool = True) -> int:
+        """Clocks per ACK (from ``valid`` seen idle to ``ready``, next ACK taken the clock after) as the FSM walks
+        them, with ``rate_wr`` ready; an upper bound, since a saturating division ends early."""
+        iq = iter_clocks(U_BITS, self.steps)
+        ip = iter_clocks(self.post_q_bits, self.steps)
+        if kind == KIND_NO_INT:
+            return 4                                            # IDLE LOAD WRITE FINISH
+        if kind == KIND_RECORD:
+            return 3 + 3 * hops                                 # (HOP NEXT HOP_RD) per hop
+        sampled = hops if sampled is None else sampled
+        if kind == KIND_NO_SAMPLE:
+            return 4 + 4 * hops                                 # (HOP MUL NEXT HOP_RD) per hop, TAU
+        hop_clocks = sampled * (6 + iq) + 4 * (hops - sampled)   # sampled: + DIVS, DIVW (iq + 1)
+        return hop_clocks + 12 + 2 * ip + ((ip + 2) if multiplicative else 0)
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        t_ns = p.base_rtt_ns
+        ts_bits, tx_bits = p.int_ts_bits, p.int_tx_bits
+        k8e6 = BITS_NS_PER_KBPS
+
+        m.submodules.state_mem = smem = Memory(shape=QP_STATE, depth=self.n_qps, init=[])
+        swr = smem.write_port()
+        srd = smem.read_port()
+        rec = data.StructLayout({"ts_ns": unsigned(ts_bits), "tx_bytes": unsigned(tx_bits),
+                                 "qlen_bytes": unsigned(32)})
+        m.submodules.hop_mem = hmem = Memory(shape=rec, depth=self.n_qps << self.hop_bits, init=[])
+        hwr = hmem.write_port()
+        hrd = hmem.read_port()
+
+        qbits_hop = (32 + k8e6.bit_length() + U_FRAC_BITS, 32 + self.t_bits)
+        tbits_hop = (tx_bits - 1 + k8e6.bit_length() + U_FRAC_BITS, 32 + ts_bits - 1)
+        m.submodules.div_q = div_q = SeqDivider(*qbits_hop, U_BITS, self.steps)
+        m.submodules.div_t = div_t = SeqDivider(*tbits_hop, U_BITS, self.steps)
+        post_n_bits = max(self.t_bits + U_BITS + 1, 32 + 16 + 1, 32 + k8e6.bit_length())
+        m.submodules.div_p = div_p = SeqDivider(post_n_bits, max(self.t_bits, U_BITS), self.post_q_bits,
+                                                self.steps)
+
+        ack = self.ack.payload
+        qp = Signal(self.qp_bits)
+        s = Signal(QP_STATE)
+        kind = Signal(3)
+        is_ack = Signal()
+        measure = Signal()
+        n_hops = Signal(HOP_COUNT_BITS)
+        h = Signal(HOP_COUNT_BITS)
+        have = Signal()
+        u_max = Signal(U_BITS)
+        tau = Signal(ts_bits)
+        tau_c = Signal(self.t_bits)
+        rest = Signal(self.t_bits)
+        arg = Signal(HOP_COUNT_BITS)
+        dts = Signal(ts_bits)
+        dtx = Signal(tx_bits)
+        qlen = Signal(32)
+        link = Signal(32)
+        sample = Signal()
+        update = Signal()
+        mult = Signal()
+        w = Signal(max(self.post_q_bits, 32) + 2)
+
+        hop_addr = Cat(h[:self.hop_bits], qp)
+        m.d.comb += [srd.addr.eq(qp), hrd.addr.eq(hop_addr), swr.addr.eq(qp), swr.data.eq(s),
+                     hwr.addr.eq(hop_addr)]
+        new = ack.hops[h[:self.hop_bits]] if self.hop_bits else ack.hops[0]
+        m.d.comb += [hwr.data.ts_ns.eq(new.ts_ns), hwr.data.tx_bytes.eq(new.tx_bytes),
+                     hwr.data.qlen_bytes.eq(new.qlen_bytes)]
+
+        def clamp(v, lo, hi):
+            return Mux(v < lo, lo, Mux(v > hi, hi, v))
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.sync += [h.eq(0), have.eq(0), u_max.eq(0), tau.eq(0), arg.eq(0), mult.eq(0), update.eq(0)]
+                with m.If(self.init.valid):
+                    m.d.comb += self.init.ready.eq(1)
+                    m.d.sync += [qp.eq(self.init.payload), kind.eq(KIND_INIT), is_ack.eq(0),
+                                 s.window_bytes.eq(p.w_max_bytes), s.wc_bytes.eq(p.w_max_bytes), s.u_q16.eq(0),
+                                 s.inc_stage.eq(0), s.rate_kbps.eq(p.line_rate_kbps), s.last_update_seq.eq(0),
+                                 s.n_hops.eq(0)]
+                    m.next = "WRITE"
+                with m.Elif(self.ack.valid):
+                    m.d.comb += srd.addr.eq(ack.qp)
+                    m.d.sync += [qp.eq(ack.qp), is_ack.eq(1),
+                                 n_hops.eq(Mux(ack.n_hops > self.max_hops, self.max_hops, ack.n_hops))]
+                    m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.sync += s.eq(srd.data)
+                with m.If(n_hops == 0):
+                    m.d.sync += kind.eq(KIND_NO_INT)
+                    m.next = "WRITE"
+                with m.Else():
+                    m.d.sync += [s.n_hops.eq(n_hops), measure.eq(srd.data.n_hops == n_hops),
+                                 kind.eq(Mux(srd.data.n_hops == n_hops, KIND_NO_SAMPLE, KIND_RECORD))]
+                    m.next = "HOP"
+            with m.State("HOP"):
+                old = hrd.data
+                m.d.comb += hwr.en.eq(1)
+                d_ts = Signal(ts_bits)
+                d_tx = Signal(tx_bits)
+                m.d.comb += [d_ts.eq(new.ts_ns - old.ts_ns), d_tx.eq(new.tx_bytes - old.tx_bytes)]
+                m.d.sync += [dts.eq(d_ts), dtx.eq(Mux(d_tx[-1], 0, d_tx)),
+                             qlen.eq(Mux(new.qlen_bytes < old.qlen_bytes, new.qlen_bytes, old.qlen_bytes)),
+                             link.eq(new.link_kbps),
+                             sample.eq((d_ts != 0) & ~d_ts[-1] & (new.link_kbps != 0))]
+                with m.If(measure):
+                    m.next = "MUL"
+                with m.Else():
+                    m.next = "NEXT"
+            with m.State("MUL"):
+                # register the operands: the divider's overflow check starts from flip-flops
+                m.d.sync += [div_q.n.eq((qlen * k8e6) << U_FRAC_BITS), div_q.d.eq(link * t_ns),
+                             div_t.n.eq((dtx * k8e6) << U_FRAC_BITS), div_t.d.eq(link * dts[:ts_bits - 1])]
+                with m.If(sample):
+                    m.next = "DIVS"
+                with m.Else():
+                    m.next = "NEXT"
+            with m.State("DIVS"):
+                m.d.comb += [div_q.start.eq(1), div_t.start.eq(1)]
+                m.next = "DIVW"
+            with m.State("DIVW"):
+                with m.If(div_q.done & div_t.done):
+                    u_sum = div_q.q + div_t.q
+                    u_hop = Mux(u_sum > U_MAX, U_MAX, u_sum)
+                    with m.If(~have | (u_hop > u_max)):
+                        m.d.sync += [u_max.eq(u_hop), tau.eq(dts), arg.eq(h), have.eq(1)]
+                    m.next = "NEXT"
+            with m.State("NEXT"):
+                m.d.sync += h.eq(h + 1)
+                with m.If(h + 1 == n_hops):
+                    with m.If(measure):
+                        m.next = "TAU"
+                    with m.Else():
+                        m.next = "WRITE"
+                with m.Else():
+                    m.next = "HOP_RD"
+            with m.State("HOP_RD"):
+                m.next = "HOP"
+            with m.State("TAU"):
+                with m.If(~have):
+                    m.next = "WRITE"
+                with m.Else():
+                    tau_min = Mux(tau > t_ns, t_ns, tau)
+                    m.d.sync += [tau_c.eq(tau_min), rest.eq(t_ns - tau_min), kind.eq(KIND_UPDATE)]
+                    m.next = "EW_MUL"
+            with m.State("EW_MUL"):
+                m.d.sync += [div_p.n.eq(rest * s.u_q16 + tau_c * u_max), div_p.d.eq(t_ns)]
+                m.next = "EW_DIV"
+            with m.State("EW_DIV"):
+                m.d.comb += div_p.start.eq(1)
+                m.next = "EW_WAIT"
+            with m.State("EW_WAIT"):
+                with m.If(div_p.done):
+                    m.d.sync += [s.u_q16.eq(div_p.q), update.eq(ack.ack_seq > s.last_update_seq)]
+                    m.next = "WIN"
+            with m.State("WIN"):
+                is_mult = (s.u_q16 >= p.eta_q16) | (s.inc_stage >= p.max_stage)
+                m.d.sync += mult.eq(is_mult)
+                with m.If(update):
+                    m.d.sync += [s.last_update_seq.eq(ack.snd_nxt),
+                                 s.inc_stage.eq(Mux(is_mult, 0, s.inc_stage + 1))]
+                with m.If(is_mult):
+                    m.d.sync += [div_p.n.eq(s.wc_bytes * p.eta_q16),
+                                 div_p.d.eq(Mux(s.u_q16 == 0, 1, s.u_q16))]
+                    m.next = "W_DIV"
+                with m.Else():
+                    m.d.sync += w.eq(s.wc_bytes + p.w_ai_bytes)
+                    m.next = "W_CLAMP"
+            with m.State("W_DIV"):
+                m.d.comb += div_p.start.eq(1)
+                m.next = "W_WAIT"
+            with m.State("W_WAIT"):
+                with m.If(div_p.done):
+                    m.d.sync += w.eq(div_p.q + p.w_ai_bytes)
+                    m.next = "W_CLAMP"
+            with m.State("W_CLAMP"):
+                w_new = clamp(w, p.w_min_bytes, p.w_max_bytes)
+                m.d.sync += [s.window_bytes.eq(w_new), div_p.n.eq(w_new * k8e6), div_p.d.eq(t_ns)]
+                with m.If(update):
+                    m.d.sync += s.wc_bytes.eq(w_new)
+                m.next = "R_DIV"
+            with m.State("R_DIV"):
+                m.d.comb += div_p.start.eq(1)
+                m.next = "R_WAIT"
+            with m.State("R_WAIT"):
+                with m.If(div_p.done):
+                    m.d.sync += s.rate_kbps.eq(clamp(div_p.q, p.min_rate_kbps, p.line_rate_kbps))
+                    m.next = "WRITE"
+            with m.State("WRITE"):
+                m.d.comb += swr.en.eq(1)
+                m.d.sync += [self.trace_seq.eq(self.trace_seq + 1), self.trace_kind.eq(kind),
+                             self.trace_qp.eq(qp), self.trace_hop.eq(arg), self.trace_mult.eq(mult),
+                             self.trace_wc_update.eq(update), self.trace_state.eq(s)]
+                with m.If((kind == KIND_UPDATE) | (kind == KIND_INIT)):
+                    m.next = "RATE_OUT"
+                with m.Else():
+                    m.next = "FINISH"
+            with m.State("RATE_OUT"):
+                conv = self.rate_conv
+                m.d.comb += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp),
+                             self.rate_wr.payload.rate.eq((s.rate_kbps * conv.mult) >> conv.mult_shift),
+                             self.window_bytes.eq(s.window_bytes)]
+                with m.If(self.rate_wr.ready):
+                    with m.If(is_ack):
+                        m.next = "FINISH"
+                    with m.Else():
+                        m.next = "IDLE"
+            with m.State("FINISH"):
+                m.d.comb += self.ack.ready.eq(1)
+                m.next = "IDLE"
+        return m

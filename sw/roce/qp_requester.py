@@ -2,6 +2,10 @@
 responses, and recovers losses with go-back-N driven by NAKs and a retransmission timer with back-off.
 
 Pure state machine: time comes in as ``now_ns``; frames go out through ``next_frame``; no sockets here.
+Work requests gather (SEND/WRITE) from, and scatter (READ responses, atomic results) into, SGE lists
+(``sw.roce.sgl``).  An atomic takes one PSN and is answered by an ATOMIC ACKNOWLEDGE carrying the original
+value; at most ``max_rd_atomic`` atomics are in flight, so the responder's replay cache always holds the result
+of any one we resend.
 An ACK that echoes the forward path's INT (``sw.roce.int_md``) hands those hops to HPCC with the progress it
 reports; the data frame size used to turn queue occupancy (packets) into bytes is the path-MTU frame.
 """
@@ -11,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sw.roce.atomic import U64_MASK, to_local_bytes
 from sw.roce.decode import RocePacket
 from sw.roce.opcodes import Opcode
+from sw.roce.sgl import LocalProtectionError, SgList, resolve
 from sw.roce.transport_rules import (
     NAK_INV_REQ,
     NAK_PSN_SEQ_ERR,
@@ -33,8 +39,9 @@ from sw.roce.transport_rules import (
     segment_opcode,
 )
 from sw.roce.verbs import (
+    ATOMIC_BYTES,
+    ATOMIC_WR_OPCODES,
     Access,
-    MemoryRegion,
     SendWr,
     VerbsError,
     WcStatus,
@@ -53,8 +60,10 @@ _OPS_OF = {
     WrOpcode.RDMA_WRITE_WITH_IMM: WRITE_IMM_OPS,
 }
 _NAK_STATUS = {NAK_INV_REQ: WcStatus.REM_INV_REQ_ERR, NAK_REM_ACCESS_ERR: WcStatus.REM_ACCESS_ERR}
+_ATOMIC_OPCODE = {WrOpcode.ATOMIC_CMP_AND_SWP: Opcode.COMPARE_SWAP, WrOpcode.ATOMIC_FETCH_AND_ADD: Opcode.FETCH_ADD}
 MAX_BACKOFF_SHIFT = 6
 DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a path-MTU payload
+IPV6_EXTRA_BYTES = 20  # an IPv6 header is 20 bytes longer than IPv4's
 
 
 @dataclass(slots=True)
@@ -62,12 +71,18 @@ class _Op:
     """One posted send-queue work request and the PSNs it occupies."""
 
     wr: SendWr
-    mr: MemoryRegion
-    mr_off: int
+    segs: SgList
+    length: int  # message bytes (8 for an atomic)
     first_psn: int
     n_pkts: int
     is_read: bool
-    read_done: int = 0  # read response packets received in order
+    is_atomic: bool = False
+    read_done: int = 0  # read response packets (or the one atomic ACK) received in order
+
+    @property
+    def needs_response(self) -> bool:
+        """Completed by response packets (READ responses, ATOMIC ACK) rather than by a plain ACK."""
+        return self.is_read or self.is_atomic
 
 
 class Requester:
@@ -95,20 +110,36 @@ class Requester:
 
     # --- posting -------------------------------------------------------------------------------------------
     def post(self, wr: SendWr) -> None:
-        mr = self.qp.pd.by_lkey(wr.sge.lkey)
-        if mr is None:
-            raise VerbsError(f"post_send wr_id={wr.wr_id}: unknown lkey {wr.sge.lkey:#x}")
-        is_read = wr.opcode == WrOpcode.RDMA_READ
-        off = mr.offset(
-            wr.sge.addr,
-            wr.sge.length,
-            Access.LOCAL_WRITE if is_read else Access(0),
-            what=f"post_send wr_id={wr.wr_id}",
+        what = f"post_send wr_id={wr.wr_id}"
+        try:
+            opcode = WrOpcode(wr.opcode)
+        except ValueError:
+            raise VerbsError(f"{what}: unknown opcode {wr.opcode!r}") from None
+        is_read = opcode == WrOpcode.RDMA_READ
+        is_atomic = opcode in ATOMIC_WR_OPCODES
+        sges = wr.sg_list
+        segs = resolve(
+            self.qp.pd,
+            sges,
+            Access.LOCAL_WRITE if is_read or is_atomic else Access(0),
+            max_sge=self.qp.cap.max_send_sge,
+            what=what,
+            cap_name="max_send_sge",
         )
-        if wr.sge.length >= 1 << 31:
-            raise VerbsError(f"post_send wr_id={wr.wr_id}: length {wr.sge.length} exceeds 2^31 - 1")
-        n = n_packets(wr.sge.length, self.qp.attr.path_mtu)
-        self.ops.append(_Op(wr, mr, off, self.next_psn, n, is_read))
+        if is_atomic:
+            if segs.length != ATOMIC_BYTES:
+                raise VerbsError(
+                    f"{what}: {opcode.name} needs SGEs of exactly {ATOMIC_BYTES} bytes for the original value, "
+                    f"got {segs.length}"
+                )
+            for name in ("compare_add", "swap"):
+                value = getattr(wr, name)
+                if not isinstance(value, int) or not 0 <= value <= U64_MASK:
+                    raise VerbsError(f"{what}: {name}={value!r} must be an unsigned 64-bit integer")
+        if segs.length >= 1 << 31:
+            raise VerbsError(f"{what}: length {segs.length} exceeds 2^31 - 1")
+        n = 1 if is_atomic else n_packets(segs.length, self.qp.attr.path_mtu)
+        self.ops.append(_Op(wr, segs, segs.length, self.next_psn, n, is_read, is_atomic))
         self.next_psn = psn_add(self.next_psn, n)
 
     @property
@@ -129,6 +160,8 @@ class Requester:
     def can_send(self, now_ns: int) -> bool:
         if self.tx_idx >= len(self.ops):
             return False
+        if self.ops[self.tx_idx].is_atomic and self._atomics_in_flight() >= self.qp.attr.max_rd_atomic:
+            return False  # an ATOMIC ACK (of an older one) unblocks us
         if self.rnr_until_ns is not None:
             if now_ns < self.rnr_until_ns:
                 return False
@@ -140,6 +173,10 @@ class Requester:
         window = self.qp.pacer.window_bytes
         return window is None or inflight_pkts * attr.path_mtu < window or inflight_pkts == 0
 
+    def _atomics_in_flight(self) -> int:
+        ops = self.ops
+        return sum(1 for i in range(self.head, self.tx_idx) if ops[i].is_atomic)
+
     def _window_fills(self) -> bool:
         """Will the packet being built close the send window? Then it asks for an ACK, or we would stall."""
         attr = self.qp.attr
@@ -149,8 +186,12 @@ class Requester:
         window = self.qp.pacer.window_bytes
         return window is not None and inflight_after * attr.path_mtu >= window
 
-    def build_next(self, now_ns: int) -> bytes:
-        """The next request packet (call only when ``can_send``); advances the transmit pointer."""
+    def build_next(self, now_ns: int) -> bytes | None:
+        """The next request packet (call only when ``can_send``); advances the transmit pointer.
+
+        None when the work request's local memory went away (its MR deregistered): it completes with
+        LOC_PROT_ERR and the QP enters ERROR.
+        """
         qp = self.qp
         mtu = qp.attr.path_mtu
         op = self.ops[self.tx_idx]
@@ -160,12 +201,29 @@ class Requester:
         if op.is_read:
             done = i * mtu
             frame = qp.templates[Opcode.RDMA_READ_REQUEST].build(
-                psn, b"", ackreq=True, va=wr.remote_addr + done, rkey=wr.rkey, dma_len=wr.sge.length - done
+                psn, b"", ackreq=True, va=wr.remote_addr + done, rkey=wr.rkey, dma_len=op.length - done
             )
             step = op.n_pkts - i
+        elif op.is_atomic:
+            fetch_add = wr.opcode == WrOpcode.ATOMIC_FETCH_AND_ADD
+            frame = qp.templates[_ATOMIC_OPCODE[wr.opcode]].build(
+                psn,
+                b"",
+                ackreq=True,
+                va=wr.remote_addr,
+                rkey=wr.rkey,
+                swapdt=wr.compare_add if fetch_add else wr.swap,
+                cmpdt=0 if fetch_add else wr.compare_add,
+            )
+            step = 1
         else:
-            start = op.mr_off + i * mtu
-            end = min(op.mr_off + wr.sge.length, start + mtu)
+            start = i * mtu
+            end = min(op.length, start + mtu)
+            try:
+                payload = op.segs.gather(start, end)
+            except LocalProtectionError:
+                self._fail(WcStatus.LOC_PROT_ERR, op)
+                return None
             opcode = segment_opcode(_OPS_OF[wr.opcode], i, op.n_pkts)
             last = i == op.n_pkts - 1
             every = qp.attr.ack_every_pkts
@@ -176,14 +234,14 @@ class Requester:
                 Opcode.RDMA_WRITE_ONLY,
                 Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE,
             ):
-                fields = {"va": wr.remote_addr, "rkey": wr.rkey, "dma_len": wr.sge.length}
+                fields = {"va": wr.remote_addr, "rkey": wr.rkey, "dma_len": op.length}
             if (
                 last
                 and wr.imm_data is not None
                 and wr.opcode in (WrOpcode.SEND_WITH_IMM, WrOpcode.RDMA_WRITE_WITH_IMM)
             ):
                 fields["immdt"] = wr.imm_data
-            frame = qp.templates[opcode].build(psn, op.mr.view[start:end], ackreq=ackreq, se=last, **fields)
+            frame = qp.templates[opcode].build(psn, payload, ackreq=ackreq, se=last, **fields)
             self.sent_bytes += end - start
             step = 1
         if psn_diff(psn, self.max_sent_psn) < 0:
@@ -203,7 +261,8 @@ class Requester:
         qp = self.qp
         records, qp.int_hops_rx = qp.int_hops_rx, None
         if records and getattr(records, "echoed", False) and qp.pacer is not None:
-            self._ack_hops = qp.pacer.int_hops(records, qp.attr.path_mtu + DATA_FRAME_OVERHEAD_BYTES)
+            extra = IPV6_EXTRA_BYTES if qp.templates is not None and qp.templates.flow.ip_version == 6 else 0
+            self._ack_hops = qp.pacer.int_hops(records, qp.attr.path_mtu + DATA_FRAME_OVERHEAD_BYTES + extra)
         else:
             self._ack_hops = ()
 
@@ -265,14 +324,17 @@ class Requester:
                 self._go_back(expected)
             return
         mtu = self.qp.attr.path_mtu
-        length = op.wr.sge.length
-        start = op.mr_off + op.read_done * mtu
+        start = op.read_done * mtu
         n = len(pkt.payload)
         last = op.read_done == op.n_pkts - 1
-        if n != (length - op.read_done * mtu if last else mtu):
+        if n != (op.length - start if last else mtu):
             self.qp.counters.malformed_responses += 1
             return
-        op.mr.view[start : start + n] = pkt.payload
+        try:
+            op.segs.scatter(start, pkt.payload)
+        except LocalProtectionError:
+            self._fail(WcStatus.LOC_PROT_ERR)
+            return
         op.read_done += 1
         self.acked_bytes += n
         self.una_psn = psn_add(psn, 1)
@@ -281,6 +343,30 @@ class Requester:
         if last:
             self._complete_head(WcStatus.SUCCESS)
             self._after_pop(now_ns)
+
+    def on_atomic_ack(self, pkt: RocePacket, now_ns: int) -> None:
+        """ATOMIC ACKNOWLEDGE: the original remote value goes into the atomic's local SGE, which completes."""
+        self._take_echo()
+        psn = pkt.psn
+        self._acked_through(psn_add(psn, -1), now_ns, stop_at_read=True)
+        if self.head >= len(self.ops):
+            self.qp.counters.stale_responses += 1
+            return
+        op = self.ops[self.head]
+        if not op.is_atomic or psn != op.first_psn or psn_diff(psn, self.max_sent_psn) >= 0:
+            self.qp.counters.duplicate_responses += 1
+            return
+        try:
+            op.segs.scatter(0, to_local_bytes(pkt.orig_rem_dt or 0))
+        except LocalProtectionError:
+            self._fail(WcStatus.LOC_PROT_ERR)
+            return
+        op.read_done = 1
+        self.una_psn = psn_add(psn, 1)
+        self.read_gap_psn = None
+        self._progress(now_ns)
+        self._complete_head(WcStatus.SUCCESS)
+        self._after_pop(now_ns)
 
     # --- timers --------------------------------------------------------------------------------------------
     def on_timer(self, now_ns: int) -> None:
@@ -309,8 +395,8 @@ class Requester:
         retry_read = False
         while self.head < len(self.ops):
             op = self.ops[self.head]
-            if op.is_read:
-                # An ACK beyond an incomplete read means its responses were lost: ask again (implied NAK).
+            if op.needs_response:
+                # An ACK beyond an incomplete read/atomic means its responses were lost: ask again (implied NAK).
                 gap = psn_add(op.first_psn, op.read_done)
                 if not stop_at_read and psn_diff(psn, gap) >= 0 and self.read_gap_psn != gap:
                     self.read_gap_psn = gap
@@ -318,7 +404,7 @@ class Requester:
                 break
             last = psn_add(op.first_psn, op.n_pkts - 1)
             if psn_diff(psn, last) >= 0:
-                self.acked_bytes += op.wr.sge.length
+                self.acked_bytes += op.length
                 self._complete_head(WcStatus.SUCCESS)
                 popped = True
                 continue
@@ -375,13 +461,14 @@ class Requester:
         self.head += 1
         if op.wr.signaled or status != WcStatus.SUCCESS:
             self.qp.send_cq.push(
-                WorkCompletion(
-                    op.wr.wr_id, status, wc_opcode_of(op.wr.opcode), self.qp.qp_num, op.wr.sge.length
-                )
+                WorkCompletion(op.wr.wr_id, status, wc_opcode_of(op.wr.opcode), self.qp.qp_num, op.length)
             )
 
-    def _fail(self, status: WcStatus) -> None:
-        """Complete the oldest op with an error and move the QP to ERROR (which flushes the rest)."""
+    def _fail(self, status: WcStatus, op: _Op | None = None) -> None:
+        """Complete the oldest op (or ``op``, a later one that failed locally, after the ops before it) with an
+        error and move the QP to ERROR (which flushes the rest)."""
+        while op is not None and self.head < len(self.ops) and self.ops[self.head] is not op:
+            self._complete_head(WcStatus.WR_FLUSH_ERR)
         if self.head < len(self.ops):
             self._complete_head(status)
         self.qp.to_error()

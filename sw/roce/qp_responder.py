@@ -4,6 +4,11 @@ NAKs (sequence error, access error, invalid request) and RNR NAKs when no receiv
 Everything the responder sends leaves in one FIFO (ACKs queue behind read responses, as on a NIC), so an ACK
 for a later PSN never overtakes the responses of an earlier READ.
 
+Receives scatter a SEND across the posted receive's SGE list in order (longer than all of them: LOC_LEN_ERR).
+Atomics (compare-and-swap, fetch-and-add) run once on 8 aligned bytes of an MR with REMOTE_ATOMIC access
+(``sw.roce.atomic``); their result is kept in the replay cache so a retransmitted request gets the same answer
+without running again.
+
 INT echo (HPCC): when the request an ACK answers arrived with the fabric's INT stack, the ACK carries those
 hops back (``sw.roce.int_md.insert_int``; a coalesced ACK carries the newest request's hops).
 """
@@ -14,14 +19,17 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sw.roce import atomic
 from sw.roce.decode import RocePacket
 from sw.roce.int_md import IntHopRecord, insert_int
 from sw.roce.opcodes import Opcode
+from sw.roce.sgl import LocalProtectionError, SgList, resolve
 from sw.roce.transport_rules import (
     CREDITS_INVALID,
     NAK_INV_REQ,
     NAK_PSN_SEQ_ERR,
     NAK_REM_ACCESS_ERR,
+    NAK_REM_OP_ERR,
     READ_RESP_OPS,
     SEND_ANY,
     SEND_FIRSTISH,
@@ -38,7 +46,18 @@ from sw.roce.transport_rules import (
     psn_diff,
     segment_opcode,
 )
-from sw.roce.verbs import Access, MemoryRegion, RecvWr, VerbsError, WcOpcode, WcStatus, WorkCompletion
+from sw.roce.verbs import (
+    ATOMIC_BYTES,
+    Access,
+    MemoryRegion,
+    RecvWr,
+    VerbsError,
+    WcOpcode,
+    WcStatus,
+    WorkCompletion,
+)
+
+ATOMIC_OPS = frozenset({Opcode.COMPARE_SWAP, Opcode.FETCH_ADD})
 
 if TYPE_CHECKING:
     from sw.roce.qp import QueuePair
@@ -50,6 +69,7 @@ class _Ack:
     psn: int
     msn: int
     hops: list[IntHopRecord] | None = None  # forward-path INT of the request answered, echoed in the ACK
+    orig: int | None = None  # an ATOMIC ACKNOWLEDGE: the original value the atomic read
 
 
 @dataclass(slots=True)
@@ -69,8 +89,7 @@ class _ReadJob:
 class _Incoming:
     """A multi-packet SEND or WRITE being received."""
 
-    mr: MemoryRegion
-    off: int
+    segs: SgList
     capacity: int
     received: int = 0
     recv: RecvWr | None = None
@@ -83,7 +102,8 @@ class Responder:
         self.qp = qp
         self.epsn = rq_psn
         self.msn = 0
-        self.recv_queue: deque[RecvWr] = deque()
+        self.recv_queue: deque[tuple[RecvWr, SgList]] = deque()
+        self.atomic_replay = atomic.AtomicReplayCache(qp.attr.max_dest_rd_atomic)
         self.out: deque[_Ack | _ReadJob] = deque()
         self.nak_sent = False  # one NAK per sequence-error episode
         self.resp_high_psn = (
@@ -96,11 +116,15 @@ class Responder:
         self.last_echo: list[IntHopRecord] | None = None  # hops of the latest echoing ACK (for inspection)
 
     def post_recv(self, wr: RecvWr) -> None:
-        mr = self.qp.pd.by_lkey(wr.sge.lkey)
-        if mr is None:
-            raise VerbsError(f"post_recv wr_id={wr.wr_id}: unknown lkey {wr.sge.lkey:#x}")
-        mr.offset(wr.sge.addr, wr.sge.length, Access.LOCAL_WRITE, what=f"post_recv wr_id={wr.wr_id}")
-        self.recv_queue.append(wr)
+        segs = resolve(
+            self.qp.pd,
+            wr.sg_list,
+            Access.LOCAL_WRITE,
+            max_sge=self.qp.cap.max_recv_sge,
+            what=f"post_recv wr_id={wr.wr_id}",
+            cap_name="max_recv_sge",
+        )
+        self.recv_queue.append((wr, segs))
 
     # --- receive -------------------------------------------------------------------------------------------
     def on_request(self, pkt: RocePacket, now_ns: int) -> None:
@@ -119,6 +143,8 @@ class Responder:
             counters.duplicates_received += 1
             if pkt.opcode == Opcode.RDMA_READ_REQUEST:
                 self._serve_read(pkt, replay=True)  # reads are idempotent: serve the duplicate again
+            elif pkt.opcode in ATOMIC_OPS:
+                self._replay_atomic(pkt)  # atomics are not: answer from the replay cache
             elif pkt.ackreq:
                 self._queue_ack(SYN_ACK | CREDITS_INVALID, psn_add(self.epsn, -1))
             return
@@ -129,6 +155,9 @@ class Responder:
             ok = self._on_send(pkt)
         elif op == Opcode.RDMA_READ_REQUEST:
             self._serve_read(pkt, replay=False)
+            return
+        elif op in ATOMIC_OPS:
+            self._on_atomic(pkt)
             return
         else:
             self._nak(NAK_INV_REQ, pkt.psn)
@@ -149,12 +178,8 @@ class Responder:
                 self.nak_sent = True  # the packets behind this one are dropped silently until it comes again
                 self._queue_ack(SYN_RNR | self.qp.attr.min_rnr_timer, pkt.psn, coalesce=False)
                 return False
-            wr = self.recv_queue.popleft()
-            mr = self.qp.pd.by_lkey(wr.sge.lkey)
-            assert mr is not None  # checked at post_recv
-            incoming = self.send_in = _Incoming(
-                mr, mr.offset(wr.sge.addr, 0, Access(0)), wr.sge.length, recv=wr
-            )
+            wr, segs = self.recv_queue.popleft()
+            incoming = self.send_in = _Incoming(segs, segs.length, recv=wr)
         elif incoming is None:
             self._nak(NAK_INV_REQ, pkt.psn)
             return False
@@ -163,8 +188,12 @@ class Responder:
             self._recv_complete(incoming, WcStatus.LOC_LEN_ERR, WcOpcode.RECV, None)
             self._nak(NAK_INV_REQ, pkt.psn)
             return False
-        start = incoming.off + incoming.received
-        incoming.mr.view[start : start + n] = pkt.payload
+        try:
+            incoming.segs.scatter(incoming.received, pkt.payload)
+        except LocalProtectionError:
+            self._recv_complete(incoming, WcStatus.LOC_PROT_ERR, WcOpcode.RECV, None)
+            self._nak(NAK_REM_OP_ERR, pkt.psn)
+            return False
         incoming.received += n
         if op in SEND_LASTISH:
             self.send_in = None
@@ -186,7 +215,7 @@ class Responder:
             except VerbsError:
                 self._nak(NAK_REM_ACCESS_ERR, pkt.psn)
                 return False
-            incoming = self.write_in = _Incoming(mr, off, pkt.dma_len or 0)
+            incoming = self.write_in = _Incoming(SgList.single(mr, off, pkt.dma_len or 0), pkt.dma_len or 0)
         elif incoming is None:
             self._nak(NAK_INV_REQ, pkt.psn)
             return False
@@ -199,14 +228,17 @@ class Responder:
             self.nak_sent = True
             self._queue_ack(SYN_RNR | self.qp.attr.min_rnr_timer, pkt.psn, coalesce=False)
             return False
-        start = incoming.off + incoming.received
-        incoming.mr.view[start : start + n] = pkt.payload
+        try:
+            incoming.segs.scatter(incoming.received, pkt.payload)
+        except LocalProtectionError:  # the target MR was deregistered while the WRITE was arriving
+            self._nak(NAK_REM_ACCESS_ERR, pkt.psn)
+            return False
         incoming.received += n
         if op in WRITE_LASTISH:
             self.write_in = None
             self.msn = (self.msn + 1) & 0xFFFFFF
             if op in WITH_IMM:
-                wr = self.recv_queue.popleft()
+                wr, _ = self.recv_queue.popleft()
                 self.qp.recv_cq.push(
                     WorkCompletion(
                         wr.wr_id,
@@ -253,6 +285,37 @@ class Responder:
             )
         self.out.append(_ReadJob(pkt.psn, mr, off, length, n, self.msn))
 
+    def _on_atomic(self, pkt: RocePacket) -> None:
+        """Run a new atomic once, save its result for replays, answer with an ATOMIC ACKNOWLEDGE."""
+        mr = self.qp.pd.by_rkey(pkt.rkey or 0)
+        va = pkt.va or 0
+        try:
+            if mr is None:
+                raise VerbsError(f"unknown rkey {pkt.rkey:#x}")
+            off = mr.offset(va, ATOMIC_BYTES, Access.REMOTE_ATOMIC, what="atomic")
+        except VerbsError:
+            self._nak(NAK_REM_ACCESS_ERR, pkt.psn)
+            return
+        if va % ATOMIC_BYTES:
+            self._nak(NAK_INV_REQ, pkt.psn)  # IBTA: an atomic's VA must be naturally aligned
+            return
+        orig = atomic.execute(mr, off, pkt.opcode, pkt.swapdt or 0, pkt.cmpdt or 0)
+        self.qp.counters.atomics_executed += 1
+        self.nak_sent = False
+        self.epsn = psn_add(self.epsn, 1)
+        self.msn = (self.msn + 1) & 0xFFFFFF
+        self.atomic_replay.save(pkt.psn, orig, self.msn)
+        self.out.append(_Ack(SYN_ACK | CREDITS_INVALID, pkt.psn, self.msn, self._rx_hops, orig))
+
+    def _replay_atomic(self, pkt: RocePacket) -> None:
+        """A retransmitted atomic: resend the saved result; one no longer cached is dropped (never re-run)."""
+        saved = self.atomic_replay.lookup(pkt.psn)
+        if saved is None:
+            return
+        self.qp.counters.atomic_replays += 1
+        orig, msn = saved
+        self.out.append(_Ack(SYN_ACK | CREDITS_INVALID, pkt.psn, msn, self._rx_hops, orig))
+
     def _recv_complete(
         self, incoming: _Incoming, status: WcStatus, opcode: WcOpcode, imm: int | None
     ) -> None:
@@ -271,7 +334,7 @@ class Responder:
     def _queue_ack(self, syndrome: int, psn: int, *, coalesce: bool = True) -> None:
         if coalesce and self.out:
             tail = self.out[-1]
-            if isinstance(tail, _Ack) and tail.syndrome == syndrome:
+            if isinstance(tail, _Ack) and tail.syndrome == syndrome and tail.orig is None:
                 tail.psn, tail.msn = psn, self.msn
                 if self._rx_hops is not None:
                     tail.hops = self._rx_hops
@@ -290,7 +353,12 @@ class Responder:
         if isinstance(item, _Ack):
             self.out.popleft()
             self.qp.counters.acks_sent += 1
-            frame = tpl[Opcode.ACKNOWLEDGE].build(item.psn, b"", syndrome=item.syndrome, msn=item.msn)
+            if item.orig is None:
+                frame = tpl[Opcode.ACKNOWLEDGE].build(item.psn, b"", syndrome=item.syndrome, msn=item.msn)
+            else:
+                frame = tpl[Opcode.ATOMIC_ACKNOWLEDGE].build(
+                    item.psn, b"", syndrome=item.syndrome, msn=item.msn, orig_rem_dt=item.orig
+                )
             if item.hops:
                 frame = insert_int(frame, item.hops)
                 self.int_echoes_sent += 1
@@ -318,7 +386,7 @@ class Responder:
     def flush(self) -> None:
         """QP went to ERROR: posted receives complete with WR_FLUSH_ERR."""
         while self.recv_queue:
-            wr = self.recv_queue.popleft()
+            wr, _ = self.recv_queue.popleft()
             self.qp.recv_cq.push(
                 WorkCompletion(wr.wr_id, WcStatus.WR_FLUSH_ERR, WcOpcode.RECV, self.qp.qp_num)
             )

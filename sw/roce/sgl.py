@@ -48,6 +48,9 @@ class SgList:
         """Bytes ``[start, end)`` of the message (a view when they lie in one segment)."""
         if start >= end:
             return b""
+        if len(self.mrs) == 1:  # the common single-SGE case: a view, no search
+            off = self.offs[0] + start
+            return self._check(0).view[off : off + end - start]
         i = bisect_right(self.ends, start)
         base = self.ends[i] - self.lens[i]
         if end <= self.ends[i]:

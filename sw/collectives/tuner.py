@@ -32,6 +32,10 @@ ENV_ALGO = "STARPULSE_ALGO"
 ENV_CHUNK = "STARPULSE_CHUNK_BYTES"
 MIN_CHUNK_BYTES = 4 * 1024
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
+RAIL_SLACK = 0.02
+"""All-to-all: rail-aligned is chosen unless pairwise is modelled more than this much faster.  Both put the same
+bytes on every NIC, and the model charges pairwise nothing for what only it is exposed to (ECMP collisions on
+spine uplinks, oversubscription not seen by a one-flow calibration, other jobs' spine traffic)."""
 
 
 @dataclass(frozen=True)
@@ -144,19 +148,36 @@ class Tuner:
         if coll in ("allgather", "reducescatter"):
             total = nbytes * (n - 1) / n
             return link.time_s(total, n - 1 if algo == "ring" else logn)
-        # alltoall: pairwise sends every block at once (shared memory and NIC overlap); rail-aligned first
-        # moves blocks inside the server, then makes one inter-server hop per server on its own rail
+        return self._alltoall_s(algo, nbytes)
+
+    def _alltoall_s(self, algo: str, nbytes: int) -> float:
+        """All-to-all of ``nbytes`` per rank (n blocks B): both schedules put (S-1)*G blocks on every NIC.
+
+        Pairwise posts everything at once: the NIC carries S-1 same-rail and n-G-(S-1) cross-rail blocks while
+        shared memory carries G-1.  Rail-aligned (pipelined per block) sends its own S-1 blocks at once and
+        each relayed one when it has landed: it ends with the NIC's (S-1)*G blocks, or with the first relayed
+        block's shared-memory hop plus the (G-1)*(S-1) relayed ones, or with the whole shuffle ((G-1)*S blocks
+        out of each rank) plus the last block's rail hop, whichever is latest."""
         g, s = self.layout.gpus_per_server, len(self.layout.servers)
-        if algo == "pairwise":  # the NIC carries (s-1) same-rail and n-g-(s-1) cross-rail blocks
-            inter = (self.model.inter.time_s(nbytes * (s - 1) / n, s - 1)
-                     + self.model.cross_link.time_s(nbytes * (n - g - s + 1) / n, n - g - s + 1))
-            return max(self.model.intra.time_s(nbytes * (g - 1) / n, g - 1), inter)
-        return (self.model.intra.time_s(nbytes * (g - 1) / g, g - 1)
-                + (self.model.inter.time_s(nbytes * (s - 1) / s, s - 1) if s > 1 else 0.0))
+        block = nbytes / self.layout.world_size
+        intra, inter = self.model.intra, self.model.inter
+        if algo == "pairwise":
+            nic = (inter.time_s(block * (s - 1), s - 1)
+                   + self.model.cross_link.time_s(block * (g * (s - 1) - (s - 1)), g * (s - 1) - (s - 1)))
+            return max(intra.time_s(block * (g - 1), g - 1) if g > 1 else 0.0, nic)
+        if s == 1:
+            return intra.time_s(block * (g - 1), g - 1)
+        nic = inter.time_s(block * g * (s - 1), g * (s - 1))
+        if g == 1:
+            return nic
+        relayed = intra.time_s(block) + inter.time_s(block * (g - 1) * (s - 1), (g - 1) * (s - 1))
+        shuffle = intra.time_s(block * (g - 1) * s, (g - 1) * s) + inter.time_s(block)
+        return max(nic, relayed, shuffle)
 
     # --- choices --------------------------------------------------------------------------------------------
     def algo(self, coll: str, nbytes: int, requested: str | None = None) -> str:
-        """The per-call choice, else $STARPULSE_ALGO, else the cheapest modelled algorithm."""
+        """The per-call choice, else $STARPULSE_ALGO, else the cheapest modelled one (all-to-all: rail-aligned
+        unless pairwise is modelled more than RAIL_SLACK faster)."""
         if requested is not None:
             if requested not in ALGOS[coll]:
                 raise CollectiveUserError(f"algo {requested!r}: unknown for {coll} (allowed: {', '.join(ALGOS[coll])})")
@@ -165,7 +186,11 @@ class Tuner:
         env = self.env_algo.get(coll)
         if env is not None and env in options:
             return env
-        return min(options, key=lambda a: (self.estimate_s(coll, a, nbytes), options.index(a)))
+        best = min(options, key=lambda a: (self.estimate_s(coll, a, nbytes), options.index(a)))
+        if coll == "alltoall" and "rail" in options and (
+                self.estimate_s(coll, "rail", nbytes) <= (1 + RAIL_SLACK) * self.estimate_s(coll, best, nbytes)):
+            return "rail"
+        return best
 
     def chunk_bytes(self, coll: str, algo: str, nbytes: int, requested: int | None = None) -> int:
         """Pipeline chunk: per call, else $STARPULSE_CHUNK_BYTES, else sqrt(alpha * bandwidth * segment)."""

@@ -94,8 +94,8 @@ def test_tuner_model_prefers_hierarchical_allreduce_and_rail_aligned_alltoall() 
     model = default_model(CommConfig())
     tuner = Tuner(Layout.grid(4, 2), model, env={})
     assert tuner.algo("allreduce", 64 << 20) == "hier"
-    assert tuner.algo("alltoall", 64 << 10) == "rail"  # fewer inter-server messages: (S-1) instead of (n-G)
-    assert tuner.algo("alltoall", 64 << 20) == "pairwise"  # equal rail and spine bandwidth: overlap wins
+    assert tuner.algo("alltoall", 64 << 10) == "rail"  # same NIC bytes and messages as pairwise: spine-free wins
+    assert tuner.algo("alltoall", 64 << 20) == "rail"  # equal rail and spine bandwidth: a tie at the NIC bound
     spine = LinkCost(model.inter.alpha_s, model.inter.rate_bps / 2)  # a 2:1 oversubscribed spine
     assert Tuner(Layout.grid(4, 2), CostModel(model.intra, model.inter, spine), env={}).algo(
         "alltoall", 64 << 20) == "rail"

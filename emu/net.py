@@ -31,6 +31,8 @@ from emu.p4switch import P4Host, P4Switch
 from emu.topology import Nic, Topology, switch_port_mac
 from sw.clock import Clock
 
+FABRIC_PRIORITY_QUEUES = 8   # embedded switches: one TM queue per PFC priority (a pause holds only its own)
+
 COLLECTOR = "col"
 RAIL_TABLE_BASE = 100
 RAIL_RULE_PREF_BASE = 1000
@@ -215,7 +217,8 @@ def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdi
             fnet.switches[sw.name] = net.addSwitch(
                 sw.name, cls=P4Switch, program=program, backend=backend, device_id=sw.device_id,
                 dpid=f"{sw.device_id:016x}", inNamespace=True, log_level=log_level,
-                log_file=str(workdir / f"{sw.name}.log"), pcap_dir=pcap_dir)
+                log_file=str(workdir / f"{sw.name}.log"), pcap_dir=pcap_dir,
+                priority_queues=FABRIC_PRIORITY_QUEUES if backend == "embedded" else 1)
         for link in topo.links:
             node_a, node_b = fnet.node(link.a), fnet.node(link.b)
             a_is_host = link.a in fnet.hosts

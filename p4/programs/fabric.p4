@@ -373,7 +373,7 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
                 hdr.int_hops[0].ingress_port_id = (bit<16>) standard_metadata.ingress_port;
                 hdr.int_hops[0].egress_port_id = (bit<16>) standard_metadata.egress_port;
                 hdr.int_hops[0].hop_latency = standard_metadata.deq_timedelta;
-                hdr.int_hops[0].queue_id = 0;
+                hdr.int_hops[0].queue_id = (bit<8>) standard_metadata.priority;   /* the TM queue */
                 hdr.int_hops[0].queue_occupancy = (bit<24>) standard_metadata.deq_qdepth;
                 hdr.int_hops[0].egress_timestamp = (bit<64>) standard_metadata.egress_global_timestamp;
                 hdr.int_hops[0].egress_tx_bytes = meta.tx_bytes;

@@ -39,7 +39,8 @@ PFC_COMMANDS = {
     "pfc_thresholds": "pfc_thresholds PORT XOFF_BYTES XON_BYTES HEADROOM_BYTES  (per ingress priority buffer "
                       "thresholds; drop beyond XOFF+HEADROOM)",
     "pfc_watchdog": "pfc_watchdog PORT BOUND_MS  (ignore pauses on a priority paused longer than BOUND_MS; 0 = off)",
-    "pfc_dscp_map": "pfc_dscp_map DSCP PRIORITY|off  (priority of packets the program leaves at priority 0)",
+    "pfc_dscp_map": "pfc_dscp_map DSCP PRIORITY|off|int  (priority, and so TM queue, of packets the program leaves "
+                    "at priority 0; 'int': DSCP marks INT-over-UDP, classify by the shim's original DSCP)",
     "pfc_stats": "pfc_stats [PORT]  (per port x priority: pauses sent/received, paused time, XOFF events, "
                  "watchdog trips)",
 }
@@ -99,6 +100,18 @@ class _PortState:
     egress: list[_Egress] = field(default_factory=lambda: [_Egress() for _ in range(PFC_PRIORITIES)])
 
 
+def int_orig_dscp(frame: bytes) -> int | None:
+    """The original DSCP an INT-MD over UDP shim (IPv4, after the UDP header) keeps; None when there is none."""
+    off = 16 if frame[12:14] == b"\x81\x00" else 12
+    if frame[off:off + 2] != b"\x08\x00" or len(frame) < off + 22:
+        return None
+    ip = off + 2
+    if frame[ip + 9] != 17:                   # UDP
+        return None
+    shim = ip + (frame[ip] & 0x0F) * 4 + 8
+    return frame[shim + 2] & 0x3F if len(frame) > shim + 2 else None
+
+
 def port_mac(device_id: int, port: int) -> bytes:
     """The locally administered source MAC the switch uses for its MAC control frames on ``port``."""
     return bytes([0x02, 0x50, 0x46, device_id & 0xFF, (port >> 8) & 0xFF, port & 0xFF])
@@ -115,7 +128,9 @@ class PfcManager:
         self.log = log or logging.getLogger("p4.switch.pfc")
         self.ports: dict[int, _PortState] = {}
         self.dscp_priority: dict[int, int] = {}
+        self.int_dscps: set[int] = set()      # DSCPs marking INT-over-UDP: classify by the shim's original DSCP
         self.active = False                   # any port enabled: the switch takes the per-packet path
+        self.classifying = False              # PFC on or a DSCP map set: each packet's priority is looked up
         self._queued: dict[int, tuple[int, int, int]] = {}   # id(queued packet) -> (ingress port, prio, bytes)
 
     def _state(self, port: int) -> _PortState:
@@ -130,6 +145,7 @@ class PfcManager:
     def enable(self, port: int, on: bool) -> None:
         self._state(port).config.enabled = on
         self.active = any(s.config.enabled for s in self.ports.values())
+        self.classifying = self.active or bool(self.dscp_priority)
 
     def set_thresholds(self, port: int, xoff_bytes: int, xon_bytes: int, headroom_bytes: int) -> None:
         if not 0 < xon_bytes <= xoff_bytes:
@@ -144,15 +160,20 @@ class PfcManager:
             raise CommandError(f"pfc_watchdog: bound {bound_ms} ms must be >= 0 (0 = off)")
         self._state(port).config.watchdog_ns = int(bound_ms * NS_PER_MS)
 
-    def set_dscp_priority(self, dscp: int, priority: int | None) -> None:
+    def set_dscp_priority(self, dscp: int, priority: int | None | str) -> None:
+        """Map ``dscp`` to ``priority`` (None: remove; "int": the DSCP marks INT-over-UDP, so the priority is
+        the one of the original DSCP the INT shim carries, as the INT source saved it)."""
         if not 0 <= dscp < 64:
             raise CommandError(f"pfc_dscp_map: DSCP {dscp}: allowed 0..63")
-        if priority is None:
-            self.dscp_priority.pop(dscp, None)
-        elif not 0 <= priority < PFC_PRIORITIES:
+        self.dscp_priority.pop(dscp, None)
+        self.int_dscps.discard(dscp)
+        if priority == "int":
+            self.int_dscps.add(dscp)
+        elif isinstance(priority, int) and not 0 <= priority < PFC_PRIORITIES:
             raise CommandError(f"pfc_dscp_map: priority {priority}: allowed 0..{PFC_PRIORITIES - 1}")
-        else:
+        elif isinstance(priority, int):
             self.dscp_priority[dscp] = priority
+        self.classifying = self.active or bool(self.dscp_priority)
 
     # --- ingress accounting and PAUSE generation -----------------------------------------------------------
     def classify(self, frame: bytes, priority: int) -> int:
@@ -160,7 +181,13 @@ class PfcManager:
         if priority or not self.dscp_priority:
             return min(priority, PFC_PRIORITIES - 1)
         dscp = frame_dscp(frame)
-        return self.dscp_priority.get(dscp, 0) if dscp is not None else 0
+        if dscp is None:
+            return 0
+        if dscp in self.int_dscps:
+            inner = int_orig_dscp(frame)
+            if inner is not None:
+                dscp = inner
+        return self.dscp_priority.get(dscp, 0)
 
     def admit(self, in_port: int, priority: int, length_bytes: int) -> bool:
         """False (counted) when the packet would overflow the port's XOFF + headroom allowance."""
@@ -373,7 +400,8 @@ class PfcManager:
         elif cmd == "pfc_dscp_map":
             if len(args) != 2:
                 raise CommandError(usage)
-            self.set_dscp_priority(num(args[0]), None if args[1] == "off" else num(args[1]))
+            self.set_dscp_priority(num(args[0]), None if args[1] == "off" else
+                                   "int" if args[1] == "int" else num(args[1]))
         elif cmd == "pfc_stats":
             if len(args) > 1:
                 raise CommandError(usage)

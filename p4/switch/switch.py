@@ -22,7 +22,7 @@ from p4.switch.pfc import PFC_COMMANDS, PfcManager
 from p4.switch.pfc_frame import is_mac_control
 from p4.switch.pipeline import SwitchPipeline
 from p4.switch.ports import Port
-from p4.switch.tm import TrafficManager
+from p4.switch.tm import QDEPTH_SCOPES, SCHEDULERS, TM_COMMANDS, TrafficManager
 from p4.switch.trace import TRACE, frame_summary, make_logger
 from sw.clock import Clock, get_clock
 
@@ -81,6 +81,7 @@ class P4Switch:
         self.pfc = PfcManager(self.tm, self.transmit, device_id=config.device_id, log=self.log)
         self._rx_port: int | None = None     # ingress port of the packet being processed (PFC accounting)
         self._rx_pfc_prio = 0                # its priority by the DSCP map (when the program sets none)
+        self._prio_slot = pipeline.pipe.program.sm.get("priority")   # standard_metadata.priority in a packet
         self.selector = selectors.DefaultSelector()
         self.ports: dict[int, Port] = {}
         self.drops: dict[int, DropCounters] = {}
@@ -111,8 +112,8 @@ class P4Switch:
                         raise SwitchSetupError(f"--pcap {config.pcap_dir}: cannot write there: "
                                                f"{exc.strerror or exc}") from None
             if config.ctl:
-                self.ctl = ControlServer(config.ctl, self.selector, self.execute, pipeline.describe,
-                                         self.inject, self.port_stats, pipeline.complete)
+                self.ctl = ControlServer(config.ctl, self.selector, self.execute, self.describe,
+                                         self.inject, self.port_stats, self.complete)
         except BaseException:
             self.close()
             raise
@@ -134,9 +135,38 @@ class P4Switch:
             return self.port_stats_text(int(words[1]) if len(words) == 2 else None)
         if words[0] in PFC_COMMANDS:
             return self.pfc.execute(words, self.clock.now_ns())
+        if words[0] in TM_COMMANDS:
+            return self.tm.execute(words, self.clock.now_ns())
         if words == ["help"]:
-            return self.pipeline.execute(line) + "\n" + "\n".join(PFC_COMMANDS.values())
+            return self.pipeline.execute(line) + "\n" + "\n".join([*PFC_COMMANDS.values(), *TM_COMMANDS.values()])
         return self.pipeline.execute(line)
+
+    def describe(self) -> dict[str, list[str]]:
+        """Command and object names for the shell: the pipeline's plus this switch's PFC and TM commands."""
+        info = self.pipeline.describe()
+        return {**info, "commands": sorted({*info["commands"], *PFC_COMMANDS, *TM_COMMANDS})}
+
+    def complete(self, line: str) -> list[str]:
+        """Tab completion: command names (the PFC and TM ones too), their keywords and port numbers, else the
+        pipeline's (tables, actions, ...)."""
+        words = line.split()
+        if len(words) <= 1 and not line.endswith(" "):
+            prefix = words[0] if words else ""
+            return [c for c in self.describe()["commands"] if c.startswith(prefix)]
+        cmd = words[0]
+        if cmd not in PFC_COMMANDS and cmd not in TM_COMMANDS:
+            return self.pipeline.complete(line)
+        arg = len(words) - 1 if line.endswith(" ") else len(words) - 2      # index of the argument being typed
+        ports = [str(n) for n in sorted(set(self.ports) | set(self.tm.ports))]
+        choices: dict[str, list[list[str]]] = {
+            "pfc_enable": [ports, ["0", "1"]], "pfc_thresholds": [ports], "pfc_watchdog": [ports],
+            "pfc_stats": [ports], "pfc_dscp_map": [[], [str(p) for p in range(8)] + ["off", "int"]],
+            "tm_scheduler": [list(SCHEDULERS), ports], "tm_qdepth_scope": [list(QDEPTH_SCOPES)],
+            "queue_stats": [ports],
+        }
+        options = choices.get(cmd, [])
+        prefix = "" if line.endswith(" ") else words[-1]
+        return [c for c in options[arg] if c.startswith(prefix)] if arg < len(options) else []
 
     def reset_port_stats(self) -> None:
         """Zero the per-port counters and restart the high-water marks from the current queue depths."""
@@ -204,7 +234,7 @@ class P4Switch:
             self.pfc.on_frame(port_num, frame, now_ns)
             return
         pfc = self.pfc
-        if pfc.active:
+        if pfc.classifying:
             self._rx_port = port_num
             self._rx_pfc_prio = pfc.classify(frame, 0)
         try:
@@ -304,8 +334,14 @@ class P4Switch:
     def enqueue(self, egress_port: int, item: Any, length_bytes: int, now_ns: int, priority: int) -> bool:
         """Into the traffic manager; straight on to egress when the port is idle and unshaped."""
         in_port = self._rx_port
-        if in_port is not None:              # PFC: the program's priority, else the DSCP map's
-            priority = priority or self._rx_pfc_prio
+        if in_port is not None and not priority and self._rx_pfc_prio:
+            # the program left priority 0: the DSCP map's class, written into the packet so egress (INT's
+            # queue id) sees the queue it went through, as if ingress had set standard_metadata.priority
+            priority = self._rx_pfc_prio
+            if self._prio_slot is not None and hasattr(item, "S"):
+                item.S[self._prio_slot] = priority
+        if not self.pfc.active:
+            in_port = None                   # classified only: no PFC buffer accounting
         tp = self.tm.cut_through(egress_port, item, length_bytes, now_ns, priority)
         if tp is not None:
             for out_port, frame in self._egress(tp, now_ns):
@@ -417,10 +453,10 @@ class P4Switch:
                     if frames:
                         num = data.port_num
                         now_ns = clock.now_ns()
-                        if not (tm.queued_pkts or tm.any_shaped or self.trace or self.pfc.active) and \
+                        if not (tm.queued_pkts or tm.any_shaped or self.trace or self.pfc.classifying) and \
                                 self._receive_batch(num, frames, now_ns):
                             continue
-                        if not (self.trace or self.pfc.active or self.pcaps):
+                        if not (self.trace or self.pfc.classifying or self.pcaps):
                             self._receive_queued(num, frames, now_ns)
                             continue
                         receive = self.receive

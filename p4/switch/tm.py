@@ -4,8 +4,15 @@ A deterministic object driven only by the times handed to it (network ns from ``
 a ``ManualClock``.  Semantics follow BMv2 simple_switch: depth in packets (default 64), ``set_queue_rate`` in
 packets/s (default: unlimited), ``enq_qdepth`` = packets already queued at the port when a packet arrives,
 ``deq_qdepth`` = packets left at the port when it leaves, ``deq_timedelta`` = time spent queued.  Beyond BMv2:
-a port shaper in bytes/s (to emulate a line rate) and strict priority among up to 8 queues per port
-(``standard_metadata.priority``; a higher value is served first).
+a port shaper in bytes/s (to emulate a line rate) and up to 8 priority queues per port (``--priority-queues``,
+selected by ``standard_metadata.priority`` or the switch's DSCP map; 7 is the highest).
+
+Priority queues: the scheduler between a port's queues is strict priority (BMv2's, the default: a higher value
+always goes first) or round-robin (one packet per backlogged queue in turn, highest first), per port at run time
+(``tm_scheduler``).  A PFC pause holds one queue; the others keep the port.  ``enq_qdepth``/``deq_qdepth`` count
+the packet's own queue by default (what RED/ECN and INT want per priority); ``tm_qdepth_scope port`` gives
+BMv2 simple_switch's per-port total.  With one queue per port (the default) both are the same.  A priority
+beyond the configured queues goes to the highest queue (BMv2 drops it and logs an error).
 """
 
 from __future__ import annotations
@@ -20,6 +27,17 @@ from p4.errors import P4Error
 DEFAULT_QUEUE_DEPTH_PKTS = 64
 MAX_PRIORITY_LEVELS = 8
 NS_PER_S = 1_000_000_000
+SCHEDULERS = ("strict", "rr")
+QDEPTH_SCOPES = ("queue", "port")
+
+TM_COMMANDS = {
+    "tm_scheduler": "tm_scheduler strict|rr [EGRESS_PORT]  (between a port's priority queues: strict priority, "
+                    "7 first, as BMv2; or round-robin, one packet per backlogged queue in turn; no port = every port)",
+    "tm_qdepth_scope": "tm_qdepth_scope queue|port  (what enq_qdepth/deq_qdepth count: the packet's priority queue, "
+                       "the default, or the whole port as BMv2 simple_switch does)",
+    "queue_stats": "queue_stats [EGRESS_PORT]  (per port x priority queue: depth, high-water mark, enqueued, "
+                   "dequeued, tail drops, paused now)",
+}
 
 
 class TrafficManagerError(P4Error):
@@ -96,6 +114,9 @@ class _Port:
         self.shaped = False          # any shaper on this port or its queues (cut-through needs none)
         self.paused_until_ns = [0] * levels   # per queue: PFC pause received for it holds its head until then
         self.paused = False          # some queue has a pause set (cut-through must queue instead)
+        self.backlogged = 0          # bit q set: queue q holds packets (one bit set = the cheap one-queue path)
+        self.round_robin = False     # scheduler between the queues: strict priority (False) or round-robin
+        self.rr_next = levels - 1    # round-robin: the queue served first on a tie
 
     def update_shaped(self) -> None:
         self.shaped = self.shaper.limited() or any(q.shaper.limited() for q in self.queues)
@@ -115,11 +136,30 @@ class _Port:
             if self.paused and self.paused_until_ns[0] > t:
                 t = self.paused_until_ns[0]
             return (t, 0)
+        mask = self.backlogged
+        if not mask:
+            return None
+        if not mask & (mask - 1):                  # one backlogged queue (single-priority traffic): no scan
+            prio = mask.bit_length() - 1
+            q = queues[prio]
+            t = q.fifo[0].enq_timestamp_ns
+            if q.shaper.free_at_ns > t:
+                t = q.shaper.free_at_ns
+            if self.shaper.free_at_ns > t:
+                t = self.shaper.free_at_ns
+            if self.paused and self.paused_until_ns[prio] > t:
+                t = self.paused_until_ns[prio]
+            return (t, prio)
+        # Several queues: the earliest departure; a tie (the usual case on a busy port, all waiting for the
+        # port's shaper) goes to the highest priority, or with round-robin to the next queue in turn.
+        levels = len(queues)
+        start = self.rr_next if self.round_robin else levels - 1
         best: tuple[int, int] | None = None
-        for prio in range(len(self.queues) - 1, -1, -1):
-            q = self.queues[prio]
-            if not q.fifo:
+        for k in range(levels):
+            prio = (start - k) % levels
+            if not mask >> prio & 1:
                 continue
+            q = queues[prio]
             t = max(q.fifo[0].enq_timestamp_ns, q.shaper.free_at_ns, self.shaper.free_at_ns,
                     self.paused_until_ns[prio])
             if best is None or t < best[0]:
@@ -143,6 +183,8 @@ class TrafficManager:
         self._seq = 0
         self.queued_pkts = 0                           # over all ports: 0 means nothing to service
         self.any_shaped = False                        # some port or queue has a rate: no bulk cut-through
+        self.qdepth_per_queue = True                   # enq/deq_qdepth: the packet's queue (False: the port)
+        self.round_robin = False                       # scheduler of ports created from now on
 
     # --- configuration (simple_switch_CLI set_queue_depth / set_queue_rate, plus a byte-rate shaper) --------
     def _port(self, port: int) -> _Port:
@@ -151,6 +193,7 @@ class TrafficManager:
             if port < 0:
                 raise TrafficManagerError(f"egress port {port}: must be >= 0")
             p = _Port(self.priority_levels, self.default_depth_pkts)
+            p.round_robin = self.round_robin
             if self.default_rate_pps is not None:
                 p.shaper.rate_pps = self.default_rate_pps
                 p.update_shaped()
@@ -220,6 +263,30 @@ class TrafficManager:
         p.update_shaped()
         self._refresh_shaped()
 
+    def set_scheduler(self, scheduler: str, port: int | None = None) -> None:
+        """Scheduler between a port's priority queues ("strict" or "rr"); without a port, of every port."""
+        if scheduler not in SCHEDULERS:
+            raise TrafficManagerError(f"scheduler {scheduler!r}: allowed {', '.join(SCHEDULERS)}")
+        rr = scheduler == "rr"
+        if port is None:
+            self.round_robin = rr
+            targets = list(self.ports)
+        else:
+            self._port(port)
+            targets = [port]
+        for num in targets:
+            p = self.ports[num]
+            p.round_robin = rr
+            ready = p.head_ready_ns()
+            if ready is not None:                  # the next head may change: re-file the port
+                self._push(ready[0], num)
+
+    def set_qdepth_scope(self, scope: str) -> None:
+        """What ``enq_qdepth``/``deq_qdepth`` count: "queue" (the packet's priority queue) or "port" (BMv2)."""
+        if scope not in QDEPTH_SCOPES:
+            raise TrafficManagerError(f"queue depth scope {scope!r}: allowed {', '.join(QDEPTH_SCOPES)}")
+        self.qdepth_per_queue = scope == "queue"
+
     def set_paused_until(self, port: int, priority: int, until_ns: int) -> None:
         """PFC: hold ``priority``'s queue of ``port`` until ``until_ns`` (0 = resume now); its packets keep
         their place, the other priorities keep flowing."""
@@ -244,10 +311,10 @@ class TrafficManager:
         p = self.ports.get(port)
         if p is None:
             p = self._port(port)
-        if p.qdepth_pkts or p.shaped or p.paused:
-            return None
         if priority >= self.priority_levels:
             priority = self.priority_levels - 1
+        if p.qdepth_pkts or p.shaped or (p.paused and p.paused_until_ns[priority] > now_ns):
+            return None
         st = p.queues[priority].stats
         st.enq_pkts += 1
         st.deq_pkts += 1
@@ -276,21 +343,24 @@ class TrafficManager:
         if priority >= self.priority_levels:
             priority = self.priority_levels - 1   # beyond the configured queues: the highest one
         q = p.queues[priority]
-        if len(q.fifo) >= q.depth_pkts:
+        fifo = q.fifo
+        n = len(fifo)
+        if n >= q.depth_pkts:
             q.stats.drop_pkts += 1
             return None
-        qp = QueuedPacket(item, length_bytes, now_ns, p.qdepth_pkts, priority, port)
-        q.fifo.append(qp)
+        qp = QueuedPacket(item, length_bytes, now_ns, n if self.qdepth_per_queue else p.qdepth_pkts, priority, port)
+        fifo.append(qp)
         q.stats.enq_pkts += 1
-        if len(q.fifo) > q.stats.high_water_pkts:
-            q.stats.high_water_pkts = len(q.fifo)
+        if n >= q.stats.high_water_pkts:
+            q.stats.high_water_pkts = n + 1
         p.qdepth_pkts += 1
         self.queued_pkts += 1
         if p.qdepth_pkts > p.high_water_pkts:
             p.high_water_pkts = p.qdepth_pkts
-        if p.qdepth_pkts == 1 or self.priority_levels > 1:
-            # a port that was empty gets its heap entry; with priorities a new head may leave earlier.
-            # Otherwise the FIFO head, and so the port's entry, is unchanged.
+        if not n:
+            p.backlogged |= 1 << priority
+            # a queue that was empty has a new head: the port's departure may come earlier (or the port was
+            # empty and needs its heap entry). Otherwise the heads, and so the port's entry, are unchanged.
             ready = p.head_ready_ns()
             if ready is not None:
                 self._push(ready[0], port)
@@ -333,13 +403,19 @@ class TrafficManager:
                 continue
             if t_ns > now_ns:
                 break
-            q = p.queues[ready[1]]
-            qp = q.fifo.popleft()
+            prio = ready[1]
+            q = p.queues[prio]
+            fifo = q.fifo
+            qp = fifo.popleft()
             p.qdepth_pkts -= 1
             self.queued_pkts -= 1
             q.stats.deq_pkts += 1
             qp.deq_timestamp_ns = t_ns
-            qp.deq_qdepth_pkts = p.qdepth_pkts
+            if not fifo:
+                p.backlogged &= ~(1 << prio)
+            if p.round_robin:
+                p.rr_next = (prio - 1) % len(p.queues)
+            qp.deq_qdepth_pkts = len(fifo) if self.qdepth_per_queue else p.qdepth_pkts
             q.shaper.consume(t_ns, qp.length_bytes)
             p.shaper.consume(t_ns, qp.length_bytes)
             out.append(qp)
@@ -378,6 +454,50 @@ class TrafficManager:
     def queue_stats(self, port: int, priority: int = 0) -> QueueStats:
         self._check_priority(priority)
         return self._port(port).queues[priority].stats
+
+    def queue_rows(self, port: int, now_ns: int) -> list[dict[str, int]]:
+        """Per priority queue of ``port``: depth, high-water mark, enqueued, dequeued, tail drops, paused now."""
+        p = self.ports.get(port)
+        if p is None:
+            return []
+        return [{"prio": prio, "qdepth_pkts": len(q.fifo), "high_water_pkts": q.stats.high_water_pkts,
+                 "enq_pkts": q.stats.enq_pkts, "deq_pkts": q.stats.deq_pkts, "drop_pkts": q.stats.drop_pkts,
+                 "paused": int(p.paused_until_ns[prio] > now_ns)} for prio, q in enumerate(p.queues)]
+
+    def stats_text(self, only: int | None, now_ns: int) -> str:
+        """The ``queue_stats`` table: one row per port x priority queue that has seen a packet (queue 0 always)."""
+        if only is not None and only not in self.ports:
+            raise TrafficManagerError(f"queue_stats {only}: no queue at that port (ports: {sorted(self.ports)})")
+        cols = ["qdepth_pkts", "high_water_pkts", "enq_pkts", "deq_pkts", "drop_pkts", "paused"]
+        rows = [["port", "prio", "scheduler", *cols]]
+        for port in sorted(self.ports) if only is None else [only]:
+            sched = "rr" if self.ports[port].round_robin else "strict"
+            for r in self.queue_rows(port, now_ns):
+                if r["prio"] and not any(r[c] for c in cols):
+                    continue
+                rows.append([str(port), str(r["prio"]), sched, *(str(r[c]) for c in cols)])
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join(" ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows)
+
+    def execute(self, words: list[str], now_ns: int) -> str:
+        """One ``tm_*``/``queue_stats`` command (see ``TM_COMMANDS``)."""
+        cmd, args = words[0], words[1:]
+        usage = f"{cmd} {' '.join(args)!r}: usage: {TM_COMMANDS[cmd]}"
+        if any(not a.isdigit() for a in args[1:]) or (cmd == "queue_stats" and args and not args[0].isdigit()):
+            raise TrafficManagerError(usage)
+        if cmd == "tm_scheduler":
+            if len(args) not in (1, 2) or args[0] not in SCHEDULERS:
+                raise TrafficManagerError(usage)
+            self.set_scheduler(args[0], int(args[1]) if len(args) == 2 else None)
+        elif cmd == "tm_qdepth_scope":
+            if len(args) != 1 or args[0] not in QDEPTH_SCOPES:
+                raise TrafficManagerError(usage)
+            self.set_qdepth_scope(args[0])
+        elif cmd == "queue_stats":
+            if len(args) > 1:
+                raise TrafficManagerError(usage)
+            return self.stats_text(int(args[0]) if args else None, now_ns)
+        return ""
 
     def reset_counters(self) -> None:
         """Zero enqueue/dequeue/drop counts; high-water marks restart from the current depths."""

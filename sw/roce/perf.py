@@ -1,5 +1,7 @@
 """perftest-style measurements over the software RoCE NIC: a server that exposes a buffer and a client that
-runs WRITE / READ / SEND bandwidth and latency per message size, verifying the data after each size.
+runs WRITE / READ / SEND bandwidth and latency per message size, verifying the data after each size, or
+ATOMIC (fetch-and-add of 1 on the server's first 64-bit word, like ib_atomic_bw/lat: ops/s and latency; the
+word must end up incremented exactly once per operation).
 
 Both ends rendezvous through a FileStore; the client drives the requests (as ib_write_bw's client does) and
 asks the server for a CRC of what arrived through the store.  All times are network time (sw.clock).
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import random
 import statistics
+import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -21,9 +24,25 @@ from sw.clock import Clock, get_clock
 from sw.roce.nic import Nic
 from sw.roce.qp_connect import connect, exchange, qp_info, random_psn
 from sw.roce.store import FileStore
-from sw.roce.verbs import ACCESS_ALL, CompletionQueue, RecvWr, SendWr, WcStatus, WrOpcode
+from sw.roce.verbs import (
+    ACCESS_ALL,
+    ATOMIC_BYTES,
+    Access,
+    CompletionQueue,
+    RecvWr,
+    SendWr,
+    WcOpcode,
+    WcStatus,
+    WrOpcode,
+)
 
-OPS = {"write": WrOpcode.RDMA_WRITE, "read": WrOpcode.RDMA_READ, "send": WrOpcode.SEND}
+OPS = {
+    "write": WrOpcode.RDMA_WRITE,
+    "read": WrOpcode.RDMA_READ,
+    "send": WrOpcode.SEND,
+    "atomic": WrOpcode.ATOMIC_FETCH_AND_ADD,
+}
+ATOMIC_ADD = 1
 SERVER_SEED = 0x5EED
 CLIENT_SEED = 0xC11E
 RECV_DEPTH = 256
@@ -60,6 +79,11 @@ def crc32(buf: np.ndarray, n: int) -> int:
     return zlib.crc32(memoryview(buf)[:n])
 
 
+def first_u64(buf: np.ndarray) -> int:
+    """The buffer's first 64-bit word in host order (the word perf's atomics add to)."""
+    return int.from_bytes(memoryview(buf)[:ATOMIC_BYTES], sys.byteorder) if len(buf) >= ATOMIC_BYTES else 0
+
+
 def _port_counters(nic: Nic) -> dict[str, int]:
     """Frames the OS refused or the port skipped (an AF_PACKET port has them; an in-memory one has none)."""
     counters = getattr(nic.port, "counters", None)
@@ -70,8 +94,8 @@ def _session(nic: Nic, buf_bytes: int, seed: int) -> tuple[Any, CompletionQueue,
     pd = nic.alloc_pd()
     cq = nic.create_cq()
     qp = nic.create_qp(pd, cq)
-    buf = pattern(buf_bytes, seed)
-    mr = pd.reg_mr(buf, ACCESS_ALL)
+    buf = pattern(max(buf_bytes, ATOMIC_BYTES), seed)
+    mr = pd.reg_mr(buf, ACCESS_ALL | Access.REMOTE_ATOMIC)
     return pd, cq, qp, mr, buf
 
 
@@ -123,7 +147,10 @@ def run_server(
             store.set(f"{name}.resp.{k}", final)
             return final
         n = int(req.get("len", last_len))
-        store.set(f"{name}.resp.{k}", {"crc32": crc32(buf, n), "len": n, "counters": nic.qp_counters()})
+        store.set(
+            f"{name}.resp.{k}",
+            {"crc32": crc32(buf, n), "len": n, "u64": first_u64(buf), "counters": nic.qp_counters()},
+        )
         k += 1
     raise PerfError(f"server {name}: no request from the client for {idle_timeout_ns / 1e9:g} s")
 
@@ -144,7 +171,8 @@ class PerfClient:
         self.path_mtu = min(cfg.path_mtu, int(self.remote["path_mtu"]))
         connect(self.qp, psn, self.remote, path_mtu=self.path_mtu, timeout=cfg.qp_timeout)
         store.wait(f"{name}.server-ready", CONNECT_TIMEOUT_NS)
-        self.server_data = pattern(max_size, int(self.remote["seed"]))
+        self.server_data = pattern(max(max_size, ATOMIC_BYTES), int(self.remote["seed"]))
+        self.atomic_ops = 0  # fetch-and-adds completed so far: the server's word must have grown by exactly this
         self._k = 0
         self._server_retx = 0
 
@@ -156,6 +184,15 @@ class PerfClient:
 
     def _wr(self, size: int, wr_id: int) -> SendWr:
         op = OPS[self.cfg.op]
+        if op == WrOpcode.ATOMIC_FETCH_AND_ADD:
+            return SendWr(
+                wr_id,
+                op,
+                self.mr.sge(0, ATOMIC_BYTES),
+                remote_addr=int(self.remote["addr"]),
+                rkey=int(self.remote["rkey"]),
+                compare_add=ATOMIC_ADD,
+            )
         return SendWr(
             wr_id,
             op,
@@ -180,6 +217,8 @@ class PerfClient:
                 if wc.status != WcStatus.SUCCESS:
                     raise PerfError(f"{self.cfg.op} of {size} bytes completed with {wc.status.name}")
                 done += 1
+                if wc.opcode == WcOpcode.FETCH_ADD:
+                    self.atomic_ops += 1
                 if on_done is not None:
                     on_done(clock.now_ns())
             if clock.now_ns() > end_ns:
@@ -193,13 +232,24 @@ class PerfClient:
         """Did the data arrive exactly? Also returns the server's retransmission counter."""
         resp = self._ask({"cmd": "crc", "len": size})
         server_retx = int(resp["counters"]["retransmitted_packets"])
+        if self.cfg.op == "atomic":
+            start = first_u64(self.server_data)
+            mask = (1 << 64) - 1
+            server_ok = int(resp["u64"]) == (start + ATOMIC_ADD * self.atomic_ops) & mask
+            # Completions come in order, so the local word holds what the last fetch-and-add saw.
+            local_ok = first_u64(self.buf) == (start + ATOMIC_ADD * (self.atomic_ops - 1)) & mask
+            return server_ok and local_ok, server_retx
         if self.cfg.op == "read":
             return bool(np.array_equal(self.buf[:size], self.server_data[:size])), server_retx
         return int(resp["crc32"]) == crc32(self.buf, size) and int(resp["len"]) == size, server_retx
 
     def run_size(self, size: int) -> dict[str, Any]:
         cfg = self.cfg
-        iters = max(1, min(cfg.iters, cfg.budget_bytes // max(size, 1)))
+        if cfg.op == "atomic":
+            size = ATOMIC_BYTES
+            iters = max(1, cfg.iters)  # tiny operations: the data budget does not cap them
+        else:
+            iters = max(1, min(cfg.iters, cfg.budget_bytes // max(size, 1)))
         before = self.nic.qp_counters()
         server_before = self._server_retx
         frames_before = self.nic.counters.tx_frames + self.nic.counters.rx_frames
@@ -232,6 +282,8 @@ class PerfClient:
             "pps_per_core": frames / cpu_s if cpu_s > 0 else None,
             "data_ok": ok,
         }
+        if cfg.op == "atomic":
+            row["atomic_ops_per_s"] = row["msg_rate"]
         if lat_us:
             row["lat_us_median"] = statistics.median(lat_us)
             row["lat_us_p99"] = sorted(lat_us)[min(len(lat_us) - 1, int(0.99 * len(lat_us)))]

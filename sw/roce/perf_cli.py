@@ -1,6 +1,7 @@
 """`starpulse roce perf`: perftest-style server/client over the software RoCE NIC, and `--selftest`, which
 builds two namespaces joined by a shaped link, runs one transfer, verifies it, tears down and prints one
-JSON object.
+JSON object.  ``--op atomic`` measures fetch-and-add ops/s and latency; ``--ipv6`` runs the QP over the
+interfaces' IPv6 addresses (the selftest assigns ULA addresses itself).
 
 The selftest is the top layer, so it may import ``emu`` (lazily, inside ``run_perf``); ``sw.roce`` never does.
 Also runnable as ``python -m sw.roce.perf_cli`` (the selftest starts its two ends that way in the namespaces).
@@ -19,12 +20,14 @@ from typing import Any
 
 from sw.cli import call_guarded
 from sw.clock import get_clock
+from sw.roce.gid import interface_ipv6, path_mtu_headroom_bytes
 from sw.roce.nic import Nic
 from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
 from sw.roce.pacer import CC_NAMES
 from sw.roce.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
 from sw.roce.store import FileStore
 from sw.roce.transport_rules import PATH_MTUS
+from sw.roce.verbs import ATOMIC_BYTES
 from sw.units import (
     UnitError,
     format_rate_bps,
@@ -40,6 +43,8 @@ DEFAULT_SWEEP = "64,256,1K,4K,16K,64K,256K,1M"
 SELFTEST_IF_MTU = 9000
 IMPAIRED_DELAY_NS = 20_000
 REORDER_DELAY_NS = 1_000_000
+SELFTEST_ADDR4 = ("10.77.0.1/24", "10.77.0.2/24")
+SELFTEST_ADDR6 = ("fd77::1/64", "fd77::2/64")  # ULA, assigned without duplicate-address detection
 
 
 class PerfArgError(ValueError):
@@ -58,7 +63,15 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build two namespaces with a shaped link, run, verify, tear down, print JSON",
     )
-    parser.add_argument("--op", choices=tuple(OPS), default="write", help="RDMA operation (default write)")
+    parser.add_argument(
+        "--op",
+        choices=tuple(OPS),
+        default="write",
+        help="RDMA operation (default write; atomic = 8-byte fetch-and-add: ops/s and latency)",
+    )
+    parser.add_argument(
+        "--ipv6", action="store_true", help="run the QP over IPv6 (the interface's IPv6 address; GID = that address)"
+    )
     parser.add_argument(
         "--size", help=f"bytes per message (selftest: one transfer, default {DEFAULT_SELFTEST_SIZE})"
     )
@@ -126,8 +139,9 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
     base_rtt_ns = parse_duration_ns(args.base_rtt, what="--base-rtt")
     if base_rtt_ns < 1000:
         raise PerfArgError(f"--base-rtt {args.base_rtt}: must be at least 1us")
-    nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc, base_rtt_ns=base_rtt_ns)
-    mtu = path_mtu_for(interface_mtu(args.dev))
+    ip = interface_ipv6(args.dev) if args.ipv6 else None
+    nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc, base_rtt_ns=base_rtt_ns, ip=ip)
+    mtu = path_mtu_for(interface_mtu(args.dev) - path_mtu_headroom_bytes(nic.ip))
     if args.mtu is not None:
         if args.mtu not in PATH_MTUS or args.mtu > mtu:
             raise PerfArgError(
@@ -137,7 +151,14 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
     return nic, mtu
 
 
+def _atomic_size(args: argparse.Namespace) -> None:
+    """Atomics move 8 bytes: --size may only say so."""
+    if args.op == "atomic" and args.size is not None and parse_size_bytes(args.size, what="--size") != ATOMIC_BYTES:
+        raise PerfArgError(f"--size {args.size}: --op atomic works on {ATOMIC_BYTES}-byte words (drop --size)")
+
+
 def _run_role(args: argparse.Namespace) -> dict[str, Any]:
+    _atomic_size(args)
     nic, mtu = _nic(args)
     store = FileStore(args.store)
     max_size = max(_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"))
@@ -154,7 +175,9 @@ def _run_role(args: argparse.Namespace) -> dict[str, Any]:
         )
     cfg = PerfConfig(
         op=args.op,
-        sizes=_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"),
+        sizes=[ATOMIC_BYTES]
+        if args.op == "atomic"
+        else _sizes(args.size or args.sizes, "--size" if args.size else "--sizes"),
         iters=_positive("--iters", args.iters),
         lat_iters=max(0, args.lat_iters),
         tx_depth=_positive("--tx-depth", args.tx_depth),
@@ -198,7 +221,9 @@ def _selftest_in_lab(
     wire_stats = Path(tmp) / "wire.json"
     with NetnsLab(clock=clock) as lab:
         h1, h2 = lab.add_host("h1"), lab.add_host("h2")
-        addr = {"addr_a": "10.77.0.1/24", "addr_b": "10.77.0.2/24", "mtu": SELFTEST_IF_MTU}
+        addr: dict[str, Any] = {"mtu": SELFTEST_IF_MTU}
+        if not args.ipv6:
+            addr.update(addr_a=SELFTEST_ADDR4[0], addr_b=SELFTEST_ADDR4[1])
         if loss or dup or reorder:
             # Reordering needs frames in flight to overtake: give the link a delay of several frame times.
             profile = WireProfile(
@@ -217,7 +242,11 @@ def _selftest_in_lab(
             for host in (h1, h2):
                 lab.shape_rate(host, "eth0", rate_bps, burst_bytes=4 * SELFTEST_IF_MTU)
             link = "tbf"
+        if args.ipv6:
+            for host, a6 in zip((h1, h2), SELFTEST_ADDR6, strict=True):
+                host.cmd("ip", "-6", "addr", "add", a6, "dev", "eth0", "nodad")
         common = [
+            *(["--ipv6"] if args.ipv6 else []),
             "--dev",
             "eth0",
             "--store",
@@ -247,8 +276,12 @@ def _selftest_in_lab(
         server = h2.popen(
             [*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
+        if args.op == "atomic":  # many tiny operations: ops/s with --tx-depth in flight, then latency samples
+            shape = ["--iters", str(args.iters), "--lat-iters", str(args.lat_iters), "--tx-depth", str(args.tx_depth)]
+        else:
+            shape = ["--iters", "1", "--lat-iters", "0", "--tx-depth", "1"]
         client = h1.popen(
-            [*me, "client", *common, "--iters", "1", "--lat-iters", "0", "--tx-depth", "1"],
+            [*me, "client", *common, *shape],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -270,7 +303,12 @@ def _selftest_in_lab(
 
 def _selftest(args: argparse.Namespace) -> dict[str, Any]:
     rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
-    size = parse_size_bytes(args.size or DEFAULT_SELFTEST_SIZE, what="--size")
+    _atomic_size(args)
+    if args.op == "atomic":
+        _positive("--iters", args.iters)
+        _positive("--tx-depth", args.tx_depth)
+    default_size = str(ATOMIC_BYTES) if args.op == "atomic" else DEFAULT_SELFTEST_SIZE
+    size = parse_size_bytes(args.size or default_size, what="--size")
     if not 1 <= size < 1 << 31:
         raise PerfArgError(f"--size {args.size}: must be 1 .. 2G-1 bytes")
     loss, dup, reorder = _pct("--loss", args.loss), _pct("--dup", args.dup), _pct("--reorder", args.reorder)
@@ -306,6 +344,13 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
         "client_port_counters": report["port_counters"],
         "server_port_counters": report["server_port_counters"],
     }
+    result["ip_version"] = 6 if args.ipv6 else 4
+    if args.op == "atomic":
+        result["atomic_ops"] = row["iters"]
+        result["atomic_ops_per_s"] = row["atomic_ops_per_s"]
+        for key in ("lat_us_median", "lat_us_p99"):
+            if key in row:
+                result[key] = row[key]
     if wire_counters is not None:
         result["wire_counters"] = wire_counters
     return result

@@ -314,14 +314,14 @@ class Requester:
         op = self.ops[self.head]
         expected = psn_add(op.first_psn, op.read_done)
         d = psn_diff(psn, expected)
+        if op.is_atomic and d > 0 and psn_diff(psn, self.max_sent_psn) < 0:
+            self._response_gap(expected)  # a later READ answered: the head atomic's ACK was lost
+            return
         if not op.is_read or d < 0 or psn_diff(psn, op.first_psn) >= op.n_pkts:
             self.qp.counters.duplicate_responses += 1
             return
         if d > 0:
-            self.qp.counters.out_of_sequence_received += 1
-            if self.read_gap_psn != expected:
-                self.read_gap_psn = expected
-                self._go_back(expected)
+            self._response_gap(expected)
             return
         mtu = self.qp.attr.path_mtu
         start = op.read_done * mtu
@@ -353,7 +353,12 @@ class Requester:
             self.qp.counters.stale_responses += 1
             return
         op = self.ops[self.head]
-        if not op.is_atomic or psn != op.first_psn or psn_diff(psn, self.max_sent_psn) >= 0:
+        expected = psn_add(op.first_psn, op.read_done)
+        d = psn_diff(psn, expected)
+        if op.needs_response and d > 0 and psn_diff(psn, self.max_sent_psn) < 0:
+            self._response_gap(expected)  # a later atomic answered: the head's response was lost
+            return
+        if not op.is_atomic or d != 0 or psn_diff(psn, self.max_sent_psn) >= 0:
             self.qp.counters.duplicate_responses += 1
             return
         try:
@@ -367,6 +372,13 @@ class Requester:
         self._progress(now_ns)
         self._complete_head(WcStatus.SUCCESS)
         self._after_pop(now_ns)
+
+    def _response_gap(self, expected: int) -> None:
+        """A response beyond ``expected`` arrived (responses leave in order): ask again from there, once."""
+        self.qp.counters.out_of_sequence_received += 1
+        if self.read_gap_psn != expected:
+            self.read_gap_psn = expected
+            self._go_back(expected)
 
     # --- timers --------------------------------------------------------------------------------------------
     def on_timer(self, now_ns: int) -> None:

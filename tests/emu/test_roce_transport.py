@@ -487,3 +487,41 @@ def test_ipv6_qp_moves_4mib_write_and_read_exactly_and_tshark_sees_ipv6(lab, tmp
     assert {r[0] for r in rows} == {ADDR6_A, ADDR6_B}
     assert {r[1] for r in rows} == {"1"}, "every UDP checksum over IPv6 is present and good"
     assert {6, 7, 8, 12, 13, 14, 15, 17} <= {int(r[2]) for r in rows}  # WRITE F/M/L, READ req/resp, ACK
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--op", "atomic", "--iters", "300", "--lat-iters", "10"],
+        ["--op", "atomic", "--iters", "300", "--lat-iters", "0", "--loss", "3", "--ipv6"],
+        ["--op", "read", "--size", "4M", "--ipv6", "--link-rate", "200M"],
+    ],
+    ids=["atomic", "atomic_loss3_ipv6", "read_ipv6"],
+)
+def test_perf_selftest_atomic_and_ipv6_keep_the_contract_keys(python_env, argv):
+    import json
+
+    out = _perf("--selftest", *argv, "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert {"goodput_bps", "link_rate_bps", "retransmissions", "data_ok"} <= set(result)
+    assert result["data_ok"] is True
+    assert result["ip_version"] == (6 if "--ipv6" in argv else 4)
+    if "atomic" in argv:
+        assert result["size_bytes"] == 8 and result["atomic_ops"] == 300 and result["atomic_ops_per_s"] > 0
+        server = result["server_counters"]
+        lat = int(argv[argv.index("--lat-iters") + 1])
+        assert server["atomics_executed"] == 300 + lat, "the server's word grew once per operation (data_ok)"
+        if "--loss" in argv:
+            lost = sum(result["wire_counters"][d]["lost_frames"] for d in ("a_to_b", "b_to_a"))
+            assert lost > 0 and result["retransmissions"] > 0
+        else:
+            assert result["lat_us_median"] > 0
+    else:
+        assert result["size_bytes"] == 4 << 20
+
+
+def test_perf_atomic_with_another_size_is_one_line_exit_2(python_env):
+    out = _perf("--selftest", "--op", "atomic", "--size", "4K", "--json")
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "--op atomic works on 8-byte words" in out.stderr

@@ -314,6 +314,21 @@ def test_ack_past_a_lost_atomic_ack_makes_the_requester_ask_again():
     assert pair.b.qp_counters()["atomic_replays"] == 1
 
 
+def test_ack_of_a_later_atomic_past_a_lost_one_makes_the_requester_ask_again():
+    pair, remote, mr_r, local, mr_l = _atomic_pair(
+        back=LinkProfile(rate_bps=RATE_BPS, drop=_drop_first(Opcode.ATOMIC_ACKNOWLEDGE))
+    )
+    olds = pair.pd_a.reg_mr(np.zeros(5, dtype=np.uint64))
+    for i in range(5):
+        pair.qa.post_send(SendWr(i, FAA, olds.sge(8 * i, 8), remote_addr=mr_r.addr, rkey=mr_r.rkey, compare_add=1))
+    wcs = pair.wait_wc(pair.cq_a, 5)
+    assert [(w.wr_id, w.status) for w in wcs] == [(i, WcStatus.SUCCESS) for i in range(5)]
+    assert olds.buf.tolist() == [1000, 1001, 1002, 1003, 1004] and int(remote[0]) == 1005
+    req, resp = pair.a.qp_counters(), pair.b.qp_counters()
+    assert req["timeouts"] == 0 and req["out_of_sequence_received"] >= 1, "the gap, not the timer, resent it"
+    assert resp["atomics_executed"] == 5 and resp["atomic_replays"] >= 1
+
+
 @pytest.mark.parametrize("seed", [21, 22])
 def test_fetch_and_add_from_several_qps_on_a_lossy_duplicating_link_is_exact(seed):
     profile = LinkProfile(rate_bps=RATE_BPS, loss_pct=5.0, dup_pct=5.0, reorder_pct=2.0)

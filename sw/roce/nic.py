@@ -192,6 +192,11 @@ class Nic:
 
     def _transmit(self, now_ns: int) -> bool:
         if self.pfc is not None and self.pfc.tx_paused(now_ns):
+            # A paused link is not a backlog for the pacers to catch up on: without this, every QP leaves a
+            # pause with a full bucket and its burst crosses the switch's XOFF again at once.
+            for qp in self.qps.values():
+                if qp.pacer is not None:
+                    qp.pacer.mark_idle()
             return False
         sent = 0
         active = [qp for qp in self.qps.values() if qp.state != QpState.RESET]

@@ -3,8 +3,10 @@ their logs, collect exit codes, and stop every one of them on failure, timeout o
 
 Rank r = server s x GPUs + GPU g runs in server ``s<s>``'s namespace (entered with ``mnexec -a PID``) with
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, STARPULSE_STORE (a fresh shared directory),
-STARPULSE_NIC_ADDR (NIC ``s<s>-eth<g>`` on rail g) and STARPULSE_SERVER; its stdout+stderr go to
-``<logdir>/rank<r>.log``.
+STARPULSE_NIC_ADDR (NIC ``s<s>-eth<g>`` on rail g) and STARPULSE_SERVER, plus what the fabric dictates
+(``fabric_env``): the host link rate its NIC paces at (STARPULSE_INTER_RATE), the time dilation the switches run
+with (STARPULSE_TIME_DILATION) and the inter-server transport (STARPULSE_NET, RoCE unless asked otherwise); its
+stdout+stderr go to ``<logdir>/rank<r>.log``.
 """
 
 from __future__ import annotations
@@ -21,14 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from emu.topology import Topology
-from sw.clock import Clock, get_clock
+from emu.topology import Topology, TopologySpec
+from sw.clock import ENV_DILATION, Clock, get_clock
 
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 POLL_NS = 50_000_000
 STOP_GRACE_NS = 3_000_000_000
 EXIT_TIMEOUT = 124
 """Exit code of ranks stopped because the job ran past its timeout (as coreutils ``timeout``)."""
+NETS = ("roce", "tcp")
+DEFAULT_NET = "roce"
+"""Inter-server transport of ranks on a fabric: its NICs are RoCE NICs (TCP: $STARPULSE_NET=tcp or --net tcp)."""
+ENV_NET = "STARPULSE_NET"
+ENV_INTER_RATE = "STARPULSE_INTER_RATE"
 
 
 class LaunchError(RuntimeError):
@@ -96,9 +103,25 @@ def rank_plan(topo: Topology) -> list[RankPlan]:
     return sorted(out, key=lambda p: p.rank)
 
 
-def rank_env(plan: RankPlan, store: str, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of one rank: ``base`` (default: ours) plus the launcher's contract variables."""
+def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
+               base: dict[str, str] | None = None) -> dict[str, str]:
+    """What every rank must share with the fabric: its NIC's line rate (the host link rate, so a RoCE NIC paces at
+    the fabric's rate and not at the veth's 10 Gb/s), the switches' time dilation, and the transport (``net``,
+    else ``base``'s $STARPULSE_NET, else RoCE).  A rate already set in ``base`` is kept (pacing below line rate)."""
+    base = dict(os.environ if base is None else base)
+    chosen = net or base.get(ENV_NET, "").strip().lower() or DEFAULT_NET
+    if chosen not in NETS:
+        where = "--net" if net else f"${ENV_NET}="
+        raise LaunchError(f"{where}{chosen!r}: expected one of {', '.join(NETS)}")
+    return {ENV_INTER_RATE: base.get(ENV_INTER_RATE) or str(int(spec.link_rate_bps)),
+            ENV_DILATION: repr(float(dilation)), ENV_NET: chosen}
+
+
+def rank_env(plan: RankPlan, store: str, base: dict[str, str] | None = None,
+             fabric: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of one rank: ``base`` (default: ours), the ``fabric_env`` and the launcher's contract."""
     env = dict(os.environ if base is None else base)
+    env.update(fabric or {})
     path = env.get("PYTHONPATH", "")
     if REPO_ROOT not in path.split(os.pathsep):   # so `python -m sw.collectives` works from any directory
         env["PYTHONPATH"] = REPO_ROOT + (os.pathsep + path if path else "")
@@ -211,9 +234,11 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: Path,
            env: dict[str, str] | None = None, timeout_s: float | None = None,
-           echo: Callable[[str], None] | None = None, clock: Clock | None = None, tcp_ecn: bool = True
-           ) -> JobResult:
+           echo: Callable[[str], None] | None = None, clock: Clock | None = None, tcp_ecn: bool = True,
+           net: str | None = None) -> JobResult:
     """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.
+
+    Ranks get the ``fabric_env`` of ``topo`` and ``clock`` (line rate, dilation, transport ``net``).
 
     ``tcp_ecn`` turns on ECN for the ranks' TCP (``net.ipv4.tcp_ecn=1`` in each server namespace), so the
     switches' RED marking slows senders down before the queues overflow.
@@ -222,6 +247,7 @@ def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: P
     SIGKILL after a grace period.  No process outlives this call; the store directory is removed."""
     clock = clock or get_clock()
     argv = resolve_command(cmd)
+    shared = fabric_env(topo.spec, clock.dilation, net, env)
     plans = rank_plan(topo)
     missing = [p.server for p in plans if p.server not in ns_pids]
     if missing:
@@ -237,7 +263,7 @@ def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: P
             log_path = logdir / f"rank{plan.rank}.log"
             with open(log_path, "wb") as log:
                 proc = subprocess.Popen(["mnexec", "-a", str(ns_pids[plan.server]), *argv], stdin=subprocess.DEVNULL,
-                                        stdout=log, stderr=subprocess.STDOUT, env=rank_env(plan, store, env),
+                                        stdout=log, stderr=subprocess.STDOUT, env=rank_env(plan, store, env, shared),
                                         start_new_session=True)
             ranks.append(_Rank(plan, proc, log_path))
         deadline_ns = None if timeout_s is None else clock.now_ns() + int(timeout_s * 1e9 / clock.dilation)

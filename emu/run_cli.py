@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emu.cli import DEFAULT_NAME, add_topology_arguments, read_state, spec_from_args
-from emu.launch import JobResult, LaunchError, launch, namespace_pids_from_state, terminate_as_interrupt
+from emu.launch import NETS, JobResult, LaunchError, launch, namespace_pids_from_state, terminate_as_interrupt
 from emu.topology import Topology, TopologySpec
 from sw.cli import call_guarded
-from sw.clock import ENV_DILATION, Clock
+from sw.clock import ENV_DILATION, Clock, get_clock
 
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2
@@ -36,9 +36,17 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
                    help="stop every rank after S wall seconds (default 3600)")
     g.add_argument("--time-dilation", type=float, default=None, metavar="K",
                    help=f"network time runs K times slower (sets ${ENV_DILATION} for switches and ranks)")
+    add_net_argument(g)
     g.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
                    help="leave TCP without ECN in the server namespaces (default: ECN on, RED marks slow senders)")
     g.add_argument("--quiet", action="store_true", help="do not echo rank output (logs are still written)")
+
+
+def add_net_argument(group: argparse._ArgumentGroup) -> None:
+    """``--net roce|tcp``: the ranks' inter-server transport (default: $STARPULSE_NET, else RoCE)."""
+    group.add_argument("--net", choices=NETS, default=None,
+                       help="inter-server transport of the ranks: roce (RC QPs on the rail NIC, DCQCN) or tcp "
+                            "(default: $STARPULSE_NET, else roce)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +62,7 @@ class Target:
     ns_pids: dict[str, int]
     started_here: bool
     fabric: object | None = None   # the emu.fabric.Fabric we brought up, if any (status counters)
+    clock: Clock | None = None     # the fabric's clock (its dilation is handed to the ranks)
 
 
 def _gpus(args: argparse.Namespace) -> int | None:
@@ -107,7 +116,8 @@ def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SE
         if echo:
             print(f"using running fabric {args.name!r} (pid {state['pid']}): {spec.servers} servers x "
                   f"{spec.gpus_per_server} GPUs", file=sys.stderr, flush=True)
-        yield Target(topo, namespace_pids_from_state(state, topo.servers), started_here=False)
+        yield Target(topo, namespace_pids_from_state(state, topo.servers), started_here=False,
+                     clock=clock or get_clock())
         return
     from emu.cli import pfc_from_args
     from emu.fabric import Fabric
@@ -120,7 +130,8 @@ def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SE
             print(f"fabric up in {fab.timings.up_s:.1f} s: {spec.servers} servers x {spec.gpus_per_server} GPUs, "
                   f"{spec.spines} spines, links {spec.link_rate_bps / 1e6:g} Mb/s", file=sys.stderr, flush=True)
         pids = fab.net.node_pids()
-        yield Target(fab.topo, {s: pids[s] for s in fab.topo.servers}, started_here=True, fabric=fab)
+        yield Target(fab.topo, {s: pids[s] for s in fab.topo.servers}, started_here=True, fabric=fab,
+                     clock=fab.clock)
     finally:
         fab.down()
         if echo:
@@ -160,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
         result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo,
-                        tcp_ecn=args.tcp_ecn)
+                        tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net)
         report(result, logdir, keep)
     return result.exit_code
 

@@ -68,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--time-dilation", type=float, default=None, metavar="K",
                    help="network time runs K times slower than wall time (switches and ranks)")
     r.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="stop the job after S wall seconds")
+    r.add_argument("--net", choices=("roce", "tcp"), default=None,
+                   help="ranks' inter-server transport on a fabric: roce (RC QPs, DCQCN) or tcp "
+                        "(default: $STARPULSE_NET, else roce)")
     r.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
                    help="ranks' TCP without ECN (default: ECN on, so RED marks slow senders before drops)")
     r.add_argument("--logdir", default=None, metavar="DIR", help="keep per-rank logs here")
@@ -193,7 +196,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from emu.launch import launch, terminate_as_interrupt
+    from emu.launch import ENV_NET, fabric_env, launch, terminate_as_interrupt
     from emu.run_cli import fabric_target, log_directory, report
 
     p = params_from_args(args, _line_rate(args))   # validate every flag before bringing anything up
@@ -203,6 +206,8 @@ def _run_fabric(args: argparse.Namespace) -> int:
         line_rate = float(_rate(args.line_rate, "--line-rate")) if args.line_rate else float(spec.link_rate_bps)
         if p.op in ROOTED and p.root >= spec.servers * spec.gpus_per_server:
             raise BenchError(f"-r {p.root}: must be a rank in 0..{spec.servers * spec.gpus_per_server - 1}")
+        dilation = target.clock.dilation if target.clock is not None else 1.0
+        net = fabric_env(spec, dilation, args.net)[ENV_NET]
         json_path = str(Path(tempfile.mkdtemp(prefix="starpulse-bench-")) / "rank0.json")
         before = _fabric_counters(target, args.name)
         console = Console(stderr=True)
@@ -227,7 +232,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
 
             result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
                             env={**os.environ, ENV_LINE_RATE: repr(line_rate)}, timeout_s=args.timeout, echo=echo,
-                            tcp_ecn=args.tcp_ecn)
+                            tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net)
         after = _fabric_counters(target, args.name)
         report(result, logdir, keep)
         if result.exit_code != 0 and not Path(json_path).exists():
@@ -236,8 +241,9 @@ def _run_fabric(args: argparse.Namespace) -> int:
     Path(json_path).unlink()
     Path(json_path).parent.rmdir()
     delta = {k: v - before.get(k, 0) for k, v in after.items()}
-    out.update({"mode": "fabric", "line_rate_bps": line_rate, "drops": delta.pop("drops"),
-                "ecn_marks": delta.pop("ecn_marks"), "spine_tx_bytes": delta.pop("spine_tx_bytes"),
+    out.update({"mode": "fabric", "net": net, "time_dilation": dilation, "line_rate_bps": line_rate,
+                "drops": delta.pop("drops"), "ecn_marks": delta.pop("ecn_marks"),
+                "spine_tx_bytes": delta.pop("spine_tx_bytes"),
                 "drop_detail": delta,
                 "topology": {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "spines": spec.spines,
                              "pods": spec.pods, "link_rate_bps": spec.link_rate_bps, "mtu": spec.mtu}})

@@ -1,8 +1,14 @@
 """The communicator: NCCL/torch.distributed-shaped collectives on numpy arrays, run in issue order on a
-per-communicator worker (a stream), with async handles; algorithms come from the tuner or the caller."""
+per-communicator worker (a stream), with async handles; algorithms come from the tuner or the caller.
+
+Between operations the worker is the progress engine of user-space transports (RoCE: NCCL's proxy thread), so a
+rank busy in its own code still acknowledges its peers' data, returns credits and sends its last frames; an error
+it meets there is raised by the next operation."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -84,7 +90,13 @@ class Communicator:
         self._closers = closers or []
         self._seq = 0
         self._aborted: BaseException | None = None
+        self._idle_error: BaseException | None = None  # met while progressing between operations, not yet raised
         self._queue: queue.Queue[tuple[Work, Callable[[], Any]] | None] = queue.Queue()
+        self._engines = bool(net.host_progress())
+        self._wake_r, self._wake_w = os.pipe() if self._engines else (-1, -1)
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.set_blocking(fd, False)
         self._worker = threading.Thread(target=self._run, name=f"coll-rank{rank}", daemon=True)
         self._worker.start()
         self.last_choice: tuple[str, int] | None = None
@@ -92,11 +104,14 @@ class Communicator:
     # --- the stream -----------------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            item = self._next_item()
             if item is None:
                 return
             work, fn = item
             try:
+                if self._idle_error is not None:
+                    err, self._idle_error = self._idle_error, None
+                    raise err
                 if self._aborted is not None:
                     raise CommAbortedError(f"{work.what}: communicator aborted earlier ({self._aborted})")
                 work._result = fn()
@@ -107,6 +122,29 @@ class Communicator:
             finally:
                 work._event.set()
 
+    def _next_item(self) -> tuple[Work, Callable[[], Any]] | None:
+        """The next queued operation; until there is one, progress the user-space transports (idle waits block
+        on their sockets, timers and the wake pipe, never spin)."""
+        while True:
+            try:
+                return self._queue.get_nowait()
+            except queue.Empty:
+                pass
+            if not self._engines or self._aborted is not None:
+                return self._queue.get()
+            try:
+                self.net.idle_progress(self._wake_r)
+            except BaseException as exc:  # noqa: BLE001 - raised by the next operation
+                self._aborted = self._idle_error = exc
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_r, 4096)
+
+    def _wake(self) -> None:
+        """Interrupt the worker's idle wait (new work or close)."""
+        if self._wake_w >= 0:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(self._wake_w, b"w")
+
     def _submit(self, what: str, tag: int, fn: Callable[[], Any], async_op: bool) -> Any:
         if not self._worker.is_alive():
             raise CommAbortedError(f"{what}: the communicator is closed")
@@ -116,6 +154,7 @@ class Communicator:
             self.net.tag = tag
             return fn()
         self._queue.put((work, tagged))
+        self._wake()
         return work if async_op else work.wait()
 
     def _tag(self, kind: str, dtype: str = "", op: str = "", root: int = 0) -> int:
@@ -358,7 +397,13 @@ class Communicator:
         """Finish queued work, stop the worker and release transports (idempotent)."""
         if self._worker.is_alive():
             self._queue.put(None)
+            self._wake()
             self._worker.join(timeout=self.net.timeout_s + 5)
+        if not self._worker.is_alive():
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
         for close in self._closers:
             close()
         self._closers = []

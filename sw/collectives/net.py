@@ -3,6 +3,7 @@ message with the current operation, counts bytes per link class, and waits with 
 
 from __future__ import annotations
 
+import select
 from collections.abc import Iterable
 
 import numpy as np
@@ -13,6 +14,9 @@ from .deadline import Backoff, Deadline
 from .errors import CollectiveUserError
 from .topology import LINK_CLASSES, Layout
 from .transport.base import Request, Transport, byte_view
+
+IDLE_WAIT_MAX_S = 0.05
+"""Longest wall wait of an idle progress round (a frame, a timer or new work ends it sooner)."""
 
 
 class Net:
@@ -55,6 +59,27 @@ class Net:
         for t in self.transports:
             moved |= t.progress()
         return moved
+
+    def host_progress(self) -> list[Transport]:
+        """Transports that only move while this process drives them (progressed between operations too)."""
+        return [t for t in self.transports if t.host_progress]
+
+    def idle_progress(self, wake_fd: int) -> bool:
+        """One progress round of the ``host_progress`` transports while no operation runs; when nothing moved,
+        wait for a frame, their next timer or pacing slot, or ``wake_fd`` (new work), at most ``IDLE_WAIT_MAX_S``."""
+        engines = self.host_progress()
+        moved = False
+        for t in engines:
+            moved |= t.progress()
+        if moved:
+            return True
+        hints = [h for t in engines if (h := t.wake_hint_ns()) is not None]
+        wait_s = IDLE_WAIT_MAX_S
+        if hints:
+            wait_s = min(wait_s, self.clock.wall_duration_ns(min(hints)) / 1e9)
+        if wait_s > 0:
+            select.select([wake_fd, *(fd for t in engines for fd in t.readable_fds())], [], [], wait_s)
+        return False
 
     def wait(self, req: Request) -> None:
         self.waitall((req,))

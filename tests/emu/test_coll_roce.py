@@ -203,3 +203,84 @@ def test_a_vanished_peer_fails_the_collective_with_a_clear_error(tmp_path):
     assert procs[0].returncode == 3, outputs[0]
     assert "PeerGoneError: rank 0: RoCE QP" in outputs[0] or "CollectiveTimeoutError" in outputs[0], outputs[0]
     print(f"\nrank 0 saw: {outputs[0].strip()}")
+
+
+PROGRESS_SCRIPT = textwrap.dedent("""
+    import sys, threading, time
+    from pathlib import Path
+    import numpy as np
+    from sw.collectives import init_from_env
+    from sw.collectives.errors import PeerGoneError
+    from sw.collectives.transport.roce import RECV_SLOTS, SLOT_BYTES
+
+    flags = Path(sys.argv[1])
+    comm = init_from_env()
+    big = np.arange(3 * RECV_SLOTS * SLOT_BYTES // 8, dtype=np.int32)  # 1.5x the receives rank 1 keeps posted
+    tail = np.arange(1 << 18, dtype=np.int32)  # 1 MiB: its send returns while the last frames still wait to leave
+
+    def compute_until(name):
+        # user code, no library call: only the communicator's progress engine can answer the peer meanwhile
+        for _ in range(600):
+            if (flags / name).exists():
+                return
+            time.sleep(0.1)
+        print(f"rank {comm.rank}: the peer never got to {name!r} while this rank computed")
+        raise SystemExit(4)
+
+    if comm.rank == 0:
+        comm.send(big, peer=1)  # completes only if rank 1's NIC acknowledges and returns credits
+        (flags / "sent").touch()
+        got = np.empty_like(tail)
+        comm.recv(got, peer=1)
+        assert np.array_equal(got, tail), "tail differs"
+        (flags / "got").touch()
+        compute_until("gone")
+        comm.send(np.ones(4096, np.int32), peer=1)  # staged at once; the dead peer never acknowledges it
+        time.sleep(15)  # computing while the engine retries and gives up on the QP (~102 s network, 10.2 s wall)
+        roce = next(t for t in comm.net.transports if t.name == "roce")
+        print(f"ACK timeouts while computing: {roce.nic.qp_counters()['timeouts']}")
+        try:
+            comm.barrier()
+        except PeerGoneError as exc:
+            print(f"next call raised PeerGoneError: {exc}")
+        comm.close()
+        left = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+        print(f"threads left after close: {left}")
+        raise SystemExit(0 if not left else 5)
+    compute_until("sent")
+    got = np.empty_like(big)
+    comm.recv(got, peer=0)
+    assert np.array_equal(got, big), "big message differs"
+    comm.send(tail, peer=0)
+    compute_until("got")
+    (flags / "gone").touch()
+    import os
+    os._exit(0)  # vanishes without closing: its QP never answers again
+""")
+
+
+def test_a_computing_rank_still_answers_its_peers_and_errors_reach_the_next_call(tmp_path):
+    """Rank 1 sits in user code while rank 0 sends more than its posted receives (its NIC must acknowledge and
+    return credits), then computes while its own last frames are still queued; both only finish with a progress
+    engine outside library calls.  A peer lost while idle fails the next call; close leaves no thread behind."""
+    script = tmp_path / "progress.py"
+    script.write_text(PROGRESS_SCRIPT)
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    # network time 10x faster than wall time (a 10 Mb/s NIC on the 100 Mb/s veth): the QP to the vanished peer
+    # exhausts its retries (~102 s of network time) within seconds
+    with NetnsLab() as lab:
+        servers, _ = _fabric(lab, rails=1)
+        procs = [servers[rank].popen([sys.executable, str(script), str(flags)],
+                                     env=_rank_env(rank, 1, tmp_path / "store", timeout_s=20)
+                                     | {"STARPULSE_TIME_DILATION": "0.1", "STARPULSE_INTER_RATE": "10M"},
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for rank in range(SERVERS)]
+        outputs = [p.communicate(timeout=120)[0] for p in procs]
+    assert procs[1].returncode == 0, outputs[1]
+    assert procs[0].returncode == 0, outputs[0]
+    timeouts = int(outputs[0].split("ACK timeouts while computing: ")[1].split()[0])
+    assert timeouts > 0, f"no retransmission timer fired while rank 0 computed:\n{outputs[0]}"
+    assert "next call raised PeerGoneError: rank 0: RoCE QP" in outputs[0], outputs[0]
+    assert "threads left after close: []" in outputs[0], outputs[0]
+    print(f"\n{outputs[0].strip()}")

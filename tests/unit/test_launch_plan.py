@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from emu import run_cli
-from emu.launch import EXIT_TIMEOUT, JobResult, LaunchError, RankResult, rank_env, rank_plan, resolve_command
+from emu.launch import (
+    EXIT_TIMEOUT,
+    JobResult,
+    LaunchError,
+    RankResult,
+    fabric_env,
+    rank_env,
+    rank_plan,
+    resolve_command,
+)
 from emu.topology import Topology, TopologySpec
 
 pytestmark = pytest.mark.unit
@@ -34,6 +43,24 @@ def test_rank_env_carries_the_contract() -> None:
         "STARPULSE_NIC_ADDR": "10.0.1.2", "STARPULSE_SERVER": "1"}
     assert env["STARPULSE_TIME_DILATION"] == "10"            # passed through to the ranks
     assert str(Path(run_cli.__file__).resolve().parents[1]) in env["PYTHONPATH"].split(":")
+
+
+def test_ranks_get_the_fabric_link_rate_dilation_and_roce() -> None:
+    spec = TopologySpec(servers=2, gpus_per_server=2, spines=1, link_rate_bps=400_000_000)
+    shared = fabric_env(spec, 50.0, base={"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"})
+    assert shared == {"STARPULSE_INTER_RATE": "400000000", "STARPULSE_TIME_DILATION": "50.0", "STARPULSE_NET": "roce"}
+    env = rank_env(rank_plan(Topology(spec))[0], "/tmp/s", {"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"}, shared)
+    assert (env["STARPULSE_INTER_RATE"], env["STARPULSE_TIME_DILATION"], env["STARPULSE_NET"]) == (
+        "400000000", "50.0", "roce")                        # the fabric's dilation wins over a stale one
+
+
+def test_the_user_may_choose_tcp_or_pace_below_line_rate() -> None:
+    spec = TopologySpec(servers=2, gpus_per_server=1, spines=1)
+    assert fabric_env(spec, 1.0, "tcp", base={})["STARPULSE_NET"] == "tcp"
+    user = fabric_env(spec, 1.0, base={"STARPULSE_NET": "TCP", "STARPULSE_INTER_RATE": "50M"})
+    assert (user["STARPULSE_NET"], user["STARPULSE_INTER_RATE"]) == ("tcp", "50M")
+    with pytest.raises(LaunchError, match=r"\$STARPULSE_NET='ib': expected one of roce, tcp"):
+        fabric_env(spec, 1.0, base={"STARPULSE_NET": "ib"})
 
 
 def _r(rank: int, code: int, stopped: bool = False) -> RankResult:

@@ -50,9 +50,12 @@ class Request:
 
 
 class Transport(Protocol):
-    """What the router needs from a transport (shared memory, TCP, later RoCE RC QPs)."""
+    """What the router needs from a transport (shared memory, TCP, RoCE RC QPs)."""
 
     name: str
+    host_progress: bool
+    """True when bytes only move while this process drives the transport (a user-space NIC: ACKs, credit
+    writes, paced frames): the communicator then progresses it between operations too, as NCCL's proxy thread."""
 
     def peers(self) -> list[int]:
         """Global ranks this transport reaches."""
@@ -74,6 +77,10 @@ class Transport(Protocol):
         """Network ns until a rate limiter lets more bytes go (None: nothing to wait for but the peers)."""
         ...
 
+    def readable_fds(self) -> list[int]:
+        """File descriptors that turn readable when a peer's bytes arrive (an idle wait selects on them)."""
+        ...
+
     def close(self) -> None:
         ...
 
@@ -82,6 +89,10 @@ class ChannelTransport:
     """Posting half shared by every transport: one ``StreamChannel`` per peer in ``self.channels``."""
 
     channels: dict[int, StreamChannel]
+    host_progress = False
+
+    def readable_fds(self) -> list[int]:
+        return []
 
     def peers(self) -> list[int]:
         return list(self.channels)

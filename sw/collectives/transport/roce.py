@@ -4,7 +4,9 @@ Each peer's messages form a framed stream (``StreamChannel``) carried by signall
 from registered send slots into the peer's pre-posted receive slots.  Credit flow control: a sender posts a
 SEND only while the receiver has a receive posted for it; the receiver returns credits by RDMA-writing its
 cumulative count of posted receives into an 8-byte word of the sender's registered credit array, so credit
-updates never consume receives.  The NIC engine is single-threaded and advanced by ``progress()``.
+updates never consume receives.  The NIC engine is single-threaded and advanced by ``progress()``: inside a
+collective by the waiting rank, between collectives by the communicator's worker (``host_progress``), so a rank
+that computes still acknowledges, returns credits and puts its last paced frames on the wire.
 """
 
 from __future__ import annotations
@@ -294,6 +296,7 @@ class RoceTransport(ChannelTransport):
     """RC QPs from this rank's rail NIC to every remote peer; ``cc`` is the NIC's congestion control."""
 
     name = "roce"
+    host_progress = True
 
     def __init__(self, my_rank: int, nic: Nic, wire: WirePort, channels: dict[int, RoceChannel],
                  credits: np.ndarray, clock: Clock) -> None:
@@ -392,6 +395,10 @@ class RoceTransport(ChannelTransport):
                              None if deadline is None else max(0.0, float(deadline - self.clock.now_ns())))
                  if h is not None]
         return min(hints, default=None)
+
+    def readable_fds(self) -> list[int]:
+        """The NIC port's raw socket: frames for any QP of this rank make it readable."""
+        return [self.wire.port.sock.fileno()] if self.channels else []
 
     def _inflight(self) -> bool:
         return any(ch.sends_inflight or ch._sendq for ch in self.channels.values())

@@ -72,6 +72,10 @@ class SgList:
         n = len(data)
         if not n:
             return
+        if len(self.mrs) == 1:
+            off = self.offs[0] + start
+            self._check(0).view[off : off + n] = data
+            return
         i = bisect_right(self.ends, start)
         pos, done = start, 0
         while done < n:

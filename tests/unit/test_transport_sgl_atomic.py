@@ -129,6 +129,31 @@ def test_write_gathers_and_read_scatters_across_sge_boundaries(loss_pct):
         assert pair.a.qp_counters()["retransmitted_packets"] + pair.b.qp_counters()["retransmitted_packets"] > 0
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_sglist_gather_and_scatter_match_the_concatenated_segments(seed):
+    from sw.roce.sgl import SgList
+    from sw.roce.verbs import ProtectionDomain
+
+    rng = np.random.default_rng(seed)
+    pd = ProtectionDomain()
+    segs = []
+    for i in range(int(rng.integers(1, 7))):  # one MR per segment, some segments empty
+        mr = pd.reg_mr(_pattern(500, seed * 10 + i))
+        off = int(rng.integers(0, 500))
+        segs.append((mr, off, int(rng.integers(0, 500 - off + 1))))
+    sgl = SgList(segs)
+    whole = b"".join(bytes(mr.view[off : off + n]) for mr, off, n in segs)
+    assert sgl.length == len(whole)
+    for _ in range(20):
+        lo = int(rng.integers(0, len(whole) + 1))
+        hi = int(rng.integers(lo, len(whole) + 1))
+        assert bytes(sgl.gather(lo, hi)) == whole[lo:hi]
+    lo = int(rng.integers(0, len(whole) + 1))
+    data = bytes(rng.integers(0, 256, len(whole) - lo, dtype=np.uint8))
+    sgl.scatter(lo, data)
+    assert bytes(sgl.gather(0, len(whole))) == whole[:lo] + data
+
+
 def test_send_longer_than_all_receive_sges_is_a_local_length_error():
     pair = Pair()
     msg = pair.pd_a.reg_mr(_pattern(1000))

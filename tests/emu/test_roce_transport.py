@@ -25,7 +25,7 @@ from sw.roce.nic import Nic
 from sw.roce.nic_port import RawSocketPort
 from sw.roce.qp import QpState, QueuePair
 from sw.roce.qp_connect import connect, qp_info
-from sw.roce.verbs import RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode
+from sw.roce.verbs import Access, RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode
 
 pytestmark = pytest.mark.emu
 
@@ -470,6 +470,17 @@ def test_ipv6_qp_moves_4mib_write_and_read_exactly_and_tshark_sees_ipv6(lab, tmp
     )
     time.sleep(1.0)  # test set-up: let tcpdump attach
     _write_read(a, b, 4 << 20)
+    # Atomics over the same IPv6 QP: a matching compare-and-swap, then a fetch-and-add.
+    word = np.array([77], dtype=np.uint64)
+    mr_word = b.pd.reg_mr(word, Access.LOCAL_WRITE | Access.REMOTE_ATOMIC)
+    olds = np.zeros(2, dtype=np.uint64)
+    mr_olds = a.pd.reg_mr(olds)
+    rdma = {"remote_addr": mr_word.addr, "rkey": mr_word.rkey}
+    a.qp.post_send(SendWr(3, WrOpcode.ATOMIC_CMP_AND_SWP, mr_olds.sge(0, 8), compare_add=77, swap=1000, **rdma))
+    a.qp.post_send(SendWr(4, WrOpcode.ATOMIC_FETCH_AND_ADD, mr_olds.sge(8, 8), compare_add=5, **rdma))
+    wcs = _wait_wcs([a, b], a.cq, 2)
+    assert [(w.wr_id, w.status) for w in wcs] == [(3, WcStatus.SUCCESS), (4, WcStatus.SUCCESS)]
+    assert olds.tolist() == [77, 1000] and int(word[0]) == 1005
     time.sleep(1.5)  # let tcpdump write the last frames
     dump.terminate()
     dump.communicate(timeout=10)
@@ -477,6 +488,7 @@ def test_ipv6_qp_moves_4mib_write_and_read_exactly_and_tshark_sees_ipv6(lab, tmp
         [
             "tshark", "-r", str(pcap), "-o", "udp.check_checksum:TRUE", "-T", "fields", "-E", "separator=,",
             "-e", "ipv6.src", "-e", "udp.checksum.status", "-e", "infiniband.bth.opcode",
+            "-e", "infiniband.atomiceth.swapdt", "-e", "infiniband.atomicacketh.origremdt",
         ],
         capture_output=True,
         text=True,
@@ -487,6 +499,9 @@ def test_ipv6_qp_moves_4mib_write_and_read_exactly_and_tshark_sees_ipv6(lab, tmp
     assert {r[0] for r in rows} == {ADDR6_A, ADDR6_B}
     assert {r[1] for r in rows} == {"1"}, "every UDP checksum over IPv6 is present and good"
     assert {6, 7, 8, 12, 13, 14, 15, 17} <= {int(r[2]) for r in rows}  # WRITE F/M/L, READ req/resp, ACK
+    atomics = [(int(r[2]), r[3] or r[4]) for r in rows if int(r[2]) in (0x12, 0x13, 0x14)]
+    assert [x for x in atomics if x[0] != 0x12] == [(0x13, "1000"), (0x14, "5")], atomics  # swap / add operands
+    assert [x for x in atomics if x[0] == 0x12] == [(0x12, "77"), (0x12, "1000")], atomics  # original values
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,9 @@ place and in place, timed in network time (``sw.clock``), checked against numpy,
 Sizes follow nccl-tests: ``size`` is the per-rank bytes of the larger buffer (allgather: the gathered output;
 reducescatter: the input; alltoall: the whole send buffer), ``count`` its elements.  algbw = size / time;
 busbw = algbw x factor (allreduce 2(n-1)/n; allgather, reducescatter, alltoall (n-1)/n; others 1).  ``time`` is
-the mean over ``iters`` of one operation, the maximum over ranks.  Rates in JSON are bit/s (``*_bps``).
+the mean over ``iters`` of one operation, the maximum over ranks.  ``nic_bps``: payload the busiest rank sent to
+other servers per operation / time, what its NIC really carried (hierarchical algorithms keep the rest of busbw
+inside the server).  Rates in JSON are bit/s (``*_bps``).
 """
 
 from __future__ import annotations
@@ -200,16 +202,18 @@ class _Case:
             return c.reducescatter(self.send, self.recv, p.redop, algo=a, async_op=async_op)
         return c.alltoall(self.send, None if self.in_place else self.recv, algo=a, async_op=async_op)
 
-    def time_ns(self, clock: Clock) -> float:
-        """Mean network time of one operation over ``iters`` (after ``warmup``), issued back to back."""
+    def time_ns(self, clock: Clock) -> tuple[float, float]:
+        """Mean network time of one operation over ``iters`` (after ``warmup``), issued back to back, and the
+        payload bytes per operation this rank sent to other servers (through its NIC)."""
         for _ in range(self.p.warmup):
             self.issue(False)
         self.comm.barrier()
+        before = _nic_bytes(self.comm)
         t0 = clock.now_ns()
         works = [self.issue(True) for _ in range(self.p.iters)]
         for w in works:
             w.wait()
-        return (clock.now_ns() - t0) / self.p.iters
+        return (clock.now_ns() - t0) / self.p.iters, (_nic_bytes(self.comm) - before) / self.p.iters
 
     def check(self, seed: int) -> int:
         """Run once on known data; this rank's wrong elements against the numpy result."""
@@ -237,6 +241,11 @@ class _Case:
         return count_wrong(self.recv, want, p.dtype)
 
 
+def _nic_bytes(comm: Communicator) -> int:
+    """Payload bytes this rank has sent to ranks of other servers (the traffic its NIC carries)."""
+    return sum(v for link, v in comm.counters().items() if link != "intra")
+
+
 def _max_over_ranks(comm: Communicator, value_ns: float) -> float:
     buf = np.array([round(value_ns)], np.int64)
     comm.allreduce(buf, op="max")
@@ -253,15 +262,17 @@ def measure(comm: Communicator, p: BenchParams, count: int, in_place: bool, cloc
             seed: int = 1) -> dict[str, Any]:
     """Time and (with ``check``) verify one size in one mode; the same figures on every rank."""
     case = _Case(comm, p, count, in_place)
-    local_ns = case.time_ns(clock)
+    local_ns, local_nic_bytes = case.time_ns(clock)
     algo = comm.last_choice[0] if comm.last_choice else ""   # before the bookkeeping allreduces choose theirs
     time_ns = _max_over_ranks(comm, local_ns)
+    nic_bytes = _max_over_ranks(comm, local_nic_bytes)
     wrong = _sum_over_ranks(comm, case.check(seed)) if p.check else -1
     size_bytes = count * p.itemsize
     algbw_bps = 8 * size_bytes / (time_ns / 1e9) if time_ns > 0 else 0.0
     busbw_bps = algbw_bps * bus_factor(p.op, comm.world_size)
+    nic_bps = 8 * nic_bytes / (time_ns / 1e9) if time_ns > 0 else 0.0
     return {"time_us": time_ns / 1e3, "algbw_bps": algbw_bps, "busbw_bps": busbw_bps, "wrong": wrong,
-            "algo": algo}
+            "algo": algo, "nic_bps": nic_bps}
 
 
 # --- the sweep ------------------------------------------------------------------------------------------------
@@ -288,8 +299,10 @@ def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], Non
                "wrong": max(oop["wrong"], 0) + max(ip["wrong"], 0) if p.check else -1, "algo": oop["algo"],
                "out_of_place": {k: oop[k] for k in ("time_us", "algbw_bps", "busbw_bps", "wrong")},
                "in_place": {k: ip[k] for k in ("time_us", "algbw_bps", "busbw_bps", "wrong")}}
+        row["nic_bps"] = oop["nic_bps"]
         if p.line_rate_bps:
             row["busbw_frac_line"] = oop["busbw_bps"] / p.line_rate_bps
+            row["nic_frac_line"] = oop["nic_bps"] / p.line_rate_bps
         rows.append(row)
         emit(format_row(row, p))
     report = summary(p, comm, rows)
@@ -311,6 +324,7 @@ def summary(p: BenchParams, comm: Communicator, rows: list[dict[str, Any]]) -> d
         "avg_busbw_bps": avg_busbw, "max_size_bytes": last.get("size_bytes", 0),
         "max_size_busbw_bps": last.get("busbw_bps", 0.0),
         "max_size_busbw_frac_line": last.get("busbw_frac_line"),
+        "max_size_nic_bps": last.get("nic_bps", 0.0), "max_size_nic_frac_line": last.get("nic_frac_line"),
         "wrong": sum(max(r["wrong"], 0) for r in rows), "results": rows,
     }
 
@@ -352,4 +366,8 @@ def footer_lines(report: dict[str, Any]) -> list[str]:
         frac = report["max_size_busbw_frac_line"] or 0.0
         out.append(f"# busbw at {report['max_size_bytes']} B: {report['max_size_busbw_bps'] / 1e6:.1f} Mb/s = "
                    f"{frac:.3f} of the {report['line_rate_bps'] / 1e6:g} Mb/s per-rail line rate")
+        if report["max_size_nic_bps"]:
+            out.append(f"# busiest NIC at {report['max_size_bytes']} B: {report['max_size_nic_bps'] / 1e6:.1f} Mb/s "
+                       f"of payload = {report['max_size_nic_frac_line'] or 0.0:.3f} of line rate (hierarchical and "
+                       "rail-aligned algorithms keep part of busbw inside the server)")
     return out

@@ -184,7 +184,7 @@ def measure(lab: BenchLab, size: int, seconds: float, warmup_s: float, tool: str
 
 
 def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: str,
-        rate_pps: int | None = None, port_rate: str | None = None) -> dict:
+        rate_pps: int | None = None, port_rate: str | None = None, priority_queues: int = 1) -> dict:
     if os.geteuid() != 0:
         raise BenchError("the benchmark needs root (network namespaces, raw sockets)")
     if tool == "auto":
@@ -200,7 +200,8 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
                         + (f"set_port_rate 2 {port_rate}\n" if port_rate else ""))
         ctl = str(workdir / "ctl.sock")
         sw = lab.popen(lab.ns["sw"], [sys.executable, "-m", "p4.switch", str(program), "-i", "1@p1", "-i", "2@p2",
-                                      "--commands", str(cmds), "--log-level", "warn", "--ctl", ctl],
+                                      "--commands", str(cmds), "--log-level", "warn", "--ctl", ctl,
+                                      "--priority-queues", str(priority_queues)],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = sw.stdout.readline().strip() if sw.stdout else ""
         if line != "ready":
@@ -217,7 +218,8 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"program": str(program), "port_rate": port_rate, "switch_alive_after": alive, "results": results,
+    return {"program": str(program), "port_rate": port_rate, "priority_queues": priority_queues,
+            "switch_alive_after": alive, "results": results,
             "reference_pps": REFERENCE_PPS}
 
 
@@ -232,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="offered load in packets/s from a paced sender (default: flat out)")
     parser.add_argument("--port-rate", metavar="RATE",
                         help="shape the egress port (e.g. 100G): every packet then takes the queued path")
+    parser.add_argument("--priority-queues", type=int, default=1, metavar="N",
+                        help="TM queues per port (1..8; the fabric runs 8): priority-0 traffic uses one of them")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     try:
@@ -239,11 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"--sizes {args.sizes!r}: expected sizes in bytes like 64,1500", file=sys.stderr)
         return 2
-    if any(not 60 <= s <= 1514 for s in sizes) or not 0 < args.seconds <= 120:
-        print("--sizes: each 60..1514; --seconds: 0..120", file=sys.stderr)
+    if any(not 60 <= s <= 1514 for s in sizes) or not 0 < args.seconds <= 120 or not 1 <= args.priority_queues <= 8:
+        print("--sizes: each 60..1514; --seconds: 0..120; --priority-queues: 1..8", file=sys.stderr)
         return 2
     try:
-        out = run(args.program, sizes, args.seconds, args.warmup, args.generator, args.rate, args.port_rate)
+        out = run(args.program, sizes, args.seconds, args.warmup, args.generator, args.rate, args.port_rate,
+                  args.priority_queues)
     except BenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2

@@ -36,7 +36,7 @@ TM_COMMANDS = {
     "tm_qdepth_scope": "tm_qdepth_scope queue|port  (what enq_qdepth/deq_qdepth count: the packet's priority queue, "
                        "the default, or the whole port as BMv2 simple_switch does)",
     "queue_stats": "queue_stats [EGRESS_PORT]  (per port x priority queue: depth, high-water mark, enqueued, "
-                   "dequeued, tail drops, paused now)",
+                   "dequeued, tail drops, PFC pauses that held it, paused now)",
 }
 
 
@@ -93,6 +93,7 @@ class QueueStats:
     deq_pkts: int = 0
     drop_pkts: int = 0
     high_water_pkts: int = 0
+    pauses: int = 0              # times a PFC pause (a new or extended one) held this queue
 
 
 @dataclass
@@ -292,6 +293,8 @@ class TrafficManager:
         their place, the other priorities keep flowing."""
         self._check_priority(priority)
         p = self._port(port)
+        if until_ns and until_ns != p.paused_until_ns[priority]:
+            p.queues[priority].stats.pauses += 1
         p.paused_until_ns[priority] = until_ns
         p.paused = any(p.paused_until_ns)
         ready = p.head_ready_ns()
@@ -462,13 +465,14 @@ class TrafficManager:
             return []
         return [{"prio": prio, "qdepth_pkts": len(q.fifo), "high_water_pkts": q.stats.high_water_pkts,
                  "enq_pkts": q.stats.enq_pkts, "deq_pkts": q.stats.deq_pkts, "drop_pkts": q.stats.drop_pkts,
-                 "paused": int(p.paused_until_ns[prio] > now_ns)} for prio, q in enumerate(p.queues)]
+                 "pauses": q.stats.pauses, "paused": int(p.paused_until_ns[prio] > now_ns)}
+                for prio, q in enumerate(p.queues)]
 
     def stats_text(self, only: int | None, now_ns: int) -> str:
         """The ``queue_stats`` table: one row per port x priority queue that has seen a packet (queue 0 always)."""
         if only is not None and only not in self.ports:
             raise TrafficManagerError(f"queue_stats {only}: no queue at that port (ports: {sorted(self.ports)})")
-        cols = ["qdepth_pkts", "high_water_pkts", "enq_pkts", "deq_pkts", "drop_pkts", "paused"]
+        cols = ["qdepth_pkts", "high_water_pkts", "enq_pkts", "deq_pkts", "drop_pkts", "pauses", "paused"]
         rows = [["port", "prio", "scheduler", *cols]]
         for port in sorted(self.ports) if only is None else [only]:
             sched = "rr" if self.ports[port].round_robin else "strict"

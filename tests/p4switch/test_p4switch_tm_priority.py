@@ -33,6 +33,7 @@ def test_pause_of_one_priority_leaves_the_others_the_port() -> None:
     out = tm.dequeue_due(10_000_000)
     assert [q.item for q in out] == ["p0-0", "p0-1", "p0-2"]
     assert [r["paused"] for r in tm.queue_rows(1, 10_000_000)] == [0, 0, 0, 1, 0, 0, 0, 0]
+    assert [r["pauses"] for r in tm.queue_rows(1, 10_000_000)] == [0, 0, 0, 1, 0, 0, 0, 0]
     pfc.on_frame(1, build_pfc_frame(bytes(6), {3: 0}), 10_000_000)      # XON
     assert [q.item for q in tm.dequeue_due(20_000_000)] == ["p3-0", "p3-1", "p3-2"]
 
@@ -126,9 +127,9 @@ def test_commands_stats_and_user_errors() -> None:
     text = tm.execute(["queue_stats", "1"], 0)
     header, row0, row2 = text.splitlines()
     assert header.split() == ["port", "prio", "scheduler", "qdepth_pkts", "high_water_pkts", "enq_pkts", "deq_pkts",
-                              "drop_pkts", "paused"]
-    assert row0.split() == ["1", "0", "rr", "0", "0", "0", "0", "0", "0"]
-    assert row2.split() == ["1", "2", "rr", "2", "2", "2", "0", "0", "0"]
+                              "drop_pkts", "pauses", "paused"]
+    assert row0.split() == ["1", "0", "rr", "0", "0", "0", "0", "0", "0", "0"]
+    assert row2.split() == ["1", "2", "rr", "2", "2", "2", "0", "0", "0", "0"]
     for bad in (["tm_scheduler", "wfq"], ["tm_scheduler", "rr", "x"], ["tm_qdepth_scope"], ["queue_stats", "9"],
                 ["queue_stats", "1", "2"]):
         with pytest.raises(TrafficManagerError) as info:

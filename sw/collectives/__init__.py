@@ -11,7 +11,8 @@ STARPULSE_NIC_ADDR (the rank's NIC address for TCP/RoCE, default 127.0.0.1), STA
 'allreduce=hier,alltoall=rail'), STARPULSE_CHUNK_BYTES, STARPULSE_TIMEOUT (s without progress),
 STARPULSE_INTRA_RATE / STARPULSE_INTER_RATE (throttles, e.g. 20G or off), STARPULSE_SHM_BYTES (ring size),
 STARPULSE_CALIBRATE=1 (measure the cost model at start-up), STARPULSE_NET (inter-server transport: tcp, the
-default, or roce: RC QPs on the rail NIC, whose line rate is STARPULSE_INTER_RATE), STARPULSE_ROCE_CC (dcqcn or none).
+library's default, or roce: RC QPs on the rail NIC, whose line rate is STARPULSE_INTER_RATE; ranks launched on a
+fabric by ``starpulse run``/``bench`` get roce and the fabric's link rate), STARPULSE_ROCE_CC (dcqcn or none).
 ``python -m sw.collectives`` self-checks a job.
 """
 

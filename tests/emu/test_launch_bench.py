@@ -59,6 +59,7 @@ def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> N
     assert code == 0, text
     report = json.loads(out_json.read_text())
     assert report["mode"] == "fabric" and report["world_size"] == 4
+    assert report["net"] == "roce"                      # a fabric's ranks talk RoCE unless told otherwise
     assert report["line_rate_bps"] == 100e6
     assert isinstance(report["drops"], int) and isinstance(report["ecn_marks"], int)
     assert [r["size_bytes"] for r in report["results"]] == [16384, 65536]

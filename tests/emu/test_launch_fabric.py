@@ -77,7 +77,11 @@ def test_a_failing_rank_stops_the_others(fabric, tmp_path) -> None:  # type: ign
     stopped = [r.rank for r in result.ranks if r.stopped_by_launcher]
     assert stopped == [0, 1, 3]
     for r in result.ranks:
-        pid = int(r.log_path.read_text().split()[0])
+        words = r.log_path.read_text().split()
+        if not words:   # stopped (on a busy machine) before its script printed: the launcher reaped the process
+            assert r.returncode in (128 + 15, 128 + 9), r
+            continue
+        pid = int(words[0])
         assert not _alive(pid), f"rank {r.rank} (pid {pid}) outlived the job"
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from sw.clock import Clock, get_clock
 from sw.roce.nic import Nic
-from sw.roce.nic_port import PortError, RawSocketPort, interface_ipv4, path_mtu_for
+from sw.roce.nic_port import ROCE_HEADROOM_BYTES, PortError, RawSocketPort, interface_ipv4, path_mtu_for
 from sw.roce.qp import QueuePair
 from sw.roce.qp_connect import connect, qp_info, random_psn
 from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
@@ -41,17 +41,22 @@ CREDIT_BATCH = 8
 DEFAULT_LINE_RATE_BPS = 10_000_000_000
 WIRE_OVERHEAD_BYTES = 24
 """Preamble, start delimiter, FCS and inter-frame gap a frame occupies on the wire beyond its bytes."""
-WIRE_BURST_BYTES = 64 * 1024
-INFLIGHT_MIN_BYTES = 128 * 1024
-INFLIGHT_RTT_S = 0.005
-"""Unacknowledged SEND bytes over all peers: the larger of the minimum and this long at line rate, so the NIC's
-own queue (all QPs share one wire) stays far below the ACK timeout."""
+WIRE_BURST_FRAMES = 16
+"""Full frames the wire may send back to back after an idle spell: a quarter of a 64-packet switch queue, so a
+rank that was descheduled does not overrun the first queue when it wakes (64 KiB at a 4096-byte path MTU)."""
+INFLIGHT_FRAMES = 16
+"""Unacknowledged SEND frames over all peers of one NIC, at least: with the wire burst this bounds what a NIC can
+have in a switch queue, so the three senders of a 4-server rail all-to-all (48 frames) fit a 64-packet queue
+before DCQCN has reacted."""
+INFLIGHT_RTT_WALL_S = 0.010
+"""Wall-time round trip of this Python stack (scheduling included); the budget also covers one such round trip
+at line rate in network time (rate x RTT / dilation), so an undilated fast link is not held back by the frames."""
 CCS = ("dcqcn", "none")
 QP_TIMEOUT = 17
-"""Local ACK timeout 4.096 us * 2^17 = 0.54 s (network time), 4.3 s over 7 retries before a peer counts as gone.
-The NIC of a peer only answers while that rank calls into the library; shorter timeouts turned scheduling stalls
-of Python ranks on a busy host, or a peer computing between collectives, into spurious go-back-N resends (a gap
-in the data is NAKed by the receiver at once; the timeout only covers a lost tail)."""
+"""Local ACK timeout 4.096 us * 2^17 = 0.54 s (network time), doubling per retry (at most 64x): ~102 s over 7
+retries before a peer counts as gone.  Shorter timeouts turned scheduling stalls of Python ranks on a busy host into
+spurious go-back-N resends (a gap in the data is NAKed by the receiver at once; the timeout only covers a lost
+tail).  A rank busy in its own code still answers: the communicator's worker progresses the NIC between calls."""
 DRAIN_WALL_S = 1.0
 _KIND_SEND, _KIND_RECV = 1, 2
 _SLOT_BITS = 16
@@ -135,7 +140,9 @@ class WirePort:
         self.mac, self.ip, self.mtu, self.counters = port.mac, port.ip, port.mtu, port.counters
         self.clock = clock
         self._bytes_per_ns = rate_bps / 8e9
-        self._tokens = float(WIRE_BURST_BYTES)
+        self.burst_bytes = WIRE_BURST_FRAMES * (14 + min(port.mtu, path_mtu_for(port.mtu) + ROCE_HEADROOM_BYTES)
+                                                + WIRE_OVERHEAD_BYTES)
+        self._tokens = float(self.burst_bytes)
         self._last_ns = clock.now_ns()
         self._queue: deque[bytes] = deque()
 
@@ -148,7 +155,7 @@ class WirePort:
         if not self._queue:
             return False
         now_ns = self.clock.now_ns()
-        self._tokens = min(float(WIRE_BURST_BYTES), self._tokens + (now_ns - self._last_ns) * self._bytes_per_ns)
+        self._tokens = min(float(self.burst_bytes), self._tokens + (now_ns - self._last_ns) * self._bytes_per_ns)
         self._last_ns = now_ns
         sent = False
         while self._queue and self._tokens >= len(self._queue[0]) + WIRE_OVERHEAD_BYTES:
@@ -173,6 +180,12 @@ class WirePort:
 
     def close(self) -> None:
         self.port.close()
+
+
+def inflight_budget_bytes(rate_bps: float, path_mtu: int, dilation: float) -> int:
+    """Unacknowledged SEND bytes one NIC may have: ``INFLIGHT_FRAMES`` full frames, or one wall-time round trip
+    at line rate (network time runs ``dilation`` times slower), whichever is larger."""
+    return max(INFLIGHT_FRAMES * path_mtu, int(rate_bps / 8 * INFLIGHT_RTT_WALL_S / dilation))
 
 
 class SendBudget:
@@ -325,7 +338,7 @@ class RoceTransport(ChannelTransport):
             raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
         try:
             nic = Nic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock)
-            budget = SendBudget(max(INFLIGHT_MIN_BYTES, int(rate_bps / 8 * INFLIGHT_RTT_S)))
+            budget = SendBudget(inflight_budget_bytes(rate_bps, path_mtu_for(wire.mtu), clock.dilation))
             path_mtu = path_mtu_for(wire.mtu)
             pd = nic.alloc_pd()
             cq = nic.create_cq()

@@ -5,8 +5,20 @@ leaf's port toward the receiver is the only bottleneck), starts one receiver and
 servers' namespaces (the same module's ``receiver``/``sender`` roles), lets every sender RDMA WRITE ``--size``
 bytes at once, and reports per run: switch drops, bottleneck utilization, the queue's high-water mark, Jain
 fairness and each flow's completion time — as JSON, and as a PNG with ``--plot``.
-DCQCN's and HPCC's literature parameters assume datacenter rates and µs RTTs: run at such a rate with a large
-dilation (e.g. ``--link-rate 10G --dilation 1000``: 10 Mb/s of wall rate, ms of wall RTT = µs of network RTT).
+Defaults model a datacenter ToR, because DCQCN's and HPCC's literature parameters (µs timers, KB thresholds)
+assume one: 10 Gb/s links in network time at a time dilation of 10000 (1 Mb/s of wall rate per link).  The
+dilation is what keeps the control loop honest: the Python NICs and switch of a loaded 2-core host add up to tens
+of ms of wall latency, which at dilation 1000 is 100-200 µs of network time (measured: CNPs arrived 225 µs after
+the receiver sent them) — four DCQCN timer periods — while at 10000 it is ~1 µs.  The bottleneck's buffer is 2 MB
+(``--buffer``; a shallow-buffer 10/40G ToR shares 9-16 MB among its ports, and a congested port may take a few MB
+of it), not the switch's 64-packet default that no CC can keep an 8 x line-rate start out of.  RED/ECN thresholds
+in packets of the path MTU (1 KiB here): Kmin 5 (~5 KB, DCQCN's Kmin), Kmax 45 (~50 KB: DCQCN's 200 KB at 40G
+scaled to 10G, the same 40 µs of queue), Pmax 1 %.  ``--pfc on`` turns on 802.1Qbb in the leaf (per ingress
+port XOFF/XON/headroom) and in the NICs, and reports the pauses the leaf sent.
+
+Each run also reports the DCQCN chain, to find where a loop breaks: CE marks the leaf set (``ecn_marks``), CE
+packets the receiver's NP saw (``ce_packets_rx``), CNPs it sent (``cnps``), CNPs each sender received and its
+reaction point applied (``cnps_received``/``cnps_applied``); ``--trace`` adds every flow's rate trajectory.
 
 Figures are in network time (``sw.clock``: run with time dilation, ``--dilation``, so the Python data path and
 the software switch keep up).  Utilization = bytes the bottleneck port sent (switch counter, frames with their
@@ -20,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -36,7 +49,13 @@ from sw.roce.verbs import SendWr, WcStatus, WrOpcode
 from sw.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
 
 INT_ONE_HOP_BYTES = 4 + 12 + 28  # shim, MD header, one hop record
+DEFAULT_DILATION = 10000.0
+ROCE_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around one MTU of payload
+MAX_WALL_WAIT_S = 86_400.0  # select()'s limit is ~24 days: a long network timeout x a large dilation exceeds it
 GO_POLL_WALL_NS = 200_000  # how often (wall time) a sender looks for the start signal: the flows' start skew
+# Rendezvous and end-of-run polls are bounded in wall time: in network time they would be 10 s of wall per 1 ms
+# poll at dilation 10000.
+STORE_POLL_WALL_NS = 5_000_000
 
 
 class IncastError(RuntimeError):
@@ -59,8 +78,9 @@ def _pattern(index: int, size: int) -> np.ndarray:
 def _open(args: argparse.Namespace):
     from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
 
+    opts = {} if args.pacer_burst_bytes is None else {"pacer_burst_bytes": args.pacer_burst_bytes}
     nic = open_device(args.dev, line_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"), cc=args.cc,
-                      base_rtt_ns=parse_duration_ns(args.base_rtt, what="--base-rtt"))
+                      base_rtt_ns=parse_duration_ns(args.base_rtt, what="--base-rtt"), **opts)
     return nic, path_mtu_for(interface_mtu(args.dev))
 
 
@@ -79,18 +99,36 @@ def run_receiver(args: argparse.Namespace) -> dict[str, Any]:
         qps.append(qp)
     deadline = clock.now_ns() + args.timeout_ns
     for i, qp in enumerate(qps):
-        peer = store.wait(f"tx{i}", max(1, deadline - clock.now_ns()))
+        peer = store.wait(f"tx{i}", max(1, deadline - clock.now_ns()), poll_ns=_wall_poll_ns(clock))
         connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu, timeout=args.qp_timeout)
     store.set("rx_ready", True)
     done = lambda: all(store.get(f"res{i}") is not None for i in range(n))  # noqa: E731
-    finished = nic.run_until(done, max(1, deadline - clock.now_ns()))
+    finished = _run_until(nic, done, deadline)
     data_ok = [bool(np.array_equal(buf[i * size:(i + 1) * size], _pattern(i, size))) for i in range(n)]
     report = {"role": "receiver", "finished": finished, "data_ok": data_ok, "cnps_sent": nic.counters.cnps_sent,
+              "ce_packets": nic.np.ce_packets,
               "int_frames": nic.counters.int_frames,
               "int_echoes_sent": sum(qp.resp.int_echoes_sent for qp in qps if qp.resp is not None),
               "counters": nic.qp_counters()}
     store.set("rx_result", report)
     return report
+
+
+def _wall_poll_ns(clock: Clock) -> int:
+    """STORE_POLL_WALL_NS of wall time in network ns."""
+    return max(1, int(clock.net_duration_ns(STORE_POLL_WALL_NS)))
+
+
+def _run_until(nic: Any, done: Any, deadline_ns: int) -> bool:
+    """Drive ``nic`` until ``done()`` or the network-time deadline, never idling longer than a wall poll, so a
+    file-store key that ``done()`` watches is seen within STORE_POLL_WALL_NS even when no frame arrives."""
+    clock = nic.clock
+    wait_ns = _wall_poll_ns(clock)
+    while not done():
+        if clock.now_ns() >= deadline_ns:
+            return done()
+        nic.poll(wait_ns)
+    return True
 
 
 def run_sender(args: argparse.Namespace) -> dict[str, Any]:
@@ -104,7 +142,7 @@ def run_sender(args: argparse.Namespace) -> dict[str, Any]:
     qp = nic.create_qp(pd, cq)
     store.set(f"tx{i}", qp_info(qp, 0))
     deadline = clock.now_ns() + args.timeout_ns
-    peer = store.wait(f"rx{i}", args.timeout_ns)
+    peer = store.wait(f"rx{i}", args.timeout_ns, poll_ns=_wall_poll_ns(clock))
     connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu, timeout=args.qp_timeout)
     store.set(f"ready{i}", True)
     poll_ns = max(1, int(clock.net_duration_ns(GO_POLL_WALL_NS)))
@@ -114,12 +152,16 @@ def run_sender(args: argparse.Namespace) -> dict[str, Any]:
     qp.post_send(SendWr(i, WrOpcode.RDMA_WRITE, mr.sge(), remote_addr=int(peer["addr"]) + int(peer["offset"]),
                         rkey=int(peer["rkey"])))
     wcs: list = []
+    trace: list[tuple[int, int]] = []  # (ns since start, rate_bps) at every rate change the engine saw
 
     def completed() -> bool:
+        rate = qp.pacer.rate_bps if qp.pacer else 0
+        if not trace or trace[-1][1] != rate:
+            trace.append((clock.now_ns() - start_ns, rate))
         wcs.extend(cq.poll())
         return bool(wcs)
 
-    finished = nic.run_until(completed, max(1, deadline - clock.now_ns()))
+    finished = _run_until(nic, completed, deadline)
     end_ns, end_shared_ns = clock.now_ns(), shared_now_ns(clock.dilation)
     pacer = qp.pacer
     report = {"role": "sender", "index": i, "finished": finished,
@@ -129,13 +171,22 @@ def run_sender(args: argparse.Namespace) -> dict[str, Any]:
               "start_shared_ns": start_shared_ns, "end_shared_ns": end_shared_ns,
               "retransmissions": qp.counters.retransmitted_packets, "timeouts": qp.counters.timeouts,
               "cnps_received": qp.counters.cnps_received,
+              "cnps_applied": getattr(pacer.cc, "cnps", 0) if pacer else 0,
+              "rate_trace": trace,
               "int_echoes": pacer.int_echoes if pacer else 0,
               "final_rate_bps": pacer.rate_bps if pacer else 0,
               "cc_updates": getattr(pacer.cc, "updates", None) if pacer else None}
     # Keep answering (ACKs of a late retransmission) until the receiver is done with everyone.
     store.set(f"res{i}", report)
-    nic.run_until(lambda: store.get("rx_result") is not None, max(1, deadline - clock.now_ns()))
+    _run_until(nic, lambda: store.get("rx_result") is not None, deadline)
     return report
+
+
+def queue_depth_pkts(buffer_bytes: int, if_mtu: int) -> int:
+    """The bottleneck queue in packets that holds ``buffer_bytes`` of full RoCE frames of the path MTU."""
+    from sw.roce.nic_port import path_mtu_for
+
+    return max(1, buffer_bytes // (path_mtu_for(if_mtu) + ROCE_FRAME_OVERHEAD_BYTES))
 
 
 def jain(values: list[float]) -> float:
@@ -150,14 +201,17 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
     import subprocess
 
     from emu.control import EcnConfig
-    from emu.fabric import Fabric
+    from emu.fabric import Fabric, PfcSettings
     from emu.topology import TopologySpec
     from emu.traffic import stop_proc
+    from sw.roce.nic_port import ENV_NIC_PFC
 
     clock = clock or get_clock()
     rate = parse_rate_bps(args.link_rate, what="--link-rate")
     spec = TopologySpec(servers=args.senders + 1, gpus_per_server=1, spines=0, link_rate_bps=rate)
-    fab = Fabric(spec, ecn=EcnConfig(args.ecn_kmin, args.ecn_kmax, args.ecn_pmax), clock=clock)
+    pfc = PfcSettings(True, args.pfc_xoff_bytes, args.pfc_xon_bytes, args.pfc_headroom_bytes) if args.pfc == "on" \
+        else PfcSettings()
+    fab = Fabric(spec, ecn=EcnConfig(args.ecn_kmin, args.ecn_kmax, args.ecn_pmax), clock=clock, pfc=pfc)
     with fab, tempfile.TemporaryDirectory(prefix="starpulse-incast-") as store_dir:
         topo = fab.topo
         servers = topo.servers
@@ -166,9 +220,14 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         store = FileStore(store_dir)
         common = ["--store", store_dir, "--size", str(args.size_bytes), "--senders", str(args.senders), "--cc", cc,
                   "--link-rate", str(rate), "--base-rtt", args.base_rtt, "--timeout", str(args.timeout),
-                  "--qp-timeout", str(args.qp_timeout)]
+                  "--qp-timeout", str(args.qp_timeout),
+                  *(["--pacer-burst", str(args.pacer_burst_bytes)] if args.pacer_burst_bytes is not None else [])]
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]),
                    **{ENV_DILATION: repr(clock.dilation)})
+        if pfc.enabled:
+            env[ENV_NIC_PFC] = "0"      # the NICs honour pauses of priority 0, the one RoCE uses here
+        else:
+            env.pop(ENV_NIC_PFC, None)
         me = [sys.executable, "-m", "sw.roce.incast"]
         procs = []
         try:
@@ -185,13 +244,16 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
                 _check_alive(procs)
                 if clock.now_ns() > end_ns:
                     raise IncastError("incast: the roles did not connect in time")
-                clock.sleep_ns(5_000_000)
-            if args.queue_depth:
-                fab.switch_cli(leaf, f"set_queue_depth {args.queue_depth} {rx_nic.leaf_port}")
+                clock.sleep_ns(_wall_poll_ns(clock))
+            queue_depth = args.queue_depth or queue_depth_pkts(args.buffer_bytes, spec.mtu)
+            fab.switch_cli(leaf, f"set_queue_depth {queue_depth} {rx_nic.leaf_port}")
             fab.switch_cli(leaf, "port_stats_reset")
+            marks_before = _ecn_marks(fab, leaf, rx_nic.leaf_port)
             store.set("go", True)
-            outs = [p.communicate(timeout=args.timeout * clock.dilation + 60) for p in procs]
+            wall_timeout_s = min(args.timeout * clock.dilation + 60, MAX_WALL_WAIT_S)
+            outs = [p.communicate(timeout=wall_timeout_s) for p in procs]
             stats = fab.port_counters(leaf)
+            ecn_marks = _ecn_marks(fab, leaf, rx_nic.leaf_port) - marks_before
         finally:
             for p in procs:
                 stop_proc(p)
@@ -208,12 +270,20 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
     # Frames as the senders sent them: the leaf adds one INT hop (shim + MD + hop) after its shaper.
     sent_bytes = port["tx_bytes"] - port["tx_pkts"] * INT_ONE_HOP_BYTES
     drops = sum(v.get("queue_drop_pkts", 0) + v.get("pipeline_drop_pkts", 0) for v in stats.values())
+    # frames the kernel dropped before the switch process read them: the emulator fell behind (not the fabric)
+    kernel_drops = sum(v.get("rx_kernel_drops", 0) for v in stats.values())
+    headroom_drops = sum(v.get("pfc_headroom_drop_pkts", 0) for v in stats.values())
     return {
         "cc": cc, "senders": args.senders, "bytes_per_flow": args.size_bytes, "link_rate_bps": rate,
-        "time_dilation": clock.dilation, "base_rtt": args.base_rtt, "queue_depth_pkts": args.queue_depth,
+        "time_dilation": clock.dilation, "base_rtt": args.base_rtt, "queue_depth_pkts": queue_depth,
         "ecn_kmin_kmax_pmax": [args.ecn_kmin, args.ecn_kmax, args.ecn_pmax],
         "data_ok": all(rx["data_ok"]) and all(s["ok"] for s in senders),
-        "drops": drops,
+        "drops": drops + headroom_drops, "switch_rx_kernel_drops": kernel_drops,
+        "pfc": args.pfc,
+        "pfc_xoff_xon_headroom_bytes": [args.pfc_xoff_bytes, args.pfc_xon_bytes, args.pfc_headroom_bytes],
+        "pfc_pauses_sent": sum(v.get("pfc_pauses_sent", 0) for v in stats.values()),
+        "pfc_xoff_events": sum(v.get("pfc_xoff_events", 0) for v in stats.values()),
+        "pfc_headroom_drop_pkts": headroom_drops,
         "bottleneck_tx_bytes": port["tx_bytes"], "bottleneck_tx_pkts": port["tx_pkts"], "span_ns": span_ns,
         "utilization": sent_bytes * 8e9 / span_ns / rate,
         "goodput_utilization": args.senders * args.size_bytes * 8e9 / span_ns / rate,
@@ -223,9 +293,17 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         "completion_ns": times,
         "retransmissions": sum(s["retransmissions"] for s in senders),
         "timeouts": sum(s["timeouts"] for s in senders),
-        "cnps": rx["cnps_sent"], "int_echoes": sum(s["int_echoes"] for s in senders),
+        "ecn_marks": ecn_marks, "ce_packets_rx": rx["ce_packets"], "cnps": rx["cnps_sent"],
+        "cnps_received": [s["cnps_received"] for s in senders], "cnps_applied": [s["cnps_applied"] for s in senders],
+        "int_echoes": sum(s["int_echoes"] for s in senders),
         "final_rate_bps": [s["final_rate_bps"] for s in senders],
-    }
+    } | ({"rate_traces": [s["rate_trace"] for s in senders]} if args.trace else {})
+
+
+def _ecn_marks(fab: Any, switch: str, port: int) -> int:
+    """The P4 program's ECN-mark counter of one egress port (packets)."""
+    m = re.search(r"packets=(\d+)", fab.switch_cli(switch, f"counter_read FabricEgress.ecn_marks {port}"))
+    return int(m.group(1)) if m else 0
 
 
 def _check_alive(procs: list) -> None:
@@ -265,16 +343,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cc", default="dcqcn,hpcc,none", help="comma list of none|dcqcn|hpcc (default all three)")
     p.add_argument("--senders", type=int, default=8, help="senders (default 8)")
     p.add_argument("--size", default="1MiB", help="bytes each sender WRITEs (default 1MiB)")
-    p.add_argument("--link-rate", default="100M", help="fabric link rate, network time (default 100M)")
-    p.add_argument("--base-rtt", default="1ms", help="HPCC's T, network time (default 1ms)")
-    p.add_argument("--dilation", type=float, help=f"time dilation (default ${ENV_DILATION} or 10)")
+    p.add_argument("--link-rate", default="10G", help="fabric link rate, network time (default 10G)")
+    p.add_argument("--base-rtt", default="4us", help="HPCC's T, network time (default 4us)")
+    p.add_argument("--dilation", type=float,
+                   help=f"time dilation (default ${ENV_DILATION} or {DEFAULT_DILATION:g})")
     p.add_argument("--ecn-kmin", type=int, default=5, help="RED/ECN kmin in packets (default 5)")
-    p.add_argument("--ecn-kmax", type=int, default=20, help="RED/ECN kmax in packets (default 20)")
-    p.add_argument("--ecn-pmax", type=float, default=0.2, help="RED/ECN marking probability at kmax (default 0.2)")
-    p.add_argument("--queue-depth", type=int, help="bottleneck queue depth in packets (default: the switch's)")
-    p.add_argument("--qp-timeout", type=int, default=14, help="QP ACK timeout exponent (default 14: 67 ms)")
+    p.add_argument("--ecn-kmax", type=int, default=45, help="RED/ECN kmax in packets (default 45)")
+    p.add_argument("--ecn-pmax", type=float, default=0.01, help="RED/ECN marking probability at kmax (default 0.01)")
+    p.add_argument("--buffer", default="2MB", help="bottleneck buffer in bytes of full frames (default 2MB)")
+    p.add_argument("--queue-depth", type=int, help="bottleneck queue depth in packets (default: from --buffer)")
+    p.add_argument("--pfc", choices=("on", "off"), default="off", help="priority flow control in the fabric and "
+                   "the NICs (default off)")
+    p.add_argument("--pfc-xoff", default="32K", help="PFC XOFF per ingress port in bytes (default 32K)")
+    p.add_argument("--pfc-xon", default="16K", help="PFC XON per ingress port in bytes (default 16K)")
+    p.add_argument("--pfc-headroom", default="64K", help="PFC headroom per ingress port in bytes (default 64K)")
+    p.add_argument("--pacer-burst", help="each QP's token-bucket depth in bytes (default: the NIC's)")
+    p.add_argument("--qp-timeout", type=int, default=10,
+                   help="QP ACK timeout exponent (default 10: 4.2 ms, beyond a full 2 MB queue at 10G)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds of network time per run (default 300)")
     p.add_argument("--plot", help="write a PNG of the runs here")
+    p.add_argument("--trace", action="store_true",
+                   help="add each flow's rate trajectory to the JSON ([ns since its start, rate_bps] per change)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--store", help=argparse.SUPPRESS)
     p.add_argument("--dev", help=argparse.SUPPRESS)
@@ -287,6 +376,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The options with sizes and times parsed (``size_bytes``, ``timeout_ns``); IncastError when bad."""
     args = build_parser().parse_args(argv)
     args.size_bytes = parse_size_bytes(args.size, what="--size")
+    args.buffer_bytes = parse_size_bytes(args.buffer, what="--buffer")
+    args.pfc_xoff_bytes = parse_size_bytes(args.pfc_xoff, what="--pfc-xoff")
+    args.pfc_xon_bytes = parse_size_bytes(args.pfc_xon, what="--pfc-xon")
+    args.pfc_headroom_bytes = parse_size_bytes(args.pfc_headroom, what="--pfc-headroom")
+    args.pacer_burst_bytes = None if args.pacer_burst is None else parse_size_bytes(args.pacer_burst,
+                                                                                      what="--pacer-burst")
     args.timeout_ns = int(args.timeout * 1e9)
     if not 1 <= args.senders <= 16:
         raise IncastError(f"--senders {args.senders}: must be 1..16")
@@ -307,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.geteuid() != 0:
             raise IncastError("incast builds a Mininet fabric: run it as root")
         if args.dilation is not None or ENV_DILATION not in os.environ:
-            os.environ[ENV_DILATION] = repr(float(args.dilation or 10.0))
+            os.environ[ENV_DILATION] = repr(float(args.dilation or DEFAULT_DILATION))
         runs = [run_incast(cc, args) for cc in names]
     except Exception as exc:  # noqa: BLE001 - user errors print one line
         if not getattr(exc, "is_user_error", False):

@@ -140,3 +140,15 @@ def test_incast_bench_rejects_bad_options_with_one_line(capsys):
         parse_args(["--senders", "0"])
     assert jain([5.0] * 8) == pytest.approx(1.0)
     assert jain([1.0] + [0.0] * 7) == pytest.approx(1 / 8)
+
+
+def test_incast_bench_buffer_and_pfc_options(capsys):
+    from sw.roce.incast import main, parse_args, queue_depth_pkts
+
+    assert queue_depth_pkts(2 << 20, 1500) == (2 << 20) // (1024 + 58)    # full 1 KiB-MTU RoCE frames
+    args = parse_args(["--pfc", "on", "--pfc-xoff", "48K", "--pacer-burst", "16K"])
+    assert args.pfc == "on" and args.pfc_xoff_bytes == 48 * 1024 and args.pacer_burst_bytes == 16 * 1024
+    assert parse_args([]).pacer_burst_bytes is None and parse_args([]).buffer_bytes == 2 << 20
+    assert main(["--buffer", "big"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--buffer 'big'" in err

@@ -53,7 +53,7 @@ class HolConfig:
     incast_bytes: int = 512 * 1024
     victim_bytes: int = 256 * 1024
     link_rate_bps: int = 100_000_000
-    dilation: float = 10.0
+    dilation: float = 40.0
     timeout_s: float = 60.0
     xoff_bytes: int = 40_000
     xon_bytes: int = 20_000
@@ -182,6 +182,10 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
     with fab, tempfile.TemporaryDirectory(prefix="starpulse-hol-") as store_dir:
         roles = _pick_servers(fab.topo, cfg.senders)
         for sw in fab.topo.switches:
+            for port, rate_bps in fab.link_rates_bps(sw.name).items():
+                # headroom covers what the upstream sends while the pause is on its way: it scales with the rate
+                headroom = cfg.headroom_bytes * max(1, rate_bps // cfg.link_rate_bps)
+                fab.switch_cli(sw.name, f"pfc_thresholds {port} {cfg.xoff_bytes} {cfg.xon_bytes} {headroom}")
             for dscp, prio in DSCP_PRIORITY.items():
                 fab.switch_cli(sw.name, f"pfc_dscp_map {dscp} {prio}")
             fab.switch_cli(sw.name, f"pfc_dscp_map {INT_DSCP} int")
@@ -346,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--incast-size", default="512KiB", help="bytes each incast sender WRITEs (default 512KiB)")
     p.add_argument("--size", default="256KiB", help="bytes the victim WRITEs (default 256KiB)")
     p.add_argument("--link-rate", default="100M", help="host link rate, network time (default 100M)")
-    p.add_argument("--dilation", type=float, default=10.0, help="time dilation (default 10)")
+    p.add_argument("--dilation", type=float, default=40.0,
+                   help="time dilation (default 40: eleven Python NICs and three switches share the CPU)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds of network time per run (default 60)")
     p.add_argument("--plot", help="write a PNG of the victim's throughput per scenario here")
     p.add_argument("--json", action="store_true", help="print one JSON object")

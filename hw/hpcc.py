@@ -12,12 +12,12 @@ incStage and Wc once per RTT, and the rate ``W*8e6/T`` on a third divider; the r
 
 Throughput: ``ack`` is a ready/valid stream whose payload must stay stable until ``ready`` (it is read in
 place, not copied); ``ready`` rises when the ACK is done, so the initiation interval is data dependent:
-4 clocks for an ACK without INT, ``3 + 3*H`` for one that only records H hops, and at most
-``H*(6 + ceil(24/steps)) + 14 + 3*ceil(Qp/steps)`` for a multiplicative update over H sampled hops (an
-unsampled hop costs 4, the additive branch skips one division, a saturating division ends early), where
+4 clocks for an ACK without INT, ``4 + 2*H`` for one that only records H hops, and at most
+``H*(5 + ceil(24/steps)) + 15 + 3*ceil(Qp/steps)`` for a multiplicative update over H sampled hops (an
+unsampled hop costs 3, the additive branch skips one division, a saturating division ends early), where
 ``Qp = max(24, bits(W_max), bits(line_rate))`` and ``steps`` the quotient bits per clock of the dividers;
-``ack_ii_clocks`` gives the figure, e.g. 110 clocks at 3 hops, 100 Gb/s, steps 2 (275 ns at 400 MHz,
-3.6 M ACKs/s per engine).
+``ack_ii_clocks`` gives the figure, e.g. 108 clocks at 3 hops, 100 Gb/s, steps 2 (270 ns at 400 MHz,
+3.7 M ACKs/s per engine).
 Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
 """
 
@@ -120,12 +120,12 @@ class HpccEngine(wiring.Component):
         if kind == KIND_NO_INT:
             return 4                                            # IDLE LOAD WRITE FINISH
         if kind == KIND_RECORD:
-            return 3 + 3 * hops                                 # (HOP NEXT HOP_RD) per hop
+            return 4 + 2 * hops                                 # (HOP NEXT) per hop
         sampled = hops if sampled is None else sampled
         if kind == KIND_NO_SAMPLE:
-            return 4 + 4 * hops                                 # (HOP MUL NEXT HOP_RD) per hop, TAU
-        hop_clocks = sampled * (6 + iq) + 4 * (hops - sampled)   # sampled: + DIVS, DIVW (iq + 1)
-        return hop_clocks + 12 + 2 * ip + ((ip + 2) if multiplicative else 0)
+            return 5 + 3 * hops                                 # (HOP MUL NEXT) per hop, TAU
+        hop_clocks = sampled * (5 + iq) + 3 * (hops - sampled)   # sampled: + DIVS, DIVW (iq + 1)
+        return hop_clocks + 13 + 2 * ip + ((ip + 2) if multiplicative else 0)
 
     def elaborate(self, platform):
         m = Module()
@@ -134,12 +134,13 @@ class HpccEngine(wiring.Component):
         ts_bits, tx_bits = p.int_ts_bits, p.int_tx_bits
         k8e6 = BITS_NS_PER_KBPS
 
-        m.submodules.state_mem = smem = Memory(shape=QP_STATE, depth=self.n_qps, init=[])
+        bram = {"ram_style": "block"}                  # per-QP state belongs in block RAM, never in LUTs
+        m.submodules.state_mem = smem = Memory(shape=QP_STATE, depth=self.n_qps, init=[], attrs=bram)
         swr = smem.write_port()
         srd = smem.read_port()
         rec = data.StructLayout({"ts_ns": unsigned(ts_bits), "tx_bytes": unsigned(tx_bits),
                                  "qlen_bytes": unsigned(32)})
-        m.submodules.hop_mem = hmem = Memory(shape=rec, depth=self.n_qps << self.hop_bits, init=[])
+        m.submodules.hop_mem = hmem = Memory(shape=rec, depth=self.n_qps << self.hop_bits, init=[], attrs=bram)
         hwr = hmem.write_port()
         hrd = hmem.read_port()
 
@@ -248,9 +249,8 @@ class HpccEngine(wiring.Component):
                     with m.Else():
                         m.next = "WRITE"
                 with m.Else():
-                    m.next = "HOP_RD"
-            with m.State("HOP_RD"):
-                m.next = "HOP"
+                    m.d.comb += hrd.addr.eq(Cat((h + 1)[:self.hop_bits], qp))   # next hop's record, in time
+                    m.next = "HOP"
             with m.State("TAU"):
                 with m.If(~have):
                     m.next = "WRITE"

@@ -31,12 +31,13 @@ from ..errors import CollectiveUserError, PeerGoneError
 from ..store import FileStore
 from .base import ChannelTransport, StreamChannel
 
-SLOT_BYTES = 64 * 1024
-"""Bytes of one SEND (one receive slot): 16 frames at a 4096 path MTU."""
-RECV_SLOTS = 32
+SLOT_BYTES = 16 * 1024
+"""Bytes of one SEND (one receive slot): 4 frames at a 4096 path MTU, so the NIC's in-flight budget holds several
+SENDs and completions free it while the next ones are on the wire (a budget of one SEND is stop-and-wait)."""
+RECV_SLOTS = 128
 """Receives kept posted per peer (the credits a sender starts with): 2 MiB, several RTTs at a rail's rate."""
-SEND_SLOTS = 32
-CREDIT_BATCH = 8
+SEND_SLOTS = 128
+CREDIT_BATCH = 32
 """Receives re-posted before the count is written back to the sender (must not exceed ``RECV_SLOTS``)."""
 DEFAULT_LINE_RATE_BPS = 10_000_000_000
 WIRE_OVERHEAD_BYTES = 24
@@ -44,10 +45,10 @@ WIRE_OVERHEAD_BYTES = 24
 WIRE_BURST_FRAMES = 16
 """Full frames the wire may send back to back after an idle spell: a quarter of a 64-packet switch queue, so a
 rank that was descheduled does not overrun the first queue when it wakes (64 KiB at a 4096-byte path MTU)."""
-INFLIGHT_FRAMES = 16
-"""Unacknowledged SEND frames over all peers of one NIC, at least: with the wire burst this bounds what a NIC can
-have in a switch queue, so the three senders of a 4-server rail all-to-all (48 frames) fit a 64-packet queue
-before DCQCN has reacted."""
+INFLIGHT_FRAMES = 12
+"""Unacknowledged SEND frames over all peers of one NIC, at least (one more SEND may start below the limit): this
+bounds what a NIC can have in a switch queue, so the three senders of a 4-server rail all-to-all (3 x 16 frames)
+plus the ACKs and credit writes fit a 64-packet queue before DCQCN has reacted."""
 INFLIGHT_RTT_WALL_S = 0.010
 """Wall-time round trip of this Python stack (scheduling included); the budget also covers one such round trip
 at line rate in network time (rate x RTT / dilation), so an undilated fast link is not held back by the frames."""

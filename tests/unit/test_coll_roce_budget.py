@@ -1,0 +1,22 @@
+"""The RoCE transport's in-flight budget: whole frames on a dilated fabric (so a few senders cannot overrun a
+64-packet switch queue), one wall-time round trip at line rate when network time runs at wall speed."""
+
+from __future__ import annotations
+
+import pytest
+
+from sw.collectives.transport.roce import INFLIGHT_FRAMES, SLOT_BYTES, inflight_budget_bytes
+
+pytestmark = pytest.mark.unit
+
+
+def test_dilated_fabric_budget_is_whole_frames_and_several_sends() -> None:
+    budget = inflight_budget_bytes(100e6, 4096, 50.0)
+    assert budget == INFLIGHT_FRAMES * 4096
+    assert 3 * (budget // 4096 + SLOT_BYTES // 4096) < 64     # three senders, one SEND over the limit each
+    assert budget // SLOT_BYTES >= 2                          # completions free it while more SENDs are on the wire
+
+
+def test_undilated_fast_link_budget_covers_a_round_trip() -> None:
+    assert inflight_budget_bytes(1e9, 4096, 1.0) == int(1e9 / 8 * 0.010)
+    assert inflight_budget_bytes(1e9, 4096, 10.0) == int(1e9 / 8 * 0.010 / 10)

@@ -150,19 +150,11 @@ def _pick_servers(topo: Any, senders: int) -> dict[str, Any]:
             "receiver": nics[(1, 0)], "victim_dst": nics[(1, 1)]}
 
 
-def parse_table(text: str) -> list[dict[str, Any]]:
-    """Rows of a switch's ``pfc_stats`` or ``queue_stats`` table (numbers as int, words kept)."""
-    lines = [ln.split() for ln in text.strip().splitlines()]
-    if not lines:
-        return []
-    return [{k: int(v) if v.lstrip("-").isdigit() else v for k, v in zip(lines[0], row, strict=False)}
-            for row in lines[1:]]
-
-
 def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[str, Any]:
     """One scenario in a fresh fabric; the switch processes take their dilation from $STARPULSE_TIME_DILATION."""
     from emu.control import EcnConfig
     from emu.fabric import Fabric, PfcSettings
+    from emu.status import priority_status
     from emu.topology import TopologySpec
     from emu.traffic import stop_proc
     from sw.roce.nic_port import ENV_NIC_PFC
@@ -231,8 +223,9 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
             store.set("go", True)
             outs = [p.communicate(timeout=cfg.timeout_s * clock.dilation + 60) for p in procs]
             status = fab.status()
-            prio_rows = {sw.name: parse_table(fab.switch_cli(sw.name, "pfc_stats")) for sw in fab.topo.switches}
-            queue_rows = [r for sw in fab.topo.switches for r in parse_table(fab.switch_cli(sw.name, "queue_stats"))]
+            per_switch = priority_status(fab)
+            prio_rows = {name: v["pfc"] for name, v in per_switch.items()}
+            queue_rows = [r for v in per_switch.values() for r in v["queues"]]
         finally:
             for p in procs:
                 stop_proc(p)

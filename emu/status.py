@@ -107,6 +107,23 @@ def parse_port_stats(text: str) -> dict[int, dict[str, int]]:
     return out
 
 
+def parse_table(text: str) -> list[dict[str, Any]]:
+    """Rows of a switch table whose first column is not unique (``pfc_stats``, ``queue_stats``: port x priority),
+    numbers as int, words kept."""
+    lines = [ln.split() for ln in text.strip().splitlines()]
+    if not lines:
+        return []
+    return [{k: int(v) if v.lstrip("-").isdigit() else v for k, v in zip(lines[0], row, strict=False)}
+            for row in lines[1:]]
+
+
+def priority_status(fab: Fabric) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Per switch: PFC counters per port x priority (``pfc_stats``) and TM queues per port x priority
+    (``queue_stats``: depth, high-water mark, drops, pauses that held the queue)."""
+    return {name: {"pfc": parse_table(sw.cli("pfc_stats")), "queues": parse_table(sw.cli("queue_stats"))}
+            for name, sw in fab.net.switches.items() if sw.proc is not None}
+
+
 def spec_dict(spec: TopologySpec) -> dict[str, Any]:
     return {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "pods": spec.pods,
             "spines": spec.spines, "link_rate_bps": spec.link_rate_bps, "delay_ns": spec.delay_ns, "mtu": spec.mtu,

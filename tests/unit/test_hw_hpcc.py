@@ -145,3 +145,17 @@ def test_bad_sizes_are_rejected() -> None:
         HpccEngine(steps=0)
     with pytest.raises(HwParamError, match="at most 1"):
         HpccEngine(n_qps=2, max_hops=1).ack_bits(0, AckInfo(1, 1, (hop(0, 0), hop(0, 0))))
+
+
+def test_one_hop_engine_with_one_quotient_bit_per_clock() -> None:
+    dut = HpccEngine(n_qps=2, max_hops=1, params=PARAMS, steps=1)
+    acks = [(0, AckInfo(1, 1, (hop(0, 0),)))]
+    acks += [(0, AckInfo(k + 1, k + 1, (hop(k * T, k * BDP // 2 + k * k, 100 * k),))) for k in range(1, 6)]
+    traces, rates, clocks = run_engine(dut, acks, init_qps=[0])
+    model = Hpcc(PARAMS)
+    for i, ((_, ack), (_, _, _, st)) in enumerate(zip(acks, traces[1:], strict=True)):
+        model.on_ack(ack, i)
+        assert (st.window_bytes, st.u_q16, st.inc_stage, st.rate_kbps) == (
+            model.window, model.u_q16, model.inc_stage, model.rate_kbps)
+    assert [t[0] for t in traces] == [KIND_INIT, KIND_RECORD] + [KIND_UPDATE] * 5 and len(rates) == 6
+    assert clocks[1] == dut.ack_ii_clocks(1, multiplicative=False)      # U = 0.5: additive, no division

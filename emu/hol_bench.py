@@ -311,6 +311,8 @@ def run_bench(args: argparse.Namespace) -> int:
         raise HolBenchError(f"--scenarios {args.scenarios!r}: expected a comma list of {', '.join(SCENARIOS)}")
     if not 1 <= args.senders <= 16:
         raise HolBenchError(f"--senders {args.senders}: must be 1..16")
+    if not 1 <= args.dilation <= 100_000 or not 0 < args.timeout <= 3600:
+        raise HolBenchError(f"--dilation {args.dilation} / --timeout {args.timeout}: allowed 1..100000 / (0, 3600] s")
     if os.geteuid() != 0:
         raise HolBenchError("the benchmark builds Mininet fabrics: run it as root")
     cfg = HolConfig(senders=args.senders, incast_bytes=parse_size_bytes(args.incast_size, what="--incast-size"),

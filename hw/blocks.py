@@ -12,7 +12,7 @@ from hw.cnp import CnpGenerator
 from hw.csr import CsrBank
 from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
-from hw.icrc import IcrcChecker
+from hw.icrc import IcrcChecker, IcrcGenerator
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
 
@@ -30,6 +30,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                     lambda width, qps: RoceParser(data_width=width, n_qps=qps)),
     "icrc_check": ("RoCEv2 ICRC checker (full width, one beat per clock)",
                    lambda width, qps: IcrcChecker(data_width=width)),
+    "icrc_gen": ("RoCEv2 ICRC generator (appends the ICRC, full width, one beat per clock)",
+                 lambda width, qps: IcrcGenerator(data_width=width)),
     "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",
                  lambda width, qps: CsrBank(n_qps=qps, line_rate_reg=(width // 8) << 24)),
 }

@@ -1,15 +1,18 @@
-"""RoCEv2 RX header parser: Ethernet / IPv4 / UDP 4791 / BTH, turning packets into CC events at line rate.
+"""RoCEv2 RX header parser: Ethernet (optionally 802.1Q-tagged) / IPv4 or IPv6 / UDP 4791 / BTH, turning packets
+into CC events at line rate.
 
-Frames pass through untouched (``s_axis`` -> ``m_axis``).  The 54 header bytes are captured as the beats go
-by (any data width); one clock after the beat that completes them, a CE-marked RoCE packet (IP ECN = 11,
-opcode not CNP) raises ``ce`` with its destination QP (to the CNP generator) and a CNP (BTH opcode 0x81)
-raises ``cnp`` with its destination QP (to the DCQCN reaction point).  Events a busy consumer cannot take
-are counted in ``dropped``; ``roce_pkts``, ``ce_pkts``, ``cnp_pkts`` count the rest.
+Frames pass through untouched (``s_axis`` -> ``m_axis``).  Up to 78 header bytes (tag + IPv6) are captured as
+the beats go by (any data width); one clock after the beat that completes the headers of the frame's layout
+(54 bytes untagged IPv4, 58 tagged, 74 untagged IPv6, 78 tagged IPv6), a CE-marked RoCE packet (ECN = 11 in
+the IPv4 TOS or IPv6 traffic class, opcode not CNP) raises ``ce`` with its destination QP (to the CNP
+generator) and a CNP (BTH opcode 0x81) raises ``cnp`` with its destination QP (to the DCQCN reaction point).
+IPv4 must have no options (IHL 5); IPv6 must carry UDP directly (next header 17).  Events a busy consumer
+cannot take are counted in ``dropped``; ``roce_pkts``, ``ce_pkts``, ``cnp_pkts`` count the rest.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,10 +20,15 @@ from hw.errors import HwParamError
 from hw.stream import AxiStream
 
 ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES = 14, 20, 8, 12
-HDR_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + BTH_BYTES
+IPV6_BYTES, VLAN_TAG_BYTES = 40, 4
+HDR_BYTES = ETH_BYTES + IPV4_BYTES + UDP_BYTES + BTH_BYTES  # untagged IPv4 (the shortest layout)
+MAX_HDR_BYTES = ETH_BYTES + VLAN_TAG_BYTES + IPV6_BYTES + UDP_BYTES + BTH_BYTES
 ROCEV2_UDP_PORT = 4791
 OPCODE_CNP = 0x81
 ECN_CE = 0b11
+ETHERTYPE_IPV4, ETHERTYPE_IPV6, TPID_8021Q = 0x0800, 0x86DD, 0x8100
+# (tagged, IPv6) -> byte offset of the IP header
+LAYOUTS = {(t, v6): ETH_BYTES + (VLAN_TAG_BYTES if t else 0) for t in (False, True) for v6 in (False, True)}
 
 
 class RoceParser(wiring.Component):
@@ -51,38 +59,65 @@ class RoceParser(wiring.Component):
         m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast), o.tvalid.eq(s.tvalid),
                      s.tready.eq(o.tready)]
         fire = s.tvalid & s.tready
-        last_hdr_beat = (HDR_BYTES - 1) // bpb
+        last_hdr_beat = (MAX_HDR_BYTES - 1) // bpb
         beat = Signal(range(last_hdr_beat + 2))
-        hdr = [Signal(8, name=f"hdr{i}") for i in range(HDR_BYTES)]
-        got = [Signal(name=f"got{i}") for i in range(HDR_BYTES)]  # byte present (tkeep) in the frame
+        hdr = [Signal(8, name=f"hdr{i}") for i in range(MAX_HDR_BYTES)]
+        got = [Signal(name=f"got{i}") for i in range(MAX_HDR_BYTES)]  # byte present (tkeep) in the frame
         with m.If(fire):
             with m.If(s.tlast):
                 m.d.sync += beat.eq(0)
             with m.Elif(beat <= last_hdr_beat):
                 m.d.sync += beat.eq(beat + 1)
-            for i in range(HDR_BYTES):
+            for i in range(MAX_HDR_BYTES):
                 if i // bpb:
                     with m.If(beat == 0):  # a new frame: forget bytes of later beats until they arrive
                         m.d.sync += got[i].eq(0)
                 with m.If(beat == i // bpb):
                     lane = i % bpb
                     m.d.sync += [hdr[i].eq(s.tdata[8 * lane:8 * lane + 8]), got[i].eq(s.tkeep[lane])]
-        # a header is complete on the beat holding byte 53, or truncated by an earlier tlast
-        done = Signal()
-        m.d.sync += done.eq(fire & ((beat == last_hdr_beat) | (s.tlast & (beat < last_hdr_beat))))
+        # the clock after each beat, the headers captured so far are judged once per frame: as soon as the
+        # frame's layout is complete, or at its last beat (a truncated or non-RoCE frame)
+        fresh, fresh_last, decided = Signal(), Signal(), Signal()
+        m.d.sync += [fresh.eq(fire), fresh_last.eq(fire & s.tlast)]
 
         def be(offset: int, n: int):
             return Cat(*reversed(hdr[offset:offset + n]))
 
-        ip, udp, bth = ETH_BYTES, ETH_BYTES + IPV4_BYTES, ETH_BYTES + IPV4_BYTES + UDP_BYTES
+        tagged = be(12, 2) == TPID_8021Q
+        roce, ecn, opcode, dest_qp, complete = [], [], [], [], []
+        for (t, v6), ip in LAYOUTS.items():
+            udp = ip + (IPV6_BYTES if v6 else IPV4_BYTES)
+            bth = udp + UDP_BYTES
+            is_layout = Signal(name=f"layout_{'vlan_' if t else ''}{'ipv6' if v6 else 'ipv4'}")
+            if v6:
+                l3_ok = (be(ip - 2, 2) == ETHERTYPE_IPV6) & (hdr[ip][4:] == 6) & (hdr[ip + 6] == 17)
+                ecn.append(hdr[ip + 1][4:6])
+            else:
+                l3_ok = (be(ip - 2, 2) == ETHERTYPE_IPV4) & (hdr[ip] == 0x45) & (hdr[ip + 9] == 17)
+                ecn.append(hdr[ip + 1][:2])
+            m.d.comb += is_layout.eq((tagged if t else ~tagged) & l3_ok)
+            done_here = got[bth + BTH_BYTES - 1]
+            complete.append(is_layout & done_here)
+            roce.append(is_layout & done_here & (be(udp + 2, 2) == ROCEV2_UDP_PORT))
+            opcode.append(hdr[bth])
+            dest_qp.append(be(bth + 5, 3)[:self.qp_bits])
+        done = Signal()
+        m.d.comb += done.eq(fresh & ~decided & (Cat(*complete).any() | fresh_last))
+        with m.If(fresh):
+            m.d.sync += decided.eq(Mux(fresh_last, 0, decided | done))
+        layout = Cat(tagged, *[hdr[ip][4:] == 6 for ip in (ETH_BYTES + VLAN_TAG_BYTES, ETH_BYTES)])
+        sel = Signal(2)  # index into LAYOUTS order: tagged * 2 + IPv6
+        m.d.comb += sel.eq(Cat(Mux(layout[0], layout[1], layout[2]), layout[0]))
         is_roce = Signal()
-        m.d.comb += is_roce.eq(got[HDR_BYTES - 1] & (be(12, 2) == 0x0800) & (hdr[ip] == 0x45)
-                               & (hdr[ip + 9] == 17) & (be(udp + 2, 2) == ROCEV2_UDP_PORT))
-        opcode = hdr[bth]
-        dest_qp = be(bth + 5, 3)[:self.qp_bits]
-        ce_hit = is_roce & ((hdr[ip + 1] & 0b11) == ECN_CE) & (opcode != OPCODE_CNP)
-        cnp_hit = is_roce & (opcode == OPCODE_CNP)
-        m.d.comb += [self.ce.payload.eq(dest_qp), self.cnp.payload.eq(dest_qp),
+        m.d.comb += is_roce.eq(Cat(*roce).any())
+        sel_opcode, sel_qp, sel_ecn = Signal(8), Signal(self.qp_bits), Signal(2)
+        with m.Switch(sel):
+            for i in range(4):
+                with m.Case(i):
+                    m.d.comb += [sel_opcode.eq(opcode[i]), sel_qp.eq(dest_qp[i]), sel_ecn.eq(ecn[i])]
+        ce_hit = is_roce & (sel_ecn == ECN_CE) & (sel_opcode != OPCODE_CNP)
+        cnp_hit = is_roce & (sel_opcode == OPCODE_CNP)
+        m.d.comb += [self.ce.payload.eq(sel_qp), self.cnp.payload.eq(sel_qp),
                      self.ce.valid.eq(done & ce_hit), self.cnp.valid.eq(done & cnp_hit)]
         with m.If(done & is_roce):
             m.d.sync += self.roce_pkts.eq(self.roce_pkts + 1)

@@ -10,6 +10,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 from hwsim import tb_params, tb_record
 from scapy.layers.inet import IP, UDP
+from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
 from sw.roce.flow import ECN_CE, Flow
@@ -17,28 +18,45 @@ from sw.roce.opcodes import Opcode
 from sw.roce.packets import scapy_frame
 
 
-def make_frames(rng: random.Random, n: int, qp_mask: int) -> tuple[list[bytes], list[int], list[int]]:
-    """Mixed traffic and the CE / CNP events (destination QP, masked) it must raise, in order."""
+def tag(frame: bytes, rng: random.Random) -> bytes:
+    """The frame with one 802.1Q tag (random PCP/VID) after the MAC addresses."""
+    return frame[:12] + b"\x81\x00" + rng.randrange(1 << 16).to_bytes(2, "big") + frame[12:]
+
+
+def make_frames(rng: random.Random, n: int, qp_mask: int) -> tuple[list[bytes], list[int], list[int], dict]:
+    """Mixed IPv4/IPv6, tagged/untagged traffic, the CE / CNP events (destination QP, masked) it must raise in
+    order, and how many frames of each layout are RoCE."""
     frames, ce, cnp = [], [], []
+    roce = {"ipv4": 0, "ipv6": 0, "vlan": 0}
     for _ in range(n):
-        flow = Flow(src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02", src_ip="10.0.0.1",
-                    dst_ip="10.0.0.2", src_qpn=rng.randrange(1 << 24), dst_qpn=rng.randrange(1 << 24))
+        v6, vlan = rng.random() < 0.4, rng.random() < 0.3
+        src, dst = ("fd00::1", "fd00::2") if v6 else ("10.0.0.1", "10.0.0.2")
+        flow = Flow(src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02", src_ip=src, dst_ip=dst,
+                    src_qpn=rng.randrange(1 << 24), dst_qpn=rng.randrange(1 << 24))
         kind = rng.random()
+        is_roce = kind < 0.8
         if kind < 0.6:
             ecn = rng.randrange(4)
-            frames.append(scapy_frame(flow, Opcode.SEND_ONLY, psn=rng.randrange(1 << 24), ecn=ecn,
-                                      payload=bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200)))))
+            frame = scapy_frame(flow, Opcode.SEND_ONLY, psn=rng.randrange(1 << 24), ecn=ecn,
+                                payload=bytes(rng.randrange(256) for _ in range(rng.randrange(0, 200))))
             if ecn == ECN_CE:
                 ce.append(flow.dst_qpn & qp_mask)
         elif kind < 0.8:
-            frames.append(scapy_frame(flow, Opcode.CNP))
+            frame = scapy_frame(flow, Opcode.CNP)
             cnp.append(flow.dst_qpn & qp_mask)
-        elif kind < 0.9:  # UDP to another port, CE-marked: not RoCE
-            frames.append(bytes(Ether() / IP(src="10.0.0.1", dst="10.0.0.2", tos=3) / UDP(dport=53)
-                                / bytes(20)))
+        elif kind < 0.9:  # UDP to another port (or IPv6 with TCP as next header), CE-marked: not RoCE
+            l3 = IPv6(src=src, dst=dst, tc=3, nh=17 if rng.random() < 0.5 else 6) if v6 else \
+                IP(src=src, dst=dst, tos=3)
+            frame = bytes(Ether() / l3 / UDP(dport=53) / bytes(20))
         else:  # runt frame shorter than the RoCE headers
-            frames.append(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 54))))
-    return frames, ce, cnp
+            frame = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 54)))
+            vlan = False
+        if vlan:
+            frame = tag(frame, rng)
+        if is_roce:
+            roce["vlan" if vlan else "ipv6" if v6 else "ipv4"] += 1
+        frames.append(frame)
+    return frames, ce, cnp, roce
 
 
 @cocotb.test()
@@ -54,7 +72,7 @@ async def test_parser_events_and_pass_through(dut):
     dut.rst.value = 1
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
-    frames, want_ce, want_cnp = make_frames(rng, tp["n_frames"], (1 << tp["qp_bits"]) - 1)
+    frames, want_ce, want_cnp, roce = make_frames(rng, tp["n_frames"], (1 << tp["qp_bits"]) - 1)
     got_ce: list[int] = []
     got_cnp: list[int] = []
 
@@ -73,8 +91,8 @@ async def test_parser_events_and_pass_through(dut):
         rx = await sink.recv()
         assert bytes(rx.tdata) == frame, "frame changed on its way through the parser"
     await ClockCycles(dut.clk, 4)
-    tb_record(frames=len(frames), ce=len(got_ce), cnp=len(got_cnp))
+    tb_record(frames=len(frames), ce=len(got_ce), cnp=len(got_cnp), roce=roce)
     assert got_ce == want_ce, f"CE events {got_ce[:8]} != expected {want_ce[:8]}"
     assert got_cnp == want_cnp, f"CNP events {got_cnp[:8]} != expected {want_cnp[:8]}"
-    assert int(dut.roce_pkts.value) == sum(1 for f in frames if len(f) >= 58 and f[36:38] == b"\x12\xb7")
+    assert int(dut.roce_pkts.value) == sum(roce.values())
     assert int(dut.dropped.value) == 0

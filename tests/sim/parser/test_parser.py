@@ -1,4 +1,5 @@
-"""pytest wrapper: the RoCEv2 parser on Icarus and Verilator, at a narrow and at a single-beat-header width."""
+"""pytest wrapper: the RoCEv2 parser (IPv4, IPv6, 802.1Q) on Icarus and Verilator, at a narrow and at a
+single-beat-header width."""
 
 from __future__ import annotations
 
@@ -18,3 +19,4 @@ def test_parser(simulator: str, data_width: int) -> None:
                         tag=f"w{data_width}", params={"n_frames": 150, "qp_bits": 4, "seed": data_width})
     print(f"\n{simulator}: {figures}")
     assert figures["ce"] > 5 and figures["cnp"] > 5
+    assert min(figures["roce"].values()) > 10, figures["roce"]  # IPv4, IPv6 and 802.1Q-tagged RoCE frames

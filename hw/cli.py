@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     v = sub.add_parser("verilog", help="write one Verilog file per RTL block into OUTDIR")
     v.add_argument("outdir", metavar="OUTDIR", help="directory for the .v files (created if missing)")
     _size_flags(v)
-    r = sub.add_parser("report", help="synthesize each block with yosys and print LUT/FF/memory counts")
+    r = sub.add_parser("report", help="synthesize each block with yosys and print LUT/FF/memory counts and "
+                                      "logic levels (deepest register-to-register path)")
     r.add_argument("--json", action="store_true", help="print JSON instead of a table")
     r.add_argument("--block", action="append", choices=sorted(BLOCKS),
                    help="only this block (repeatable; default: all)")
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from hw.synth import synthesize
+    from hw.synth import LEVELS_RULE, MAX_LEVELS_400MHZ, synthesize
 
     names = args.block or list(BLOCKS)
     rows = []
@@ -53,11 +54,14 @@ def _report(args: argparse.Namespace) -> int:
         for name in names:
             rows.append(synthesize(workdir / f"{name}.v", name, workdir).as_dict())
     if args.json:
-        print(json.dumps({"data_width": args.data_width, "qps": args.qps, "blocks": rows}, indent=2))
+        print(json.dumps({"data_width": args.data_width, "qps": args.qps, "blocks": rows,
+                          "max_levels_400mhz": MAX_LEVELS_400MHZ, "levels_rule": LEVELS_RULE}, indent=2))
         return 0
-    cols = ["block", "luts", "ffs", "lutram", "bram", "dsp", "carry"]
+    cols = ["block", "luts", "ffs", "lutram", "bram", "dsp", "carry", "levels"]
     print(f"FPGA resources (yosys synth_xilinx, UltraScale+), data width {args.data_width}, {args.qps} QPs")
     print("  ".join(f"{c:>10}" for c in cols))
     for row in rows:
-        print("  ".join(f"{row[c]!s:>10}" for c in cols))
+        flag = "  (> 400 MHz budget)" if row["levels"] > MAX_LEVELS_400MHZ else ""
+        print("  ".join(f"{row[c]!s:>10}" for c in cols) + flag)
+    print(f"levels: LUT/MUXF = 1, CARRY4 = 1/2 (CARRY8 = 1); rule of thumb {LEVELS_RULE}")
     return 0

@@ -1,7 +1,14 @@
-"""Resource counts of a Verilog block from yosys (the YoWASP build): LUTs, flip-flops, memories, DSPs.
+"""Resource counts and logic depth of a Verilog block from yosys (the YoWASP build).
 
 Synthesis targets a Xilinx UltraScale+ part (``synth_xilinx -family xcup``), the class of FPGA a 400G NIC
 uses; counts are yosys's, before place and route.
+
+Logic depth is the longest register-to-register (or port) path through the mapped netlist, counted the way
+Vivado counts logic levels on UltraScale+: each LUT and MUXF7/8/9 is one level, each yosys CARRY4 half a level
+(two of them make one CARRY8), INV cells none (they fold into the next LUT); flip-flops, block RAMs, DSPs and
+shift registers end paths, a LUT RAM's read (address to data) is one level.  yosys's own ``ltp`` counts every
+cell alike and cannot stop at Xilinx flip-flops, hence this walk over ``write_json``'s netlist.  Rule of
+thumb: <= MAX_LEVELS_400MHZ levels for 400 MHz on UltraScale+ (see ``LEVELS_RULE``).
 """
 
 from __future__ import annotations
@@ -11,14 +18,21 @@ import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
+from math import ceil
 from pathlib import Path
 
 from hw.errors import HwError
 
+MAX_LEVELS_400MHZ = 6
+LEVELS_RULE = (f"<= {MAX_LEVELS_400MHZ} logic levels per register-to-register path for 400 MHz (2.5 ns) on "
+               "UltraScale+: a LUT plus its net costs roughly 0.3-0.4 ns after clock-to-out and setup take "
+               "~0.3 ns; Intel's Design Assistant flags paths above 5 levels (rule TMC-20010) as limiting "
+               "clock speed on its comparable families")
+
 
 @dataclass(frozen=True)
 class Resources:
-    """Cell counts of one synthesized block."""
+    """Cell counts and logic depth of one synthesized block."""
 
     block: str
     luts: int
@@ -27,6 +41,7 @@ class Resources:
     bram: int
     dsp: int
     carry: int
+    levels: int = 0
 
     def as_dict(self) -> dict[str, int | str]:
         return asdict(self)
@@ -56,16 +71,77 @@ def count_cells(block: str, cells: dict[str, int]) -> Resources:
     )
 
 
+def _cell_weight(cell_type: str) -> float | None:
+    """Levels a cell adds to a combinational path, or None if it ends paths (registers, RAM, DSP)."""
+    if cell_type.startswith("LUT") or cell_type.startswith("MUXF"):
+        return 1.0
+    if cell_type.startswith("CARRY4"):
+        return 0.5
+    if cell_type.startswith("CARRY8"):
+        return 1.0
+    if cell_type in ("INV", "BUFG", "IBUF", "OBUF"):
+        return 0.0
+    if cell_type.startswith("RAM") and not cell_type.startswith("RAMB"):
+        return 1.0
+    return None
+
+
+def _comb_inputs(cell_type: str, ports: dict[str, str]) -> list[str]:
+    """Input ports with a combinational path to the outputs (a LUT RAM's read address only)."""
+    inputs = [p for p, d in ports.items() if d == "input"]
+    if cell_type.startswith("RAM"):
+        return [p for p in inputs if p.startswith(("A", "DPRA"))]
+    return inputs
+
+
+def logic_levels(netlist: dict, top: str) -> int:
+    """Deepest combinational path of a mapped netlist (``write_json``), in levels as described above."""
+    cells = netlist["modules"][top]["cells"]
+    driver: dict[int, str] = {}
+    for name, cell in cells.items():
+        for port, bits in cell["connections"].items():
+            if cell.get("port_directions", {}).get(port) == "output":
+                for bit in bits:
+                    if isinstance(bit, int):
+                        driver[bit] = name
+    depth: dict[str, float] = {}
+    visiting: set[str] = set()  # on the DFS path: a combinational loop must not recurse forever
+    for root in cells:
+        stack = [(root, False)]
+        while stack:
+            name, expanded = stack.pop()
+            if name in depth or (name in visiting and not expanded):
+                continue
+            cell = cells[name]
+            weight = _cell_weight(cell["type"])
+            if weight is None:
+                depth[name] = 0.0
+                continue
+            preds = [driver[b] for p in _comb_inputs(cell["type"], cell.get("port_directions", {}))
+                     for b in cell["connections"].get(p, []) if isinstance(b, int) and b in driver]
+            preds = [p for p in preds if _cell_weight(cells[p]["type"]) is not None]
+            if expanded:
+                depth[name] = weight + max((depth.get(p, 0.0) for p in preds), default=0.0)
+                visiting.discard(name)
+                continue
+            visiting.add(name)
+            stack.append((name, True))
+            stack.extend((p, False) for p in preds if p not in depth)
+    return ceil(max(depth.values(), default=0.0))
+
+
 def synthesize(verilog_path: Path, top: str, workdir: Path) -> Resources:
-    """Run yosys on one block and return its resource counts."""
+    """Run yosys on one block and return its resource counts and logic depth."""
     stat = workdir / f"{top}.stat.json"
+    net = workdir / f"{top}.net.json"
     # the WebAssembly yosys sees only its working directory: pass paths relative to it
     src = Path(verilog_path).resolve().relative_to(workdir.resolve())
     script = (f"read_verilog {src}; synth_xilinx -family xcup -flatten -top {top}; "
-              f"tee -q -o {stat.name} stat -json")
+              f"tee -q -o {stat.name} stat -json; write_json {net.name}")
     proc = subprocess.run([yosys_binary(), "-q", "-p", script], capture_output=True, text=True, cwd=workdir)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise HwError(f"yosys failed on {top}: {' / '.join(tail)}")
     report = json.loads(stat.read_text())
-    return count_cells(top, report["design"]["num_cells_by_type"])
+    res = count_cells(top, report["design"]["num_cells_by_type"])
+    return Resources(**{**res.as_dict(), "levels": logic_levels(json.loads(net.read_text()), top)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,42 @@ def test_bad_sizes_are_one_line_user_errors(tmp_path: Path, capsys, argv: list[s
     assert main(["hw", "verilog", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
+
+
+def _cell(kind: str, ins: dict[str, list[int]], outs: dict[str, list[int]]) -> dict:
+    ports = {**dict.fromkeys(ins, "input"), **dict.fromkeys(outs, "output")}
+    return {"type": kind, "port_directions": ports, "connections": {**ins, **outs}}
+
+
+def test_logic_levels_count_luts_and_half_carry4s() -> None:
+    """FF -> LUT -> LUT -> CARRY4 -> CARRY4 -> FF is 3 levels; INV is free; a second, shorter path is ignored."""
+    from hw.synth import logic_levels
+
+    cells = {
+        "q": _cell("FDRE", {"D": [9], "C": [1]}, {"Q": [2]}),
+        "a": _cell("LUT2", {"I0": [2], "I1": [2]}, {"O": [3]}),
+        "n": _cell("INV", {"I": [3]}, {"O": [4]}),
+        "b": _cell("LUT6", {"I0": [4]}, {"O": [5]}),
+        "c0": _cell("CARRY4", {"S": [5], "CI": ["0"]}, {"CO": [6]}),
+        "c1": _cell("CARRY4", {"CI": [6]}, {"O": [9]}),
+        "short": _cell("LUT1", {"I0": [2]}, {"O": [10]}),
+    }
+    assert logic_levels({"modules": {"top": {"cells": cells}}}, "top") == 3
+
+
+def test_logic_levels_survive_a_combinational_loop() -> None:
+    from hw.synth import logic_levels
+
+    cells = {"a": _cell("LUT1", {"I0": [2]}, {"O": [1]}), "b": _cell("LUT1", {"I0": [1]}, {"O": [2]})}
+    assert logic_levels({"modules": {"top": {"cells": cells}}}, "top") >= 1
+
+
+@pytest.mark.sim
+def test_report_json_has_levels_within_the_400mhz_budget(capsys) -> None:
+    """yosys on the small ICRC generator: resources, logic levels and the rule of thumb in the JSON."""
+    assert main(["hw", "report", "--json", "--block", "icrc_gen", "--data-width", "64", "--qps", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (row,) = report["blocks"]
+    assert row["block"] == "icrc_gen" and row["luts"] > 100 and row["ffs"] > 500
+    assert 2 <= row["levels"] <= report["max_levels_400mhz"] == 6
+    assert "400 MHz" in report["levels_rule"]

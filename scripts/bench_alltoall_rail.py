@@ -46,6 +46,7 @@ def _status(name: str) -> dict[str, Any] | None:
 def _fabric_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """Per-op fabric figures from two status snapshots: spine bytes, leaf-uplink bytes, switch packets, drops."""
     spine_tx, uplinks, pkts, drops, marks = 0, [], 0, 0, 0
+    where = {"to_host": 0, "leaf_up": 0, "spine_down": 0}
     for sw, info in after["switches"].items():
         for port, p in info["ports"].items():
             b = before["switches"][sw]["ports"][port]
@@ -55,10 +56,23 @@ def _fabric_delta(before: dict[str, Any], after: dict[str, Any]) -> dict[str, An
             marks += d["ecn_marks"]
             if sw.startswith("sp"):
                 spine_tx += d["tx_bytes"]
+                where["spine_down"] += d["queue_drop_pkts"]
             elif str(p.get("peer", "")).startswith("sp"):
                 uplinks.append(d["tx_bytes"])
+                where["leaf_up"] += d["queue_drop_pkts"]
+            else:
+                where["to_host"] += d["queue_drop_pkts"]
     return {"spine_tx_bytes": spine_tx, "uplink_tx_bytes": uplinks, "switch_rx_pkts": pkts, "drops": drops,
-            "ecn_marks": marks}
+            "drops_where": where, "ecn_marks": marks}
+
+
+def _tcp_counters() -> list[int]:
+    """This network namespace's TCP retransmitted segments and retransmission timeouts (kernel counters)."""
+    def table(path: str, section: str) -> dict[str, int]:
+        lines = [ln.split() for ln in Path(path).read_text().splitlines() if ln.startswith(section + ":")]
+        return {k: int(v) for k, v in zip(lines[0][1:], lines[1][1:], strict=True)} if len(lines) >= 2 else {}
+    snmp, ext = table("/proc/net/snmp", "Tcp"), table("/proc/net/netstat", "TcpExt")
+    return [snmp.get("RetransSegs", 0), ext.get("TCPTimeouts", 0)]
 
 
 def rank_main(args: argparse.Namespace) -> int:
@@ -106,6 +120,7 @@ def rank_main(args: argparse.Namespace) -> int:
                     comm.barrier()
                     before = _status(args.fabric_name) if lead else None
                     load = os.getloadavg()[0]
+                    tcp0 = _tcp_counters() if comm.local_rank == 0 else [0, 0]  # one reader per namespace
                     comm.barrier()
                     comm.reset_counters()
                     t0 = clock.now_ns()
@@ -114,13 +129,16 @@ def rank_main(args: argparse.Namespace) -> int:
                     counters = comm.counters()
                     comm.barrier()
                     after = _status(args.fabric_name) if lead else None
+                    tcp1 = _tcp_counters() if comm.local_rank == 0 else [0, 0]
                     time_ns = vmax(local_ns)
                     link = dict(zip(("intra", "rail", "cross"),
                                     vsum([counters["intra"], counters["rail"], counters["cross"]]), strict=True))
+                    retrans, timeouts = vsum([tcp1[0] - tcp0[0], tcp1[1] - tcp0[1]])
                     if lead:
                         assert before is not None and after is not None
                         out["samples"].append({"size_bytes": count * 4, "algo": algo, "round": r,
                                                "time_ns": time_ns, "payload_bytes": link, "load1": load,
+                                               "tcp_retrans_segs": retrans, "tcp_timeouts": timeouts,
                                                **_fabric_delta(before, after)})
         if lead:
             Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
@@ -132,6 +150,12 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _where(ss: list[dict[str, Any]]) -> str:
+    """Median drops at host-facing leaf ports / leaf uplinks / spine ports."""
+    keys = ("to_host", "leaf_up", "spine_down")
+    return "/".join(f"{_median([s.get('drops_where', {}).get(k, 0) for s in ss]):.0f}" for k in keys)
+
+
 def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: float) -> list[str]:
     """Table rows: medians per size and algorithm, the NIC lower bound, and the rail-aligned gain."""
     lines = []
@@ -140,7 +164,7 @@ def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: fl
             lines.append(f"!! {c['algo']} at {c['size_bytes']} B: {c['wrong']} wrong elements")
     sizes = sorted({s["size_bytes"] for s in result["samples"]})
     lines.append(f"{'size':>9} {'algo':>9} {'time ms':>9} {'(min-max)':>15} {'spine KB':>9} {'uplinks KB':>24} "
-                 f"{'sw pkts':>8} {'drops':>6} {'ECN':>6} {'load':>5}")
+                 f"{'sw pkts':>8} {'drops':>6} {'h/u/s':>14} {'ECN':>6} {'rtx':>5} {'RTO':>4} {'load':>5}")
     for size in sizes:
         block = size // (servers * gpus)
         nic_bytes = (servers - 1) * gpus * block
@@ -156,7 +180,10 @@ def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: fl
             lines.append(f"{size:>9} {algo:>9} {med[algo]:9.1f} {min(t):7.1f}-{max(t):<7.1f} "
                          f"{_median([s['spine_tx_bytes'] for s in ss]) / 1e3:9.1f} "
                          f"{'/'.join(f'{u:.0f}' for u in up):>24} {_median([s['switch_rx_pkts'] for s in ss]):8.0f} "
-                         f"{_median([s['drops'] for s in ss]):6.0f} {_median([s['ecn_marks'] for s in ss]):6.0f} "
+                         f"{_median([s['drops'] for s in ss]):6.0f} {_where(ss):>14} "
+                         f"{_median([s['ecn_marks'] for s in ss]):6.0f} "
+                         f"{_median([s.get('tcp_retrans_segs', 0) for s in ss]):5.0f} "
+                         f"{_median([s.get('tcp_timeouts', 0) for s in ss]):4.0f} "
                          f"{_median([s['load1'] for s in ss]):5.1f}")
         tr = [x for x in result["traces"] if x["size_bytes"] == size]
         if tr:

@@ -156,8 +156,11 @@ def _where(ss: list[dict[str, Any]]) -> str:
     return "/".join(f"{_median([s.get('drops_where', {}).get(k, 0) for s in ss]):.0f}" for k in keys)
 
 
-def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: float) -> list[str]:
-    """Table rows: medians per size and algorithm, the NIC lower bound, and the rail-aligned gain."""
+def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: float, spines: int = 2,
+              oversub: float = 1.0) -> list[str]:
+    """Table rows: medians per size and algorithm, the NIC lower bound, the busiest leaf uplink's bound (its
+    measured bytes at the uplink rate: ECMP balance and oversubscription), and the rail-aligned gain."""
+    uplink_bps = servers * link_rate_bps / (spines * oversub) if spines else 0.0
     lines = []
     for c in result["checks"]:
         if c["wrong"]:
@@ -185,6 +188,9 @@ def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: fl
                          f"{_median([s.get('tcp_retrans_segs', 0) for s in ss]):5.0f} "
                          f"{_median([s.get('tcp_timeouts', 0) for s in ss]):4.0f} "
                          f"{_median([s['load1'] for s in ss]):5.1f}")
+            if uplink_bps and max(up, default=0) >= 10:  # KB; control packets (barriers) aside
+                lines.append(f"{'':>9} {algo:>9} busiest leaf uplink {max(up):.0f} KB at {uplink_bps / 1e6:g} Mb/s "
+                             f"-> at least {max(up) * 8e3 / uplink_bps * 1e3:.1f} ms")
         tr = [x for x in result["traces"] if x["size_bytes"] == size]
         if tr:
             lines.append(f"{'':>9} rail trace: intra shuffle landed at {tr[0]['staged_ns'] / 1e6:.1f} ms of "
@@ -271,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {args.servers} servers x {args.gpus} GPUs, {args.spines} spines, oversubscription {oversub:g}, "
               f"links {args.link_rate}, dilation {args.time_dilation:g}, intra/link {args.intra_ratio:g}, "
               f"{args.rounds} rounds (A B B A ...)", flush=True)
-        for line in summarize(result, args.servers, args.gpus, parse_rate_bps(args.link_rate, what="--link-rate")):
+        for line in summarize(result, args.servers, args.gpus, parse_rate_bps(args.link_rate, what="--link-rate"),
+                              args.spines, oversub):
             print(line, flush=True)
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=1) + "\n")

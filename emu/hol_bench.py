@@ -72,13 +72,6 @@ def _open(args: argparse.Namespace) -> tuple[Any, int]:
     return nic, path_mtu_for(interface_mtu(args.dev))
 
 
-def _set_dscp(qp: Any, dscp: int) -> None:
-    """The QP's packets carry ``dscp`` (ibv_modify_qp's GRH traffic class; set once the QP has its flow)."""
-    from sw.roce.template import FlowTemplates
-
-    qp.templates = FlowTemplates(dataclasses.replace(qp.templates.flow, dscp=dscp))
-
-
 def run_victim_receiver(args: argparse.Namespace) -> dict[str, Any]:
     """One QP and a buffer for the victim's WRITE; serve until the sender reported, then verify the bytes."""
     from sw.roce.qp_connect import connect, qp_info
@@ -93,8 +86,7 @@ def run_victim_receiver(args: argparse.Namespace) -> dict[str, Any]:
     store.set("victim_rx", qp_info(qp, 0, mr))
     deadline = clock.now_ns() + args.timeout_ns
     peer = store.wait("victim_tx", args.timeout_ns)
-    connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu)
-    _set_dscp(qp, args.dscp)
+    connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu, traffic_class=args.dscp << 2)
     store.set("victim_rx_ready", True)
     finished = nic.run_until(lambda: store.get("victim_res") is not None, max(1, deadline - clock.now_ns()))
     report = {"role": "victim-receiver", "finished": finished,
@@ -117,8 +109,7 @@ def run_victim_sender(args: argparse.Namespace) -> dict[str, Any]:
     store.set("victim_tx", qp_info(qp, 0))
     deadline = clock.now_ns() + args.timeout_ns
     peer = store.wait("victim_rx", args.timeout_ns)
-    connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu)
-    _set_dscp(qp, args.dscp)
+    connect(qp, 0, peer | {"mac": args.gateway_mac}, path_mtu=mtu, traffic_class=args.dscp << 2)
     store.set("victim_ready", True)
     poll_ns = max(1, int(clock.net_duration_ns(GO_POLL_WALL_NS)))
     while store.get("go") is None and clock.now_ns() < deadline:

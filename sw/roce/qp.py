@@ -12,7 +12,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from sw.roce.decode import RocePacket
-from sw.roce.flow import Flow
+from sw.roce.flow import DSCP_ROCE_DEFAULT, Flow
 from sw.roce.gid import GidError, ip_of_gid, ip_version
 from sw.roce.int_md import IntHopRecord
 from sw.roce.opcodes import Opcode
@@ -58,6 +58,7 @@ class QpAttr:
     ack_every_pkts: int = 16  # AckReq on every n-th packet of a long message (and on every last packet)
     max_rd_atomic: int = 16  # atomics this QP keeps in flight as requester (at most the peer's max_dest_rd_atomic)
     max_dest_rd_atomic: int = 16  # atomic results the responder keeps for replaying retransmitted requests
+    traffic_class: int = DSCP_ROCE_DEFAULT << 2  # GRH traffic class: DSCP in bits 7..2 (PFC class); ECN is the NIC's
 
     def check(self) -> None:
         if self.path_mtu not in PATH_MTUS:
@@ -74,6 +75,7 @@ class QpAttr:
             ("ack_every_pkts", 1, 1 << 16),
             ("max_rd_atomic", 1, 255),
             ("max_dest_rd_atomic", 1, 255),
+            ("traffic_class", 0, 255),
         ):
             value = getattr(self, name)
             if not lo <= value <= hi:
@@ -190,7 +192,8 @@ class QueuePair:
                 f"{self.nic.ip} is IPv{ip_version(self.nic.ip)} (open both ends with the same family)"
             )
         try:
-            return Flow(self.nic.mac, attr.dest_mac, self.nic.ip, dest_ip, self.qp_num, attr.dest_qp_num)
+            return Flow(self.nic.mac, attr.dest_mac, self.nic.ip, dest_ip, self.qp_num, attr.dest_qp_num,
+                        dscp=attr.traffic_class >> 2)
         except ValueError as exc:
             raise VerbsError(f"modify_qp: {exc}") from None
 

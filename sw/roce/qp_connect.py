@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from sw.roce.flow import DSCP_ROCE_DEFAULT
 from sw.roce.gid import gid_of
 from sw.roce.qp import QpState, QueuePair
 from sw.roce.store import FileStore
@@ -27,8 +28,10 @@ def qp_info(qp: QueuePair, psn: int, mr: MemoryRegion | None = None) -> dict[str
     return info
 
 
-def connect(qp: QueuePair, local_psn: int, remote: dict[str, Any], *, path_mtu: int, **attrs: int) -> None:
-    """Bring ``qp`` from RESET to RTS towards the peer described by ``remote`` (a ``qp_info`` dict)."""
+def connect(qp: QueuePair, local_psn: int, remote: dict[str, Any], *, path_mtu: int,
+            traffic_class: int = DSCP_ROCE_DEFAULT << 2, **attrs: int) -> None:
+    """Bring ``qp`` from RESET to RTS towards the peer described by ``remote`` (a ``qp_info`` dict); its packets
+    carry ``traffic_class`` (DSCP << 2, the PFC class switches map to a priority)."""
     qp.modify(QpState.INIT)
     qp.modify(
         QpState.RTR,
@@ -37,6 +40,7 @@ def connect(qp: QueuePair, local_psn: int, remote: dict[str, Any], *, path_mtu: 
         dest_ip=str(remote.get("gid", remote["ip"])),
         path_mtu=path_mtu,
         rq_psn=int(remote["psn"]),
+        traffic_class=traffic_class,
     )
     qp.modify(QpState.RTS, sq_psn=local_psn, **attrs)
 

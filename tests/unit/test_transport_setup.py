@@ -11,13 +11,13 @@ import pytest
 
 from sw.clock import Clock, ManualClock
 from sw.roce.nic import Nic
-from sw.roce.nic_loopback import MemoryWire, run_until
+from sw.roce.nic_loopback import LinkProfile, MemoryWire, run_until
 from sw.roce.nic_port import path_mtu_for
 from sw.roce.perf_cli import PerfArgError, add_perf_arguments, run_perf
 from sw.roce.qp import QpState
 from sw.roce.qp_connect import connect, exchange, qp_info
 from sw.roce.store import FileStore, StoreError
-from sw.roce.verbs import SendWr, WcStatus, WrOpcode
+from sw.roce.verbs import SendWr, VerbsError, WcStatus, WrOpcode
 from sw.units import UnitError
 
 pytestmark = pytest.mark.unit
@@ -99,3 +99,33 @@ def test_path_mtu_follows_the_interface_mtu():
     assert path_mtu_for(4200) == 4096
     with pytest.raises(OSError, match="too small"):
         path_mtu_for(300)
+
+
+def test_traffic_class_sets_the_dscp_of_every_packet_and_is_range_checked():
+    seen_dscp: list[int] = []
+
+    def record(frame: bytes) -> bytes:
+        seen_dscp.append(frame[15] >> 2)  # IPv4 TOS byte after the 14-byte Ethernet header
+        return frame
+
+    clock = ManualClock()
+    wire = MemoryWire(clock, LinkProfile(transform=record), LinkProfile(transform=record))
+    nics = [
+        Nic(port, mac=f"02:00:00:00:00:0{i + 1}", ip=f"10.5.0.{i + 1}", line_rate_bps=10**9, clock=clock)
+        for i, port in enumerate(wire.ports)
+    ]
+    pds = [n.alloc_pd() for n in nics]
+    qps = [n.create_qp(pd, n.create_cq()) for n, pd in zip(nics, pds, strict=True)]
+    dst = np.zeros(5000, np.uint8)
+    infos = [qp_info(qps[0], 1), qp_info(qps[1], 2, pds[1].reg_mr(dst))]
+    with pytest.raises(VerbsError, match="traffic_class=256: must be 0..255"):
+        connect(qps[0], 1, infos[1], path_mtu=1024, traffic_class=256)
+    qps[0].modify(QpState.RESET)
+    for i, qp in enumerate(qps):
+        connect(qp, i + 1, infos[1 - i], path_mtu=1024, traffic_class=34 << 2)
+    src = np.arange(5000, dtype=np.uint8)
+    qps[0].post_send(SendWr(1, WrOpcode.RDMA_WRITE, pds[0].reg_mr(src).sge(), remote_addr=infos[1]["addr"],
+                            rkey=infos[1]["rkey"]))
+    assert run_until(clock, wire, nics, lambda: len(qps[0].send_cq) > 0, 10**9)
+    assert np.array_equal(dst, src)
+    assert len(seen_dscp) >= 6 and set(seen_dscp) == {34}  # 5 WRITE segments and the ACK(s)

@@ -77,8 +77,6 @@ class FabricError(RuntimeError):
 
 
 @dataclass
-
-
 class FabricTimings:
     """Wall seconds spent bringing the fabric up (build, host config, switch start, programming) and down."""
 

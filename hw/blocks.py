@@ -12,6 +12,7 @@ from hw.cnp import CnpGenerator
 from hw.csr import CsrBank
 from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
+from hw.hpcc import HpccEngine
 from hw.icrc import IcrcChecker, IcrcGenerator
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
@@ -32,6 +33,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                    lambda width, qps: IcrcChecker(data_width=width)),
     "icrc_gen": ("RoCEv2 ICRC generator (appends the ICRC, full width, one beat per clock)",
                  lambda width, qps: IcrcGenerator(data_width=width)),
+    "hpcc": ("INT/HPCC engine (per-QP window and rate from INT-echoing ACKs)",
+             lambda width, qps: HpccEngine(n_qps=qps)),
     "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",
                  lambda width, qps: CsrBank(n_qps=qps, line_rate_reg=(width // 8) << 24)),
 }

@@ -182,6 +182,11 @@ class CongestionRun:
         port is shaped, so packets leave exactly ``service_us`` apart)."""
         return [int((row[2] + 0.5) // self.service_us) for row in self.rows]
 
+    def deq_depths(self) -> list[int]:
+        """Queue depth each packet left behind at the congested port: its INT hop's queue occupancy, the same
+        ``deq_qdepth`` that fabric.p4's RED/ECN judged it on (one rail-local hop, so the newest hop is that port)."""
+        return [row[3] for row in self.rows]
+
 
 def congest(fab: Fabric, *, rate_bps: int = CONGEST_RATE_BPS, overload: float = 1.25,
             payload_bytes: int = CONGEST_PAYLOAD_BYTES, packets: int | None = None) -> CongestionRun:
@@ -224,20 +229,14 @@ def check_ecn_curve(fab: Fabric, run: CongestionRun) -> CheckResult:
     """Marked fraction vs queue depth follows the configured RED curve: none at or below Kmin, all at or above
     Kmax, in between the expected count of marks within 4 binomial standard deviations.
 
-    Left out: packets that found the queue empty (by their hop latency) after it had already built up.  On a
-    starved machine the switch process can wake with departures overdue and count them in ``enq_qdepth`` for
-    a packet that then leaves at once, so for those packets the latency no longer measures the depth RED saw.
+    The depth is each packet's INT queue occupancy: the dequeue depth RED judged it on, exact even on a starved
+    machine (so no packet is left out; ``left_out`` stays in the data as 0).
     """
     ecn = fab.ecn
     if ecn.unit != "pkts":
         return CheckResult("ecn_curve", True, "skipped: thresholds in bytes")
-    all_depths = run.enq_depths()
-    keep, built = [], False
-    for q in all_depths:
-        keep.append(not (built and q == 0))
-        built = built or q > ecn.kmin
-    depths = [q for q, k in zip(all_depths, keep, strict=True) if k]
-    marks = [row[0] == 3 for row, k in zip(run.rows, keep, strict=True) if k]
+    depths = run.deq_depths()
+    marks = [row[0] == 3 for row in run.rows]
     below = [m for q, m in zip(depths, marks, strict=True) if q < ecn.kmin]
     above = [m for q, m in zip(depths, marks, strict=True) if q > ecn.kmax]
     mid = [(q, m) for q, m in zip(depths, marks, strict=True) if ecn.kmin < q < ecn.kmax]
@@ -256,10 +255,8 @@ def check_ecn_curve(fab: Fabric, run: CongestionRun) -> CheckResult:
               f"{sum(below)}/{len(below)} marked, above Kmax={ecn.kmax} {sum(above)}/{len(above)} marked, between "
               f"{observed}/{len(mid)} marked (RED expects {expected:.1f} +- {math.sqrt(variance):.1f})")
     curve = {str(k): {"marked": v[0], "packets": v[1]} for k, v in sorted(bins.items())}
-    if len(depths) < len(all_depths):
-        detail += f"; {len(all_depths) - len(depths)} packet(s) after a drained queue left out"
     return CheckResult("ecn_curve", ok, detail, {"curve": curve, "observed_mid": observed,
-                                                 "left_out": len(all_depths) - len(depths),
+                                                 "left_out": 0,
                                                  "expected_mid": expected, "below": len(below),
                                                  "above": len(above), "mid": len(mid)})
 

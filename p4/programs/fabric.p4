@@ -294,8 +294,8 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
         meta.red_pmax = pmax;
     }
     action set_red_bytes(bit<32> kmin, bit<32> kmax, bit<32> pmax) {
-        /* queue depth in bytes, estimated as packets in the queue times this packet's length */
-        meta.qdepth = (bit<32>) standard_metadata.enq_qdepth * standard_metadata.packet_length;
+        /* queue depth in bytes, estimated as packets left in the queue times this packet's length */
+        meta.qdepth = (bit<32>) standard_metadata.deq_qdepth * standard_metadata.packet_length;
         meta.red_kmin = kmin;
         meta.red_kmax = kmax;
         meta.red_pmax = pmax;
@@ -326,8 +326,10 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
         port_tx.count((bit<32>) standard_metadata.egress_port);
         port_mac.apply();
 
-        /* RED-style ECN: no mark below kmin, probability rising linearly to pmax at kmax, always above kmax */
-        meta.qdepth = (bit<32>) standard_metadata.enq_qdepth;   /* set_red_bytes turns it into bytes */
+        /* RED-style ECN: no mark below kmin, probability rising linearly to pmax at kmax, always above kmax.
+           Judged on the depth at dequeue (deq_qdepth), as DCTCP-style switches and the HPCC authors' ns-3 switch
+           do: the enqueue depth is as old as the packet's queueing delay, so marks would lag the queue by it. */
+        meta.qdepth = (bit<32>) standard_metadata.deq_qdepth;   /* set_red_bytes turns it into bytes */
         if (hdr.ipv4.isValid() && hdr.ipv4.ecn != 0 && ecn_config.apply().hit) {
             if (meta.qdepth >= meta.red_kmax) {
                 hdr.ipv4.ecn = 3;

@@ -1,11 +1,13 @@
 """A tiny deterministic discrete-event simulator: N paced senders -> one switch queue -> one bottleneck link.
 
-The switch marks ECN at egress RED-style (no mark below ``kmin``, always above ``kmax``, linear up to ``pmax``
-in between, drawn from a seeded PRNG) and stamps one INT hop (egress time, cumulative tx bytes, queue length,
-link rate) into every packet. The receiver runs a :class:`~sw.cc.dcqcn.DcqcnNp` (CNPs) and returns an ACK per
-packet carrying the INT hop. Each sender is a CC model (DCQCN RP, HPCC or none) driving a
-:class:`~sw.cc.pacer.TokenBucket`; HPCC senders are also window-limited (send while in-flight < W).
-Used by the tests to check the models' closed-loop behaviour; bounded by ``duration_ns`` and ``max_events``.
+The switch marks ECN at egress RED-style (no mark below ``kmin``, always above ``kmax``, linear up to ``pmax`` in
+between, drawn from a seeded PRNG) on the queue length at dequeue, or at enqueue with ``mark_at="enqueue"`` (the
+depth the packet found on arrival, as old as its queueing delay by the time it leaves) and stamps one INT hop
+(egress time, cumulative tx bytes, queue length, link rate) into every packet. The receiver runs a
+:class:`~sw.cc.dcqcn.DcqcnNp` (CNPs) and returns an ACK per packet carrying the INT hop. Each sender is a CC model
+(DCQCN RP, HPCC or none) driving a :class:`~sw.cc.pacer.TokenBucket`; HPCC senders are also window-limited (send
+while in-flight < W). Used by the tests to check the models' closed-loop behaviour; bounded by ``duration_ns`` and
+``max_events``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from sw.cc.hpcc import Hpcc, HpccParams
 from sw.cc.pacer import CcPacer
 
 CC_NAMES = ("dcqcn", "hpcc", "none")
+MARK_POINTS = ("dequeue", "enqueue")  # where RED reads the queue length
 
 # event kinds (ints keep the heap tuples cheap and deterministic)
 _TX, _ARRIVE, _DEQUEUE_DONE, _RX, _FEEDBACK, _SAMPLE = range(6)
@@ -55,6 +58,7 @@ class SimConfig:
     seed: int = 1
     sample_ns: int = 0
     max_events: int = 5_000_000
+    mark_at: str = "dequeue"
     dcqcn: DcqcnParams | None = None
     hpcc: HpccParams | None = None
 
@@ -62,6 +66,8 @@ class SimConfig:
         m = "sim"
         if self.cc not in CC_NAMES:
             raise CcParamError(f"{m}.cc={self.cc!r}: allowed values are {', '.join(CC_NAMES)}")
+        if self.mark_at not in MARK_POINTS:
+            raise CcParamError(f"{m}.mark_at={self.mark_at!r}: allowed values are {', '.join(MARK_POINTS)}")
         check_int_range(m, "n_flows", self.n_flows, 1, 1024)
         check_int_range(m, "link_kbps", self.link_kbps, 1_000, 1_000_000_000)
         check_int_range(m, "mtu_bytes", self.mtu_bytes, 64, 9_216)
@@ -164,7 +170,7 @@ class BottleneckSim:
         self._rng = random.Random(c.seed)
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
-        self._queue: deque[tuple[int, int, int]] = deque()     # (flow, size, end_seq)
+        self._queue: deque[tuple[int, int, int, bool]] = deque()   # (flow, size, end_seq, CE at enqueue)
         self._queue_bytes = 0
         self._link_busy = False
         self._tx_bytes_total = 0
@@ -225,7 +231,8 @@ class BottleneckSim:
             f.stats.dropped += 1
             f.lost += size
             return
-        self._queue.append((flow, size, end_seq))
+        ce = self.cfg.mark_at == "enqueue" and self._mark_probability_hit(self._queue_bytes)
+        self._queue.append((flow, size, end_seq, ce))
         self._queue_bytes += size
         self.max_queue_bytes = max(self.max_queue_bytes, self._queue_bytes)
         if not self._link_busy:
@@ -241,10 +248,11 @@ class BottleneckSim:
         return self._rng.random() < p
 
     def _start_tx(self, now: int) -> None:
-        flow, size, end_seq = self._queue.popleft()
+        flow, size, end_seq, ce = self._queue.popleft()
         qlen_before = self._queue_bytes
         self._queue_bytes -= size
-        ce = self._mark_probability_hit(qlen_before)
+        if self.cfg.mark_at == "dequeue":
+            ce = self._mark_probability_hit(qlen_before)
         if ce:
             self.marks += 1
         self._tx_bytes_total += size

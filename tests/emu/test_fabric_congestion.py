@@ -26,7 +26,7 @@ def test_ecn_marking_fraction_follows_the_configured_red_curve(run: tuple[Fabric
     fab, cong = run
     result = check_ecn_curve(fab, cong)
     assert result.ok, result.detail
-    depths = cong.enq_depths()
+    depths = cong.deq_depths()                                # what RED judged: the depth at dequeue (INT)
     assert max(depths) > KMAX and min(depths) < KMIN          # the queue swept the whole curve
     # the lower and upper halves of the ramp: marked fractions near RED's average there, and increasing
     halves = [(KMIN + 1, (KMIN + KMAX) // 2), ((KMIN + KMAX) // 2 + 1, KMAX - 1)]

@@ -104,8 +104,26 @@ def test_red_marks_only_once_the_queue_builds(program):
     fraction = middle.count(ECN_CE) / len(middle)
     expected = 0.2 * (12 - 5) / (20 - 5)
     assert abs(fraction - expected) < 0.05, (fraction, expected)
-    not_ect = leaf.egress(leaf.ingress(a.leaf_port, _frame(a, b, ecn=0)).queued[0], enq_qdepth=40)
+    not_ect = leaf.egress(leaf.ingress(a.leaf_port, _frame(a, b, ecn=0)).queued[0], enq_qdepth=40, deq_qdepth=40)
     assert not_ect.out[0][1][15] & 0x3 == 0
+
+
+@pytest.mark.parametrize("unit", ["pkts", "bytes"])
+def test_red_judges_the_queue_at_dequeue_not_at_enqueue(program, unit: str) -> None:
+    """A packet that entered a deep queue which has drained by its departure is not marked, and one that found the
+    queue short but leaves it deep is: RED reads deq_qdepth (in bytes: times this packet's length)."""
+    a, b = TOPO.nics_of("s0")[0], TOPO.nics_of("s1")[0]
+    frame = _frame(a, b)
+    per_pkt = 1 if unit == "pkts" else len(frame)
+    ecn = EcnConfig(kmin=5 * per_pkt, kmax=20 * per_pkt, pmax=1.0, unit=unit)
+    leaf = _switch(program, a.leaf, ecn, IntConfig(enabled=False))
+
+    def ecn_after(enq_qdepth: int, deq_qdepth: int) -> int:
+        res = leaf.egress(leaf.ingress(a.leaf_port, frame).queued[0], enq_qdepth=enq_qdepth, deq_qdepth=deq_qdepth)
+        return res.out[0][1][15] & 0x3
+
+    assert all(ecn_after(40, deq) == ECN_ECT0 for deq in (0, 3, 5))
+    assert all(ecn_after(0, deq) == ECN_CE for deq in (20, 40))
 
 
 def test_report_mode_strips_for_the_host_and_clones_to_the_collector(program):

@@ -220,6 +220,8 @@ def _wait_up(name: str, proc: subprocess.Popen[bytes], env: dict[str, str], time
 def run_one(args: argparse.Namespace, oversub: float, json_path: str) -> dict[str, Any]:
     """Bring up a fabric at ``oversub``, run the interleaved job on it, tear it down; rank 0's JSON."""
     env = dict(os.environ, STARPULSE_TIME_DILATION=repr(float(args.time_dilation)))
+    if args.net:
+        env["STARPULSE_NET"] = args.net
     if args.intra_ratio > 0:
         env["STARPULSE_INTRA_RATE"] = str(int(args.intra_ratio * parse_rate_bps(args.link_rate, what="--link-rate")))
     topo = ["--servers", str(args.servers), "--gpus-per-server", str(args.gpus), "--spines", str(args.spines),
@@ -262,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--link-rate", default="100M")
     parser.add_argument("--intra-ratio", type=float, default=9.0,
                         help="shared-memory rate / link rate (default 9; 0 = library default 20 Gb/s)")
+    parser.add_argument("--net", choices=("roce", "tcp"), default=None,
+                        help="inter-server transport of the ranks (default: the launcher's, RoCE)")
     parser.add_argument("--name", default="a2arail", help="fabric name (default a2arail)")
     parser.add_argument("--timeout", type=float, default=3000.0, help="job timeout in wall seconds")
     parser.add_argument("-J", "--output", default=None, help="write every sample as JSON here")
@@ -275,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
             result = run_one(args, oversub, str(Path(tmp) / "rank0.json"))
         report["runs"].append({"oversubscription": oversub, **result})
         print(f"# {args.servers} servers x {args.gpus} GPUs, {args.spines} spines, oversubscription {oversub:g}, "
-              f"links {args.link_rate}, dilation {args.time_dilation:g}, intra/link {args.intra_ratio:g}, "
+              f"links {args.link_rate}, net {args.net or 'default (roce)'}, dilation {args.time_dilation:g}, "
+              f"intra/link {args.intra_ratio:g}, "
               f"{args.rounds} rounds (A B B A ...)", flush=True)
         for line in summarize(result, args.servers, args.gpus, parse_rate_bps(args.link_rate, what="--link-rate"),
                               args.spines, oversub):

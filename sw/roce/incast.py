@@ -13,8 +13,10 @@ the receiver sent them) — four DCQCN timer periods — while at 10000 it is ~1
 (``--buffer``; a shallow-buffer 10/40G ToR shares 9-16 MB among its ports, and a congested port may take a few MB
 of it), not the switch's 64-packet default that no CC can keep an 8 x line-rate start out of.  RED/ECN thresholds
 in packets of the path MTU (1 KiB here): Kmin 5 (~5 KB, DCQCN's Kmin), Kmax 45 (~50 KB: DCQCN's 200 KB at 40G
-scaled to 10G, the same 40 µs of queue), Pmax 1 %.  ``--pfc on`` turns on 802.1Qbb in the leaf (per ingress
-port XOFF/XON/headroom) and in the NICs, and reports the pauses the leaf sent.
+scaled to 10G, the same 40 µs of queue), Pmax 1 %, judged by fabric.p4 on the queue's depth at dequeue (as
+DCTCP-style switches and the HPCC authors' ns-3 switch do: marks on the enqueue depth lag the queue by its delay).
+Host DCQCN parameters: sw.roce.pacer.  ``--pfc on`` turns on 802.1Qbb in the leaf (per ingress port
+XOFF/XON/headroom) and in the NICs, and reports the pauses the leaf sent.
 
 Each run also reports the DCQCN chain, to find where a loop breaks: CE marks the leaf set (``ecn_marks``), CE
 packets the receiver's NP saw (``ce_packets_rx``), CNPs it sent (``cnps``), CNPs each sender received and its

@@ -29,6 +29,11 @@ CC_NAMES = ("none", "dcqcn", "hpcc")
 # RTTs bring drives every flow's target down to the cut rate, and additive increase then needs ms to refill the
 # link (sw.cc.sim, 8 -> 1 at 10 Gb/s: 0.82 vs 0.95 utilisation for 1 MiB flows).
 DCQCN_CLAMP_TARGET_RATE = False
+# Fast-recovery stages F = 1 (the paper's 5): the HPCC authors' ns-3 DCQCN (FAST_RECOVERY_TIMES 1 in their shipped
+# mix/config.txt) and NVIDIA firmware (rpg_threshold 1).  After one timer period without a CNP the target grows
+# again, so a flow cut below its share by the incast's random marks catches up sooner (sw.cc.sim, 8 -> 1 at 10 Gb/s,
+# 1 MiB flows, six seeds: 0.936 vs 0.900 mean utilisation).
+DCQCN_FAST_RECOVERY_STAGES = 1
 
 
 class CcConfigError(ValueError):
@@ -55,6 +60,7 @@ def make_cc(
                 rate_ai_kbps=max(1, min(DcqcnParams.rate_ai_kbps, line_kbps // 100)),
                 rate_hai_kbps=max(1, min(DcqcnParams.rate_hai_kbps, line_kbps // 20)),
                 clamp_target_rate=DCQCN_CLAMP_TARGET_RATE,
+                fast_recovery_stages=DCQCN_FAST_RECOVERY_STAGES,
             ),
             now_ns,
         )

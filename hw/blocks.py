@@ -14,6 +14,7 @@ from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
 from hw.hpcc import HpccEngine
 from hw.icrc import IcrcChecker, IcrcGenerator
+from hw.nic_top import NicCcTop
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
 
@@ -37,6 +38,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
              lambda width, qps: HpccEngine(n_qps=qps)),
     "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",
                  lambda width, qps: CsrBank(n_qps=qps, line_rate_reg=(width // 8) << 24)),
+    "nic_cc_top": ("NIC CC top level: parser, CNP generator, DCQCN RP, scheduler, CSR bank",
+                   lambda width, qps: NicCcTop(data_width=width, n_qps=qps)),
 }
 
 

@@ -3,6 +3,7 @@
 A CE-marked RoCE packet for local QP ``qp`` arrives on ``ce``; a two-stage read-modify-write of that QP's
 (seen, last CNP time) word decides, one packet per clock.  A CNP request leaves on ``cnp_req`` when the QP
 never had one or ``now - last >= cnp_interval_ns``.  After reset one pass of n_qps clocks clears the memory.
+With ``runtime_cfg=True`` the interval comes from the ``cnp_interval_ns`` input (a register) instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class CnpGenerator(wiring.Component):
     """CE packets in (``ce``: qp), rate-limited CNP requests out (``cnp_req``: qp); ``trace_*`` per decision."""
 
     def __init__(self, *, n_qps: int = 1024, params: DcqcnParams | None = None, clk_period_ps: int = 2500,
-                 fifo_depth: int = 4) -> None:
+                 fifo_depth: int = 4, runtime_cfg: bool = False) -> None:
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
         self.params = params or DcqcnParams()
@@ -32,8 +33,10 @@ class CnpGenerator(wiring.Component):
         self.qp_bits = (n_qps - 1).bit_length()
         self.clk_period_ps = clk_period_ps
         self.fifo_depth = fifo_depth
+        self.runtime_cfg = runtime_cfg
         qp = unsigned(self.qp_bits)
         super().__init__({
+            **({"cnp_interval_ns": In(32)} if runtime_cfg else {}),
             "ce": In(stream.Signature(qp)),
             "cnp_req": Out(stream.Signature(qp)),
             "now_ns": Out(TIME_BITS),
@@ -71,7 +74,8 @@ class CnpGenerator(wiring.Component):
         st = rd.data
         now = timer.now_ns
         emit = Signal()
-        m.d.comb += emit.eq(valid1 & (~st.seen | (now - st.last_ns >= self.params.cnp_interval_ns)))
+        interval = self.cnp_interval_ns if self.runtime_cfg else self.params.cnp_interval_ns
+        m.d.comb += emit.eq(valid1 & (~st.seen | (now - st.last_ns >= interval)))
         with m.If(emit):
             m.d.comb += [wr.addr.eq(qp1), wr.data.seen.eq(1), wr.data.last_ns.eq(now), wr.en.eq(1)]
         m.d.comb += [fifo.w_data.eq(qp1), fifo.w_en.eq(emit),

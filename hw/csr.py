@@ -1,16 +1,28 @@
-"""A small CSR bus for the NIC: per-QP rates for the limiter, read-only counters, sticky error flags.
+"""A small CSR bus for the NIC: per-QP rates for the limiter, read-only counters, run-time parameters, error flags.
 
 Bus: one access per clock; ``addr`` (word address), ``wdata``, ``we``/``re``; ``rdata`` and ``ack`` the next
-clock.  Map (word addresses):
-  0 ID        RO  0x53504E31 ("SPN1")
-  1 QP_SEL    RW  QP a rate write goes to; values >= n_qps are rejected (ERR_QP), the register keeps its value
-  2 QP_RATE   WO  limiter increment for QP_SEL; above line rate it is clamped to line rate and ERR_CLAMP set;
-                  the write goes out on ``rate_wr`` (held until the limiter takes it)
-  3 ERR       R/W1C  bit 0 ERR_QP, bit 1 ERR_CLAMP, bit 2 ERR_ADDR (write to a read-only or unmapped word)
-  4+i COUNTER RO  the ``counters`` inputs, 32 bits each
+clock (a write is held off, no ``ack``, while a previous rate write or QP init waits for its consumer; a
+QP_RATE read with ``rate_readback`` waits for a pending rate write, then takes two clocks).
+Map (word addresses):
+  0x00 ID        RO  0x53504E31 ("SPN1")
+  0x01 QP_SEL    RW  QP a rate write / init / rate read goes to; values >= n_qps are rejected (ERR_QP), the
+                     register keeps its value
+  0x02 QP_RATE   WO  limiter increment for QP_SEL; above line rate it is clamped to line rate and ERR_CLAMP set;
+                     the write goes out on ``rate_wr`` (held until the limiter takes it).  With
+                     ``rate_readback`` a read returns the ``qp_rate_rd`` input (the QP's current rate).
+  0x03 ERR       R/W1C  bit 0 ERR_QP, bit 1 ERR_CLAMP, bit 2 ERR_ADDR (write to a read-only or unmapped word),
+                     bit 3 ERR_VALUE (a parameter write out of range was rejected; the register kept its value);
+                     every clamp also pulses the ``clamped`` output for one clock (a counter's input)
+  0x04+i COUNTER RO  the ``counters`` inputs, 32 bits each
+  0x40 QP_INIT   WO  (with ``qp_init``) any write starts the CC state of QP_SEL afresh: ``qp_init`` carries it
+  0x41+i PARAM   RW  the ``params`` table, in order: out-of-range writes are clamped (ERR_CLAMP) or rejected
+                     (ERR_VALUE) as each entry says; the values drive the ``param`` output
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from amaranth.hdl import Array, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
@@ -20,37 +32,132 @@ from hw.errors import HwParamError
 
 CSR_ID = 0x53504E31
 REG_ID, REG_QP_SEL, REG_QP_RATE, REG_ERR, REG_COUNTER0 = range(5)
-ERR_QP, ERR_CLAMP, ERR_ADDR = 1, 2, 4
+REG_QP_INIT = 0x40
+REG_PARAM0 = 0x41
+ADDR_BITS = 8
+MAX_COUNTERS = REG_QP_INIT - REG_COUNTER0
+ERR_QP, ERR_CLAMP, ERR_ADDR, ERR_VALUE = 1, 2, 4, 8
+POLICIES = ("clamp", "reject")
+
+
+@dataclass(frozen=True)
+class ParamReg:
+    """One run-time parameter register: its range (a bound may name another parameter) and what a bad write does.
+
+    ``lo``/``hi`` are ints or the name of an earlier-or-later entry whose current value is the bound (e.g. a
+    minimum rate never above the line rate); ``policy`` "clamp" stores the nearest bound and sets ERR_CLAMP,
+    "reject" keeps the old value and sets ERR_VALUE.
+    """
+
+    name: str
+    width: int
+    reset: int
+    lo: int | str
+    hi: int | str
+    policy: str
+    doc: str
+
+
+def check_params(params: Sequence[ParamReg]) -> None:
+    """Reject an inconsistent table (bad widths, bounds, reset values or names) before building hardware."""
+    names = [p.name for p in params]
+    if len(set(names)) != len(names):
+        raise HwParamError(f"CSR params: duplicate names in {names}")
+    if REG_PARAM0 + len(params) > 1 << ADDR_BITS:
+        raise HwParamError(f"CSR params: {len(params)} entries do not fit the {ADDR_BITS}-bit address space")
+    by_name = {p.name: p for p in params}
+    for p in params:
+        if not 1 <= p.width <= 32:
+            raise HwParamError(f"CSR param {p.name}: width {p.width} not in 1..32")
+        if p.policy not in POLICIES:
+            raise HwParamError(f"CSR param {p.name}: policy {p.policy!r}, allowed {', '.join(POLICIES)}")
+        bounds = []
+        for bound in (p.lo, p.hi):
+            if isinstance(bound, str):
+                if bound not in by_name or bound == p.name:
+                    raise HwParamError(f"CSR param {p.name}: bound {bound!r} is not another parameter")
+                if by_name[bound].width > p.width:
+                    raise HwParamError(f"CSR param {p.name}: bound {bound!r} is wider than {p.width} bits")
+                bounds.append(by_name[bound].reset)
+            else:
+                if not 0 <= bound < 1 << p.width:
+                    raise HwParamError(f"CSR param {p.name}: bound {bound} does not fit {p.width} bits")
+                bounds.append(bound)
+        if not bounds[0] <= p.reset <= bounds[1]:
+            raise HwParamError(f"CSR param {p.name}: reset {p.reset} outside {bounds[0]}..{bounds[1]}")
 
 
 class CsrBank(wiring.Component):
-    """Register file in front of the limiter: clamps or rejects out-of-range writes and flags them."""
+    """Register file in front of the limiter and CC engines: clamps or rejects out-of-range writes, flags them."""
 
-    def __init__(self, *, n_qps: int = 1024, line_rate_reg: int = 128 << 24, n_counters: int = 4) -> None:
+    def __init__(self, *, n_qps: int = 1024, line_rate_reg: int = 128 << 24, n_counters: int = 4,
+                 params: Sequence[ParamReg] = (), qp_init: bool = False, rate_readback: bool = False) -> None:
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
-        if not 1 <= n_counters <= 60:
-            raise HwParamError(f"n_counters must be in 1..60, not {n_counters}")
+        if not 1 <= n_counters <= MAX_COUNTERS:
+            raise HwParamError(f"n_counters must be in 1..{MAX_COUNTERS}, not {n_counters}")
+        check_params(params)
         self.n_qps = n_qps
         self.qp_bits = (n_qps - 1).bit_length()
         self.line_rate_reg = line_rate_reg
         self.n_counters = n_counters
+        self.params = tuple(params)
+        self.has_qp_init = qp_init
+        self.rate_readback = rate_readback
+        qp = unsigned(self.qp_bits)
+        extra = {}
+        if self.params:
+            extra["param"] = Out(data.StructLayout({p.name: unsigned(p.width) for p in self.params}))
+        if qp_init:
+            extra["qp_init"] = Out(stream.Signature(qp))
+        if rate_readback:
+            extra["qp_sel"] = Out(self.qp_bits)
+            extra["qp_rate_rd"] = In(32)
         super().__init__({
-            "addr": In(6), "wdata": In(32), "we": In(1), "re": In(1),
+            "addr": In(ADDR_BITS), "wdata": In(32), "we": In(1), "re": In(1),
             "rdata": Out(32), "ack": Out(1),
             "counters": In(data.ArrayLayout(32, n_counters)),
-            "rate_wr": Out(stream.Signature(data.StructLayout({
-                "qp": unsigned(self.qp_bits), "rate": unsigned(32)}))),
+            "rate_wr": Out(stream.Signature(data.StructLayout({"qp": qp, "rate": unsigned(32)}))),
+            "clamped": Out(1),
+            **extra,
         })
+
+    def param_addr(self, name: str) -> int:
+        """Word address of the parameter register ``name``."""
+        for i, p in enumerate(self.params):
+            if p.name == name:
+                return REG_PARAM0 + i
+        raise KeyError(name)
 
     def elaborate(self, platform):
         m = Module()
         qp_sel = Signal(self.qp_bits)
-        err = Signal(3)
+        err = Signal(4)
+        regs = {p.name: Signal(p.width, init=p.reset, name=f"param_{p.name}") for p in self.params}
+        for name, reg in regs.items():
+            m.d.comb += getattr(self.param, name).eq(reg)
+        if self.rate_readback:
+            m.d.comb += self.qp_sel.eq(qp_sel)
         busy = self.rate_wr.valid
-        m.d.sync += self.ack.eq((self.we | self.re) & ~(self.we & busy))
+        if self.has_qp_init:
+            busy = busy | self.qp_init.valid
+            with m.If(self.qp_init.ready):
+                m.d.sync += self.qp_init.valid.eq(0)
+        hold = self.we & busy
+        if self.rate_readback:
+            # a rate read waits for a pending rate write and one clock more (the rate memory's read latency)
+            rate_rd = self.re & (self.addr == REG_QP_RATE)
+            rd_wait = Signal()
+            with m.If(rate_rd & ~busy):
+                m.d.sync += rd_wait.eq(~rd_wait)
+            hold = hold | (rate_rd & (busy | ~rd_wait))
+        m.d.sync += [self.ack.eq((self.we | self.re) & ~hold), self.clamped.eq(0)]
         with m.If(self.rate_wr.ready):
             m.d.sync += self.rate_wr.valid.eq(0)
+
+        def bound(b):
+            return regs[b] if isinstance(b, str) else b
+
         with m.If(self.we & ~busy):
             with m.Switch(self.addr):
                 with m.Case(REG_QP_SEL):
@@ -63,9 +170,24 @@ class CsrBank(wiring.Component):
                     m.d.sync += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp_sel),
                                  self.rate_wr.payload.rate.eq(Mux(clamp, self.line_rate_reg, self.wdata))]
                     with m.If(clamp):
-                        m.d.sync += err.eq(err | ERR_CLAMP)
+                        m.d.sync += [err.eq(err | ERR_CLAMP), self.clamped.eq(1)]
                 with m.Case(REG_ERR):
-                    m.d.sync += err.eq(err & ~self.wdata[:3])
+                    m.d.sync += err.eq(err & ~self.wdata[:4])
+                if self.has_qp_init:
+                    with m.Case(REG_QP_INIT):
+                        m.d.sync += [self.qp_init.valid.eq(1), self.qp_init.payload.eq(qp_sel)]
+                for i, p in enumerate(self.params):
+                    with m.Case(REG_PARAM0 + i):
+                        lo, hi = bound(p.lo), bound(p.hi)
+                        below, above = self.wdata < lo, self.wdata > hi
+                        with m.If(~below & ~above):
+                            m.d.sync += regs[p.name].eq(self.wdata)
+                        with m.Else():
+                            if p.policy == "clamp":
+                                m.d.sync += [regs[p.name].eq(Mux(below, lo, hi)), err.eq(err | ERR_CLAMP),
+                                             self.clamped.eq(1)]
+                            else:
+                                m.d.sync += err.eq(err | ERR_VALUE)
                 with m.Default():
                     m.d.sync += err.eq(err | ERR_ADDR)
         counters = Array(self.counters[i] for i in range(self.n_counters))
@@ -77,6 +199,12 @@ class CsrBank(wiring.Component):
                     m.d.sync += self.rdata.eq(qp_sel)
                 with m.Case(REG_ERR):
                     m.d.sync += self.rdata.eq(err)
+                if self.rate_readback:
+                    with m.Case(REG_QP_RATE):
+                        m.d.sync += self.rdata.eq(self.qp_rate_rd)
+                for i, p in enumerate(self.params):
+                    with m.Case(REG_PARAM0 + i):
+                        m.d.sync += self.rdata.eq(regs[p.name])
                 with m.Default():
                     idx = self.addr - REG_COUNTER0
                     m.d.sync += self.rdata.eq(Mux((self.addr >= REG_COUNTER0) & (idx < self.n_counters),

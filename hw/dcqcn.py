@@ -8,11 +8,13 @@ exact and the lazy timers of the model equal to the swept ones here.  Every new 
 ``rate_wr`` converted to limiter units by ``sw.cc.RateToIncrement``; ``trace`` shows each state change for
 the scoreboard.  A QP is idle (no timers, no rate writes) until its ``init``; like every BRAM, the state
 memory is zero only at configuration, so a reset of the engine must be followed by ``init`` of each QP.
+With ``runtime_cfg=True`` the DCQCN constants come from the ``cfg`` input (a register bank) instead of being
+built in; a new value applies from the next event of each QP (deadlines already set keep their time).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -38,6 +40,26 @@ RP_STATE = data.StructLayout({
     "last_stage": unsigned(2),
     "active": unsigned(1),
 })
+
+DCQCN_CFG = data.StructLayout({
+    "line_rate_kbps": unsigned(32),
+    "min_rate_kbps": unsigned(32),
+    "g_shift": unsigned(5),
+    "alpha_init_q16": unsigned(ALPHA_FRAC_BITS + 1),
+    "alpha_timer_ns": unsigned(32),
+    "rate_timer_ns": unsigned(32),
+    "byte_counter_bytes": unsigned(32),
+    "fast_recovery_stages": unsigned(8),
+    "rate_ai_kbps": unsigned(32),
+    "rate_hai_kbps": unsigned(32),
+    "clamp_target_rate": unsigned(1),
+})
+"""The run-time DCQCN constants (``runtime_cfg=True``): the ``DcqcnParams`` fields, at the model's widths."""
+
+
+def cfg_values(params: DcqcnParams) -> dict[str, int]:
+    """``DCQCN_CFG`` field values for a ``DcqcnParams`` (what a register bank programs)."""
+    return {name: int(getattr(params, name)) for name, _ in DCQCN_CFG}
 
 
 class NsTimer(wiring.Component):
@@ -67,7 +89,8 @@ class DcqcnRpEngine(wiring.Component):
     """
 
     def __init__(self, *, n_qps: int = 1024, params: DcqcnParams | None = None, clk_period_ps: int = 2500,
-                 rate_conv: RateToIncrement | None = None, mtu_bytes: int = 4096) -> None:
+                 rate_conv: RateToIncrement | None = None, mtu_bytes: int = 4096,
+                 runtime_cfg: bool = False) -> None:
         p = params or DcqcnParams()
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
@@ -82,10 +105,16 @@ class DcqcnRpEngine(wiring.Component):
         self.n_qps = n_qps
         self.qp_bits = (n_qps - 1).bit_length()
         self.params = p
+        self.min_timer_ns = int(visit_ns) + 1
+        """Shortest alpha / rate timer period the sweep serves exactly (for a register bank's range)."""
+        self.mtu_bytes = mtu_bytes
+        self.runtime_cfg = runtime_cfg
         self.clk_period_ps = clk_period_ps
         self.rate_conv = rate_conv or RateToIncrement(clk_hz=round(1e12 / clk_period_ps))
         qp = unsigned(self.qp_bits)
+        cfg_port = {"cfg": In(DCQCN_CFG)} if runtime_cfg else {}
         super().__init__({
+            **cfg_port,
             "init": In(stream.Signature(qp)),
             "cnp": In(stream.Signature(qp)),
             "sent": In(stream.Signature(data.StructLayout({"qp": qp, "bytes": unsigned(16)}))),
@@ -102,7 +131,17 @@ class DcqcnRpEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        g, f = p.g_shift, p.fast_recovery_stages
+        if self.runtime_cfg:
+            c = self.cfg
+            g, f, line, min_rate = c.g_shift, c.fast_recovery_stages, c.line_rate_kbps, c.min_rate_kbps
+            rate_ai, rate_hai, alpha_init = c.rate_ai_kbps, c.rate_hai_kbps, c.alpha_init_q16
+            alpha_timer, rate_timer, byte_counter = c.alpha_timer_ns, c.rate_timer_ns, c.byte_counter_bytes
+            clamp_target, alpha_g = c.clamp_target_rate, Const(ALPHA_ONE, ALPHA_FRAC_BITS + 1) >> g
+        else:
+            g, f, line, min_rate = p.g_shift, p.fast_recovery_stages, p.line_rate_kbps, p.min_rate_kbps
+            rate_ai, rate_hai, alpha_init = p.rate_ai_kbps, p.rate_hai_kbps, p.alpha_init_q16
+            alpha_timer, rate_timer, byte_counter = p.alpha_timer_ns, p.rate_timer_ns, p.byte_counter_bytes
+            clamp_target, alpha_g = p.clamp_target_rate, ALPHA_ONE >> g
         m.submodules.timer = timer = NsTimer(self.clk_period_ps)
         m.d.comb += self.now_ns.eq(timer.now_ns)
 
@@ -124,15 +163,15 @@ class DcqcnRpEngine(wiring.Component):
             hi = Mux(t_count > bc_count, t_count, bc_count)
             lo = Mux(t_count > bc_count, bc_count, t_count)
             rt_new = Signal(32)
-            rt_ai = st.rt_kbps + p.rate_ai_kbps
-            rt_hai = st.rt_kbps + p.rate_hai_kbps
+            rt_ai = st.rt_kbps + rate_ai
+            rt_hai = st.rt_kbps + rate_hai
             stage = Signal(2)
             with m.If(hi <= f):
                 m.d.comb += [rt_new.eq(st.rt_kbps), stage.eq(1)]
             with m.Elif(lo <= f):
-                m.d.comb += [rt_new.eq(Mux(rt_ai > p.line_rate_kbps, p.line_rate_kbps, rt_ai)), stage.eq(2)]
+                m.d.comb += [rt_new.eq(Mux(rt_ai > line, line, rt_ai)), stage.eq(2)]
             with m.Else():
-                m.d.comb += [rt_new.eq(Mux(rt_hai > p.line_rate_kbps, p.line_rate_kbps, rt_hai)), stage.eq(3)]
+                m.d.comb += [rt_new.eq(Mux(rt_hai > line, line, rt_hai)), stage.eq(3)]
             return rt_new, (rt_new + st.rc_kbps + 1) >> 1, stage
 
         def sat_inc(v):
@@ -163,7 +202,7 @@ class DcqcnRpEngine(wiring.Component):
             with m.State("ALPHA"):
                 with m.If((kind != KIND_INIT) & s.active & (s.next_alpha_ns <= t)):
                     m.d.sync += [s.alpha_q16.eq(s.alpha_q16 - (s.alpha_q16 >> g)),
-                                 s.next_alpha_ns.eq(s.next_alpha_ns + p.alpha_timer_ns), changed.eq(1)]
+                                 s.next_alpha_ns.eq(s.next_alpha_ns + alpha_timer), changed.eq(1)]
                 m.next = "RATE"
             with m.State("RATE"):
                 with m.If((kind != KIND_INIT) & s.active & (s.next_rate_ns <= t)):
@@ -171,37 +210,37 @@ class DcqcnRpEngine(wiring.Component):
                     m.d.comb += tc.eq(sat_inc(s.t_count))
                     rt_new, rc_new, stage = increase(s, tc, s.bc_count)
                     m.d.sync += [s.t_count.eq(tc), s.rt_kbps.eq(rt_new), s.rc_kbps.eq(rc_new),
-                                 s.last_stage.eq(stage), s.next_rate_ns.eq(s.next_rate_ns + p.rate_timer_ns),
+                                 s.last_stage.eq(stage), s.next_rate_ns.eq(s.next_rate_ns + rate_timer),
                                  changed.eq(1)]
                 m.next = "EVENT"
             with m.State("EVENT"):
                 with m.Switch(kind):
                     with m.Case(KIND_INIT):
-                        m.d.sync += [s.rc_kbps.eq(p.line_rate_kbps), s.rt_kbps.eq(p.line_rate_kbps),
-                                     s.alpha_q16.eq(p.alpha_init_q16), s.t_count.eq(0), s.bc_count.eq(0),
-                                     s.bytes_acc.eq(0), s.next_alpha_ns.eq(t + p.alpha_timer_ns),
-                                     s.next_rate_ns.eq(t + p.rate_timer_ns), s.last_stage.eq(0), s.active.eq(1)]
+                        m.d.sync += [s.rc_kbps.eq(line), s.rt_kbps.eq(line),
+                                     s.alpha_q16.eq(alpha_init), s.t_count.eq(0), s.bc_count.eq(0),
+                                     s.bytes_acc.eq(0), s.next_alpha_ns.eq(t + alpha_timer),
+                                     s.next_rate_ns.eq(t + rate_timer), s.last_stage.eq(0), s.active.eq(1)]
                     with m.Case(KIND_CNP):
                         cut = (s.rc_kbps * s.alpha_q16) >> (ALPHA_FRAC_BITS + 1)
                         rc_cut = s.rc_kbps - cut
-                        alpha = s.alpha_q16 - (s.alpha_q16 >> g) + (ALPHA_ONE >> g)
-                        if p.clamp_target_rate:
+                        alpha = s.alpha_q16 - (s.alpha_q16 >> g) + alpha_g
+                        if clamp_target is True:
                             m.d.sync += s.rt_kbps.eq(s.rc_kbps)
                         else:
-                            with m.If(s.t_count != 0):
+                            with m.If(clamp_target | (s.t_count != 0)):
                                 m.d.sync += s.rt_kbps.eq(s.rc_kbps)
-                        m.d.sync += [s.rc_kbps.eq(Mux(rc_cut < p.min_rate_kbps, p.min_rate_kbps, rc_cut)),
+                        m.d.sync += [s.rc_kbps.eq(Mux(rc_cut < min_rate, min_rate, rc_cut)),
                                      s.alpha_q16.eq(Mux(alpha > ALPHA_ONE, ALPHA_ONE, alpha)),
                                      s.t_count.eq(0), s.bc_count.eq(0), s.bytes_acc.eq(0),
-                                     s.next_alpha_ns.eq(t + p.alpha_timer_ns),
-                                     s.next_rate_ns.eq(t + p.rate_timer_ns)]
+                                     s.next_alpha_ns.eq(t + alpha_timer),
+                                     s.next_rate_ns.eq(t + rate_timer)]
                     with m.Case(KIND_SENT):
                         acc = s.bytes_acc + nbytes
-                        with m.If(acc >= p.byte_counter_bytes):
+                        with m.If(acc >= byte_counter):
                             bc = Signal(8)
                             m.d.comb += bc.eq(sat_inc(s.bc_count))
                             rt_new, rc_new, stage = increase(s, s.t_count, bc)
-                            m.d.sync += [s.bytes_acc.eq(acc - p.byte_counter_bytes), s.bc_count.eq(bc),
+                            m.d.sync += [s.bytes_acc.eq(acc - byte_counter), s.bc_count.eq(bc),
                                          s.rt_kbps.eq(rt_new), s.rc_kbps.eq(rc_new), s.last_stage.eq(stage)]
                         with m.Else():
                             m.d.sync += s.bytes_acc.eq(acc)

@@ -5,11 +5,18 @@ pipeline serves one operation per clock, in priority order: a *pick* of the roun
 eligible QPs, a rate write, a doorbell, and otherwise a background *sweep* that refills the next QP.  Refill
 is lazy and exact: ``tokens += rate * (now - last)`` in bytes/clock with ``frac_bits`` fraction bits, so credit
 is never lost to sweep latency, only capped at ``burst_bytes``.  A pick sends ``min(pending, mtu)`` bytes and
-debits them byte-accurately; a QP is eligible while its tokens are > 0 and it has pending bytes (two
-bitmaps in flip-flops, one bit per QP).  Picks go through a small descriptor FIFO to the framer, which emits
-the packets on ``m_axis`` back to back.  After reset, one pass of n_qps clocks zeroes every QP's state.
-Pick -> re-eligibility takes two clocks, so one QP alone reaches line rate without bubbles when its packets
-are at least two beats long.
+debits them byte-accurately; a QP is sent from only when its tokens are > 0 and it has pending bytes (two
+bitmaps in flip-flops, one bit per QP, say which QPs a pick may try: credit positive within 8 clocks, work).
+Picks go through a small descriptor FIFO to the framer, which emits the packets on ``m_axis`` back to back.
+After reset, one pass of n_qps clocks zeroes every QP's state.
+The read-modify-write is a five-stage pipeline (issue and read; elapsed time; the ``rate * dt`` multiply in
+its own stage; add and cap; apply and write back), so no stage holds more than one wide adder or the
+multiply.  No operation reads a QP's word while a pick, rate write or doorbell of that QP is in flight (they
+clear its token bit until write-back; rate writes, doorbells and sweeps wait for any operation of the QP); a
+pick may overtake a sweep, as refills telescope.  The pipeline thus equals one operation per clock done in
+one step (the clock-by-clock scoreboard against ``sw.cc.CycleTokenBucket`` checks it).  Pick ->
+re-eligibility of the same QP takes five clocks, so one QP alone reaches line rate without bubbles when its
+packets are at least five beats long (640 B at 1024 bits); several QPs fill the link at any packet size.
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ TIMESTAMP_BITS = 32
 PENDING_BITS = 32
 
 OP_NONE, OP_PICK, OP_RATE, OP_DOORBELL, OP_SWEEP, OP_CLEAR = range(6)
+PIPE_STAGES = 4
+"""Clocks from issuing an operation to its write-back (stages a..d after the issue)."""
+HINT_SHIFT = 3
+"""A QP's token bit is set when its credit will be positive within 2**HINT_SHIFT clocks."""
 
 
 def rate_to_reg(rate_bps: float, clk_hz: float, frac_bits: int = RATE_FRAC_BITS) -> int:
@@ -65,15 +76,15 @@ class TxScheduler(wiring.Component):
     """
 
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
-                 burst_bytes: int = 16384, fifo_depth: int = 4, frac_bits: int = RATE_FRAC_BITS) -> None:
+                 burst_bytes: int = 16384, fifo_depth: int = 8, frac_bits: int = RATE_FRAC_BITS) -> None:
         if data_width <= 0 or data_width % 8:
             raise ValueError(f"data_width must be a positive multiple of 8, not {data_width}")
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise ValueError(f"n_qps must be a power of two >= 2, not {n_qps}")
         if not 1 <= mtu_bytes <= burst_bytes:
             raise ValueError(f"need 1 <= mtu_bytes <= burst_bytes, got mtu {mtu_bytes} burst {burst_bytes}")
-        if fifo_depth < 2:
-            raise ValueError(f"fifo_depth must be >= 2, not {fifo_depth}")
+        if fifo_depth < PIPE_STAGES + 1:
+            raise ValueError(f"fifo_depth must be >= {PIPE_STAGES + 1} (picks in flight), not {fifo_depth}")
         self.data_width = data_width
         self.bytes_per_beat = data_width // 8
         self.n_qps = n_qps
@@ -87,6 +98,9 @@ class TxScheduler(wiring.Component):
         self.len_bits = mtu_bytes.bit_length()
         burst_units = burst_bytes << frac_bits
         self.token_bits = max(burst_units.bit_length(), (mtu_bytes << frac_bits).bit_length()) + 2
+        self.op_layout = data.StructLayout({"op": unsigned(3), "q": unsigned(self.qp_bits), "arg": unsigned(32),
+                                            "t": unsigned(TIMESTAMP_BITS)})
+        """An operation on its way down the pipeline (``rec_d`` is the one writing back this clock)."""
         self.state_layout = data.StructLayout({
             "tokens": signed(self.token_bits),
             "last_ts": unsigned(TIMESTAMP_BITS),
@@ -123,8 +137,15 @@ class TxScheduler(wiring.Component):
         has_work = Signal(n)
         rr_ptr = Signal(self.qp_bits)
         sweep_ptr = Signal(self.qp_bits)
+        rec = self.op_layout
+        rec_a, rec_b, rec_c, rec_d = (Signal(rec, name=f"rec_{x}") for x in "abcd")
 
-        # ---- stage 0: issue one operation ------------------------------------------------------------
+        # ---- stage 0: issue one operation.  Rate writes, doorbells and sweeps wait while their QP is in stages
+        # a..c (stage d writes in the same clock and the read port is transparent to it); picks see the token
+        # bitmap, which stage d maintains (see below) --------------------------------------------------------
+        def in_flight(q):
+            return Cat(*((r.op != OP_NONE) & (r.q == q) for r in (rec_a, rec_b, rec_c))).any()
+
         eligible = Signal(n)
         upper = Signal(n)
         m.d.comb += [eligible.eq(tok_ok & has_work), upper.eq(eligible & Cat(*(rr_ptr <= i for i in range(n))))]
@@ -132,15 +153,14 @@ class TxScheduler(wiring.Component):
         el_any, el_idx = first_set(m, eligible)
         pick_q = Mux(up_any, up_idx, el_idx)
 
-        op1 = Signal(range(6))
-        q1 = Signal(self.qp_bits)
-        arg1 = Signal(32)
-        fifo_room = fifo.level + (op1 == OP_PICK) < self.fifo_depth
+        picks_in_flight = sum((r.op == OP_PICK).as_unsigned() for r in (rec_a, rec_b, rec_c, rec_d))
+        fifo_room = fifo.level + picks_in_flight < self.fifo_depth
 
         op0 = Signal(range(6))
         q0 = Signal(self.qp_bits)
         arg0 = Signal(32)
         init_done = Signal()  # after reset, one pass writes every QP's state to zero (BRAMs keep content)
+        rate_q, bell_q = self.rate_wr.payload.qp, self.doorbell.payload.qp
         with m.If(~init_done):
             m.d.comb += [op0.eq(OP_CLEAR), q0.eq(sweep_ptr)]
             m.d.sync += sweep_ptr.eq(sweep_ptr + 1)
@@ -148,61 +168,90 @@ class TxScheduler(wiring.Component):
                 m.d.sync += init_done.eq(1)
         with m.Elif(el_any & fifo_room):
             m.d.comb += [op0.eq(OP_PICK), q0.eq(pick_q)]
-        with m.Elif(self.rate_wr.valid):
+        with m.Elif(self.rate_wr.valid & ~in_flight(rate_q)):
             rate_in = self.rate_wr.payload.rate
             clamp = rate_in > self.line_rate_reg
-            m.d.comb += [op0.eq(OP_RATE), q0.eq(self.rate_wr.payload.qp),
+            m.d.comb += [op0.eq(OP_RATE), q0.eq(rate_q),
                          arg0.eq(Mux(clamp, self.line_rate_reg, rate_in)), self.rate_wr.ready.eq(1)]
             m.d.sync += self.rate_clamped.eq(clamp)
-        with m.Elif(self.doorbell.valid):
-            m.d.comb += [op0.eq(OP_DOORBELL), q0.eq(self.doorbell.payload.qp),
+        with m.Elif(self.doorbell.valid & ~in_flight(bell_q)):
+            m.d.comb += [op0.eq(OP_DOORBELL), q0.eq(bell_q),
                          arg0.eq(self.doorbell.payload.bytes), self.doorbell.ready.eq(1)]
-        with m.Else():
+        with m.Elif(~in_flight(sweep_ptr)):
             m.d.comb += [op0.eq(OP_SWEEP), q0.eq(sweep_ptr)]
             m.d.sync += sweep_ptr.eq(sweep_ptr + 1)
         m.d.comb += rd.addr.eq(q0)
-        m.d.sync += [op1.eq(op0), q1.eq(q0), arg1.eq(arg0)]
+        m.d.sync += [rec_a.op.eq(op0), rec_a.q.eq(q0), rec_a.arg.eq(arg0)]
 
-        # ---- stage 1: refill, apply, write back --------------------------------------------------------
+        # ---- stage a: the memory word arrives; time of the operation and elapsed clocks ----------------------
         st = rd.data
-        dt = Signal(TIMESTAMP_BITS)
-        m.d.comb += dt.eq(now - st.last_ts)
-        refilled = Signal(signed(self.token_bits + 1))
-        sum_wide = Signal(signed(self.token_bits + TIMESTAMP_BITS + self.rate_bits))
-        m.d.comb += sum_wide.eq(st.tokens + st.rate * dt)
-        m.d.comb += refilled.eq(Mux(sum_wide > burst_units, burst_units, sum_wide))
+        tok_b = Signal(signed(self.token_bits))
+        rate_b = Signal(self.rate_bits)
+        pend_b = Signal(PENDING_BITS)
+        dt_b = Signal(TIMESTAMP_BITS)
+        m.d.sync += [rec_b.eq(rec_a), rec_b.t.eq(now), tok_b.eq(st.tokens), rate_b.eq(st.rate),
+                     pend_b.eq(st.pending), dt_b.eq(now - st.last_ts)]
 
+        # ---- stage b: the refill multiply (a DSP cascade with its output register) -------------------------
+        tok_c = Signal(signed(self.token_bits))
+        rate_c = Signal(self.rate_bits)
+        pend_c = Signal(PENDING_BITS)
+        prod_c = Signal(TIMESTAMP_BITS + self.rate_bits)
+        m.d.sync += [rec_c.eq(rec_b), tok_c.eq(tok_b), rate_c.eq(rate_b), pend_c.eq(pend_b),
+                     prod_c.eq(rate_b * dt_b)]
+
+        # ---- stage c: add and cap at the burst -------------------------------------------------------------
+        sum_wide = Signal(signed(self.token_bits + TIMESTAMP_BITS + self.rate_bits))
+        m.d.comb += sum_wide.eq(tok_c + prod_c)
+        refilled = Signal(signed(self.token_bits + 1))
+        rate_d = Signal(self.rate_bits)
+        pend_d = Signal(PENDING_BITS)
+        m.d.sync += [rec_d.eq(rec_c), refilled.eq(Mux(sum_wide > burst_units, burst_units, sum_wide)),
+                     rate_d.eq(rate_c), pend_d.eq(pend_c)]
+
+        # ---- stage d: apply the operation, write back, descriptor out, bitmaps -----------------------------
+        op_w, q_w, arg_w, t_w = rec_d.op, rec_d.q, rec_d.arg, rec_d.t
         new = Signal(self.state_layout)
-        m.d.comb += [new.eq(st), new.tokens.eq(refilled), new.last_ts.eq(now)]
+        m.d.comb += [new.tokens.eq(refilled), new.last_ts.eq(t_w), new.rate.eq(rate_d), new.pending.eq(pend_d)]
         send_len = Signal(self.len_bits)
-        m.d.comb += send_len.eq(Mux(st.pending < self.mtu_bytes, st.pending, self.mtu_bytes))
+        m.d.comb += send_len.eq(Mux(pend_d < self.mtu_bytes, pend_d, self.mtu_bytes))
         send = Signal()
-        with m.Switch(op1):
+        with m.Switch(op_w):
             with m.Case(OP_PICK):
-                with m.If((refilled > 0) & (st.pending != 0)):
+                with m.If((refilled > 0) & (pend_d != 0)):
                     m.d.comb += [send.eq(1), new.tokens.eq(refilled - (send_len << frac)),
-                                 new.pending.eq(st.pending - send_len)]
+                                 new.pending.eq(pend_d - send_len)]
             with m.Case(OP_RATE):
-                m.d.comb += new.rate.eq(arg1)
+                m.d.comb += new.rate.eq(arg_w)
             with m.Case(OP_DOORBELL):
-                total = st.pending + arg1
+                total = pend_d + arg_w
                 m.d.comb += new.pending.eq(Mux(total >> PENDING_BITS, (1 << PENDING_BITS) - 1, total))
             with m.Case(OP_CLEAR):
                 m.d.comb += new.eq(0)
-        active1 = op1 != OP_NONE
-        m.d.comb += [wr.addr.eq(q1), wr.data.eq(new), wr.en.eq(active1)]
-        m.d.comb += [fifo.w_data.eq(Cat(q1, send_len)), fifo.w_en.eq(send)]
+        active_w = op_w != OP_NONE
+        m.d.comb += [wr.addr.eq(q_w), wr.data.eq(new), wr.en.eq(active_w)]
+        m.d.comb += [fifo.w_data.eq(Cat(q_w, send_len)), fifo.w_en.eq(send)]
 
-        # bitmap updates as whole-vector operations on one-hot decodes (a per-bit mux chain is slow to build)
+        # bitmap updates as whole-vector operations on one-hot decodes (a per-bit mux chain is slow to build).
+        # A pick, rate write or doorbell clears its QP's token bit until stage d writes the true value back, so
+        # no pick reads a word they are about to change.  A sweep does not: a pick may overtake it, since a
+        # refill from the older word gives the same credit (refills telescope, the cap composes); the
+        # overtaken sweep then leaves the bitmaps alone and the pick's write-back wins.
         ones = Const((1 << n) - 1, n)
-        dec1 = Signal(n)
+        overtaken = (op_w == OP_SWEEP) & in_flight(q_w)
+        dec_w = Signal(n)
         dec0 = Signal(n)
-        m.d.comb += [dec1.eq(Cat(*(active1 & (q1 == i) for i in range(n)))),
-                     dec0.eq(Cat(*((op0 == OP_PICK) & (q0 == i) for i in range(n))))]
-        tok_next = ((tok_ok & ~dec1) | (dec1 & Mux(new.tokens > 0, ones, 0))) & ~dec0
-        work_next = (has_work & ~dec1) | (dec1 & Mux(new.pending != 0, ones, 0))
+        blocking0 = (op0 == OP_PICK) | (op0 == OP_RATE) | (op0 == OP_DOORBELL)
+        m.d.comb += [dec_w.eq(Cat(*(active_w & ~overtaken & (q_w == i) for i in range(n)))),
+                     dec0.eq(Cat(*(blocking0 & (q0 == i) for i in range(n))))]
+        # the token bit is a hint for picks (a pick re-checks the credit at its own time in stage d): it is set
+        # if the credit will be positive within HINT_CLOCKS, so a QP paced near line rate does not wait for a
+        # sweep after each packet (a pick arrives >= 5 clocks later; one that finds no credit sends nothing)
+        hint = Signal()
+        m.d.comb += hint.eq(new.tokens + (new.rate << HINT_SHIFT) > 0)
+        tok_next = ((tok_ok & ~dec_w) | (dec_w & Mux(hint, ones, 0))) & ~dec0
+        work_next = (has_work & ~dec_w) | (dec_w & Mux(new.pending != 0, ones, 0))
         with m.If(op0 == OP_PICK):
-            # the cleared bit is speculative: stage 1 re-checks the pick and writes back the true value
             m.d.sync += rr_ptr.eq(q0 + 1)
         m.d.sync += [tok_ok.eq(tok_next), has_work.eq(work_next)]
 

@@ -2,7 +2,8 @@
 limiter are both checked against it.
 
 Credit is kept in units of 1e-9 bit so that refilling is exact: ``credit += rate_bps * elapsed_ns``. A
-packet of ``n`` bytes costs ``n * 8_000_000_000`` units. Rules (the RTL limiter implements the same):
+packet of ``n`` bytes costs ``n * 8_000_000_000`` units. Rules (the RTL limiter's :class:`CycleTokenBucket`
+follows them, except that it starts empty and needs credit > 0, so a QP at rate 0 never sends):
 
 * the bucket holds at most ``burst_bytes`` of credit (refill saturates there);
 * a packet is *eligible* when credit >= 0 (a sign test); sending it subtracts its full size, so credit may go
@@ -168,13 +169,15 @@ class RateToIncrement:
 class CycleTokenBucket:
     """The token bucket as the RTL keeps it: credit in 2^-frac_bits byte, refilled per clock cycle.
 
-    Same rules as :class:`TokenBucket` with cycles for ns: ``advance(cycles)`` adds ``increment * cycles``
+    Rules of :class:`TokenBucket` with cycles for ns: ``advance(cycles)`` adds ``increment * cycles``
     saturating at ``burst_bytes << frac_bits`` (a lazily refilled BRAM entry gives the same result as a
-    per-cycle refill, since the cap is idempotent); a packet is eligible when credit >= 0 and ``send`` then
-    charges ``nbytes << frac_bits`` (credit may go negative).
+    per-cycle refill, since the cap is idempotent); a packet is eligible when credit > 0 and ``send`` then
+    charges ``nbytes << frac_bits`` (credit may go negative).  Unlike the host bucket it starts empty and
+    tests > 0, as the RTL does: a QP's memory word is zeroed at reset and a rate of 0 must mean "paused",
+    which a >= 0 test would break by letting a fresh or exactly drained QP send once at rate 0.
     """
 
-    def __init__(self, increment: int, burst_bytes: int, frac_bits: int = 24, start_full: bool = True) -> None:
+    def __init__(self, increment: int, burst_bytes: int, frac_bits: int = 24, start_full: bool = False) -> None:
         if increment < 0 or burst_bytes < 0:
             raise ValueError(f"increment and burst_bytes must be >= 0, not {increment}, {burst_bytes}")
         self.increment = increment
@@ -191,19 +194,19 @@ class CycleTokenBucket:
             self.credit = min(self.credit_max, self.credit + self.increment * cycles)
 
     def eligible(self) -> bool:
-        return self.credit >= 0
+        return self.credit > 0
 
     def send(self, nbytes: int) -> bool:
         """Charge ``nbytes`` if eligible; returns whether the packet went."""
-        if self.credit < 0:
+        if self.credit <= 0:
             return False
         self.credit -= nbytes << self.frac_bits
         return True
 
     def cycles_until_eligible(self) -> int:
-        """Clock cycles until credit >= 0 at the current increment (0 if eligible now)."""
-        if self.credit >= 0:
+        """Clock cycles until credit > 0 at the current increment (0 if eligible now)."""
+        if self.credit > 0:
             return 0
         if self.increment == 0:
             raise ValueError("increment is 0: the bucket never refills")
-        return (-self.credit + self.increment - 1) // self.increment
+        return -self.credit // self.increment + 1

@@ -9,7 +9,7 @@ from hw.sched import TxScheduler
 
 pytestmark = pytest.mark.sim
 
-PARAMS = {"data_width": 64, "n_qps": 8, "mtu_bytes": 32, "burst_bytes": 128}
+PARAMS = {"data_width": 64, "n_qps": 8, "mtu_bytes": 48, "burst_bytes": 128}
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)
@@ -17,7 +17,9 @@ def test_sched(simulator: str) -> None:
     dut = TxScheduler(**PARAMS)
     n_rates = 100 if simulator == "verilator" else 8  # Icarus is ~20x slower: a short run there
     figures = run_block(dut, toplevel="tx_sched", test_module="tb_sched", simulator=simulator,
-                        tag="w64q8", params={**PARAMS, "qp_bits": dut.qp_bits, "n_rates": n_rates, "seed": 1})
+                        tag="w64q8", params={**PARAMS, "qp_bits": dut.qp_bits, "n_rates": n_rates, "seed": 1,
+                                             "n_actions": 600 if simulator == "verilator" else 300})
     print(f"\n{simulator}: {figures}")
     assert figures["worst_rate_error"] <= 1e-3
     assert figures["jain"] >= 0.99
+    assert figures["scoreboard_visits"] > 1000

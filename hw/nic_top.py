@@ -1,0 +1,250 @@
+# amaranth: UnusedElaboratable=no
+"""NIC congestion-control top level: RX parser -> CNP generator / DCQCN reaction point -> TX scheduler, and a CSR bus.
+
+Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
+
+* RX: ``rx_s_axis`` -> ``roce_parser`` -> ``rx_m_axis`` (frames pass unchanged).  A CE-marked RoCE packet's
+  QP goes to ``cnp_gen`` (notification point), which puts at most one request per QP per CNP_INTERVAL_NS on
+  ``cnp_req`` (the QP a CNP must be sent for).  A received CNP's QP goes through a small FIFO to ``dcqcn_rp``.
+* CC: ``dcqcn_rp`` turns CNPs, its timers and the bytes each sent packet carries into per-QP rates; its rate
+  writes and the CSR's QP_RATE writes (the CSR first) go to ``tx_sched``; a mirror memory keeps the last rate
+  of every QP so QP_RATE reads back the QP's current rate.
+* TX: doorbells (``doorbell``: qp, bytes) queue work; ``tx_sched`` paces every QP and emits its MTU-sized
+  frames on ``tx_m_axis`` (``tuser`` = QP); each frame that leaves is counted against its QP's byte counter.
+* CC_MODE none: CE packets raise no CNP requests, received CNPs are counted and dropped, the reaction point's
+  rate writes are discarded (rates are whatever the CSR wrote).  After switching back to dcqcn, write QP_INIT
+  for each QP.  hpcc (2) is reserved: a write of 2 is rejected with ERR_VALUE.  ``hw.hpcc.HpccEngine`` takes
+  parsed INT hop records of ACKs, which the RX parser does not extract yet; the mode opens when it does.
+* QP_INIT (0x40) sets QP_SEL's DCQCN state to the line rate (and writes that rate to the limiter); the reaction
+  point of a QP stays idle until its first QP_INIT.  Parameters apply from each QP's next event on (timer
+  deadlines already set keep their time).
+
+Registers (word addresses; see ``hw.csr`` for ID/QP_SEL/QP_RATE/ERR/QP_INIT and the error bits).  Counters are
+32-bit, read-only, wrapping:
+
+{counters}
+
+Parameters (read/write; reset and range at the default build, 1024 bits, 1024 QPs, 400 MHz, MTU 4096: the
+line rate is 409600000 kb/s, the timer minimum the reaction point's sweep interval, the byte counter > MTU):
+
+{params}
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.cnp import CnpGenerator
+from hw.csr import ADDR_BITS, REG_COUNTER0, REG_PARAM0, CsrBank, ParamReg
+from hw.dcqcn import DCQCN_CFG, OPS_CLOCKS, DcqcnRpEngine
+from hw.errors import HwParamError
+from hw.parser import RoceParser
+from hw.sched import PENDING_BITS, RATE_FRAC_BITS, TxScheduler
+from hw.stream import AxiStream
+from sw.cc import DcqcnParams, RateToIncrement
+
+CC_MODE_NONE, CC_MODE_DCQCN, CC_MODE_HPCC = 0, 1, 2
+U32 = (1 << 32) - 1
+
+COUNTERS = (
+    ("CNP_SENT", "CNP requests handed out on cnp_req"),
+    ("CNP_RECEIVED", "CNPs (BTH opcode 0x81) received"),
+    ("CE_SEEN", "CE-marked RoCE data packets received"),
+    ("CLAMPS", "CSR writes clamped (QP_RATE above line rate, parameters out of range)"),
+    ("RX_ROCE", "RoCEv2 packets received"),
+    ("RX_EVENTS_DROPPED", "CE/CNP events lost because the CNP generator or the CNP FIFO was full"),
+    ("TX_PKTS", "frames sent by the scheduler"),
+    ("TX_BYTES", "bytes sent by the scheduler (low 32 bits)"),
+    ("RATE_UPDATES", "DCQCN rate writes applied to the scheduler"),
+    ("SENT_DROPPED", "sent-packet byte counts lost because the reaction point's queue was full"),
+)
+COUNTER_ADDR = {name: REG_COUNTER0 + i for i, (name, _) in enumerate(COUNTERS)}
+
+
+def line_rate_kbps(data_width: int, clk_period_ps: int) -> int:
+    """The NIC line rate in kb/s: one beat per clock."""
+    return data_width * 1_000_000_000 // clk_period_ps
+
+
+def min_timer_ns(n_qps: int, clk_period_ps: int) -> int:
+    """Shortest DCQCN timer period the reaction point's sweep serves exactly (``DcqcnRpEngine``'s limit)."""
+    return int(2 * OPS_CLOCKS * n_qps * clk_period_ps / 1000) + 1
+
+
+def nic_params(*, line_kbps: int, timer_min_ns: int, mtu_bytes: int) -> tuple[ParamReg, ...]:
+    """The parameter registers, in address order from 0x41: one table for ranges, policies and resets.
+
+    Ranges are the golden model's (``sw.cc.DcqcnParams``) narrowed to what the RTL serves: timers above the
+    sweep interval, a byte counter above the MTU, rates up to the NIC line rate, min rate <= line rate.
+    """
+    d = DcqcnParams()
+    timer_reset = max(d.alpha_timer_ns, timer_min_ns)
+    return (
+        ParamReg("cc_mode", 2, CC_MODE_DCQCN, CC_MODE_NONE, CC_MODE_DCQCN, "reject",
+                 "0 none, 1 dcqcn; 2 hpcc reserved (rejected)"),
+        ParamReg("cnp_interval_ns", 32, d.cnp_interval_ns, 0, U32, "clamp", "NP: min ns between CNPs of a QP"),
+        ParamReg("line_rate_kbps", 32, line_kbps, "min_rate_kbps", line_kbps, "clamp",
+                 "RP: rate a QP starts at and never exceeds"),
+        ParamReg("min_rate_kbps", 32, min(d.min_rate_kbps, line_kbps), 1, "line_rate_kbps", "clamp",
+                 "RP: floor of a cut"),
+        ParamReg("g_shift", 5, d.g_shift, 1, 16, "reject", "RP: alpha gain g = 2^-g_shift"),
+        ParamReg("alpha_init_q16", 17, d.alpha_init_q16, 0, 1 << 16, "clamp", "RP: alpha after QP_INIT, Q1.16"),
+        ParamReg("alpha_timer_ns", 32, timer_reset, timer_min_ns, U32, "reject", "RP: alpha decay period K"),
+        ParamReg("rate_timer_ns", 32, timer_reset, timer_min_ns, U32, "reject", "RP: rate-increase period T"),
+        ParamReg("byte_counter_bytes", 32, d.byte_counter_bytes, mtu_bytes + 1, U32, "reject",
+                 "RP: rate-increase byte counter B"),
+        ParamReg("fast_recovery_stages", 8, d.fast_recovery_stages, 0, 254, "clamp", "RP: F"),
+        ParamReg("rate_ai_kbps", 32, min(d.rate_ai_kbps, line_kbps), 0, line_kbps, "clamp",
+                 "RP: additive increase R_AI"),
+        ParamReg("rate_hai_kbps", 32, min(d.rate_hai_kbps, line_kbps), 0, line_kbps, "clamp",
+                 "RP: hyper increase R_HAI"),
+        ParamReg("clamp_target_rate", 1, int(d.clamp_target_rate), 0, 1, "reject", "RP: Rt = Rc on every CNP"),
+    )
+
+
+def _bound_text(b: int | str) -> str:
+    return b if isinstance(b, str) else "2^32-1" if b == U32 else str(b)
+
+
+def register_table(params: tuple[ParamReg, ...]) -> tuple[list[str], list[str]]:
+    """(counter lines, parameter lines) of the register map, as the module docstring shows them."""
+    counters = [f"  {addr:#04x} {name:<18} {doc}" for (name, doc), addr in
+                zip(COUNTERS, COUNTER_ADDR.values(), strict=True)]
+    rows = [f"  {REG_PARAM0 + i:#04x} {p.name:<20} u{p.width:<2} {p.reset:>9}  "
+            f"{_bound_text(p.lo) + '..' + _bound_text(p.hi):<26} {p.policy:<6} {p.doc}"
+            for i, p in enumerate(params)]
+    rows.insert(0, f"  addr {'name':<20} {'w':<3} {'reset':>9}  {'range':<26} {'bad':<6} meaning")
+    return counters, rows
+
+
+DEFAULT_PARAMS = nic_params(line_kbps=line_rate_kbps(1024, 2500), timer_min_ns=min_timer_ns(1024, 2500),
+                            mtu_bytes=4096)
+_counter_lines, _param_lines = register_table(DEFAULT_PARAMS)
+__doc__ = __doc__.format(counters="\n".join(_counter_lines), params="\n".join(_param_lines))
+
+
+class NicCcTop(wiring.Component):
+    """The NIC's congestion-control data path: parser, CNP generator, DCQCN reaction point, scheduler, CSR bank."""
+
+    def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
+                 burst_bytes: int = 16384, clk_period_ps: int = 2500, event_fifo_depth: int = 16) -> None:
+        if not 1 <= mtu_bytes <= 0xFFFF:
+            raise HwParamError(f"mtu_bytes must be in 1..65535 (the reaction point counts 16-bit sizes), "
+                               f"not {mtu_bytes}")
+        if event_fifo_depth < 2:
+            raise HwParamError(f"event_fifo_depth must be >= 2, not {event_fifo_depth}")
+        self.data_width = data_width
+        self.n_qps = n_qps
+        self.qp_bits = (n_qps - 1).bit_length()
+        self.clk_period_ps = clk_period_ps
+        self.line_kbps = line_rate_kbps(data_width, clk_period_ps)
+        self.timer_min_ns = min_timer_ns(n_qps, clk_period_ps)
+        self.params = nic_params(line_kbps=self.line_kbps, timer_min_ns=self.timer_min_ns, mtu_bytes=mtu_bytes)
+        resets = {p.name: p.reset for p in self.params if p.name in DCQCN_CFG.members}
+        resets["clamp_target_rate"] = bool(resets["clamp_target_rate"])
+        self.dcqcn_reset = DcqcnParams(**resets, cnp_interval_ns=50_000)
+        self.rate_conv = RateToIncrement(clk_hz=round(1e12 / clk_period_ps), frac_bits=RATE_FRAC_BITS)
+        self.event_fifo_depth = event_fifo_depth
+        self.sched = TxScheduler(data_width=data_width, n_qps=n_qps, mtu_bytes=mtu_bytes, burst_bytes=burst_bytes)
+        self.parser = RoceParser(data_width=data_width, n_qps=n_qps)
+        self.np = CnpGenerator(n_qps=n_qps, clk_period_ps=clk_period_ps, runtime_cfg=True)
+        self.rp = DcqcnRpEngine(n_qps=n_qps, params=self.dcqcn_reset, clk_period_ps=clk_period_ps,
+                                rate_conv=self.rate_conv, mtu_bytes=mtu_bytes, runtime_cfg=True)
+        self.csr = CsrBank(n_qps=n_qps, line_rate_reg=self.sched.line_rate_reg, n_counters=len(COUNTERS),
+                           params=self.params, qp_init=True, rate_readback=True)
+        qp = unsigned(self.qp_bits)
+        super().__init__({
+            "rx_s_axis": In(AxiStream(data_width)),
+            "rx_m_axis": Out(AxiStream(data_width)),
+            "cnp_req": Out(stream.Signature(qp)),
+            "doorbell": In(stream.Signature(data.StructLayout({"qp": qp, "bytes": unsigned(PENDING_BITS)}))),
+            "tx_m_axis": Out(AxiStream(data_width, user_width=self.qp_bits)),
+            "csr_addr": In(ADDR_BITS), "csr_wdata": In(32), "csr_we": In(1), "csr_re": In(1),
+            "csr_rdata": Out(32), "csr_ack": Out(1),
+        })
+
+    def param_addr(self, name: str) -> int:
+        return self.csr.param_addr(name)
+
+    def elaborate(self, platform):
+        m = Module()
+        sched, parser, np_, rp, csr = self.sched, self.parser, self.np, self.rp, self.csr
+        m.submodules.sched = sched
+        m.submodules.parser = parser
+        m.submodules.np = np_
+        m.submodules.rp = rp
+        m.submodules.csr = csr
+        m.submodules.cnp_fifo = cnp_fifo = SyncFIFO(width=self.qp_bits, depth=self.event_fifo_depth)
+        m.submodules.sent_fifo = sent_fifo = SyncFIFO(width=self.qp_bits + 16, depth=self.event_fifo_depth)
+        m.submodules.rate_mirror = mirror = Memory(shape=32, depth=self.n_qps, init=[])
+
+        # CSR bus and parameters
+        m.d.comb += [csr.addr.eq(self.csr_addr), csr.wdata.eq(self.csr_wdata), csr.we.eq(self.csr_we),
+                     csr.re.eq(self.csr_re), self.csr_rdata.eq(csr.rdata), self.csr_ack.eq(csr.ack)]
+        for name, _ in DCQCN_CFG:
+            m.d.comb += getattr(rp.cfg, name).eq(getattr(csr.param, name))
+        m.d.comb += np_.cnp_interval_ns.eq(csr.param.cnp_interval_ns)
+        dcqcn_on = Signal()
+        m.d.comb += dcqcn_on.eq(csr.param.cc_mode == CC_MODE_DCQCN)
+
+        # RX: parser pass-through, CE -> notification point, CNP -> FIFO -> reaction point
+        wiring.connect(m, wiring.flipped(self.rx_s_axis), parser.s_axis)
+        wiring.connect(m, parser.m_axis, wiring.flipped(self.rx_m_axis))
+        m.d.comb += [np_.ce.payload.eq(parser.ce.payload), np_.ce.valid.eq(parser.ce.valid & dcqcn_on),
+                     parser.ce.ready.eq(np_.ce.ready | ~dcqcn_on)]
+        wiring.connect(m, np_.cnp_req, wiring.flipped(self.cnp_req))
+        m.d.comb += [cnp_fifo.w_data.eq(parser.cnp.payload), cnp_fifo.w_en.eq(parser.cnp.valid & dcqcn_on),
+                     parser.cnp.ready.eq(cnp_fifo.w_rdy | ~dcqcn_on),
+                     rp.cnp.payload.eq(cnp_fifo.r_data), rp.cnp.valid.eq(cnp_fifo.r_rdy),
+                     cnp_fifo.r_en.eq(rp.cnp.ready)]
+        wiring.connect(m, csr.qp_init, rp.init)
+
+        # rates: CSR writes first, then the reaction point's (discarded when DCQCN is off)
+        with m.If(csr.rate_wr.valid):
+            m.d.comb += [sched.rate_wr.valid.eq(1), sched.rate_wr.payload.eq(csr.rate_wr.payload),
+                         csr.rate_wr.ready.eq(sched.rate_wr.ready), rp.rate_wr.ready.eq(~dcqcn_on)]
+        with m.Else():
+            m.d.comb += [sched.rate_wr.valid.eq(rp.rate_wr.valid & dcqcn_on),
+                         sched.rate_wr.payload.eq(rp.rate_wr.payload),
+                         rp.rate_wr.ready.eq(sched.rate_wr.ready | ~dcqcn_on)]
+        rate_fire = sched.rate_wr.valid & sched.rate_wr.ready
+        line = sched.line_rate_reg
+        wr = mirror.write_port()
+        rd = mirror.read_port(transparent_for=(wr,))
+        new_rate = sched.rate_wr.payload.rate
+        m.d.comb += [wr.addr.eq(sched.rate_wr.payload.qp), wr.data.eq(Mux(new_rate > line, line, new_rate)),
+                     wr.en.eq(rate_fire), rd.addr.eq(csr.qp_sel), csr.qp_rate_rd.eq(rd.data)]
+
+        # TX: doorbells in, paced frames out; every frame's size feeds its QP's byte counter
+        wiring.connect(m, wiring.flipped(self.doorbell), sched.doorbell)
+        wiring.connect(m, sched.m_axis, wiring.flipped(self.tx_m_axis))
+        prev_pkts = Signal(32)
+        m.d.sync += prev_pkts.eq(sched.tx_pkts)
+        new_pkt = Signal()
+        m.d.comb += [new_pkt.eq((sched.tx_pkts != prev_pkts) & dcqcn_on),
+                     sent_fifo.w_data.eq(sched.tx_last_qp | (sched.tx_last_len << self.qp_bits)),
+                     sent_fifo.w_en.eq(new_pkt),
+                     rp.sent.valid.eq(sent_fifo.r_rdy), rp.sent.payload.qp.eq(sent_fifo.r_data[:self.qp_bits]),
+                     rp.sent.payload.bytes.eq(sent_fifo.r_data[self.qp_bits:]), sent_fifo.r_en.eq(rp.sent.ready)]
+
+        # counters
+        cnt = {name: Signal(32, name=f"cnt_{name.lower()}") for name, _ in COUNTERS}
+        own = {
+            "CNP_SENT": self.cnp_req.valid & self.cnp_req.ready,
+            "CLAMPS": csr.clamped,
+            "RATE_UPDATES": rate_fire & ~csr.rate_wr.valid,
+            "SENT_DROPPED": new_pkt & ~sent_fifo.w_rdy,
+        }
+        for name, event in own.items():
+            with m.If(event):
+                m.d.sync += cnt[name].eq(cnt[name] + 1)
+        m.d.comb += [cnt["CNP_RECEIVED"].eq(parser.cnp_pkts), cnt["CE_SEEN"].eq(parser.ce_pkts),
+                     cnt["RX_ROCE"].eq(parser.roce_pkts), cnt["RX_EVENTS_DROPPED"].eq(parser.dropped),
+                     cnt["TX_PKTS"].eq(sched.tx_pkts), cnt["TX_BYTES"].eq(sched.tx_bytes[:32])]
+        for i, (name, _) in enumerate(COUNTERS):
+            m.d.comb += csr.counters[i].eq(cnt[name])
+        return m

@@ -7,6 +7,7 @@ it meets there is raised by the next operation."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import queue
@@ -99,6 +100,8 @@ class Communicator:
                 os.set_blocking(fd, False)
         self._worker = threading.Thread(target=self._run, name=f"coll-rank{rank}", daemon=True)
         self._worker.start()
+        if self._engines:  # a user-space NIC dies with the process: deliver what we owe the peers before exit
+            atexit.register(self.close)
         self.last_choice: tuple[str, int] | None = None
 
     # --- the stream -----------------------------------------------------------------------------------------
@@ -394,7 +397,8 @@ class Communicator:
                 d[k] = 0
 
     def close(self) -> None:
-        """Finish queued work, stop the worker and release transports (idempotent)."""
+        """Finish queued work, stop the worker and release transports (idempotent; also run at exit)."""
+        atexit.unregister(self.close)
         if self._worker.is_alive():
             self._queue.put(None)
             self._wake()

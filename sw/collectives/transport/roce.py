@@ -58,7 +58,10 @@ QP_TIMEOUT = 17
 retries before a peer counts as gone.  Shorter timeouts turned scheduling stalls of Python ranks on a busy host into
 spurious go-back-N resends (a gap in the data is NAKed by the receiver at once; the timeout only covers a lost
 tail).  A rank busy in its own code still answers: the communicator's worker progresses the NIC between calls."""
-DRAIN_WALL_S = 1.0
+DRAIN_WALL_S = 60.0
+"""Longest wall wait in ``close`` for our last SENDs to be acknowledged (``connect`` uses the communicator's
+timeout): a SEND completes once staged, so a rank that closes at once still owes its peers the tail, and on a
+lossy link the tail may need retransmission timeouts.  Channels whose QP failed are not waited for."""
 _KIND_SEND, _KIND_RECV = 1, 2
 _SLOT_BITS = 16
 _KIND_BITS = 4
@@ -233,6 +236,11 @@ class RoceChannel(StreamChannel):
         self._advertised = 0
         self.remote_credit_addr = 0
         self.remote_credit_rkey = 0
+        self.failed = False
+
+    def fail(self, exc: BaseException) -> None:
+        super().fail(exc)
+        self.failed = True
 
     def post_initial_receives(self) -> None:
         for slot in range(RECV_SLOTS):
@@ -313,8 +321,9 @@ class RoceTransport(ChannelTransport):
     host_progress = True
 
     def __init__(self, my_rank: int, nic: Nic, wire: WirePort, channels: dict[int, RoceChannel],
-                 credits: np.ndarray, clock: Clock) -> None:
+                 credits: np.ndarray, clock: Clock, drain_s: float = DRAIN_WALL_S) -> None:
         self.my_rank = my_rank
+        self.drain_s = drain_s
         self.nic = nic
         self.wire = wire
         self.channels = channels
@@ -369,7 +378,7 @@ class RoceTransport(ChannelTransport):
         except BaseException:
             wire.close()
             raise
-        return cls(my_rank, nic, wire, channels, credits, clock)
+        return cls(my_rank, nic, wire, channels, credits, clock, drain_s=timeout_s)
 
 
     def _poll_cq(self) -> bool:
@@ -415,17 +424,17 @@ class RoceTransport(ChannelTransport):
         return [self.wire.port.sock.fileno()] if self.channels else []
 
     def _inflight(self) -> bool:
-        return any(ch.sends_inflight or ch._sendq for ch in self.channels.values())
+        return any((ch.sends_inflight or ch._sendq) and not ch.failed for ch in self.channels.values())
 
     def close(self) -> None:
-        """Let our last SENDs be acknowledged (bounded), then close the NIC's port."""
-        deadline = Deadline(DRAIN_WALL_S, self.clock)
-        try:
-            while self._inflight() and not deadline.expired():
+        """Let our last SENDs be acknowledged (at most ``drain_s`` wall seconds), then close the NIC's port."""
+        deadline = Deadline(self.drain_s, self.clock)
+        while self._inflight() and not deadline.expired():
+            try:
                 if not self.progress():
                     self.nic.poll(200_000)
-        except PeerGoneError:
-            pass  # a peer that left first: nothing more to deliver to it
+            except PeerGoneError:
+                continue  # that peer left or crashed (its channel is failed): keep draining to the others
         for ch in self.channels.values():
             self.nic.destroy_qp(ch.qp)
         self.channels = {}

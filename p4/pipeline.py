@@ -446,11 +446,14 @@ class Pipeline:
                 work.extend(again.queued)
         return out, first
 
-    def process_batch(self, frames: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    def process_batch(self, frames: list[tuple[int, bytes]],
+                      priorities: list[int] | None = None) -> list[tuple[int, bytes]]:
         """Batched mode: many frames with one clock reading per batch; outputs concatenated in order.
 
         The common case (unicast, no clone/digest/resubmit/recirculate/truncate) runs inline with locals
         bound once; anything else continues on the general stages, so results equal ``process`` per frame.
+        ``priorities``, when given, gets each output's ``standard_metadata.priority`` at the end of ingress (the
+        TM queue it would have used; clones and recirculated copies get their original's), in output order.
         """
         prog = self.program
         parser, verify, ingress = self._parser, self._verify, self._ingress
@@ -459,6 +462,7 @@ class Pipeline:
         ip_s, pl_s, pe_s, es_s, ep_s = (self._ingress_port, self._packet_length, self._parser_error,
                                         self._egress_spec, self._egress_port)
         mc_s = self._mcast_grp
+        pr_s = self._priority if priorities is not None else None
         now = self._now_us()
         ts_ig = self._ig_ts if self._ig_ts is not None else TRUNCATE  # harmless scratch write, reset below
         ts_eg = self._eg_ts if self._eg_ts is not None else TRUNCATE
@@ -486,8 +490,11 @@ class Pipeline:
                 drops["assert failed or header stack index out of bounds"] += 1
                 continue
             if S[CLONE_SESSION] >= 0 or S[DIGESTS] is not None or S[RESUBMIT_FL] != NO_FIELD_LIST or S[mc_s]:
+                n_out = len(out)
                 res = self._after_ingress(S, port, frame, PKT_NORMAL, 0, IngressResult())
                 self._egress_all(port, res.queued, out)
+                if pr_s is not None:
+                    priorities.extend([S[pr_s]] * (len(out) - n_out))  # type: ignore[union-attr]
                 continue
             spec = S[es_s]
             if spec == DROP_PORT:
@@ -504,12 +511,17 @@ class Pipeline:
                 drops["assert failed or header stack index out of bounds"] += 1
                 continue
             if S[CLONE_SESSION] >= 0 or S[RECIRC_FL] != NO_FIELD_LIST or S[TRUNCATE]:
+                n_out = len(out)
                 self._after_egress(S, QueuedPacket(S, spec, PKT_NORMAL, 0, len(frame)), port, out)
+                if pr_s is not None:
+                    priorities.extend([S[pr_s]] * (len(out) - n_out))  # type: ignore[union-attr]
                 continue
             if S[es_s] == DROP_PORT:
                 drops["egress_spec=511 in egress (mark_to_drop)"] += 1
                 continue
             append((spec, join(deparser(S)) + S[PAYLOAD]))
+            if pr_s is not None:
+                priorities.append(S[pr_s])  # type: ignore[union-attr]
         return out
 
     def _egress_all(self, port: int, queued: list[QueuedPacket], out: list[tuple[int, bytes]]) -> None:

@@ -134,12 +134,16 @@ class SwitchPipeline:
         """Packets the program dropped so far (ingress and egress; not the clone-to-no-session notes)."""
         return sum(n for reason, n in self._drops.items() if not reason.startswith("clone to"))
 
-    def process_batch(self, port: int, frames: list[bytes]) -> list[tuple[int, bytes]] | None:
+    def process_batch(self, port: int, frames: list[bytes],
+                      priorities: list[int] | None = None) -> list[tuple[int, bytes]] | None:
         """Ingress -> egress -> deparser for frames of one port with empty, unshaped queues (None: no batch
-        mode in this pipeline); equal to running each frame through ``ingress``/``egress`` cut-through."""
+        mode in this pipeline); equal to running each frame through ``ingress``/``egress`` cut-through.
+        ``priorities`` (when given) gets each output's ``standard_metadata.priority``, the queue it passed."""
         if self._batch is None:
             return None
-        return self._batch([(port, f) for f in frames])
+        if priorities is None or self.pipe.program.sm.get("priority") is None:
+            return self._batch([(port, f) for f in frames])
+        return self._batch([(port, f) for f in frames], priorities)
 
     def egress(self, tp: TmPacket, now_ns: int) -> list[tuple[int, bytes]]:
         """Run egress on a dequeued packet with its real queue metadata; returns frames to transmit."""

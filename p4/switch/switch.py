@@ -258,8 +258,9 @@ class P4Switch:
         per-frame cut-through; False when the pipeline has no batched mode."""
         pipeline = self.pipeline
         drops_before = pipeline.drop_total()
+        prios: list[int] | None = [] if self.tm.priority_levels > 1 else None   # each output's TM queue
         try:
-            out = pipeline.process_batch(port_num, frames)
+            out = pipeline.process_batch(port_num, frames, prios)
         except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
             self._pipeline_failed(port_num, len(frames), "batched pipeline", exc)
             return True
@@ -274,17 +275,19 @@ class P4Switch:
         dropped = pipeline.drop_total() - drops_before
         if dropped:
             self._drop(port_num).pipeline_drop_pkts += dropped
-        per_port: dict[int, int] = {}
+        per_queue: dict[tuple[int, int], int] = {}
         ports, transmit, plain = self.ports, self.transmit, not self.pcaps
-        for out_port, frame in out:
-            per_port[out_port] = per_port.get(out_port, 0) + 1
+        by_prio = prios is not None and len(prios) == len(out)
+        for i, (out_port, frame) in enumerate(out):
+            key = (out_port, prios[i] if by_prio else 0)   # type: ignore[index]
+            per_queue[key] = per_queue.get(key, 0) + 1
             port = ports.get(out_port)
             if plain and port is not None:
                 port.send(frame)
             else:
                 transmit(out_port, frame, now_ns)
-        for out_port, n in per_port.items():
-            self.tm.note_cut_through(out_port, n)
+        for (out_port, prio), n in per_queue.items():
+            self.tm.note_cut_through(out_port, n, prio)
         if pipeline.has_digests():
             self._publish_digests()
         return True

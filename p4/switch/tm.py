@@ -327,12 +327,13 @@ class TrafficManager:
             p.high_water_pkts = 1
         return QueuedPacket(item, length_bytes, now_ns, 0, priority, port, now_ns, 0)
 
-    def note_cut_through(self, port: int, n_pkts: int) -> None:
-        """Count ``n_pkts`` that passed an idle, unshaped ``port`` in bulk (the switch's batched fast path)."""
+    def note_cut_through(self, port: int, n_pkts: int, priority: int = 0) -> None:
+        """Count ``n_pkts`` that passed an idle, unshaped ``port`` in bulk (the switch's batched fast path), in
+        the queue of ``priority`` (beyond the configured queues: the highest, as ``enqueue``)."""
         p = self.ports.get(port)
         if p is None:
             p = self._port(port)
-        st = p.queues[0].stats
+        st = p.queues[min(priority, self.priority_levels - 1)].stats
         st.enq_pkts += n_pkts
         st.deq_pkts += n_pkts
         if not st.high_water_pkts:

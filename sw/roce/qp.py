@@ -6,6 +6,7 @@ paced data).  Deterministic: the NIC engine passes time in and takes frames out.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -21,7 +22,17 @@ from sw.roce.qp_requester import Requester
 from sw.roce.qp_responder import Responder
 from sw.roce.template import FlowTemplates
 from sw.roce.transport_rules import PATH_MTUS, TO_REQUESTER, ack_timeout_ns
-from sw.roce.verbs import CompletionQueue, ProtectionDomain, QpCap, RecvWr, SendWr, VerbsError
+from sw.roce.verbs import (
+    MAX_QP_INIT_RD_ATOM,
+    MAX_QP_RD_ATOM,
+    CompletionQueue,
+    ProtectionDomain,
+    QpCap,
+    RecvWr,
+    SendWr,
+    VerbsError,
+    query_device,
+)
 
 if TYPE_CHECKING:
     from sw.roce.nic import Nic
@@ -56,8 +67,11 @@ class QpAttr:
     min_rnr_timer: int = 12  # 0.64 ms
     max_inflight_pkts: int = 1024  # send window in packets (our NIC's outstanding-PSN limit)
     ack_every_pkts: int = 16  # AckReq on every n-th packet of a long message (and on every last packet)
-    max_rd_atomic: int = 16  # atomics this QP keeps in flight as requester (at most the peer's max_dest_rd_atomic)
-    max_dest_rd_atomic: int = 16  # atomic results the responder keeps for replaying retransmitted requests
+    # RDMA READ / atomic requests this QP may have outstanding as requester (initiator depth, set on RTR -> RTS;
+    # at most the peer's max_dest_rd_atomic), and those it serves at once as responder (responder resources, set
+    # on INIT -> RTR; also the depth of the atomic replay cache).
+    max_rd_atomic: int = MAX_QP_INIT_RD_ATOM
+    max_dest_rd_atomic: int = MAX_QP_RD_ATOM
     traffic_class: int = DSCP_ROCE_DEFAULT << 2  # GRH traffic class: DSCP in bits 7..2 (PFC class); ECN is the NIC's
 
     def check(self) -> None:
@@ -73,13 +87,16 @@ class QpAttr:
             ("min_rnr_timer", 0, 31),
             ("max_inflight_pkts", 1, 1 << 22),
             ("ack_every_pkts", 1, 1 << 16),
-            ("max_rd_atomic", 1, 255),
-            ("max_dest_rd_atomic", 1, 255),
             ("traffic_class", 0, 255),
         ):
             value = getattr(self, name)
             if not lo <= value <= hi:
                 raise VerbsError(f"modify_qp {name}={value}: must be {lo}..{hi}")
+        dev = query_device()
+        for name, cap_name in (("max_rd_atomic", "max_qp_init_rd_atom"), ("max_dest_rd_atomic", "max_qp_rd_atom")):
+            value, cap = getattr(self, name), getattr(dev, cap_name)
+            if not isinstance(value, numbers.Integral) or not 0 <= value <= cap:
+                raise VerbsError(f"modify_qp {name}={value!r}: must be 0..{cap} (device {cap_name})")
 
 
 @dataclass
@@ -109,6 +126,10 @@ class QpCounters:
     cnps_received: int = 0
     atomics_executed: int = 0  # responder: atomics run on local memory (each exactly once)
     atomic_replays: int = 0  # responder: retransmitted atomics answered from the replay cache
+    rd_atomic_peak: int = 0  # requester: most RDMA READ / atomic requests outstanding at once (<= max_rd_atomic)
+    rd_atomic_waits: int = 0  # requester: READs / atomics (or fenced requests) held in the send queue by the limit
+    dest_rd_atomic_peak: int = 0  # responder: most responder resources in use at once (<= max_dest_rd_atomic)
+    rd_atomic_over_limit: int = 0  # responder: new READs / atomics beyond max_dest_rd_atomic (NAK invalid request)
 
     def as_dict(self) -> dict[str, int]:
         return dataclasses.asdict(self)
@@ -158,6 +179,10 @@ class QueuePair:
             if not hasattr(new_attr, name):
                 raise VerbsError(f"modify_qp: unknown attribute {name!r}")
             setattr(new_attr, name, value)
+        if "max_dest_rd_atomic" in attrs and state == QpState.RTS:
+            raise VerbsError(
+                "modify_qp max_dest_rd_atomic: responder resources are set on INIT -> RTR, not on RTR -> RTS"
+            )
         new_attr.check()
         self.attr = new_attr
         self.ack_timeout_ns = ack_timeout_ns(new_attr.timeout)

@@ -4,8 +4,11 @@ responses, and recovers losses with go-back-N driven by NAKs and a retransmissio
 Pure state machine: time comes in as ``now_ns``; frames go out through ``next_frame``; no sockets here.
 Work requests gather (SEND/WRITE) from, and scatter (READ responses, atomic results) into, SGE lists
 (``sw.roce.sgl``).  An atomic takes one PSN and is answered by an ATOMIC ACKNOWLEDGE carrying the original
-value; at most ``max_rd_atomic`` atomics are in flight, so the responder's replay cache always holds the result
-of any one we resend.
+value.  At most ``max_rd_atomic`` RDMA READ / atomic requests are outstanding (sent, response not yet complete):
+the next one waits at the head of the send queue, and everything posted after it waits behind it (PSN order),
+until a response completes an older one; SENDs and WRITEs after an outstanding READ go on unless fenced
+(``SendWr.fence``).  So the responder never needs more than its ``max_dest_rd_atomic`` resources and its replay
+cache always holds the result of any atomic we resend.
 An ACK that echoes the forward path's INT (``sw.roce.int_md``) hands those hops to HPCC with the progress it
 reports; the data frame size used to turn queue occupancy (packets) into bytes is the path-MTU frame.
 """
@@ -107,6 +110,7 @@ class Requester:
         self.acked_bytes = 0
         self.sent_bytes = 0
         self._ack_hops: tuple = ()  # HPCC hops echoed by the ACK being handled
+        self._waiting_idx = -1  # send-queue index last held back by max_rd_atomic or a fence (counted once)
 
     # --- posting -------------------------------------------------------------------------------------------
     def post(self, wr: SendWr) -> None:
@@ -117,6 +121,8 @@ class Requester:
             raise VerbsError(f"{what}: unknown opcode {wr.opcode!r}") from None
         is_read = opcode == WrOpcode.RDMA_READ
         is_atomic = opcode in ATOMIC_WR_OPCODES
+        if (is_read or is_atomic) and self.qp.attr.max_rd_atomic == 0:
+            raise VerbsError(f"{what}: {opcode.name} needs max_rd_atomic >= 1, this QP has max_rd_atomic=0")
         sges = wr.sg_list
         segs = resolve(
             self.qp.pd,
@@ -160,8 +166,16 @@ class Requester:
     def can_send(self, now_ns: int) -> bool:
         if self.tx_idx >= len(self.ops):
             return False
-        if self.ops[self.tx_idx].is_atomic and self._atomics_in_flight() >= self.qp.attr.max_rd_atomic:
-            return False  # an ATOMIC ACK (of an older one) unblocks us
+        op = self.ops[self.tx_idx]
+        if op.needs_response or op.wr.fence:
+            # An outstanding READ / atomic limits the next one (max_rd_atomic) and holds a fenced request; the
+            # response that completes it unblocks us.
+            limit = 1 if op.wr.fence else self.qp.attr.max_rd_atomic
+            if self._rd_atomic_in_flight(limit) >= limit:
+                if self._waiting_idx != self.tx_idx:
+                    self._waiting_idx = self.tx_idx
+                    self.qp.counters.rd_atomic_waits += 1
+                return False
         if self.rnr_until_ns is not None:
             if now_ns < self.rnr_until_ns:
                 return False
@@ -173,9 +187,16 @@ class Requester:
         window = self.qp.pacer.window_bytes
         return window is None or inflight_pkts * attr.path_mtu < window or inflight_pkts == 0
 
-    def _atomics_in_flight(self) -> int:
+    def _rd_atomic_in_flight(self, stop_at: int | None = None) -> int:
+        """READ / atomic requests sent and not yet completed (counting stops at ``stop_at``)."""
         ops = self.ops
-        return sum(1 for i in range(self.head, self.tx_idx) if ops[i].is_atomic)
+        n = 0
+        for i in range(self.head, self.tx_idx):
+            if ops[i].needs_response:
+                n += 1
+                if n == stop_at:
+                    break
+        return n
 
     def _window_fills(self) -> bool:
         """Will the packet being built close the send window? Then it asks for an ACK, or we would stall."""
@@ -251,6 +272,9 @@ class Requester:
             self.max_sent_psn = self.tx_psn
         if psn_diff(self.tx_psn, op.first_psn) >= op.n_pkts:
             self.tx_idx += 1
+        if op.needs_response:
+            counters = qp.counters
+            counters.rd_atomic_peak = max(counters.rd_atomic_peak, self._rd_atomic_in_flight())
         if self.timer_ns is None:
             self.timer_ns = now_ns + self._timeout_ns()
         return frame
@@ -443,6 +467,7 @@ class Requester:
         if self.head > 4096 and self.head * 2 > len(self.ops):
             del self.ops[: self.head]
             self.tx_idx -= self.head
+            self._waiting_idx -= self.head
             self.head = 0
 
     def _progress(self, now_ns: int) -> None:

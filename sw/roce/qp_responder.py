@@ -9,6 +9,11 @@ Atomics (compare-and-swap, fetch-and-add) run once on 8 aligned bytes of an MR w
 (``sw.roce.atomic``); their result is kept in the replay cache so a retransmitted request gets the same answer
 without running again.
 
+Responder resources (``max_dest_rd_atomic``): a new READ or atomic holds one until its last response has left
+once (the requester cannot complete it before, so a requester within its ``max_rd_atomic`` never finds them all
+taken); a new READ / atomic when all are taken gets NAK Invalid Request and the QP goes to ERROR, as IBTA
+prescribes for a requester exceeding the responder's resources.  Duplicates (replays) take none.
+
 INT echo (HPCC): when the request an ACK answers arrived with the fabric's INT stack, the ACK carries those
 hops back (``sw.roce.int_md.insert_int``; a coalesced ACK carries the newest request's hops).
 """
@@ -104,6 +109,7 @@ class Responder:
         self.msn = 0
         self.recv_queue: deque[tuple[RecvWr, SgList]] = deque()
         self.atomic_replay = atomic.AtomicReplayCache(qp.attr.max_dest_rd_atomic)
+        self.rd_atomic_busy: set[int] = set()  # last response PSN of each new READ / atomic not yet answered once
         self.out: deque[_Ack | _ReadJob] = deque()
         self.nak_sent = False  # one NAK per sequence-error episode
         self.resp_high_psn = (
@@ -154,10 +160,12 @@ class Responder:
         elif op in SEND_ANY:
             ok = self._on_send(pkt)
         elif op == Opcode.RDMA_READ_REQUEST:
-            self._serve_read(pkt, replay=False)
+            if self._take_resource(pkt):
+                self._serve_read(pkt, replay=False)
             return
         elif op in ATOMIC_OPS:
-            self._on_atomic(pkt)
+            if self._take_resource(pkt):
+                self._on_atomic(pkt)
             return
         else:
             self._nak(NAK_INV_REQ, pkt.psn)
@@ -251,6 +259,19 @@ class Responder:
                 )
         return True
 
+    def _take_resource(self, pkt: RocePacket) -> bool:
+        """Room for one more new READ / atomic? Otherwise NAK Invalid Request (the requester broke the limit)."""
+        busy = self.rd_atomic_busy
+        counters = self.qp.counters
+        if len(busy) >= self.qp.attr.max_dest_rd_atomic:
+            counters.rd_atomic_over_limit += 1
+            self._nak(NAK_INV_REQ, pkt.psn)
+            return False
+        n = n_packets(pkt.dma_len or 0, self.qp.attr.path_mtu) if pkt.opcode == Opcode.RDMA_READ_REQUEST else 1
+        busy.add(psn_add(pkt.psn, n - 1))
+        counters.dest_rd_atomic_peak = max(counters.dest_rd_atomic_peak, len(busy))
+        return True
+
     def _serve_read(self, pkt: RocePacket, *, replay: bool) -> None:
         mr = self.qp.pd.by_rkey(pkt.rkey or 0)
         length = pkt.dma_len or 0
@@ -259,6 +280,8 @@ class Responder:
                 raise VerbsError(f"unknown rkey {pkt.rkey:#x}")
             off = mr.offset(pkt.va or 0, length, Access.REMOTE_READ, what="RDMA READ")
         except VerbsError:
+            if not replay:
+                self.rd_atomic_busy.discard(psn_add(pkt.psn, n_packets(length, self.qp.attr.path_mtu) - 1))
             self._nak(NAK_REM_ACCESS_ERR, pkt.psn)
             return
         n = n_packets(length, self.qp.attr.path_mtu)
@@ -294,9 +317,11 @@ class Responder:
                 raise VerbsError(f"unknown rkey {pkt.rkey:#x}")
             off = mr.offset(va, ATOMIC_BYTES, Access.REMOTE_ATOMIC, what="atomic")
         except VerbsError:
+            self.rd_atomic_busy.discard(pkt.psn)
             self._nak(NAK_REM_ACCESS_ERR, pkt.psn)
             return
         if va % ATOMIC_BYTES:
+            self.rd_atomic_busy.discard(pkt.psn)
             self._nak(NAK_INV_REQ, pkt.psn)  # IBTA: an atomic's VA must be naturally aligned
             return
         orig = atomic.execute(mr, off, pkt.opcode, pkt.swapdt or 0, pkt.cmpdt or 0)
@@ -359,6 +384,7 @@ class Responder:
                 frame = tpl[Opcode.ATOMIC_ACKNOWLEDGE].build(
                     item.psn, b"", syndrome=item.syndrome, msn=item.msn, orig_rem_dt=item.orig
                 )
+                self.rd_atomic_busy.discard(item.psn)  # answered once: its responder resource is free
             if item.hops:
                 frame = insert_int(frame, item.hops)
                 self.int_echoes_sent += 1
@@ -381,6 +407,7 @@ class Responder:
             self.resp_high_psn = psn_add(psn, 1)
         if item.next_i >= item.n_pkts:
             self.out.popleft()
+            self.rd_atomic_busy.discard(psn)  # the last response left once: the READ's resource is free
         return frame, True
 
     def flush(self) -> None:

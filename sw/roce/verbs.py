@@ -125,6 +125,7 @@ class SendWr:
     signaled: bool = True
     compare_add: int = 0
     swap: int = 0
+    fence: bool = False  # IBV_SEND_FENCE: wait until every earlier RDMA READ / atomic of this QP has completed
 
     def __post_init__(self) -> None:
         if not isinstance(self.sge, Sge):
@@ -153,6 +154,22 @@ class RecvWr:
 
 MAX_SGE = 30  # device limit (ibv_device_attr.max_sge of a ConnectX-class HCA)
 DEFAULT_MAX_SGE = 16
+MAX_QP_RD_ATOM = 16  # RDMA READ / atomic requests one QP can serve at once (responder resources, IRD)
+MAX_QP_INIT_RD_ATOM = 16  # RDMA READ / atomic requests one QP can have outstanding (initiator depth, ORD)
+
+
+@dataclass(frozen=True)
+class DeviceAttr:
+    """The device limits a verbs application reads with ibv_query_device (the subset this NIC enforces)."""
+
+    max_sge: int = MAX_SGE
+    max_qp_rd_atom: int = MAX_QP_RD_ATOM
+    max_qp_init_rd_atom: int = MAX_QP_INIT_RD_ATOM
+
+
+def query_device() -> DeviceAttr:
+    """ibv_query_device: every software NIC of this stack has the same limits."""
+    return DeviceAttr()
 
 
 @dataclass(frozen=True)

@@ -60,10 +60,11 @@ class Pair:
                 **attrs: int) -> tuple[QueuePair, QueuePair]:
         qa = self.a.create_qp(self.pd_a, self.cq_a, cap=cap)
         qb = self.b.create_qp(self.pd_b, self.cq_b, cap=cap)
+        rtr = {k: attrs.pop(k) for k in ("max_dest_rd_atomic",) if k in attrs}  # responder resources: on RTR
         for qp, peer, nic in ((qa, qb, self.b), (qb, qa, self.a)):
             qp.modify(QpState.INIT)
             qp.modify(QpState.RTR, dest_qp_num=peer.qp_num, dest_mac=nic.mac, dest_ip=nic.ip, path_mtu=mtu,
-                      rq_psn=psn)
+                      rq_psn=psn, **rtr)
             qp.modify(QpState.RTS, sq_psn=psn, **{"timeout": 8, **attrs})
         return qa, qb
 
@@ -381,7 +382,7 @@ def test_fetch_and_add_from_several_qps_on_a_lossy_duplicating_link_is_exact(see
 def test_requester_keeps_at_most_max_rd_atomic_atomics_in_flight():
     seen: list[int] = []
     pair, remote, mr_r, local, mr_l = _atomic_pair(
-        profile=LinkProfile(rate_bps=RATE_BPS, drop=lambda f: seen.append(pair.qa.req._atomics_in_flight()) and False),
+        profile=LinkProfile(rate_bps=RATE_BPS, drop=lambda f: seen.append(pair.qa.req._rd_atomic_in_flight()) and False),
         max_rd_atomic=3,
     )
     for i in range(20):

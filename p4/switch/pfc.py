@@ -32,10 +32,11 @@ DEFAULT_XON_BYTES = 24_000
 DEFAULT_HEADROOM_BYTES = 32_000
 DEFAULT_LINE_RATE_BPS = 10e9      # quanta -> time on a port without a shaped rate
 NS_PER_MS = 1_000_000
+ALL_PRIORITIES = (1 << PFC_PRIORITIES) - 1
 
 PFC_COMMANDS = {
-    "pfc_enable": "pfc_enable PORT 0|1  (PFC on a port: pause upstream when its ingress buffer fills, honour "
-                  "received PFC frames)",
+    "pfc_enable": "pfc_enable PORT 0|1 [PRIOS]  (PFC on a port: pause upstream when its ingress buffer fills, "
+                  "honour received PFC frames; PRIOS = the lossless priorities, e.g. 3 or 3,4; default all)",
     "pfc_thresholds": "pfc_thresholds PORT XOFF_BYTES XON_BYTES HEADROOM_BYTES  (per ingress priority buffer "
                       "thresholds; drop beyond XOFF+HEADROOM)",
     "pfc_watchdog": "pfc_watchdog PORT BOUND_MS  (ignore pauses on a priority paused longer than BOUND_MS; 0 = off)",
@@ -51,6 +52,7 @@ class PfcConfig:
     """PFC settings of one port."""
 
     enabled: bool = False
+    priorities: int = ALL_PRIORITIES   # bit p: priority p is lossless (accounted, paused, pauses honoured)
     xoff_bytes: int = DEFAULT_XOFF_BYTES
     xon_bytes: int = DEFAULT_XON_BYTES
     headroom_bytes: int = DEFAULT_HEADROOM_BYTES
@@ -112,6 +114,19 @@ def int_orig_dscp(frame: bytes) -> int | None:
     return frame[shim + 2] & 0x3F if len(frame) > shim + 2 else None
 
 
+def parse_priorities(text: str) -> int:
+    """Bit mask of a priority list ("3", "3,4" or "all")."""
+    if text == "all":
+        return ALL_PRIORITIES
+    mask = 0
+    for word in text.split(","):
+        if not word.isdigit() or int(word) >= PFC_PRIORITIES:
+            raise CommandError(f"pfc_enable: priority {word!r}: allowed 0..{PFC_PRIORITIES - 1} (a list like 3,4, "
+                               "or all)")
+        mask |= 1 << int(word)
+    return mask
+
+
 def port_mac(device_id: int, port: int) -> bytes:
     """The locally administered source MAC the switch uses for its MAC control frames on ``port``."""
     return bytes([0x02, 0x50, 0x46, device_id & 0xFF, (port >> 8) & 0xFF, port & 0xFF])
@@ -142,8 +157,13 @@ class PfcManager:
         return st
 
     # --- configuration -------------------------------------------------------------------------------------
-    def enable(self, port: int, on: bool) -> None:
-        self._state(port).config.enabled = on
+    def enable(self, port: int, on: bool, priorities: int = ALL_PRIORITIES) -> None:
+        """PFC on ``port`` for the priorities in the bit mask ``priorities`` (the others stay lossy: no buffer
+        accounting, no pauses sent, received pauses for them counted but not honoured)."""
+        if not 0 < priorities <= ALL_PRIORITIES:
+            raise CommandError(f"pfc_enable: priority mask {priorities:#x}: allowed 0x1..{ALL_PRIORITIES:#x}")
+        cfg = self._state(port).config
+        cfg.enabled, cfg.priorities = on, priorities
         self.active = any(s.config.enabled for s in self.ports.values())
         self.classifying = self.active or bool(self.dscp_priority)
 
@@ -192,7 +212,7 @@ class PfcManager:
     def admit(self, in_port: int, priority: int, length_bytes: int) -> bool:
         """False (counted) when the packet would overflow the port's XOFF + headroom allowance."""
         st = self.ports.get(in_port)
-        if st is None or not st.config.enabled:
+        if st is None or not st.config.enabled or not st.config.priorities >> priority & 1:
             return True
         cfg = st.config
         if st.ingress[priority].bytes + length_bytes > cfg.xoff_bytes + cfg.headroom_bytes:
@@ -203,7 +223,7 @@ class PfcManager:
     def on_enqueued(self, queued: Any, in_port: int, priority: int, length_bytes: int, now_ns: int) -> None:
         """A packet from ``in_port`` took buffer: count it, pause the upstream when XOFF is crossed."""
         st = self.ports.get(in_port)
-        if st is None or not st.config.enabled:
+        if st is None or not st.config.enabled or not st.config.priorities >> priority & 1:
             return
         self._queued[id(queued)] = (in_port, priority, length_bytes)
         ing = st.ingress[priority]
@@ -251,6 +271,8 @@ class PfcManager:
                 c.pauses_rx += 1
             else:
                 c.xon_rx += 1
+            if not st.config.priorities >> prio & 1:
+                continue                      # a lossy priority on this port: counted, not honoured
             if eg.tripped_until_ns is not None:
                 if q:
                     c.pauses_ignored += 1
@@ -311,7 +333,7 @@ class PfcManager:
             for prio in range(PFC_PRIORITIES):
                 ing, eg, c = st.ingress[prio], st.egress[prio], st.counters[prio]
                 if ing.xoff and now_ns >= ing.refresh_at_ns:
-                    if cfg.enabled:
+                    if cfg.enabled and cfg.priorities >> prio & 1:
                         self._send_pause(port, st, prio, now_ns)
                     else:
                         ing.xoff = False
@@ -362,11 +384,13 @@ class PfcManager:
         rows = [["port", "prio", "on", "xoff_B", "xon_B", "headroom_B", "buf_B", *cols]]
         for port in ports:
             st = self._state(port)
+            cfg = st.config
             for prio, c in enumerate(self.counters(port, now_ns)):
-                if not any(c.values()) and not st.ingress[prio].bytes and prio:
+                lossless = cfg.enabled and cfg.priorities >> prio & 1
+                if prio and not any(c.values()) and not st.ingress[prio].bytes and \
+                        not (lossless and cfg.priorities != ALL_PRIORITIES):
                     continue
-                cfg = st.config
-                rows.append([str(port), str(prio), str(int(cfg.enabled)), str(cfg.xoff_bytes), str(cfg.xon_bytes),
+                rows.append([str(port), str(prio), str(int(lossless)), str(cfg.xoff_bytes), str(cfg.xon_bytes),
                              str(cfg.headroom_bytes), str(st.ingress[prio].bytes), *(str(c[k]) for k in cols)])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         return "\n".join(" ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows)
@@ -382,9 +406,10 @@ class PfcManager:
             return int(s)
 
         if cmd == "pfc_enable":
-            if len(args) != 2 or args[1] not in ("0", "1"):
+            if len(args) not in (2, 3) or args[1] not in ("0", "1"):
                 raise CommandError(usage)
-            self.enable(num(args[0]), args[1] == "1")
+            self.enable(num(args[0]), args[1] == "1", parse_priorities(args[2]) if len(args) == 3 else
+                        ALL_PRIORITIES)
         elif cmd == "pfc_thresholds":
             if len(args) != 4:
                 raise CommandError(usage)

@@ -159,7 +159,8 @@ class P4Switch:
         arg = len(words) - 1 if line.endswith(" ") else len(words) - 2      # index of the argument being typed
         ports = [str(n) for n in sorted(set(self.ports) | set(self.tm.ports))]
         choices: dict[str, list[list[str]]] = {
-            "pfc_enable": [ports, ["0", "1"]], "pfc_thresholds": [ports], "pfc_watchdog": [ports],
+            "pfc_enable": [ports, ["0", "1"], ["all", *(str(p) for p in range(8))]], "pfc_thresholds": [ports],
+            "pfc_watchdog": [ports],
             "pfc_stats": [ports], "pfc_dscp_map": [[], [str(p) for p in range(8)] + ["off", "int"]],
             "tm_scheduler": [list(SCHEDULERS), ports], "tm_qdepth_scope": [list(QDEPTH_SCOPES)],
             "queue_stats": [ports],

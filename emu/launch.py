@@ -4,7 +4,8 @@ their logs, collect exit codes, and stop every one of them on failure, timeout o
 Rank r = server s x GPUs + GPU g runs in server ``s<s>``'s namespace (entered with ``mnexec -a PID``) with
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, STARPULSE_STORE (a fresh shared directory),
 STARPULSE_NIC_ADDR (NIC ``s<s>-eth<g>`` on rail g) and STARPULSE_SERVER, plus what the fabric dictates
-(``fabric_env``): the host link rate its NIC paces at (STARPULSE_INTER_RATE), the time dilation the switches run
+(``fabric_env``): the host link rate its NIC paces at (STARPULSE_INTER_RATE), the rate of its shared-memory "NVLink"
+(STARPULSE_INTRA_RATE: ``DEFAULT_INTRA_RATIO`` x the link rate unless given), the time dilation the switches run
 with (STARPULSE_TIME_DILATION) and the inter-server transport (STARPULSE_NET, RoCE unless asked otherwise); its
 stdout+stderr go to ``<logdir>/rank<r>.log``.
 """
@@ -25,6 +26,8 @@ from typing import IO, Any
 
 from emu.topology import Topology, TopologySpec
 from sw.clock import ENV_DILATION, Clock, get_clock
+from sw.collectives.config import ENV_INTRA_RATE, intra_rate_for
+from sw.roce.pfc import nic_pfc_env
 
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 POLL_NS = 50_000_000
@@ -104,17 +107,23 @@ def rank_plan(topo: Topology) -> list[RankPlan]:
 
 
 def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
-               base: dict[str, str] | None = None) -> dict[str, str]:
+               base: dict[str, str] | None = None, intra_rate: str | None = None) -> dict[str, str]:
     """What every rank must share with the fabric: its NIC's line rate (the host link rate, so a RoCE NIC paces at
-    the fabric's rate and not at the veth's 10 Gb/s), the switches' time dilation, and the transport (``net``,
-    else ``base``'s $STARPULSE_NET, else RoCE).  A rate already set in ``base`` is kept (pacing below line rate)."""
+    the fabric's rate and not at the veth's 10 Gb/s), its NVLink stand-in's rate (``intra_rate``: '900M', '9x'
+    of the link rate or 'off'; else ``base``'s $STARPULSE_INTRA_RATE, else ``DEFAULT_INTRA_RATIO`` x the link
+    rate), the switches' time dilation, and the transport (``net``, else ``base``'s $STARPULSE_NET, else RoCE).
+    A rate already set in ``base`` is kept (pacing below line rate)."""
     base = dict(os.environ if base is None else base)
     chosen = net or base.get(ENV_NET, "").strip().lower() or DEFAULT_NET
     if chosen not in NETS:
         where = "--net" if net else f"${ENV_NET}="
         raise LaunchError(f"{where}{chosen!r}: expected one of {', '.join(NETS)}")
+    given, what = (intra_rate, "--intra-rate") if intra_rate else (base.get(ENV_INTRA_RATE), f"${ENV_INTRA_RATE}")
+    intra_bps = intra_rate_for(given, spec.link_rate_bps, what)
+    # a PFC fabric's lossless class ($STARPULSE_NIC_PFC): the ranks' NICs honour (and send) its pauses
     return {ENV_INTER_RATE: base.get(ENV_INTER_RATE) or str(int(spec.link_rate_bps)),
-            ENV_DILATION: repr(float(dilation)), ENV_NET: chosen}
+            ENV_INTRA_RATE: "off" if intra_bps is None else str(int(intra_bps)),
+            ENV_DILATION: repr(float(dilation)), ENV_NET: chosen, **nic_pfc_env(spec.pfc_priority, base)}
 
 
 def rank_env(plan: RankPlan, store: str, base: dict[str, str] | None = None,
@@ -235,10 +244,10 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: Path,
            env: dict[str, str] | None = None, timeout_s: float | None = None,
            echo: Callable[[str], None] | None = None, clock: Clock | None = None, tcp_ecn: bool = True,
-           net: str | None = None) -> JobResult:
+           net: str | None = None, intra_rate: str | None = None) -> JobResult:
     """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.
 
-    Ranks get the ``fabric_env`` of ``topo`` and ``clock`` (line rate, dilation, transport ``net``).
+    Ranks get the ``fabric_env`` of ``topo`` and ``clock`` (line rate, ``intra_rate``, dilation, transport ``net``).
 
     ``tcp_ecn`` turns on ECN for the ranks' TCP (``net.ipv4.tcp_ecn=1`` in each server namespace), so the
     switches' RED marking slows senders down before the queues overflow.
@@ -247,7 +256,7 @@ def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: P
     SIGKILL after a grace period.  No process outlives this call; the store directory is removed."""
     clock = clock or get_clock()
     argv = resolve_command(cmd)
-    shared = fabric_env(topo.spec, clock.dilation, net, env)
+    shared = fabric_env(topo.spec, clock.dilation, net, env, intra_rate)
     plans = rank_plan(topo)
     missing = [p.server for p in plans if p.server not in ns_pids]
     if missing:

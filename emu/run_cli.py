@@ -19,6 +19,7 @@ from emu.launch import NETS, JobResult, LaunchError, launch, namespace_pids_from
 from emu.topology import Topology, TopologySpec
 from sw.cli import call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
+from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
 
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2
@@ -37,6 +38,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--time-dilation", type=float, default=None, metavar="K",
                    help=f"network time runs K times slower (sets ${ENV_DILATION} for switches and ranks)")
     add_net_argument(g)
+    add_intra_rate_argument(g)
     g.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
                    help="leave TCP without ECN in the server namespaces (default: ECN on, RED marks slow senders)")
     g.add_argument("--quiet", action="store_true", help="do not echo rank output (logs are still written)")
@@ -47,6 +49,14 @@ def add_net_argument(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--net", choices=NETS, default=None,
                        help="inter-server transport of the ranks: roce (RC QPs on the rail NIC, DCQCN) or tcp "
                             "(default: $STARPULSE_NET, else roce)")
+
+
+def add_intra_rate_argument(group: argparse._ArgumentGroup) -> None:
+    """``--intra-rate RATE|Nx|off``: the ranks' shared-memory ("NVLink") rate per GPU."""
+    group.add_argument("--intra-rate", default=None, metavar="RATE|Nx|off",
+                       help=f"shared-memory (NVLink stand-in) egress per rank: a rate (900M), a multiple of the link "
+                            f"rate (9x) or off (default: ${ENV_INTRA_RATE}, else {DEFAULT_INTRA_RATIO:g}x the "
+                            "link rate, a DGX-class NVLink/NIC ratio per GPU)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +86,8 @@ def _check_values(args: argparse.Namespace) -> None:
         raise LaunchError(f"--timeout {args.timeout}: must be > 0 seconds")
     if args.time_dilation is not None and not args.time_dilation > 0:
         raise LaunchError(f"--time-dilation {args.time_dilation}: must be > 0")
+    if getattr(args, "intra_rate", None):
+        intra_rate_for(args.intra_rate, 1e9)   # the syntax, before a fabric comes up (the rate needs its links)
 
 
 def spec_for(args: argparse.Namespace, default_servers: int = DEFAULT_SERVERS,
@@ -171,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
         result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo,
-                        tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net)
+                        tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
         report(result, logdir, keep)
     return result.exit_code
 

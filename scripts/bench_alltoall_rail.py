@@ -7,8 +7,8 @@ switch packet traversals, drops and the machine load of every sample, and the NI
 For each oversubscription it brings up its own fabric (``starpulse fabric up --name ...``), runs every rank
 through ``starpulse run`` (this file with ``rank``), prints medians and tears the fabric down.  Times are network
 time (``sw.clock``, dilation ``--time-dilation``).  ``--intra-ratio`` sets the shared-memory ("NVLink") rate per
-rank to that multiple of the link rate (default 9: H100 NVLink 450 GB/s per direction vs a 400 Gb/s NIC;
-0 keeps the library default of 20 Gb/s).
+rank to that multiple of the link rate (default 9, as ``starpulse run``: H100 NVLink 450 GB/s per direction vs a
+400 Gb/s NIC; 0 means the library's stand-alone default of 20 Gb/s).
 """
 
 from __future__ import annotations
@@ -222,8 +222,8 @@ def run_one(args: argparse.Namespace, oversub: float, json_path: str) -> dict[st
     env = dict(os.environ, STARPULSE_TIME_DILATION=repr(float(args.time_dilation)))
     if args.net:
         env["STARPULSE_NET"] = args.net
-    if args.intra_ratio > 0:
-        env["STARPULSE_INTRA_RATE"] = str(int(args.intra_ratio * parse_rate_bps(args.link_rate, what="--link-rate")))
+    link_bps = parse_rate_bps(args.link_rate, what="--link-rate")
+    env["STARPULSE_INTRA_RATE"] = str(int(args.intra_ratio * link_bps if args.intra_ratio > 0 else 20e9))
     topo = ["--servers", str(args.servers), "--gpus-per-server", str(args.gpus), "--spines", str(args.spines),
             "--link-rate", args.link_rate, "--oversubscription", repr(oversub)]
     name = args.name

@@ -29,6 +29,9 @@ DTYPE_ALIASES = {"float": "float32", "half": "float16", "int": "int32", "bf16": 
 FLOAT_RTOL = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2}
 """Relative tolerance of the float check: reductions round per step in the buffer's type (avg divides once)."""
 MAX_BYTES = 1 << 30
+INTRA_PROBE_BYTES = 1 << 20
+"""Bytes rank 0 sends a local peer over shared memory to measure the NVLink stand-in's rate (1 MiB: 9 ms of
+network time at 9 x 100 Mb/s, well past the throttle's idle burst)."""
 
 
 class BenchError(ValueError):
@@ -275,6 +278,30 @@ def measure(comm: Communicator, p: BenchParams, count: int, in_place: bool, cloc
             "algo": algo, "nic_bps": nic_bps}
 
 
+def measure_intra(comm: Communicator, clock: Clock, nbytes: int = INTRA_PROBE_BYTES) -> tuple[float | None, float]:
+    """(configured, measured) shared-memory rate of rank 0, in bit/s of network time: rank 0 sends ``nbytes`` to
+    its first local peer, which answers with an empty message (0.0 measured when rank 0 has no local peer)."""
+    shm = next((t for t in comm.net.transports if t.name == "shm"), None)
+    throttle = getattr(shm, "throttle", None)
+    configured = throttle.rate_bps if throttle is not None else None
+    peers = [r for r in comm.layout.local_ranks(comm.layout.server_of[0]) if r != 0]
+    comm.barrier()
+    elapsed_ns = 0
+    if peers and comm.rank in (0, peers[0]):
+        data, ack = np.zeros(nbytes // 4, np.int32), np.zeros(0, np.int32)
+        if comm.rank == 0:
+            t0 = clock.now_ns()
+            comm.send(data, peers[0])
+            comm.recv(ack, peers[0])
+            elapsed_ns = clock.now_ns() - t0
+        else:
+            comm.recv(data, 0)
+            comm.send(ack, 0)
+    elapsed_ns = round(_max_over_ranks(comm, elapsed_ns))
+    measured = 8e9 * nbytes / elapsed_ns if elapsed_ns > 0 else 0.0
+    return configured, measured
+
+
 # --- the sweep ------------------------------------------------------------------------------------------------
 def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], None] | None = None,
               clock: Clock | None = None) -> dict[str, Any]:
@@ -287,6 +314,11 @@ def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], Non
         raise BenchError(f"-r {p.root}: must be a rank in 0..{n - 1}")
     rows: list[dict[str, Any]] = []
     emit = on_row or (lambda _line: None)
+    intra_rate, intra_measured = measure_intra(comm, clock)
+    if intra_measured:
+        rate = "unthrottled" if intra_rate is None else f"{intra_rate / 1e6:g} Mb/s"
+        emit(f"# shared memory (NVLink stand-in): {rate} configured, {intra_measured / 1e6:.1f} Mb/s measured "
+             f"({INTRA_PROBE_BYTES} B, rank 0 to a local peer)")
     for line in header_lines(p, comm):
         emit(line)
     for size in p.sizes:
@@ -306,6 +338,8 @@ def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], Non
         rows.append(row)
         emit(format_row(row, p))
     report = summary(p, comm, rows)
+    report["intra_rate_bps"] = intra_rate
+    report["intra_measured_bps"] = intra_measured
     for line in footer_lines(report):
         emit(line)
     return report

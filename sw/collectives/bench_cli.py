@@ -21,7 +21,7 @@ from sw.cli import call_guarded
 from sw.units import UnitError, parse_rate_bps, parse_size_bytes
 
 from .bench import OPS, ROOTED, BenchError, BenchParams, dtype_from_flag, run_bench
-from .config import ENV_STORE, CommConfig
+from .config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, intra_rate_for
 
 ENV_LINE_RATE = "STARPULSE_BENCH_LINE_RATE"
 """Per-rail line rate (bit/s) the ranks of a launched bench report against (set by the outer command)."""
@@ -71,6 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--net", choices=("roce", "tcp"), default=None,
                    help="ranks' inter-server transport on a fabric: roce (RC QPs, DCQCN) or tcp "
                         "(default: $STARPULSE_NET, else roce)")
+    r.add_argument("--intra-rate", default=None, metavar="RATE|Nx|off",
+                   help="shared-memory (NVLink stand-in) egress per rank: a rate (900M), a multiple of the link rate "
+                        f"(9x) or off (default: ${ENV_INTRA_RATE}, else {DEFAULT_INTRA_RATIO:g}x the link rate)")
     r.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
                    help="ranks' TCP without ECN (default: ECN on, so RED marks slow senders before drops)")
     r.add_argument("--logdir", default=None, metavar="DIR", help="keep per-rank logs here")
@@ -155,7 +158,10 @@ def _run_local(args: argparse.Namespace) -> int:
         raise BenchError(f"-r {p.root}: must be a rank in 0..{servers * gpus - 1}")
     if args.time_dilation is not None:
         os.environ["STARPULSE_TIME_DILATION"] = repr(float(args.time_dilation))
-    config = CommConfig(inter_rate_bps=float(_rate(args.link_rate, "--link-rate")))
+    link_bps = float(_rate(args.link_rate, "--link-rate"))
+    given, what = (args.intra_rate, "--intra-rate") if args.intra_rate else (os.environ.get(ENV_INTRA_RATE),
+                                                                             f"${ENV_INTRA_RATE}")
+    config = CommConfig(inter_rate_bps=link_bps, intra_rate_bps=intra_rate_for(given, link_bps, what))
     reports = run_local(servers, gpus, _local_rank, p, config=config,
                         timeout_s=min(args.timeout, DEFAULT_LOCAL_TIMEOUT_S))
     report = reports[0]
@@ -207,7 +213,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
         if p.op in ROOTED and p.root >= spec.servers * spec.gpus_per_server:
             raise BenchError(f"-r {p.root}: must be a rank in 0..{spec.servers * spec.gpus_per_server - 1}")
         dilation = target.clock.dilation if target.clock is not None else 1.0
-        net = fabric_env(spec, dilation, args.net)[ENV_NET]
+        net = fabric_env(spec, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
         json_path = str(Path(tempfile.mkdtemp(prefix="starpulse-bench-")) / "rank0.json")
         before = _fabric_counters(target, args.name)
         console = Console(stderr=True)
@@ -232,7 +238,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
 
             result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
                             env={**os.environ, ENV_LINE_RATE: repr(line_rate)}, timeout_s=args.timeout, echo=echo,
-                            tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net)
+                            tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
         after = _fabric_counters(target, args.name)
         report(result, logdir, keep)
         if result.exit_code != 0 and not Path(json_path).exists():

@@ -24,8 +24,12 @@ NETS = ("tcp", "roce")
 ROCE_CCS = ("dcqcn", "none")
 
 DEFAULT_INTRA_RATE_BPS = 20e9
-"""Shared-memory (NVLink stand-in) egress per rank: a Python memcpy sustains it on one core, so the throttle
-and not the copy sets the pace."""
+"""Shared-memory (NVLink stand-in) egress per rank outside a fabric job (no rail rate to scale from): a Python
+memcpy sustains it on one core, so the throttle and not the copy sets the pace."""
+DEFAULT_INTRA_RATIO = 9.0
+"""Inside a fabric job the NVLink stand-in runs at this multiple of the per-rail link rate (the launcher exports
+$STARPULSE_INTRA_RATE): a DGX-class server's NVLink per GPU over its NIC per GPU, e.g. H100 450 GB/s per
+direction vs a 400 Gb/s NIC (~9x; counting both directions, 900 GB/s, it is ~18x)."""
 DEFAULT_INTER_MODEL_RATE_BPS = 1e9
 """Rail rate the cost model assumes until calibrated, when TCP is not throttled (the fabric sets the pace)."""
 DEFAULT_ALPHA_INTRA_S = 20e-6
@@ -97,6 +101,29 @@ def _rate_or_off(raw: str, var: str) -> float | None:
         return float(parse_rate_bps(raw, what=f"${var}"))
     except UnitError as exc:
         raise CollectiveUserError(f"{exc} or 'off'") from None
+
+
+def intra_rate_for(raw: str | None, link_rate_bps: float, what: str = "--intra-rate") -> float | None:
+    """The NVLink stand-in rate of a job on links of ``link_rate_bps``: ``raw`` is a rate ('900M'), a multiple
+    of the link rate ('9x'), 'off' (unthrottled, returns None) or None/'' (``DEFAULT_INTRA_RATIO`` x link)."""
+    text = (raw or "").strip().lower()
+    if not text:
+        return DEFAULT_INTRA_RATIO * link_rate_bps
+    if text in ("off", "0", "none"):
+        return None
+    if text.endswith("x"):
+        try:
+            ratio = float(text[:-1])
+        except ValueError:
+            ratio = -1.0
+        if not ratio > 0:
+            raise CollectiveUserError(f"{what} {raw!r}: expected a rate like 900M, a multiple of the link rate "
+                                      "like 9x (> 0), or 'off'")
+        return ratio * link_rate_bps
+    try:
+        return float(parse_rate_bps(raw or "", what=what))
+    except UnitError as exc:
+        raise CollectiveUserError(f"{exc}, a multiple of the link rate like 9x, or 'off'") from None
 
 
 def env_int(env: dict[str, str], var: str, *, minimum: int, default: int | None = None) -> int:

@@ -32,3 +32,5 @@ def test_nic_payload_rate_is_the_inter_server_share_of_busbw(tmp_path, capfd, al
     assert row["nic_frac_line"] == pytest.approx(row["nic_bps"] / 100e6)
     assert report["max_size_nic_bps"] == row["nic_bps"]
     assert "# busiest NIC at 65536 B:" in text
+    assert report["intra_rate_bps"] == 9 * 100e6          # the NVLink stand-in at 9 x the 100M link rate
+    assert report["intra_measured_bps"] > 0 and "# shared memory (NVLink stand-in): 900 Mb/s configured" in text

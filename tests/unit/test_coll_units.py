@@ -230,3 +230,16 @@ def test_throttle_grants_rate_times_time_and_burst() -> None:
     assert throttle.grant(1000) == 40
     clock.advance_ns(10_000)
     assert throttle.grant(1000) == 100
+
+
+def test_throttle_banks_its_burst_only_while_sends_wait() -> None:
+    clock = ManualClock()
+    throttle = Throttle(8e9, burst_bytes=1000, clock=clock, idle_burst_bytes=100)  # 1 byte per ns
+    assert throttle.grant(5000) == 100           # a fresh (idle) link starts with the idle burst only
+    clock.advance_ns(10_000)
+    assert throttle.grant(5000) == 100           # idle for 10 us: still no more than the idle burst
+    throttle.backlogged = True                   # the transport saw queued sends: a late sender may catch up
+    clock.advance_ns(10_000)
+    assert throttle.grant(5000) == 1000
+    clock.advance_ns(500)
+    assert throttle.grant(5000) == 500           # backlogged or not, the long-run rate is the configured one

@@ -21,6 +21,7 @@ from emu.launch import (
     resolve_command,
 )
 from emu.topology import Topology, TopologySpec
+from sw.collectives.errors import CollectiveUserError
 
 pytestmark = pytest.mark.unit
 
@@ -48,7 +49,8 @@ def test_rank_env_carries_the_contract() -> None:
 def test_ranks_get_the_fabric_link_rate_dilation_and_roce() -> None:
     spec = TopologySpec(servers=2, gpus_per_server=2, spines=1, link_rate_bps=400_000_000)
     shared = fabric_env(spec, 50.0, base={"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"})
-    assert shared == {"STARPULSE_INTER_RATE": "400000000", "STARPULSE_TIME_DILATION": "50.0", "STARPULSE_NET": "roce"}
+    assert shared == {"STARPULSE_INTER_RATE": "400000000", "STARPULSE_INTRA_RATE": "3600000000",
+                      "STARPULSE_TIME_DILATION": "50.0", "STARPULSE_NET": "roce"}
     env = rank_env(rank_plan(Topology(spec))[0], "/tmp/s", {"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"}, shared)
     assert (env["STARPULSE_INTER_RATE"], env["STARPULSE_TIME_DILATION"], env["STARPULSE_NET"]) == (
         "400000000", "50.0", "roce")                        # the fabric's dilation wins over a stale one
@@ -61,6 +63,19 @@ def test_the_user_may_choose_tcp_or_pace_below_line_rate() -> None:
     assert (user["STARPULSE_NET"], user["STARPULSE_INTER_RATE"]) == ("tcp", "50M")
     with pytest.raises(LaunchError, match=r"\$STARPULSE_NET='ib': expected one of roce, tcp"):
         fabric_env(spec, 1.0, base={"STARPULSE_NET": "ib"})
+
+
+def test_nvlink_stand_in_scales_with_the_link_rate_unless_given() -> None:
+    spec = TopologySpec(servers=2, gpus_per_server=2, spines=1, link_rate_bps=100_000_000)
+    assert fabric_env(spec, 1.0, base={})["STARPULSE_INTRA_RATE"] == "900000000"          # 9 x the rail rate
+    assert fabric_env(spec, 1.0, base={"STARPULSE_INTRA_RATE": "2G"})["STARPULSE_INTRA_RATE"] == "2000000000"
+    assert fabric_env(spec, 1.0, base={"STARPULSE_INTRA_RATE": "2G"}, intra_rate="18x")["STARPULSE_INTRA_RATE"] \
+        == "1800000000"                                                                   # the flag wins
+    assert fabric_env(spec, 1.0, base={}, intra_rate="off")["STARPULSE_INTRA_RATE"] == "off"
+    with pytest.raises(CollectiveUserError, match=r"--intra-rate 'fastx': expected a rate like 900M, a multiple"):
+        fabric_env(spec, 1.0, base={}, intra_rate="fastx")
+    with pytest.raises(CollectiveUserError, match=r"\$STARPULSE_INTRA_RATE 'quick': expected a rate"):
+        fabric_env(spec, 1.0, base={"STARPULSE_INTRA_RATE": "quick"})
 
 
 def _r(rank: int, code: int, stopped: bool = False) -> RankResult:
@@ -88,6 +103,7 @@ def test_python_means_this_interpreter_and_missing_programs_are_named() -> None:
     (["--"], "no command"),
     (["--servers", "0", "--", "true"], "--servers 0"),
     (["--link-rate", "10X", "--", "true"], "--link-rate '10X'"),
+    (["--intra-rate", "0x", "--", "true"], "--intra-rate '0x': expected a rate like 900M"),
 ])
 def test_run_flag_errors_are_user_errors(argv, needle, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path))

@@ -122,6 +122,13 @@ class ThrottledChannelTransport(ChannelTransport):
         self.channels = channels
         self.throttle = throttle
 
+    def _progress_channels(self) -> bool:
+        """Progress every channel; then tell the throttle whether sends wait (only a backlog banks a burst)."""
+        moved = super()._progress_channels()
+        if self.throttle is not None:
+            self.throttle.backlogged = any(ch._sendq for ch in self.channels.values())
+        return moved
+
     def wake_hint_ns(self) -> float | None:
         """When throttled with sends queued: network ns until a useful amount of tokens is back."""
         if self.throttle is None or not any(ch._sendq for ch in self.channels.values()):

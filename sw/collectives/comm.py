@@ -334,8 +334,9 @@ class Communicator:
         return self._submit(f"reducescatter({op}, {name})", self._tag("reducescatter", dtype, op), run, async_op)
 
     def alltoall(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, *, algo: str | None = None,
-                 async_op: bool = False) -> Any:
-        """Block j of ``sendbuf`` (world_size equal blocks) goes to rank j, landing as block ``rank`` there."""
+                 chunk_bytes: int | None = None, async_op: bool = False) -> Any:
+        """Block j of ``sendbuf`` (world_size equal blocks) goes to rank j, landing as block ``rank`` there;
+        blocks travel as pipeline chunks of the tuner's (or ``chunk_bytes``) size."""
         dtype = dtype_name(sendbuf, "alltoall sendbuf")
         n = self.world_size
         src = _flat(sendbuf, "alltoall sendbuf")
@@ -343,13 +344,15 @@ class Communicator:
             raise CollectiveUserError(f"alltoall sendbuf: {src.size} elements is not a multiple of the world size {n}")
         out = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, src.size, dtype, "alltoall recvbuf")
         y = _flat(out, "alltoall recvbuf")
-        name, _ = self._choose("alltoall", src.nbytes, algo, None, src.itemsize)
+        name, chunk = self._choose("alltoall", src.nbytes, algo, chunk_bytes, src.itemsize)
 
         def run() -> np.ndarray:
             send = src.copy() if np.shares_memory(src, y) else src
             if src.size:
-                fn = a2a.pairwise_alltoall if name == "pairwise" else a2a.rail_alltoall
-                fn(self.net, send, y)
+                if name == "pairwise":
+                    a2a.pairwise_alltoall(self.net, send, y, chunk)
+                else:
+                    a2a.rail_alltoall(self.net, send, y, chunk=chunk)
             return out
         return self._submit(f"alltoall({name})", self._tag("alltoall", dtype), run, async_op)
 

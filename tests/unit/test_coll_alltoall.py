@@ -126,3 +126,34 @@ def test_tuner_default_model_and_environment_override_for_alltoall() -> None:
     assert Tuner(layout, default_model(CommConfig()), env=env).algo("alltoall", 64 << 20) == "pairwise"
     assert Tuner(Layout((0, 0, 1), (0, 1, 0)), default_model(CommConfig()), env={}).algo(
         "alltoall", 3 << 20) == "pairwise"  # uneven servers: rail-aligned cannot run
+
+
+def _chunked(comm, block: int, chunk_bytes: int) -> list[object]:  # type: ignore[no-untyped-def]
+    """Both schedules with an explicit chunk: exact, and the messages each sent per link class."""
+    n, me = comm.world_size, comm.rank
+    ins = _inputs(n, n * block, "int32")
+    want = np.concatenate([ins[src][me * block:(me + 1) * block] for src in range(n)])
+    out: list[object] = []
+    for algo in ("pairwise", "rail"):
+        got = np.zeros_like(ins[me])
+        comm.barrier()
+        comm.reset_counters()
+        comm.alltoall(ins[me], got, algo=algo, chunk_bytes=chunk_bytes)
+        out += [got.tobytes() == want.tobytes(), comm.message_counters(), comm.last_choice]
+    return out
+
+
+def test_alltoall_honours_the_chunk_size() -> None:
+    block, chunk = 7, 12   # int32: chunks of 3 elements, 3 pieces per block
+    for exact_p, msgs_p, choice_p, exact_r, msgs_r, choice_r in run_local(3, 2, _chunked, block, chunk, timeout_s=60):
+        assert exact_p and exact_r
+        assert choice_p == ("pairwise", chunk) and choice_r == ("rail", chunk)
+        assert msgs_p == {"intra": 3, "rail": 2 * 3, "cross": 2 * 3}            # 1 local, 2 same-rail, 2 cross
+        # rail-aligned: own 2 blocks and 2 relayed ones over the rail, 2 forwarded + 1 local block over shm
+        assert msgs_r == {"intra": 2 * 3 + 1, "rail": 4 * 3, "cross": 0}
+
+
+def test_the_tuner_chunks_all_to_all_from_the_block_size() -> None:
+    tuner = _tuner(9e8, 1e8)
+    small, large = tuner.chunk_bytes("alltoall", "rail", 64 * 1024), tuner.chunk_bytes("alltoall", "rail", 16 << 20)
+    assert 4096 <= small < large <= 4 << 20

@@ -12,25 +12,36 @@ import numpy as np
 
 from ..errors import CollectiveUserError
 from ..net import Net
+from .common import chunk_ranges
 
 
-def pairwise_alltoall(net: Net, send: np.ndarray, recv: np.ndarray) -> None:
-    """Step s exchanges with p+s and p-s; every block is posted at once (eager buffering, no deadlock)."""
+def _pieces(width: int, chunk: int | None) -> list[tuple[int, int]]:
+    """A block of ``width`` elements as its pipeline chunks (one piece when ``chunk`` is None)."""
+    return chunk_ranges(0, width, chunk or width) or [(0, 0)]
+
+
+def pairwise_alltoall(net: Net, send: np.ndarray, recv: np.ndarray, chunk: int | None = None) -> None:
+    """Step s exchanges with p+s and p-s; every block is posted at once (eager buffering, no deadlock), as
+    messages of at most ``chunk`` elements, chunk k of every step before chunk k+1 of any."""
     n = net.layout.world_size
     p = net.rank
-    blocks_s, blocks_r = send.reshape(n, len(send) // n), recv.reshape(n, len(recv) // n)
+    width = len(send) // n
+    blocks_s, blocks_r = send.reshape(n, width), recv.reshape(n, width)
     reqs = []
-    for s in range(1, n):
-        reqs.append(net.irecv((p - s) % n, blocks_r[(p - s) % n]))
-        reqs.append(net.isend((p + s) % n, blocks_s[(p + s) % n]))
+    for lo, hi in _pieces(width, chunk):
+        for s in range(1, n):
+            reqs.append(net.irecv((p - s) % n, blocks_r[(p - s) % n, lo:hi]))
+            reqs.append(net.isend((p + s) % n, blocks_s[(p + s) % n, lo:hi]))
     blocks_r[p] = blocks_s[p]
     net.waitall(reqs)
 
 
-def rail_alltoall(net: Net, send: np.ndarray, recv: np.ndarray, trace: dict[str, int] | None = None) -> None:
-    """Rail-aligned, pipelined per block: this rank's own blocks leave over its rail at once; each local
-    GPU's block for my rail of server ``i`` comes over shared memory as its own message (in the order they are
-    forwarded) and goes on over the rail as soon as it has landed.
+def rail_alltoall(net: Net, send: np.ndarray, recv: np.ndarray, trace: dict[str, int] | None = None,
+                  chunk: int | None = None) -> None:
+    """Rail-aligned, pipelined per chunk (of at most ``chunk`` elements; a whole block when None): this rank's
+    own blocks leave over its rail at once; each local GPU's block for my rail of server ``i`` comes over shared
+    memory chunk by chunk (in the order they are forwarded) and each chunk goes on over the rail as soon as it
+    has landed.
 
     Server i of S is visited in the rotated order mine+1, mine+2, ... so the servers of a rail start on
     different receivers.  ``trace`` (optional) gets the network ns from the start until the whole intra-server
@@ -51,24 +62,26 @@ def rail_alltoall(net: Net, send: np.ndarray, recv: np.ndarray, trace: dict[str,
     mine = servers.index(my_server)
     remote = [(mine + k) % nserv for k in range(1, nserv)]  # server indexes in my forwarding order
     others = [g for g in range(ngpu) if g != my_gpu]
+    pieces = _pieces(width, chunk)
     # inbox[i, g]: the block from GPU g of server i for me; posted first so nothing waits in eager buffers
     inbox = np.empty((nserv, ngpu, width), dtype=send.dtype)
     reqs = []
     for i in remote:
-        reqs += [net.irecv(rails[my_gpu][i], inbox[i, g]) for g in [my_gpu, *others]]
+        reqs += [net.irecv(rails[my_gpu][i], inbox[i, g, lo:hi]) for g in [my_gpu, *others] for lo, hi in pieces]
     # my own blocks for my rail leave now (one rail hop each)
-    reqs += [net.isend(rails[my_gpu][i], blocks_s[rails[my_gpu][i]]) for i in remote]
+    reqs += [net.isend(rails[my_gpu][i], blocks_s[rails[my_gpu][i], lo:hi]) for i in remote for lo, hi in pieces]
     # stage[g, i]: local GPU g's block for my rail's GPU of server i (it arrives over shared memory)
     stage = np.empty((ngpu, nserv, width), dtype=send.dtype)
-    staged = {g: [net.irecv(local[g], stage[g, i]) for i in remote] for g in others}
+    staged = {g: [[net.irecv(local[g], stage[g, i, lo:hi]) for lo, hi in pieces] for i in remote] for g in others}
     for g in others:  # my blocks for local GPU g's rail, in its forwarding order (same server, same rotation)
-        reqs += [net.isend(local[g], blocks_s[rails[g][i]]) for i in remote]
+        reqs += [net.isend(local[g], blocks_s[rails[g][i], lo:hi]) for i in remote for lo, hi in pieces]
         reqs += [net.irecv(local[g], inbox[mine, g])]
         reqs += [net.isend(local[g], blocks_s[local[g]])]
-    for k, i in enumerate(remote):  # forward each relayed block once it landed, server by server
+    for k, i in enumerate(remote):  # forward each relayed chunk once it landed, server by server
         for g in others:
-            net.wait(staged[g][k])
-            reqs.append(net.isend(rails[my_gpu][i], stage[g, i]))
+            for (lo, hi), landed in zip(pieces, staged[g][k], strict=True):
+                net.wait(landed)
+                reqs.append(net.isend(rails[my_gpu][i], stage[g, i, lo:hi]))
     if trace is not None:
         trace["staged_ns"] = net.clock.now_ns() - t0
     inbox[mine, my_gpu] = blocks_s[me]

@@ -5,6 +5,8 @@ word must end up incremented exactly once per operation).
 
 Both ends rendezvous through a FileStore; the client drives the requests (as ib_write_bw's client does) and
 asks the server for a CRC of what arrived through the store.  All times are network time (sw.clock).
+``rd_atomic`` is perftest's ``--outs``: both ends ask for that many outstanding READs / atomics (max_rd_atomic)
+and offer as many responder resources (max_dest_rd_atomic); connect() negotiates the minimum.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sw.roce.store import FileStore
 from sw.roce.verbs import (
     ACCESS_ALL,
     ATOMIC_BYTES,
+    MAX_QP_INIT_RD_ATOM,
     Access,
     CompletionQueue,
     RecvWr,
@@ -68,6 +71,7 @@ class PerfConfig:
     path_mtu: int = 4096
     timeout_ns: int = 120 * 10**9
     qp_timeout: int = 13  # 4.096 us * 2^13 = 33.5 ms local ACK timeout
+    rd_atomic: int = MAX_QP_INIT_RD_ATOM  # READs / atomics outstanding (and responder resources offered)
 
 
 def pattern(n: int, seed: int) -> np.ndarray:
@@ -108,14 +112,16 @@ def run_server(
     path_mtu: int,
     qp_timeout: int = 13,
     idle_timeout_ns: int = 300 * 10**9,
+    rd_atomic: int = MAX_QP_INIT_RD_ATOM,
 ) -> dict[str, Any]:
     """Serve one client until it says bye: answer RDMA, keep receives posted, report CRCs on request."""
     clock = nic.clock
     _, cq, qp, mr, buf = _session(nic, max_size, SERVER_SEED)
     psn = random_psn()
-    info = qp_info(qp, psn, mr) | {"path_mtu": path_mtu, "seed": SERVER_SEED}
+    limits = {"max_rd_atomic": rd_atomic, "max_dest_rd_atomic": rd_atomic}
+    info = qp_info(qp, psn, mr, **limits) | {"path_mtu": path_mtu, "seed": SERVER_SEED}
     remote = exchange(store, f"{name}.server", f"{name}.client", info, CONNECT_TIMEOUT_NS)
-    connect(qp, psn, remote, path_mtu=min(path_mtu, int(remote["path_mtu"])), timeout=qp_timeout)
+    connect(qp, psn, remote, path_mtu=min(path_mtu, int(remote["path_mtu"])), timeout=qp_timeout, **limits)
     recv_wr = RecvWr(0, mr.sge())
     for _ in range(RECV_DEPTH):
         qp.post_recv(recv_wr)
@@ -164,12 +170,13 @@ class PerfClient:
         max_size = max(cfg.sizes)
         _, self.cq, self.qp, self.mr, self.buf = _session(nic, max_size, CLIENT_SEED)
         psn = random_psn(random.Random())
-        info = qp_info(self.qp, psn, self.mr) | {"path_mtu": cfg.path_mtu}
+        limits = {"max_rd_atomic": cfg.rd_atomic, "max_dest_rd_atomic": cfg.rd_atomic}
+        info = qp_info(self.qp, psn, self.mr, **limits) | {"path_mtu": cfg.path_mtu}
         self.remote = exchange(store, f"{name}.client", f"{name}.server", info, CONNECT_TIMEOUT_NS)
         if int(self.remote["length"]) < max_size:
             raise PerfError(f"server buffer of {self.remote['length']} bytes is smaller than size {max_size}")
         self.path_mtu = min(cfg.path_mtu, int(self.remote["path_mtu"]))
-        connect(self.qp, psn, self.remote, path_mtu=self.path_mtu, timeout=cfg.qp_timeout)
+        connect(self.qp, psn, self.remote, path_mtu=self.path_mtu, timeout=cfg.qp_timeout, **limits)
         store.wait(f"{name}.server-ready", CONNECT_TIMEOUT_NS)
         self.server_data = pattern(max(max_size, ATOMIC_BYTES), int(self.remote["seed"]))
         self.atomic_ops = 0  # fetch-and-adds completed so far: the server's word must have grown by exactly this
@@ -295,6 +302,8 @@ class PerfClient:
         return {
             "op": self.cfg.op,
             "path_mtu": self.path_mtu,
+            "max_rd_atomic": self.qp.attr.max_rd_atomic,  # negotiated initiator depth
+            "tx_depth": self.cfg.tx_depth,
             "cc": self.nic.cc_name,
             "line_rate_bps": self.nic.line_rate_bps,
             "results": rows,

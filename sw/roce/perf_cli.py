@@ -1,7 +1,9 @@
 """`starpulse roce perf`: perftest-style server/client over the software RoCE NIC, and `--selftest`, which
 builds two namespaces joined by a shaped link, runs one transfer, verifies it, tears down and prints one
 JSON object.  ``--op atomic`` measures fetch-and-add ops/s and latency; ``--ipv6`` runs the QP over the
-interfaces' IPv6 addresses (the selftest assigns ULA addresses itself).
+interfaces' IPv6 addresses (the selftest assigns ULA addresses itself).  ``--rd-atomic N`` (perftest's
+``--outs``) bounds the RDMA READs / atomics each QP keeps outstanding; a selftest given ``--iters`` or
+``--tx-depth`` moves that many ``--size`` messages with that many in flight instead of one transfer.
 
 The selftest is the top layer, so it may import ``emu`` (lazily, inside ``run_perf``); ``sw.roce`` never does.
 Also runnable as ``python -m sw.roce.perf_cli`` (the selftest starts its two ends that way in the namespaces).
@@ -27,7 +29,7 @@ from sw.roce.pacer import CC_NAMES
 from sw.roce.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
 from sw.roce.store import FileStore
 from sw.roce.transport_rules import PATH_MTUS
-from sw.roce.verbs import ATOMIC_BYTES
+from sw.roce.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
 from sw.units import (
     UnitError,
     format_rate_bps,
@@ -40,6 +42,8 @@ from sw.units import (
 DEFAULT_LINK_RATE = "100M"
 DEFAULT_SELFTEST_SIZE = "16M"
 DEFAULT_SWEEP = "64,256,1K,4K,16K,64K,256K,1M"
+DEFAULT_ITERS = 1000
+DEFAULT_TX_DEPTH = 64
 SELFTEST_IF_MTU = 9000
 IMPAIRED_DELAY_NS = 20_000
 REORDER_DELAY_NS = 1_000_000
@@ -76,11 +80,24 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
         "--size", help=f"bytes per message (selftest: one transfer, default {DEFAULT_SELFTEST_SIZE})"
     )
     parser.add_argument("--sizes", default=DEFAULT_SWEEP, help=f"client size sweep (default {DEFAULT_SWEEP})")
-    parser.add_argument("--iters", type=int, default=1000, help="messages per size, at most (default 1000)")
+    parser.add_argument(
+        "--iters",
+        type=int,
+        help=f"messages per size, at most (default {DEFAULT_ITERS}; selftest: --size messages, default one)",
+    )
     parser.add_argument(
         "--lat-iters", type=int, default=20, help="latency samples per size (default 20; 0 = off)"
     )
-    parser.add_argument("--tx-depth", type=int, default=64, help="outstanding work requests (default 64)")
+    parser.add_argument(
+        "--tx-depth", type=int, help=f"outstanding work requests (default {DEFAULT_TX_DEPTH}; selftest: 1 per transfer)"
+    )
+    parser.add_argument(
+        "--rd-atomic",
+        type=int,
+        default=MAX_QP_INIT_RD_ATOM,
+        help=f"RDMA READs / atomics outstanding per QP (max_rd_atomic; each end offers as many responder resources, "
+        f"the smaller wins; default and maximum {MAX_QP_INIT_RD_ATOM})",
+    )
     parser.add_argument(
         "--link-rate",
         default=DEFAULT_LINK_RATE,
@@ -130,6 +147,21 @@ def _positive(flag: str, value: int) -> int:
     return value
 
 
+def _iters(args: argparse.Namespace) -> int:
+    return _positive("--iters", DEFAULT_ITERS if args.iters is None else args.iters)
+
+
+def _tx_depth(args: argparse.Namespace) -> int:
+    return _positive("--tx-depth", DEFAULT_TX_DEPTH if args.tx_depth is None else args.tx_depth)
+
+
+def _rd_atomic(args: argparse.Namespace) -> int:
+    cap = query_device().max_qp_init_rd_atom
+    if not 1 <= args.rd_atomic <= cap:
+        raise PerfArgError(f"--rd-atomic {args.rd_atomic}: must be 1..{cap} (device max_qp_init_rd_atom)")
+    return args.rd_atomic
+
+
 def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
     if not 1 <= args.qp_timeout <= 31:
         raise PerfArgError(f"--qp-timeout {args.qp_timeout}: must be 1..31 (4.096 us * 2^N)")
@@ -159,6 +191,7 @@ def _atomic_size(args: argparse.Namespace) -> None:
 
 def _run_role(args: argparse.Namespace) -> dict[str, Any]:
     _atomic_size(args)
+    rd_atomic = _rd_atomic(args)
     nic, mtu = _nic(args)
     store = FileStore(args.store)
     max_size = max(_sizes(args.size or args.sizes, "--size" if args.size else "--sizes"))
@@ -172,21 +205,23 @@ def _run_role(args: argparse.Namespace) -> dict[str, Any]:
             path_mtu=mtu,
             qp_timeout=args.qp_timeout,
             idle_timeout_ns=timeout_ns,
+            rd_atomic=rd_atomic,
         )
     cfg = PerfConfig(
         op=args.op,
         sizes=[ATOMIC_BYTES]
         if args.op == "atomic"
         else _sizes(args.size or args.sizes, "--size" if args.size else "--sizes"),
-        iters=_positive("--iters", args.iters),
+        iters=_iters(args),
         lat_iters=max(0, args.lat_iters),
-        tx_depth=_positive("--tx-depth", args.tx_depth),
+        tx_depth=_tx_depth(args),
         path_mtu=mtu,
         timeout_ns=timeout_ns,
         qp_timeout=args.qp_timeout,
+        rd_atomic=rd_atomic,
     )
-    if args.size:
-        cfg.budget_bytes = max(cfg.sizes)
+    if args.size:  # --size: one message of that size, or --iters of them
+        cfg.budget_bytes = max(cfg.sizes) * (1 if args.iters is None else cfg.iters)
     return PerfClient(nic, store, args.name, cfg).run()
 
 
@@ -267,6 +302,8 @@ def _selftest_in_lab(
             str(args.qp_timeout),
             "--base-rtt",
             args.base_rtt,
+            "--rd-atomic",
+            str(args.rd_atomic),
             "--json",
         ]
         if args.mtu:
@@ -277,8 +314,12 @@ def _selftest_in_lab(
             [*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         if args.op == "atomic":  # many tiny operations: ops/s with --tx-depth in flight, then latency samples
-            shape = ["--iters", str(args.iters), "--lat-iters", str(args.lat_iters), "--tx-depth", str(args.tx_depth)]
-        else:
+            shape = ["--iters", str(_iters(args)), "--lat-iters", str(args.lat_iters)]
+            shape += ["--tx-depth", str(_tx_depth(args))]
+        elif args.iters is not None or args.tx_depth is not None:  # --iters messages, --tx-depth in flight
+            iters = 1 if args.iters is None else _iters(args)
+            shape = ["--iters", str(iters), "--lat-iters", "0", "--tx-depth", str(_tx_depth(args))]
+        else:  # one transfer of --size
             shape = ["--iters", "1", "--lat-iters", "0", "--tx-depth", "1"]
         client = h1.popen(
             [*me, "client", *common, *shape],
@@ -304,9 +345,9 @@ def _selftest_in_lab(
 def _selftest(args: argparse.Namespace) -> dict[str, Any]:
     rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
     _atomic_size(args)
-    if args.op == "atomic":
-        _positive("--iters", args.iters)
-        _positive("--tx-depth", args.tx_depth)
+    _rd_atomic(args)
+    _iters(args)
+    _tx_depth(args)
     default_size = str(ATOMIC_BYTES) if args.op == "atomic" else DEFAULT_SELFTEST_SIZE
     size = parse_size_bytes(args.size or default_size, what="--size")
     if not 1 <= size < 1 << 31:
@@ -322,6 +363,9 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
         "data_ok": row["data_ok"],
         "op": args.op,
         "size_bytes": size,
+        "iters": row["iters"],
+        "tx_depth": report.get("tx_depth"),
+        "max_rd_atomic": report.get("max_rd_atomic"),
         "path_mtu": report["path_mtu"],
         "cc": args.cc,
         "cc_feedback": {

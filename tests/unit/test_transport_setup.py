@@ -85,6 +85,9 @@ def _args(*argv: str) -> argparse.Namespace:
         (["server", "--selftest"], "drop 'server'"),
         (["client", "--dev", "lo", "--qp-timeout", "40"], "--qp-timeout 40"),
         (["client", "--dev", "lo", "--base-rtt", "soon"], "--base-rtt 'soon'"),
+        (["client", "--dev", "lo", "--op", "read", "--rd-atomic", "0"], r"--rd-atomic 0: must be 1\.\.16"),
+        (["--selftest", "--op", "read", "--rd-atomic", "17"], r"--rd-atomic 17: must be 1\.\.16"),
+        (["--selftest", "--op", "read", "--iters", "0"], "--iters 0: must be >= 1"),
     ],
 )
 def test_perf_flag_errors_are_user_errors_naming_the_flag(argv, match):

@@ -25,6 +25,7 @@ from sw.clock import get_clock
 from sw.units import parse_duration_ns, parse_rate_bps
 
 STATE_ENV = "STARPULSE_STATE_DIR"
+DEFAULT_PFC_PRIORITY = 3
 DEFAULT_NAME = "default"
 DOWN_TIMEOUT_NS = 120_000_000_000
 SERVE_POLL_S = 0.5
@@ -64,6 +65,9 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
                    help="PFC: in-flight allowance above XOFF before dropping (default 32000)")
     g.add_argument("--pfc-watchdog", type=float, default=0.0, metavar="MS",
                    help="PFC: stop honouring pauses on a port paused longer than MS (default 0 = off)")
+    g.add_argument("--pfc-priority", type=int, default=DEFAULT_PFC_PRIORITY, metavar="P",
+                   help="PFC: the lossless priority: RoCE (DSCP 26) goes there, CNPs (DSCP 48) to strict priority 6, "
+                        "all else to lossy 0; ranks' NICs honour pauses of P (default 3)")
 
 
 def spec_from_args(args: argparse.Namespace) -> TopologySpec:
@@ -72,9 +76,14 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
         raise FabricCliError(f"--backend {args.backend}: allowed embedded or bmv2")
     rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
     delay_ns = parse_duration_ns(args.delay, what="--delay", default_unit="ns")
+    pfc_priority = getattr(args, "pfc_priority", DEFAULT_PFC_PRIORITY)
+    if getattr(args, "pfc", "off") != "on":
+        if pfc_priority != DEFAULT_PFC_PRIORITY:
+            raise FabricCliError(f"--pfc-priority {pfc_priority}: needs --pfc on")
+        pfc_priority = None
     return TopologySpec(servers=args.servers, gpus_per_server=args.gpus_per_server, pods=args.pods,
                         spines=args.spines, link_rate_bps=rate_bps, delay_ns=delay_ns, mtu=args.mtu,
-                        oversubscription=args.oversubscription, seed=args.seed)
+                        oversubscription=args.oversubscription, seed=args.seed, pfc_priority=pfc_priority)
 
 
 def pfc_from_args(args: argparse.Namespace) -> Any:
@@ -316,6 +325,7 @@ def _write_state(d: Path, fab: Any, sock_path: Path) -> None:
         "topology": fab.status()["topology"], "backend": fab.backend,
         "switch_ctl": {n: sw.ctl for n, sw in fab.net.switches.items()},
         "processes": tracked_processes(fab.net), "node_pids": fab.net.node_pids(),
+        "pfc": {"enabled": fab.pfc.enabled, "priority": fab.spec.pfc_priority},
         "fault_log": str(fab.faults.log_path),
         "up_s": fab.timings.up_s}, indent=2))
     tmp.replace(d / "state.json")
@@ -426,6 +436,11 @@ def _print_pfc(status: dict[str, Any]) -> None:
           f"watchdog {pfc['watchdog_ms']:g} ms): pauses sent {t['pfc_pauses_sent']} received {t['pfc_pauses_rx']}, "
           f"XOFF events {t['pfc_xoff_events']}, headroom drops {t['pfc_headroom_drop_pkts']}, "
           f"watchdog trips {t['pfc_watchdog_trips']}")
+    if pfc.get("priority") is not None:
+        sent = {p: c["pfc_pauses_sent"] for p, c in pfc.get("totals_by_priority", {}).items() if c["pfc_pauses_sent"]}
+        dscp_map = ", ".join(f"{d}->{p}" for d, p in pfc["dscp_map"].items())
+        print(f"lossless priority {pfc['priority']} (DSCP map {dscp_map}, else 0 lossy); pauses sent by priority: "
+              f"{sent or 'none'}")
     print(f"{'link':<16} {'dir':<6} {'pause_tx':>8} {'pause_rx':>8} {'paused_ms':>9} {'xoff':>6} {'hr_drop':>7} "
           f"{'wd':>3}")
     for link in status["links"]:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emu.topology import Topology, TopologyError, switch_port_mac
+from emu.topology import CNP_PRIORITY, Topology, TopologyError, switch_port_mac
+from sw.roce.flow import DSCP_CNP_DEFAULT, DSCP_ROCE_DEFAULT
+from sw.roce.int_md import DSCP_INT
 
 ROCE_UDP_PORT = 4791
 REPORT_MIRROR_SESSION = 250
@@ -92,3 +94,15 @@ def fabric_commands(topo: Topology, ecn: EcnConfig | None = None,
                     int_cfg: IntConfig | None = None) -> dict[str, list[str]]:
     """Commands for every switch of the fabric, by switch name."""
     return {sw.name: switch_commands(topo, sw.name, ecn, int_cfg) for sw in topo.switches}
+
+
+def dscp_priority_map(pfc_priority: int) -> dict[int, int | str]:
+    """DSCP -> switch priority of a lossless RoCE fabric (as NVIDIA's RoCE default): RoCE data (DSCP 26, the QPs'
+    traffic class) -> ``pfc_priority``, CNPs (DSCP 48) -> strict priority 6, INT-carrying packets (fabric.p4's
+    DSCP 0x17) by the original DSCP their shim keeps ("int"), every other DSCP -> priority 0, lossy."""
+    return {DSCP_ROCE_DEFAULT: pfc_priority, DSCP_CNP_DEFAULT: CNP_PRIORITY, DSCP_INT: "int"}
+
+
+def qos_commands(pfc_priority: int) -> list[str]:
+    """Switch commands programming ``dscp_priority_map`` (the per-port PFC commands come with the thresholds)."""
+    return [f"pfc_dscp_map {dscp} {prio}" for dscp, prio in dscp_priority_map(pfc_priority).items()]

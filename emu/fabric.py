@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emu import traffic
-from emu.control import EcnConfig, IntConfig, switch_commands
+from emu.control import EcnConfig, IntConfig, dscp_priority_map, qos_commands, switch_commands
 from emu.net import (
     FabricNet,
     Footprint,
@@ -30,7 +30,7 @@ from emu.net import (
     start_switches,
     stop_net,
 )
-from emu.status import fabric_status, parse_port_stats
+from emu.status import fabric_status, parse_port_stats, parse_table
 from emu.topology import Topology, TopologySpec
 from emu.traffic import PROBE_PORT
 from emu.wire import WireProfile
@@ -55,15 +55,19 @@ class PfcSettings:
     headroom_bytes: int = 32_000
     watchdog_ms: float = 0.0
 
-    def commands(self, ports: list[int]) -> list[str]:
+    def commands(self, ports: list[int], priority: int | None = None) -> list[str]:
         """Switch commands enabling PFC on ``ports``, with egress queues deep enough that PFC, not tail drop,
-        bounds the buffer (every ingress port may hold XOFF + headroom bytes of minimum-size frames)."""
+        bounds the buffer (every ingress port may hold XOFF + headroom bytes of minimum-size frames).  With a
+        ``priority`` (the topology's ``pfc_priority``) RoCE is classified by DSCP (``emu.control.qos_commands``)
+        and only that priority is lossless; without one every priority is, and nothing maps DSCPs."""
         if not self.enabled:
             return []
         per_port_pkts = (self.xoff_bytes + self.headroom_bytes) // 64 + 1
         cmds = [f"set_queue_depth {max(64, per_port_pkts * len(ports))}"]
+        if priority is not None:
+            cmds += qos_commands(priority)
         for port in ports:
-            cmds += [f"pfc_enable {port} 1",
+            cmds += [f"pfc_enable {port} 1" + ("" if priority is None else f" {priority}"),
                      f"pfc_thresholds {port} {self.xoff_bytes} {self.xon_bytes} {self.headroom_bytes}"]
             if self.watchdog_ms:
                 cmds.append(f"pfc_watchdog {port} {self.watchdog_ms:g}")
@@ -106,9 +110,11 @@ class Fabric:
                  int_sink: str = "host", wired_links: list[str] | str | None = None,
                  clock: Clock | None = None, pfc: PfcSettings | None = None) -> None:
         self.spec = spec
-        self.pfc = pfc or PfcSettings()
+        self.pfc = pfc or PfcSettings(enabled=spec.pfc_priority is not None)
         if self.pfc.enabled and backend != "embedded":
             raise FabricError("--pfc on: needs --backend embedded (BMv2 has no PFC)")
+        if spec.pfc_priority is not None and not self.pfc.enabled:
+            raise FabricError(f"--pfc-priority {spec.pfc_priority}: needs --pfc on")
         self.topo = Topology(spec)
         self.wired = self._wired_keys("all" if spec.delay_ns else wired_links)
         self.backend = backend
@@ -235,7 +241,7 @@ class Fabric:
     def switch_program(self, switch: str) -> list[str]:
         """Every command that programs ``switch``: tables from ``emu.control`` plus port shaping."""
         return (switch_commands(self.topo, switch, self.ecn, self.int_cfg) + self.port_rate_commands(switch)
-                + self.pfc.commands(sorted(self.topo.ports_of(switch))))
+                + self.pfc.commands(sorted(self.topo.ports_of(switch)), self.spec.pfc_priority))
 
     def program_switch(self, switch: str, commands: list[str] | None = None) -> None:
         """Send commands to one switch through its control socket; the first failing command is reported."""
@@ -268,24 +274,41 @@ class Fabric:
         return status
 
     def _add_pfc_status(self, status: dict[str, Any]) -> None:
+        """PFC counters summed over priorities (``pfc_*`` keys) and per priority (``pfc_priorities``: only the
+        priorities with a non-zero counter) per port and link direction; totals, and totals per priority."""
         totals = dict.fromkeys(PFC_COUNTERS, 0)
+        by_prio = {str(p): dict.fromkeys(PFC_COUNTERS, 0) for p in range(8)}
         for name, entry in status["switches"].items():
             if not entry["running"]:
                 continue
-            stats = parse_port_stats(self.net.switches[name].cli("port_stats"))
+            cli = self.net.switches[name].cli
+            stats = parse_port_stats(cli("port_stats"))
+            rows: dict[int, dict[str, dict[str, int]]] = {}
+            for row in parse_table(cli("pfc_stats")):
+                counts = {k: int(row.get(k[len("pfc_"):], 0)) for k in PFC_COUNTERS}
+                if any(counts.values()):
+                    rows.setdefault(int(row["port"]), {})[str(row["prio"])] = counts
             for port, p in entry["ports"].items():
                 s = stats.get(int(port), {})
                 for k in PFC_COUNTERS:
                     p[k] = s.get(k, 0)
                     totals[k] += p[k]
+                p["pfc_priorities"] = rows.get(int(port), {})
+                for prio, counts in p["pfc_priorities"].items():
+                    for k, v in counts.items():
+                        by_prio[prio][k] += v
         for link, entry in zip(self.topo.links, status["links"], strict=True):
             for direction, (src, src_port) in (("a_to_b", (link.a, link.a_port)), ("b_to_a", (link.b, link.b_port))):
                 port = status["switches"].get(src, {}).get("ports", {}).get(str(src_port))
                 if port is not None and direction in entry:
                     entry[direction].update({k: port.get(k, 0) for k in PFC_COUNTERS})
+                    entry[direction]["pfc_priorities"] = port.get("pfc_priorities", {})
+        prio = self.spec.pfc_priority
         status["pfc"] = {"enabled": True, "xoff_bytes": self.pfc.xoff_bytes, "xon_bytes": self.pfc.xon_bytes,
                          "headroom_bytes": self.pfc.headroom_bytes, "watchdog_ms": self.pfc.watchdog_ms,
-                         "totals": totals}
+                         "priority": prio, "lossless_priorities": list(range(8)) if prio is None else [prio],
+                         "dscp_map": {} if prio is None else {str(d): p for d, p in dscp_priority_map(prio).items()},
+                         "totals": totals, "totals_by_priority": by_prio}
 
     # --- traffic (``emu.traffic``) -------------------------------------------------------------------------------
     def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int = 400, retries: int = 4,

@@ -127,4 +127,4 @@ def priority_status(fab: Fabric) -> dict[str, dict[str, list[dict[str, Any]]]]:
 def spec_dict(spec: TopologySpec) -> dict[str, Any]:
     return {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "pods": spec.pods,
             "spines": spec.spines, "link_rate_bps": spec.link_rate_bps, "delay_ns": spec.delay_ns, "mtu": spec.mtu,
-            "oversubscription": spec.oversubscription, "seed": spec.seed}
+            "oversubscription": spec.oversubscription, "seed": spec.seed, "pfc_priority": spec.pfc_priority}

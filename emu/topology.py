@@ -22,6 +22,8 @@ MAX_RAILS = 16
 MAX_PODS = 200
 MAX_SPINES = 64
 MAX_MTU = 9216
+PFC_PRIORITIES = 8
+CNP_PRIORITY = 6     # CNPs' class (DSCP 48): strict priority above RoCE data, never the lossless one
 
 
 class TopologyError(ValueError):
@@ -43,6 +45,7 @@ class TopologySpec:
     mtu: int = 1500
     oversubscription: float = 1.0
     seed: int = 1
+    pfc_priority: int | None = None   # the lossless RoCE class with PFC on (hosts and switches); None: no class
 
     def __post_init__(self) -> None:
         def check(flag: str, value: float, lo: float, hi: float) -> None:
@@ -63,6 +66,10 @@ class TopologySpec:
             raise TopologyError(f"--link-rate {self.link_rate_bps}: must be > 0")
         if self.delay_ns < 0:
             raise TopologyError(f"--delay {self.delay_ns}ns: must be >= 0")
+        if self.pfc_priority is not None and (not 0 <= self.pfc_priority < PFC_PRIORITIES
+                                              or self.pfc_priority == CNP_PRIORITY):
+            raise TopologyError(f"--pfc-priority {self.pfc_priority}: allowed 0..{PFC_PRIORITIES - 1} except "
+                                f"{CNP_PRIORITY} (the CNPs' strict-priority class)")
 
     @property
     def servers_per_pod(self) -> int:

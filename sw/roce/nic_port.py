@@ -18,6 +18,7 @@ from sw.clock import Clock
 from sw.roce.gid import udp_bind_address, udp_family
 from sw.roce.nic import Nic
 from sw.roce.opcodes import ROCEV2_UDP_DPORT
+from sw.roce.pfc import ENV_NIC_PFC
 from sw.roce.transport_rules import PATH_MTUS
 
 ETH_P_ALL = 0x0003
@@ -31,9 +32,6 @@ SO_RCVBUFFORCE = 33
 SIOCGIFADDR = 0x8915
 SIOCGIFMTU = 0x8921
 MAX_FRAME_BYTES = 65536
-# PFC for every NIC a process opens (any tool: perf, incast, collectives): "PRIO" honours pauses of the
-# priority the NIC sends on, "PRIO,XOFF_FRAMES,XON_FRAMES" also pauses the switch on a receive backlog.
-ENV_NIC_PFC = "STARPULSE_NIC_PFC"
 ROCE_HEADROOM_BYTES = 20 + 8 + 12 + 16 + 4  # IPv4 + UDP + BTH + RETH + ICRC around one MTU of payload
 
 
@@ -166,6 +164,12 @@ def pfc_options(text: str) -> dict[str, int]:
     return opts
 
 
+def env_pfc_options() -> dict[str, int]:
+    """Nic options of ``$STARPULSE_NIC_PFC`` if set (else none: no PFC), for every NIC a process opens."""
+    text = os.environ.get(ENV_NIC_PFC)
+    return pfc_options(text) if text else {}
+
+
 def open_device(
     ifname: str,
     *,
@@ -177,8 +181,6 @@ def open_device(
 ) -> Nic:
     """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address, or
     ``ip`` (e.g. its IPv6 address) (``nic_options``: ``pacer_burst_bytes``, ``base_rtt_ns``)."""
-    pfc = os.environ.get(ENV_NIC_PFC)
-    if pfc:
-        nic_options.update(pfc_options(pfc))
+    nic_options.update(env_pfc_options())
     port = RawSocketPort(ifname, ip=ip)
     return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock, **nic_options)

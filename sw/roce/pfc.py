@@ -11,9 +11,12 @@ backlog lasts, and a burst at or below ``rx_xon_frames`` sends XON.  All time is
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+# PFC for every NIC a process opens (any tool: perf, incast, collectives): "PRIO" honours pauses of the
+# priority the NIC sends on, "PRIO,XOFF_FRAMES,XON_FRAMES" also pauses the switch on a receive backlog.
+ENV_NIC_PFC = "STARPULSE_NIC_PFC"
 PFC_DST_MAC = bytes.fromhex("0180c2000001")
 MAC_CONTROL_ETHERTYPE = b"\x88\x08"
 PFC_OPCODE = 0x0101
@@ -149,3 +152,12 @@ class NicPfc:
     def as_dict(self, now_ns: int) -> dict[str, int]:
         self._account(now_ns)
         return dict(vars(self.counters))
+
+
+def nic_pfc_env(priority: int | None, base: Mapping[str, str]) -> dict[str, str]:
+    """``$STARPULSE_NIC_PFC`` for the hosts of a fabric whose lossless class is ``priority`` (None: no PFC, so
+    nothing): the priority, or ``base``'s value when that names the same priority (its receive thresholds kept)."""
+    if priority is None:
+        return {}
+    given = base.get(ENV_NIC_PFC, "")
+    return {ENV_NIC_PFC: given if given.split(",")[0].strip() == str(priority) else str(priority)}

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from emu.checks import congest
-from emu.cli import FabricCliError, _print_pfc, add_topology_arguments, pfc_from_args
-from emu.fabric import Fabric, PfcSettings
-from emu.topology import TopologySpec
+from emu.cli import FabricCliError, _print_pfc, add_topology_arguments, pfc_from_args, spec_from_args
+from emu.fabric import Fabric, FabricError, PfcSettings
+from emu.launch import fabric_env
+from emu.topology import TopologyError, TopologySpec
 
 CONGEST_PACKETS = 300     # at 1.5x the port's rate a third stays queued: ~100, beyond the 64-packet default depth
 
@@ -38,6 +39,29 @@ def test_pfc_flags_become_switch_commands() -> None:
         with pytest.raises(FabricCliError) as exc:
             pfc_from_args(_args(*bad))
         assert exc.value.is_user_error and "\n" not in str(exc.value)
+
+
+@pytest.mark.unit
+def test_pfc_priority_reaches_the_spec_the_switches_and_the_ranks_env() -> None:
+    spec = spec_from_args(_args("--pfc", "on"))
+    assert spec.pfc_priority == 3                                     # the lossless RoCE class by default
+    assert spec_from_args(_args("--pfc", "on", "--pfc-priority", "5")).pfc_priority == 5
+    assert spec_from_args(_args()).pfc_priority is None
+    for bad in (["--pfc-priority", "5"], ["--pfc", "on", "--pfc-priority", "6"], ["--pfc", "on", "--pfc-priority",
+                                                                                  "9"]):
+        with pytest.raises((FabricCliError, TopologyError)) as exc:
+            spec_from_args(_args(*bad))
+        assert exc.value.is_user_error and "--pfc-priority" in str(exc.value) and "\n" not in str(exc.value)
+    fab = Fabric(spec, pfc=pfc_from_args(_args("--pfc", "on")))     # not brought up: its commands only
+    program = fab.switch_program("p0l0")
+    assert {"pfc_dscp_map 26 3", "pfc_dscp_map 48 6", "pfc_dscp_map 23 int", "pfc_enable 1 1 3"} <= set(program)
+    assert Fabric(TopologySpec(pfc_priority=3)).pfc.enabled
+    with pytest.raises(FabricError):
+        Fabric(TopologySpec(pfc_priority=3), pfc=PfcSettings())
+    assert fabric_env(spec, 1.0, base={})["STARPULSE_NIC_PFC"] == "3"
+    assert fabric_env(spec, 1.0, base={"STARPULSE_NIC_PFC": "3,64,8"})["STARPULSE_NIC_PFC"] == "3,64,8"
+    assert fabric_env(spec, 1.0, base={"STARPULSE_NIC_PFC": "0"})["STARPULSE_NIC_PFC"] == "3"
+    assert "STARPULSE_NIC_PFC" not in fabric_env(spec_from_args(_args()), 1.0, base={})
 
 
 def _congested(pfc: PfcSettings, pcap_dir: Path | None) -> tuple[Fabric, dict, str, str]:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from emu.control import EcnConfig, IntConfig, fabric_commands, switch_commands
+from emu.control import EcnConfig, IntConfig, dscp_priority_map, fabric_commands, qos_commands, switch_commands
 from emu.topology import Topology, TopologyError, TopologySpec
 
 pytestmark = pytest.mark.unit
@@ -50,3 +50,15 @@ def test_every_switch_programmed():
 def test_bad_ecn_config(kwargs):
     with pytest.raises(TopologyError):
         EcnConfig(**kwargs)
+
+
+def test_lossless_roce_class_maps_dscps_and_enables_pfc_on_that_priority_only():
+    from emu.fabric import PfcSettings
+
+    assert dscp_priority_map(3) == {26: 3, 48: 6, 0x17: "int"}     # RoCE, CNPs, INT-carrying (by original DSCP)
+    assert qos_commands(5) == ["pfc_dscp_map 26 5", "pfc_dscp_map 48 6", "pfc_dscp_map 23 int"]
+    cmds = PfcSettings(True, 9000, 3000, 6000).commands([1, 2], priority=3)
+    assert cmds[1:4] == qos_commands(3)
+    assert [c for c in cmds if c.startswith("pfc_enable")] == ["pfc_enable 1 1 3", "pfc_enable 2 1 3"]
+    legacy = PfcSettings(True, 9000, 3000, 6000).commands([1])      # no class: every priority, no DSCP map
+    assert "pfc_enable 1 1" in legacy and not any("dscp" in c for c in legacy)

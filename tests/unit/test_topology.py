@@ -67,8 +67,18 @@ def test_oversubscription_sets_uplink_rate():
     ({"spines": 0, "pods": 2, "servers": 4}, "--spines 0"),
     ({"mtu": 20000}, "--mtu"),
     ({"oversubscription": 0.5}, "--oversubscription"),
+    ({"pfc_priority": 8}, "--pfc-priority 8"),
+    ({"pfc_priority": 6}, "--pfc-priority 6"),     # the CNPs' strict-priority class is never the lossless one
 ])
 def test_bad_options_name_the_flag(kwargs, flag):
     with pytest.raises(TopologyError) as exc:
         TopologySpec(**kwargs)
     assert flag in str(exc.value)
+
+
+def test_pfc_priority_is_a_topology_option_in_the_spec_dict():
+    from emu.status import spec_dict
+
+    assert TopologySpec().pfc_priority is None
+    d = spec_dict(TopologySpec(pfc_priority=3))
+    assert d["pfc_priority"] == 3 and TopologySpec(**d) == TopologySpec(pfc_priority=3)   # state file round trip

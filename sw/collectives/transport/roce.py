@@ -21,7 +21,15 @@ import numpy as np
 
 from sw.clock import Clock, get_clock
 from sw.roce.nic import Nic
-from sw.roce.nic_port import ROCE_HEADROOM_BYTES, PortError, RawSocketPort, interface_ipv4, path_mtu_for
+from sw.roce.nic_port import (
+    ROCE_HEADROOM_BYTES,
+    PortError,
+    RawSocketPort,
+    env_pfc_options,
+    interface_ipv4,
+    path_mtu_for,
+)
+from sw.roce.pfc import NicPfc
 from sw.roce.qp import QueuePair
 from sw.roce.qp_connect import connect, qp_info, random_psn
 from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
@@ -137,6 +145,8 @@ class WirePort:
     Adapter around ``sw.roce``'s port: its NIC paces each QP on its own at line rate, so several active QPs
     would together leave at a multiple of it and overrun the first switch queue; a real NIC's port serializes
     them.  Frames wait here (bounded by the transport's in-flight budget) instead of being dropped downstream.
+    PFC (``$STARPULSE_NIC_PFC``): a pause of the NIC's priority, as its ``NicPfc`` (``sw.roce.pfc``) took and
+    counts it, holds the queued frames too, without earning tokens; our own PFC frames leave at once.
     """
 
     def __init__(self, port: RawSocketPort, rate_bps: int, clock: Clock) -> None:
@@ -149,8 +159,12 @@ class WirePort:
         self._tokens = float(self.burst_bytes)
         self._last_ns = clock.now_ns()
         self._queue: deque[bytes] = deque()
+        self.pfc: NicPfc | None = None   # the NIC's PFC state, once the Nic exists (None: PFC off)
 
     def send(self, frame: bytes) -> None:
+        if frame[12:14] == b"\x88\x08":   # MAC control (the NIC's PFC): the MAC sends it at once, paused or not
+            self.port.send(frame)
+            return
         self._queue.append(frame)
         self.drain()
 
@@ -159,6 +173,9 @@ class WirePort:
         if not self._queue:
             return False
         now_ns = self.clock.now_ns()
+        if self.pfc is not None and self.pfc.tx_paused(now_ns):
+            self._last_ns = now_ns           # a paused link earns no burst to catch up with
+            return False
         self._tokens = min(float(self.burst_bytes), self._tokens + (now_ns - self._last_ns) * self._bytes_per_ns)
         self._last_ns = now_ns
         sent = False
@@ -173,6 +190,10 @@ class WirePort:
         """Network ns until the next queued frame may leave (None: nothing queued)."""
         if not self._queue:
             return None
+        if self.pfc is not None and self.pfc.paused_until_ns:
+            paused_ns = self.pfc.paused_until_ns - self.clock.now_ns()
+            if paused_ns > 0:
+                return float(paused_ns)
         deficit = len(self._queue[0]) + WIRE_OVERHEAD_BYTES - self._tokens
         return max(0.0, deficit / self._bytes_per_ns)
 
@@ -343,11 +364,13 @@ class RoceTransport(ChannelTransport):
         ifname = interface_of(nic_addr)
         rate_bps = int(line_rate_bps) if line_rate_bps else link_speed_bps(ifname)
         try:
+            pfc_options = env_pfc_options()   # a PFC fabric's class: the NIC honours (and may send) its pauses
             wire = WirePort(RawSocketPort(ifname), rate_bps, clock)
         except PortError as exc:
             raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
         try:
-            nic = Nic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock)
+            nic = Nic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock, **pfc_options)
+            wire.pfc = nic.pfc
             budget = SendBudget(inflight_budget_bytes(rate_bps, path_mtu_for(wire.mtu), clock.dilation))
             path_mtu = path_mtu_for(wire.mtu)
             pd = nic.alloc_pd()

@@ -60,6 +60,11 @@ plus the ACKs and credit writes fit a 64-packet queue before DCQCN has reacted."
 INFLIGHT_RTT_WALL_S = 0.010
 """Wall-time round trip of this Python stack (scheduling included); the budget also covers one such round trip
 at line rate in network time (rate x RTT / dilation), so an undilated fast link is not held back by the frames."""
+ROUND_SLOTS = 1
+"""SENDs a channel may post per turn of the transport's round robin over its peers: the wire budget goes to the
+peers in turn (as a NIC's QP arbiter does), not all to the first peer with a backlog.  Serving peers in rank
+order made every sender of an all-to-all pour into the same lowest-ranked receiver first (an N-to-1 incast
+while the other receivers idled)."""
 CCS = ("dcqcn", "none")
 QP_TIMEOUT = 17
 """Local ACK timeout 4.096 us * 2^17 = 0.54 s (network time), doubling per retry (at most 64x): ~102 s over 7
@@ -258,6 +263,7 @@ class RoceChannel(StreamChannel):
         self.remote_credit_addr = 0
         self.remote_credit_rkey = 0
         self.failed = False
+        self.turn_slots = ROUND_SLOTS   # SENDs left in this turn of the round robin
 
     def fail(self, exc: BaseException) -> None:
         super().fail(exc)
@@ -275,7 +281,7 @@ class RoceChannel(StreamChannel):
     # --- sending: stage bytes in a slot, SEND it when full or at the end of a progress round -----------------
     def _write(self, view: memoryview) -> int:
         done = 0
-        while done < len(view):
+        while done < len(view) and self.turn_slots > 0:
             if self._stage_slot is None:
                 if (not self.free_slots or self.sends_posted >= int(self.credits[self.peer])
                         or self.budget.inflight_bytes >= self.budget.limit_bytes):
@@ -288,6 +294,7 @@ class RoceChannel(StreamChannel):
             done += n
             if self._stage_fill == SLOT_BYTES:
                 self.flush()
+                self.turn_slots -= 1
         return done
 
     def flush(self) -> None:
@@ -352,6 +359,7 @@ class RoceTransport(ChannelTransport):
         self.clock = clock
         self._by_qpn = {ch.qp.qp_num: ch for ch in channels.values()}
         self.cq = next(iter(channels.values())).qp.send_cq if channels else None
+        self._rr = 0   # where the next round robin over the channels starts
 
     @classmethod
     def connect(cls, my_rank: int, world_size: int, remote: list[int], store: FileStore, key: str, *,
@@ -428,10 +436,35 @@ class RoceTransport(ChannelTransport):
         moved = self.wire.drain()
         moved |= self.nic.progress()
         moved |= self._poll_cq()
-        for ch in self.channels.values():
-            moved |= ch.progress()
+        chans = list(self.channels.values())
+        for ch in chans:
+            moved |= ch._progress_rx()
+        moved |= self._send_round_robin(chans)
+        for ch in chans:
             ch.flush()
         moved |= self.nic.progress()
+        return moved
+
+    def _send_round_robin(self, chans: list[RoceChannel]) -> bool:
+        """Stage the peers' queued bytes ``ROUND_SLOTS`` SENDs per peer and turn, turns in rotation (the start
+        moves on each call), until the NIC budget, the credits or the queues stop every peer."""
+        moved = False
+        if not chans:
+            return False
+        start = self._rr % len(chans)
+        self._rr += 1
+        order = chans[start:] + chans[:start]
+        turn = True
+        while turn:
+            turn = False
+            for ch in order:
+                if not ch._sendq:
+                    continue
+                ch.turn_slots = ROUND_SLOTS
+                if ch._progress_tx():
+                    turn = moved = True
+        for ch in chans:
+            ch.turn_slots = ROUND_SLOTS
         return moved
 
     def wake_hint_ns(self) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sw.collectives.transport.roce import INFLIGHT_FRAMES, SLOT_BYTES, inflight_budget_bytes
+from sw.collectives.transport.roce import BUDGET_PEERS, INFLIGHT_FRAMES, SLOT_BYTES, SendBudget, inflight_budget_bytes
 
 pytestmark = pytest.mark.unit
 
@@ -20,3 +20,10 @@ def test_dilated_fabric_budget_is_whole_frames_and_several_sends() -> None:
 def test_undilated_fast_link_budget_covers_a_round_trip() -> None:
     assert inflight_budget_bytes(1e9, 4096, 1.0) == int(1e9 / 8 * 0.010)
     assert inflight_budget_bytes(1e9, 4096, 10.0) == int(1e9 / 8 * 0.010 / 10)
+
+
+def test_nic_budget_spans_peers_but_each_peer_keeps_one_share() -> None:
+    share = inflight_budget_bytes(100e6, 4096, 50.0)
+    budget = SendBudget(BUDGET_PEERS * share, share)
+    assert budget.limit_bytes > budget.peer_limit_bytes == share   # a slow receiver holds back only its share
+    assert SendBudget(share).peer_limit_bytes == share              # one limit when no share is given

@@ -57,6 +57,10 @@ INFLIGHT_FRAMES = 12
 """Unacknowledged SEND frames over all peers of one NIC, at least (one more SEND may start below the limit): this
 bounds what a NIC can have in a switch queue, so the three senders of a 4-server rail all-to-all (3 x 16 frames)
 plus the ACKs and credit writes fit a 64-packet queue before DCQCN has reacted."""
+BUDGET_PEERS = 2
+"""The NIC's in-flight budget is this many peers' worth (each peer's own share stays at most one peer's budget):
+a receiver that is slow to acknowledge (its process descheduled) then holds back only its own share while the
+other peers' SENDs go on, and no receiver sees more than one peer's budget from any sender."""
 INFLIGHT_RTT_WALL_S = 0.010
 """Wall-time round trip of this Python stack (scheduling included); the budget also covers one such round trip
 at line rate in network time (rate x RTT / dilation), so an undilated fast link is not held back by the frames."""
@@ -219,10 +223,12 @@ def inflight_budget_bytes(rate_bps: float, path_mtu: int, dilation: float) -> in
 
 
 class SendBudget:
-    """Unacknowledged SEND bytes of all channels of one NIC, against ``limit_bytes``."""
+    """Unacknowledged SEND bytes of all channels of one NIC, against ``limit_bytes``; each channel's own against
+    ``peer_limit_bytes`` (default: the whole budget)."""
 
-    def __init__(self, limit_bytes: int) -> None:
+    def __init__(self, limit_bytes: int, peer_limit_bytes: int | None = None) -> None:
         self.limit_bytes = limit_bytes
+        self.peer_limit_bytes = limit_bytes if peer_limit_bytes is None else peer_limit_bytes
         self.inflight_bytes = 0
 
 
@@ -254,6 +260,7 @@ class RoceChannel(StreamChannel):
         self.free_slots: deque[int] = deque(range(SEND_SLOTS))
         self.sends_posted = 0
         self.sends_inflight = 0
+        self.inflight_bytes = 0
         self._stage_slot: int | None = None
         self._stage_fill = 0
         self.arrived: deque[tuple[int, int]] = deque()  # (slot, bytes) of completed receives, in order
@@ -284,7 +291,8 @@ class RoceChannel(StreamChannel):
         while done < len(view) and self.turn_slots > 0:
             if self._stage_slot is None:
                 if (not self.free_slots or self.sends_posted >= int(self.credits[self.peer])
-                        or self.budget.inflight_bytes >= self.budget.limit_bytes):
+                        or self.budget.inflight_bytes >= self.budget.limit_bytes
+                        or self.inflight_bytes >= self.budget.peer_limit_bytes):
                     break  # no send slot, no receive posted at the peer (never overrun it), or the wire is full
                 self._stage_slot, self._stage_fill = self.free_slots.popleft(), 0
             n = min(SLOT_BYTES - self._stage_fill, len(view) - done)
@@ -308,12 +316,14 @@ class RoceChannel(StreamChannel):
         self.sends_inflight += 1
         self.slot_bytes[slot] = self._stage_fill
         self.budget.inflight_bytes += self._stage_fill
+        self.inflight_bytes += self._stage_fill
         self._stage_slot = None
         self._stage_fill = 0
 
     def on_send_done(self, slot: int) -> None:
         self.free_slots.append(slot)
         self.budget.inflight_bytes -= self.slot_bytes[slot]
+        self.inflight_bytes -= self.slot_bytes[slot]
         self.sends_inflight -= 1
 
     # --- receiving: copy out of arrived slots, re-post them, return credits in batches ----------------------
@@ -379,7 +389,8 @@ class RoceTransport(ChannelTransport):
         try:
             nic = Nic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock, **pfc_options)
             wire.pfc = nic.pfc
-            budget = SendBudget(inflight_budget_bytes(rate_bps, path_mtu_for(wire.mtu), clock.dilation))
+            peer_budget = inflight_budget_bytes(rate_bps, path_mtu_for(wire.mtu), clock.dilation)
+            budget = SendBudget(min(BUDGET_PEERS, max(1, len(remote))) * peer_budget, peer_budget)
             path_mtu = path_mtu_for(wire.mtu)
             pd = nic.alloc_pd()
             cq = nic.create_cq()

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sw.cc.base import CongestionControl
-from sw.cc.dcqcn import DcqcnNp
 from sw.clock import Clock, get_clock
 from sw.roce.decode import decode
 from sw.roce.errors import NotRoceError, RoceFormatError
 from sw.roce.flow import ECN_CE
 from sw.roce.int_md import carries_int, strip_int
 from sw.roce.opcodes import Opcode
-from sw.roce.pacer import make_cc
+from sw.roce.pacer import make_cc, make_np
 from sw.roce.pfc import NicPfc
 from sw.roce.qp import QpCounters, QpState, QueuePair
 from sw.roce.verbs import CompletionQueue, ProtectionDomain, QpCap
@@ -91,7 +90,7 @@ class Nic:
         self.pacer_burst_bytes = pacer_burst_bytes
         self.qps: dict[int, QueuePair] = {}
         self._next_qpn = 0x11
-        self.np = DcqcnNp()
+        self.np = make_np()  # CNP spacing of the host's DCQCN (sw.roce.pacer)
         self.counters = NicCounters()
         # PFC (sw.roce.pfc): honour pauses of the priority we send on; pause the switch on a receive backlog
         self.pfc = None if pfc_priority is None else NicPfc(

@@ -15,7 +15,7 @@ gave this QP's pacer a per-node table (``hop_link_kbps``: INT node id -> kbit/s)
 from __future__ import annotations
 
 from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
-from sw.cc.dcqcn import DcqcnParams, DcqcnRp
+from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import Hpcc, HpccParams
 from sw.cc.pacer import UNITS_PER_BYTE, CcPacer
@@ -27,15 +27,32 @@ CC_NAMES = ("none", "dcqcn", "hpcc")
 # DCQCN as NICs ship it (NVIDIA firmware clamp_tgt_rate=0, the HPCC authors' ns-3 DCQCN): a CNP lowers the target
 # only after a rate increase.  With the paper's clamp (Rt = Rc on every CNP) the burst of CNPs an incast's first
 # RTTs bring drives every flow's target down to the cut rate, and additive increase then needs ms to refill the
-# link (sw.cc.sim, 8 -> 1 at 10 Gb/s: 0.82 vs 0.95 utilisation for 1 MiB flows).
+# link (sw.cc.sim, 8 -> 1 at 10 Gb/s, 1 MiB flows, eight seeds: 0.97 vs 0.88 utilisation with the values below).
 DCQCN_CLAMP_TARGET_RATE = False
-# Fast-recovery stages F = 1 (the paper's 5): the HPCC authors' ns-3 DCQCN (FAST_RECOVERY_TIMES 1 in their shipped
-# mix/config.txt) and NVIDIA firmware (rpg_threshold 1).  After one timer period without a CNP the target grows
-# again, so a flow cut below its share by the incast's random marks catches up sooner (sw.cc.sim, 8 -> 1 at 10 Gb/s,
-# 1 MiB flows, six seeds: 0.936 vs 0.900 mean utilisation; sw.roce.incast through the P4 fabric: 0.90-0.91 vs 0.86).
-# The rest stays the paper's (T = K = 55 us, R_AI 40 Mb/s, B = 10 MB, g = 1/256): NVIDIA's 300 us rate timer
-# (sw.cc.dcqcn) refills slower (same simulation, one seed: 0.82 vs 0.92).
+# Fast-recovery stages F = 1 (the paper's 5): the HPCC authors' ns-3 DCQCN (FAST_RECOVERY_TIMES 1 in their
+# simulation/run.py) and NVIDIA firmware (rpg_threshold 1).  After one timer period without a CNP the target grows
+# again, so a flow cut below its share by the incast's random marks catches up sooner (same simulation: 0.97 vs 0.90).
 DCQCN_FAST_RECOVERY_STAGES = 1
+# Alpha timer K = 4 us (the paper's 55 us), equal to the CNP spacing below as the paper keeps K (55 us) ~ N (50 us),
+# so alpha holds under persistent marking and decays once it stops.  With K = 55 us alpha's half-life is 177 periods
+# = 9.8 ms, longer than a 1 MiB flow at its share of 10 Gb/s: every CNP of the whole transfer still cuts ~alpha/2 =
+# 25-50 %, all flows together (sw.cc.sim: synchronous dips of the aggregate to 6-7 Gb/s).  Not NVIDIA's 1 us
+# (dce_tcp_rtt; the HPCC authors' ALPHA_RESUME_INTERVAL): sw.cc's alpha decays from the QP's creation, not from
+# its first CNP (firmware's initial_alpha_value), so a QP idle for a few hundred us starts an incast at alpha's
+# floor, and at 1 Gb/s with a 50 us RTT (tests/unit/test_transport_incast.py) the queue overflowed (6107 drops).
+DCQCN_ALPHA_TIMER_NS = 4_000
+# At most one CNP per QP per 4 us at the notification point (the paper's N = 50 us): sw.cc's reaction point cuts on
+# every CNP, so this spacing is NVIDIA's rate_reduce_monitor_period (4 us between rate reductions) and the HPCC
+# authors' RATE_DECREASE_INTERVAL 4 us.  A queue above Kmax now cuts each flow every 4 us instead of every 50 us.
+DCQCN_CNP_INTERVAL_NS = 4_000
+# Rate floor: line rate / 16 (625 Mb/s at 10 Gb/s; was min(100 Mb/s, line / 100)).  The HPCC authors' ns-3 DCQCN
+# runs with MIN_RATE 1000 Mb/s (simulation/run.py) — 4 % of their 25 Gb/s links.  A floor bounds how deep the
+# incast's first queue (hundreds of packets above Kmax, so every packet marked while it drains) cuts each flow: from
+# 100 Mb/s the additive increase needs ms to refill the link (sw.cc.sim, 8 -> 1: 0.97 vs 0.93 utilisation with a
+# 100 Mb/s floor; the paper's K = 55 us, N = 50 us with either floor: 0.95 / 0.93, completion times 1.5-1.9x apart).
+# The price: at most 16 senders into one port can be slowed to their share — an N:1 incast with N > 16 keeps the
+# port above line rate (sw.cc.sim: 1 Gb/s floors already overflow the 2 MB buffer at 12 -> 1).
+DCQCN_MIN_RATE_LINE_DIVISOR = 16
 
 
 class CcConfigError(ValueError):
@@ -54,15 +71,16 @@ def make_cc(
     if name == "none":
         return NoCc(line_kbps, now_ns)
     if name == "dcqcn":
-        min_kbps = max(1, min(DcqcnParams.min_rate_kbps, line_kbps // 100))
         return DcqcnRp(
             DcqcnParams(
                 line_rate_kbps=line_kbps,
-                min_rate_kbps=min_kbps,
+                min_rate_kbps=max(1, line_kbps // DCQCN_MIN_RATE_LINE_DIVISOR),
                 rate_ai_kbps=max(1, min(DcqcnParams.rate_ai_kbps, line_kbps // 100)),
                 rate_hai_kbps=max(1, min(DcqcnParams.rate_hai_kbps, line_kbps // 20)),
                 clamp_target_rate=DCQCN_CLAMP_TARGET_RATE,
                 fast_recovery_stages=DCQCN_FAST_RECOVERY_STAGES,
+                alpha_timer_ns=DCQCN_ALPHA_TIMER_NS,
+                cnp_interval_ns=DCQCN_CNP_INTERVAL_NS,
             ),
             now_ns,
         )
@@ -81,6 +99,11 @@ def make_cc(
             now_ns,
         )
     raise CcConfigError(f"--cc {name!r}: expected one of {', '.join(CC_NAMES)}")
+
+
+def make_np() -> DcqcnNp:
+    """The NIC's DCQCN notification point: CNPs spaced as the host's reaction points expect (DCQCN_CNP_INTERVAL_NS)."""
+    return DcqcnNp(DcqcnParams(cnp_interval_ns=DCQCN_CNP_INTERVAL_NS))
 
 
 class QpPacer:

@@ -1,38 +1,74 @@
-"""The DCQCN parameters the host stack runs (sw.roce.pacer.make_cc) in sw.cc's closed-loop simulator: an 8 -> 1
-incast of 1 MiB flows at 10 Gb/s with the DCQCN paper's ECN thresholds loses nothing, and the firmware's
-unclamped target rate refills the link faster than the paper's clamp after the incast's burst of CNPs."""
+"""The DCQCN parameters the host stack runs (sw.roce.pacer.make_cc/make_np) in sw.cc's closed-loop simulator: an
+8 -> 1 incast of 1 MiB flows at 10 Gb/s with the DCQCN paper's ECN thresholds loses nothing, the firmware's
+unclamped target rate refills the link faster than the paper's clamp after the incast's burst of CNPs, the 4 us
+alpha/CNP timing with the line/16 floor fills it better than the paper's 55/50 us timing with a 100 Mb/s floor,
+and a 16 -> 1 incast (the most the floor can still slow to its share) loses nothing either."""
 
 from __future__ import annotations
 
 import pytest
 
-from sw.cc.dcqcn import DcqcnRp
+from sw.cc.dcqcn import DcqcnParams, DcqcnRp
 from sw.cc.sim import SimConfig, simulate
-from sw.roce.pacer import DCQCN_CLAMP_TARGET_RATE, make_cc
+from sw.roce.pacer import (
+    DCQCN_CLAMP_TARGET_RATE,
+    DCQCN_CNP_INTERVAL_NS,
+    DCQCN_MIN_RATE_LINE_DIVISOR,
+    make_cc,
+    make_np,
+)
 
 pytestmark = pytest.mark.unit
 
 LINK_BPS = 10_000_000_000
+FRAME_BYTES = 1082  # a 1 KiB-payload RoCE frame: the fabric's RED thresholds are in these packets
 
 
-def _incast(clamp: bool) -> tuple[float, int, int]:
+def _host_params() -> DcqcnParams:
     cc = make_cc("dcqcn", LINK_BPS)
     assert isinstance(cc, DcqcnRp)
-    params = cc.params.replace(clamp_target_rate=clamp)
-    cfg = SimConfig(n_flows=8, cc="dcqcn", link_kbps=LINK_BPS // 1000, buffer_bytes=2_000_000, kmin_bytes=5_000,
-                    kmax_bytes=50_000, pmax=0.01, flow_bytes=1 << 20, duration_ns=50_000_000, dcqcn=params)
+    return cc.params
+
+
+def _incast(params: DcqcnParams, senders: int = 8) -> tuple[float, int, int]:
+    cfg = SimConfig(n_flows=senders, cc="dcqcn", link_kbps=LINK_BPS // 1000, buffer_bytes=2_000_000,
+                    kmin_bytes=5 * FRAME_BYTES, kmax_bytes=45 * FRAME_BYTES, pmax=0.01, flow_bytes=1 << 20,
+                    duration_ns=50_000_000, dcqcn=params)
     r = simulate(cfg)
     return r.utilization, r.drops, r.completed
 
 
 def test_host_dcqcn_runs_the_firmware_target_rule() -> None:
-    cc = make_cc("dcqcn", LINK_BPS)
-    assert isinstance(cc, DcqcnRp) and cc.params.clamp_target_rate is DCQCN_CLAMP_TARGET_RATE is False
-    assert cc.params.line_rate_kbps == LINK_BPS // 1000 and cc.params.rate_ai_kbps == 40_000
+    p = _host_params()
+    assert p.clamp_target_rate is DCQCN_CLAMP_TARGET_RATE is False
+    assert p.line_rate_kbps == LINK_BPS // 1000 and p.rate_ai_kbps == 40_000
+
+
+def test_host_dcqcn_timing_and_floor() -> None:
+    p = _host_params()
+    assert p.alpha_timer_ns == p.cnp_interval_ns == DCQCN_CNP_INTERVAL_NS == 4_000
+    assert make_np().params.cnp_interval_ns == p.cnp_interval_ns, "the NIC's NP spaces CNPs as its RPs expect"
+    assert p.min_rate_kbps * DCQCN_MIN_RATE_LINE_DIVISOR == p.line_rate_kbps == 10_000_000
+    slow = make_cc("dcqcn", 1_000_000)  # 1 Mb/s line: the floor still a positive rate
+    assert isinstance(slow, DcqcnRp) and slow.params.min_rate_kbps == 62
 
 
 def test_unclamped_target_refills_the_link_faster_after_an_incast() -> None:
-    util_host, drops_host, done_host = _incast(DCQCN_CLAMP_TARGET_RATE)
-    util_paper, drops_paper, done_paper = _incast(True)
+    util_host, drops_host, done_host = _incast(_host_params())
+    util_paper, drops_paper, done_paper = _incast(_host_params().replace(clamp_target_rate=True))
     assert done_host == done_paper == 8 and drops_host == drops_paper == 0
     assert util_host > util_paper, f"host params {util_host:.3f} vs paper clamp {util_paper:.3f}"
+
+
+def test_short_alpha_and_cnp_timing_with_floor_fills_the_link_better() -> None:
+    util_host, drops_host, done_host = _incast(_host_params())
+    before = _host_params().replace(alpha_timer_ns=55_000, cnp_interval_ns=50_000, min_rate_kbps=100_000)
+    util_before, drops_before, done_before = _incast(before)
+    assert done_host == done_before == 8 and drops_host == drops_before == 0
+    assert util_host > util_before, f"host params {util_host:.3f} vs paper timing {util_before:.3f}"
+
+
+def test_sixteen_to_one_incast_loses_nothing() -> None:
+    util, drops, done = _incast(_host_params(), senders=16)
+    assert drops == 0 and done == 16
+    assert util > 0

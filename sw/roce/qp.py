@@ -126,6 +126,7 @@ class QpCounters:
     cnps_received: int = 0
     atomics_executed: int = 0  # responder: atomics run on local memory (each exactly once)
     atomic_replays: int = 0  # responder: retransmitted atomics answered from the replay cache
+    # The two *_peak counters are per QP (Nic.qp_counters adds QPs up: read them from one QP's counters).
     rd_atomic_peak: int = 0  # requester: most RDMA READ / atomic requests outstanding at once (<= max_rd_atomic)
     rd_atomic_waits: int = 0  # requester: READs / atomics (or fenced requests) held in the send queue by the limit
     dest_rd_atomic_peak: int = 0  # responder: most responder resources in use at once (<= max_dest_rd_atomic)

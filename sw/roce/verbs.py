@@ -6,7 +6,9 @@ and checks bounds and access flags on every local and remote access.  A work req
 of them (``sge=[...]``, at most the QP's ``QpCap.max_send_sge`` / ``max_recv_sge``): sends and writes gather
 from them in order, receives and reads scatter into them in order (``sw.roce.sgl``).  Atomics (compare-and-swap,
 fetch-and-add) work on 8 aligned bytes of a remote MR registered with REMOTE_ATOMIC and return the original
-value into an 8-byte local SGE.
+value into an 8-byte local SGE.  ``query_device`` gives the device limits (ibv_query_device names), among them
+how many RDMA READ / atomic requests a QP may keep outstanding (``max_qp_init_rd_atom``) and serve
+(``max_qp_rd_atom``); ``SendWr.fence`` holds a request until every earlier READ / atomic has completed.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ unsampled hop costs 3, the additive branch skips one division, a saturating divi
 ``ack_ii_clocks`` gives the figure, e.g. 108 clocks at 3 hops, 100 Gb/s, steps 2 (270 ns at 400 MHz,
 3.7 M ACKs/s per engine).
 Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
+With ``runtime_cfg=True`` the constants come from the ``cfg`` input (``HPCC_CFG``, a register bank) instead of
+being built in: W_max, W_min and W_AI (rate x T / 8e6) are recomputed in the background by a fourth divider,
+so a new value applies to the ACKs and inits that start ``cfg_settle_clocks`` after it was written.
 """
 
 from __future__ import annotations
@@ -49,6 +52,22 @@ QP_STATE = data.StructLayout({
 })
 
 
+HPCC_CFG = data.StructLayout({
+    "line_rate_kbps": unsigned(32),
+    "min_rate_kbps": unsigned(32),
+    "base_rtt_ns": unsigned(32),
+    "eta_q16": unsigned(U_FRAC_BITS + 1),
+    "max_stage": unsigned(8),
+    "rate_ai_kbps": unsigned(32),
+})
+"""The run-time HPCC constants (``runtime_cfg=True``): the ``HpccParams`` fields of the algorithm, model widths."""
+
+
+def cfg_values(params: HpccParams) -> dict[str, int]:
+    """``HPCC_CFG`` field values for an ``HpccParams`` (what a register bank programs)."""
+    return {name: int(getattr(params, name)) for name, _ in HPCC_CFG}
+
+
 def hop_layout(ts_bits: int, tx_bits: int) -> data.StructLayout:
     """One echoed INT hop as the ACK parser delivers it (``sw.cc.IntHop`` field for field)."""
     return data.StructLayout({"ts_ns": unsigned(ts_bits), "tx_bytes": unsigned(tx_bits),
@@ -71,8 +90,12 @@ class HpccEngine(wiring.Component):
     """
 
     def __init__(self, *, n_qps: int = 1024, max_hops: int = 8, params: HpccParams | None = None,
-                 clk_period_ps: int = 2500, rate_conv: RateToIncrement | None = None, steps: int = 2) -> None:
+                 clk_period_ps: int = 2500, rate_conv: RateToIncrement | None = None, steps: int = 2,
+                 runtime_cfg: bool = False, max_base_rtt_ns: int | None = None) -> None:
         p = params or HpccParams()
+        max_t = max_base_rtt_ns if max_base_rtt_ns is not None else p.base_rtt_ns
+        if runtime_cfg and not p.base_rtt_ns <= max_t < 1 << 32:
+            raise HwParamError(f"max_base_rtt_ns={max_t}: must be in {p.base_rtt_ns}..2^32-1 (the reset T)")
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
         if not 1 <= max_hops <= MAX_HOPS_LIMIT:
@@ -83,11 +106,15 @@ class HpccEngine(wiring.Component):
         self.qp_bits = (n_qps - 1).bit_length()
         self.hop_bits = (max_hops - 1).bit_length()
         self.rate_conv = rate_conv or RateToIncrement(clk_hz=round(1e12 / clk_period_ps))
-        self.t_bits = p.base_rtt_ns.bit_length()
-        self.post_q_bits = max(U_BITS, p.w_max_bytes.bit_length(), p.line_rate_kbps.bit_length())
+        self.runtime_cfg = runtime_cfg
+        self.t_bits = (max_t if runtime_cfg else p.base_rtt_ns).bit_length()
+        self.post_q_bits = 32 if runtime_cfg else max(U_BITS, p.w_max_bytes.bit_length(),
+                                                          p.line_rate_kbps.bit_length())
         self.ack_layout = ack_layout(self.qp_bits, max_hops, p.int_ts_bits, p.int_tx_bits)
         qp = unsigned(self.qp_bits)
+        cfg_port = {"cfg": In(HPCC_CFG)} if runtime_cfg else {}
         super().__init__({
+            **cfg_port,
             "init": In(stream.Signature(qp)),
             "ack": In(stream.Signature(self.ack_layout)),
             "rate_wr": Out(stream.Signature(data.StructLayout({"qp": qp, "rate": unsigned(32)}))),
@@ -111,6 +138,11 @@ class HpccEngine(wiring.Component):
         return self.ack_layout.const({"qp": qp, "ack_seq": ack.ack_seq, "snd_nxt": ack.snd_nxt,
                                       "n_hops": len(ack.hops), "hops": hops}).as_bits()
 
+    @property
+    def cfg_settle_clocks(self) -> int:
+        """Clocks after a ``cfg`` change until the derived windows (W_max, W_min, W_AI) follow it."""
+        return 2 * 3 * (3 + iter_clocks(32, self.steps)) if self.runtime_cfg else 0
+
     def ack_ii_clocks(self, hops: int, sampled: int | None = None, kind: int = KIND_UPDATE,
                       multiplicative: bool = True) -> int:
         """Clocks per ACK (from ``valid`` seen idle to ``ready``, next ACK taken the clock after) as the FSM walks
@@ -130,9 +162,19 @@ class HpccEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        t_ns = p.base_rtt_ns
         ts_bits, tx_bits = p.int_ts_bits, p.int_tx_bits
         k8e6 = BITS_NS_PER_KBPS
+        if self.runtime_cfg:
+            c = self.cfg
+            t_ns, eta_q16, max_stage = c.base_rtt_ns[:self.t_bits], c.eta_q16, c.max_stage
+            line_kbps, min_kbps = c.line_rate_kbps, c.min_rate_kbps
+            w_max, w_min, w_ai = (Signal(32, init=w, name=n) for w, n in (
+                (p.w_max_bytes, "w_max"), (p.w_min_bytes, "w_min"), (p.w_ai_bytes, "w_ai")))
+            self._derive_windows(m, (line_kbps, min_kbps, c.rate_ai_kbps), t_ns, (w_max, w_min, w_ai))
+        else:
+            t_ns, eta_q16, max_stage = p.base_rtt_ns, p.eta_q16, p.max_stage
+            line_kbps, min_kbps = p.line_rate_kbps, p.min_rate_kbps
+            w_max, w_min, w_ai = p.w_max_bytes, p.w_min_bytes, p.w_ai_bytes
 
         bram = {"ram_style": "block"}                  # per-QP state belongs in block RAM, never in LUTs
         m.submodules.state_mem = smem = Memory(shape=QP_STATE, depth=self.n_qps, init=[], attrs=bram)
@@ -191,8 +233,8 @@ class HpccEngine(wiring.Component):
                 with m.If(self.init.valid):
                     m.d.comb += self.init.ready.eq(1)
                     m.d.sync += [qp.eq(self.init.payload), kind.eq(KIND_INIT), is_ack.eq(0),
-                                 s.window_bytes.eq(p.w_max_bytes), s.wc_bytes.eq(p.w_max_bytes), s.u_q16.eq(0),
-                                 s.inc_stage.eq(0), s.rate_kbps.eq(p.line_rate_kbps), s.last_update_seq.eq(0),
+                                 s.window_bytes.eq(w_max), s.wc_bytes.eq(w_max), s.u_q16.eq(0),
+                                 s.inc_stage.eq(0), s.rate_kbps.eq(line_kbps), s.last_update_seq.eq(0),
                                  s.n_hops.eq(0)]
                     m.next = "WRITE"
                 with m.Elif(self.ack.valid):
@@ -269,27 +311,27 @@ class HpccEngine(wiring.Component):
                     m.d.sync += [s.u_q16.eq(div_p.q), update.eq(ack.ack_seq > s.last_update_seq)]
                     m.next = "WIN"
             with m.State("WIN"):
-                is_mult = (s.u_q16 >= p.eta_q16) | (s.inc_stage >= p.max_stage)
+                is_mult = (s.u_q16 >= eta_q16) | (s.inc_stage >= max_stage)
                 m.d.sync += mult.eq(is_mult)
                 with m.If(update):
                     m.d.sync += [s.last_update_seq.eq(ack.snd_nxt),
                                  s.inc_stage.eq(Mux(is_mult, 0, s.inc_stage + 1))]
                 with m.If(is_mult):
-                    m.d.sync += [div_p.n.eq(s.wc_bytes * p.eta_q16),
+                    m.d.sync += [div_p.n.eq(s.wc_bytes * eta_q16),
                                  div_p.d.eq(Mux(s.u_q16 == 0, 1, s.u_q16))]
                     m.next = "W_DIV"
                 with m.Else():
-                    m.d.sync += w.eq(s.wc_bytes + p.w_ai_bytes)
+                    m.d.sync += w.eq(s.wc_bytes + w_ai)
                     m.next = "W_CLAMP"
             with m.State("W_DIV"):
                 m.d.comb += div_p.start.eq(1)
                 m.next = "W_WAIT"
             with m.State("W_WAIT"):
                 with m.If(div_p.done):
-                    m.d.sync += w.eq(div_p.q + p.w_ai_bytes)
+                    m.d.sync += w.eq(div_p.q + w_ai)
                     m.next = "W_CLAMP"
             with m.State("W_CLAMP"):
-                w_new = clamp(w, p.w_min_bytes, p.w_max_bytes)
+                w_new = clamp(w, w_min, w_max)
                 m.d.sync += [s.window_bytes.eq(w_new), div_p.n.eq(w_new * k8e6), div_p.d.eq(t_ns)]
                 with m.If(update):
                     m.d.sync += s.wc_bytes.eq(w_new)
@@ -299,7 +341,7 @@ class HpccEngine(wiring.Component):
                 m.next = "R_WAIT"
             with m.State("R_WAIT"):
                 with m.If(div_p.done):
-                    m.d.sync += s.rate_kbps.eq(clamp(div_p.q, p.min_rate_kbps, p.line_rate_kbps))
+                    m.d.sync += s.rate_kbps.eq(clamp(div_p.q, min_kbps, line_kbps))
                     m.next = "WRITE"
             with m.State("WRITE"):
                 m.d.comb += swr.en.eq(1)
@@ -324,3 +366,28 @@ class HpccEngine(wiring.Component):
                 m.d.comb += self.ack.ready.eq(1)
                 m.next = "IDLE"
         return m
+
+    def _derive_windows(self, m: Module, rates_kbps: tuple, t_ns, windows: tuple) -> None:
+        """Keep ``windows[i] = rates_kbps[i] * T // 8e6`` (bytes in one T) up to date, one division after another."""
+        m.submodules.div_c = div_c = SeqDivider(32 + self.t_bits, BITS_NS_PER_KBPS.bit_length(), 32, self.steps)
+        sel = Signal(range(len(rates_kbps)))
+        rate = Signal(32)
+        with m.Switch(sel):
+            for i, r in enumerate(rates_kbps):
+                with m.Case(i):
+                    m.d.comb += rate.eq(r)
+        with m.FSM(name="derive"):
+            with m.State("MUL"):
+                m.d.sync += [div_c.n.eq(rate * t_ns), div_c.d.eq(BITS_NS_PER_KBPS)]
+                m.next = "START"
+            with m.State("START"):
+                m.d.comb += div_c.start.eq(1)
+                m.next = "WAIT"
+            with m.State("WAIT"):
+                with m.If(div_c.done):
+                    with m.Switch(sel):
+                        for i, w in enumerate(windows):
+                            with m.Case(i):
+                                m.d.sync += w.eq(div_c.q)
+                    m.d.sync += sel.eq(Mux(sel == len(rates_kbps) - 1, 0, sel + 1))
+                    m.next = "MUL"

@@ -1,23 +1,35 @@
 # amaranth: UnusedElaboratable=no
-"""NIC congestion-control top level: RX parser -> CNP generator / DCQCN reaction point -> TX scheduler, and a CSR bus.
+"""NIC congestion-control top level: RX parsers -> CNP generator / DCQCN RP or HPCC engine -> TX scheduler, CSR bus.
 
 Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
 
-* RX: ``rx_s_axis`` -> ``roce_parser`` -> ``rx_m_axis`` (frames pass unchanged).  A CE-marked RoCE packet's
-  QP goes to ``cnp_gen`` (notification point), which puts at most one request per QP per CNP_INTERVAL_NS on
+* RX: ``rx_s_axis`` -> ``int_ack`` -> ``roce_parser`` -> ``rx_m_axis`` (frames pass unchanged).  A CE-marked RoCE
+  packet's QP goes to ``cnp_gen`` (notification point), which puts at most one request per QP per CNP_INTERVAL_NS on
   ``cnp_req`` (the QP a CNP must be sent for).  A received CNP's QP goes through a small FIFO to ``dcqcn_rp``.
-* CC: ``dcqcn_rp`` turns CNPs, its timers and the bytes each sent packet carries into per-QP rates; its rate
-  writes and the CSR's QP_RATE writes (the CSR first) go to ``tx_sched``; a mirror memory keeps the last rate
-  of every QP so QP_RATE reads back the QP's current rate.
+  A RoCE ACK carrying echoed INT hops (``hw.int_ack``: the wire format of ``sw.roce.int_md`` and fabric.p4)
+  goes through a small FIFO to ``hpcc_feed``, which converts its hops to HPCC units (timestamps in us,
+  occupancy x HPCC_QLEN_UNIT_BYTES, every hop at HPCC_LINE_RATE_KBPS) and pairs its PSN with the QP's count
+  of sent frames (``snd_nxt``, in packets), then to ``hpcc`` (``hw.hpcc.HpccEngine``, 4 hops).
+* CC: ``dcqcn_rp`` turns CNPs, its timers and the bytes each sent packet carries into per-QP rates, ``hpcc``
+  turns INT-echo ACKs into per-QP windows and rates; the rate writes of the mode's engine and the CSR's
+  QP_RATE writes (the CSR first) go to ``tx_sched``; a mirror memory keeps the last rate of every QP so
+  QP_RATE reads back the QP's current rate.
 * TX: doorbells (``doorbell``: qp, bytes) queue work; ``tx_sched`` paces every QP and emits its MTU-sized
   frames on ``tx_m_axis`` (``tuser`` = QP); each frame that leaves is counted against its QP's byte counter.
-* CC_MODE none: CE packets raise no CNP requests, received CNPs are counted and dropped, the reaction point's
-  rate writes are discarded (rates are whatever the CSR wrote).  After switching back to dcqcn, write QP_INIT
-  for each QP.  hpcc (2) is reserved: a write of 2 is rejected with ERR_VALUE.  ``hw.hpcc.HpccEngine`` takes
-  parsed INT hop records of ACKs, which the RX parser does not extract yet; the mode opens when it does.
-* QP_INIT (0x40) sets QP_SEL's DCQCN state to the line rate (and writes that rate to the limiter); the reaction
-  point of a QP stays idle until its first QP_INIT.  Parameters apply from each QP's next event on (timer
-  deadlines already set keep their time).
+* CC_MODE (none 0, dcqcn 1, hpcc 2; 3 is rejected with ERR_VALUE).  Outside dcqcn, CE packets raise no CNP
+  requests, received CNPs are counted and dropped and the reaction point's rate writes are discarded (its
+  timers keep running on its stored state); outside hpcc, INT-echo ACKs are counted and dropped and the HPCC
+  engine gets no QP_INIT.  In none, rates are whatever the CSR wrote.
+* Mode switching resets nothing by itself: each engine keeps every QP's state in its BRAM, and the rates in the
+  limiter stay until the new mode's engine writes.  After switching, write QP_INIT for each QP: it goes to the
+  engine of the current mode only (dcqcn: rate = line rate, alpha = ALPHA_INIT, timers restarted; hpcc:
+  W = Wc = W_max, rate = HPCC_LINE_RATE_KBPS, U = 0, stage 0, stored hops forgotten so the first INT-echo ACK
+  only records them) and, in every mode, zeroes the QP's sent-frame count (its PSNs start at 0 again).
+* QP_INIT (0x40) starts QP_SEL's CC state afresh as above (and writes its first rate to the limiter); an engine
+  leaves a QP idle until its first QP_INIT.  DCQCN parameters apply from each QP's next event on (timer
+  deadlines already set keep their time); HPCC parameters from the ACKs and inits that start after the
+  engine's window products (W_max, W_min, W_AI = rate x T / 8e6) followed them, at most
+  ``HpccEngine.cfg_settle_clocks`` (114 at 2 quotient bits per clock) after the write.
 
 Registers (word addresses; see ``hw.csr`` for ID/QP_SEL/QP_RATE/ERR/QP_INIT and the error bits).  Counters are
 32-bit, read-only, wrapping:
@@ -42,10 +54,13 @@ from hw.cnp import CnpGenerator
 from hw.csr import ADDR_BITS, REG_COUNTER0, REG_PARAM0, CsrBank, ParamReg
 from hw.dcqcn import DCQCN_CFG, OPS_CLOCKS, DcqcnRpEngine
 from hw.errors import HwParamError
+from hw.hpcc import HPCC_CFG, KIND_UPDATE, HpccEngine
+from hw.int_ack import MAX_INT_HOPS, HpccAckFeeder, IntAckParser
 from hw.parser import RoceParser
 from hw.sched import PENDING_BITS, RATE_FRAC_BITS, TxScheduler
 from hw.stream import AxiStream
-from sw.cc import DcqcnParams, RateToIncrement
+from sw.cc import DcqcnParams, HpccParams, RateToIncrement
+from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_ONE
 
 CC_MODE_NONE, CC_MODE_DCQCN, CC_MODE_HPCC = 0, 1, 2
 U32 = (1 << 32) - 1
@@ -59,9 +74,15 @@ COUNTERS = (
     ("RX_EVENTS_DROPPED", "CE/CNP events lost because the CNP generator or the CNP FIFO was full"),
     ("TX_PKTS", "frames sent by the scheduler"),
     ("TX_BYTES", "bytes sent by the scheduler (low 32 bits)"),
-    ("RATE_UPDATES", "DCQCN rate writes applied to the scheduler"),
+    ("RATE_UPDATES", "CC engine (DCQCN or HPCC) rate writes applied to the scheduler"),
     ("SENT_DROPPED", "sent-packet byte counts lost because the reaction point's queue was full"),
+    ("INT_ACKS", "RoCE ACKs with echoed INT hops received"),
+    ("INT_ACKS_DROPPED", "INT-echo ACKs lost in mode hpcc because the HPCC engine's FIFO was full"),
+    ("HPCC_UPDATES", "HPCC window/rate updates (ACKs that measured a hop)"),
 )
+HPCC_ENGINE_STEPS = 2  # quotient bits per clock of the HPCC engine's dividers
+# sw.roce.qp_requester.DATA_FRAME_OVERHEAD_BYTES (hw may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
+DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
 COUNTER_ADDR = {name: REG_COUNTER0 + i for i, (name, _) in enumerate(COUNTERS)}
 
 
@@ -75,17 +96,32 @@ def min_timer_ns(n_qps: int, clk_period_ps: int) -> int:
     return int(2 * OPS_CLOCKS * n_qps * clk_period_ps / 1000) + 1
 
 
+def hpcc_max_rtt_ns(line_kbps: int) -> int:
+    """Largest HPCC base RTT whose window at the NIC line rate fits the engine's 32-bit registers."""
+    return min(100_000_000, ((1 << 32) * BITS_NS_PER_KBPS - 1) // line_kbps)
+
+
+def hpcc_reset(line_kbps: int) -> HpccParams:
+    """HPCC parameters after reset: the model's defaults at the NIC line rate (min rate and R_AI at most 1 %)."""
+    d = HpccParams()
+    return HpccParams(line_rate_kbps=line_kbps, min_rate_kbps=min(d.min_rate_kbps, max(1, line_kbps // 100)),
+                      rate_ai_kbps=min(d.rate_ai_kbps, line_kbps // 100),
+                      base_rtt_ns=min(d.base_rtt_ns, hpcc_max_rtt_ns(line_kbps)))
+
+
 def nic_params(*, line_kbps: int, timer_min_ns: int, mtu_bytes: int) -> tuple[ParamReg, ...]:
     """The parameter registers, in address order from 0x41: one table for ranges, policies and resets.
 
-    Ranges are the golden model's (``sw.cc.DcqcnParams``) narrowed to what the RTL serves: timers above the
-    sweep interval, a byte counter above the MTU, rates up to the NIC line rate, min rate <= line rate.
+    Ranges are the golden models' (``sw.cc.DcqcnParams``, ``sw.cc.HpccParams``) narrowed to what the RTL
+    serves: timers above the sweep interval, a byte counter above the MTU, rates up to the NIC line rate, min
+    rate <= line rate, an HPCC base RTT whose window at line rate fits 32 bits.
     """
     d = DcqcnParams()
+    h = hpcc_reset(line_kbps)
     timer_reset = max(d.alpha_timer_ns, timer_min_ns)
     return (
-        ParamReg("cc_mode", 2, CC_MODE_DCQCN, CC_MODE_NONE, CC_MODE_DCQCN, "reject",
-                 "0 none, 1 dcqcn; 2 hpcc reserved (rejected)"),
+        ParamReg("cc_mode", 2, CC_MODE_DCQCN, CC_MODE_NONE, CC_MODE_HPCC, "reject",
+                 "0 none, 1 dcqcn, 2 hpcc"),
         ParamReg("cnp_interval_ns", 32, d.cnp_interval_ns, 0, U32, "clamp", "NP: min ns between CNPs of a QP"),
         ParamReg("line_rate_kbps", 32, line_kbps, "min_rate_kbps", line_kbps, "clamp",
                  "RP: rate a QP starts at and never exceeds"),
@@ -103,6 +139,18 @@ def nic_params(*, line_kbps: int, timer_min_ns: int, mtu_bytes: int) -> tuple[Pa
         ParamReg("rate_hai_kbps", 32, min(d.rate_hai_kbps, line_kbps), 0, line_kbps, "clamp",
                  "RP: hyper increase R_HAI"),
         ParamReg("clamp_target_rate", 1, int(d.clamp_target_rate), 0, 1, "reject", "RP: Rt = Rc on every CNP"),
+        ParamReg("hpcc_line_rate_kbps", 32, h.line_rate_kbps, "hpcc_min_rate_kbps", line_kbps, "clamp",
+                 "HPCC: rate after init, max rate, every hop's B"),
+        ParamReg("hpcc_min_rate_kbps", 32, h.min_rate_kbps, 1, "hpcc_line_rate_kbps", "clamp",
+                 "HPCC: min rate (W_min = it x T)"),
+        ParamReg("hpcc_base_rtt_ns", 32, h.base_rtt_ns, 100, hpcc_max_rtt_ns(line_kbps), "reject",
+                 "HPCC: base RTT T"),
+        ParamReg("hpcc_eta_q16", 17, h.eta_q16, 1, U_ONE, "reject", "HPCC: target utilisation eta, Q.16"),
+        ParamReg("hpcc_max_stage", 8, h.max_stage, 0, 254, "clamp", "HPCC: additive stages maxStage"),
+        ParamReg("hpcc_rate_ai_kbps", 32, h.rate_ai_kbps, 0, "hpcc_line_rate_kbps", "clamp",
+                 "HPCC: additive step (W_AI = it x T)"),
+        ParamReg("hpcc_qlen_unit_bytes", 16, mtu_bytes + DATA_FRAME_OVERHEAD_BYTES, 1, 0xFFFF, "clamp",
+                 "HPCC: bytes per INT queue-occupancy unit"),
     )
 
 
@@ -115,9 +163,9 @@ def register_table(params: tuple[ParamReg, ...]) -> tuple[list[str], list[str]]:
     counters = [f"  {addr:#04x} {name:<18} {doc}" for (name, doc), addr in
                 zip(COUNTERS, COUNTER_ADDR.values(), strict=True)]
     rows = [f"  {REG_PARAM0 + i:#04x} {p.name:<20} u{p.width:<2} {p.reset:>9}  "
-            f"{_bound_text(p.lo) + '..' + _bound_text(p.hi):<26} {p.policy:<6} {p.doc}"
+            f"{_bound_text(p.lo) + '..' + _bound_text(p.hi):<31} {p.policy:<6} {p.doc}"
             for i, p in enumerate(params)]
-    rows.insert(0, f"  addr {'name':<20} {'w':<3} {'reset':>9}  {'range':<26} {'bad':<6} meaning")
+    rows.insert(0, f"  addr {'name':<20} {'w':<3} {'reset':>9}  {'range':<31} {'bad':<6} meaning")
     return counters, rows
 
 
@@ -128,7 +176,8 @@ __doc__ = __doc__.format(counters="\n".join(_counter_lines), params="\n".join(_p
 
 
 class NicCcTop(wiring.Component):
-    """The NIC's congestion-control data path: parser, CNP generator, DCQCN reaction point, scheduler, CSR bank."""
+    """The NIC's congestion-control data path: parsers, CNP generator, DCQCN reaction point, HPCC engine,
+    scheduler, CSR bank."""
 
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
                  burst_bytes: int = 16384, clk_period_ps: int = 2500, event_fifo_depth: int = 16) -> None:
@@ -148,12 +197,18 @@ class NicCcTop(wiring.Component):
         resets["clamp_target_rate"] = bool(resets["clamp_target_rate"])
         self.dcqcn_reset = DcqcnParams(**resets, cnp_interval_ns=50_000)
         self.rate_conv = RateToIncrement(clk_hz=round(1e12 / clk_period_ps), frac_bits=RATE_FRAC_BITS)
+        self.hpcc_reset = hpcc_reset(self.line_kbps)
         self.event_fifo_depth = event_fifo_depth
         self.sched = TxScheduler(data_width=data_width, n_qps=n_qps, mtu_bytes=mtu_bytes, burst_bytes=burst_bytes)
         self.parser = RoceParser(data_width=data_width, n_qps=n_qps)
         self.np = CnpGenerator(n_qps=n_qps, clk_period_ps=clk_period_ps, runtime_cfg=True)
         self.rp = DcqcnRpEngine(n_qps=n_qps, params=self.dcqcn_reset, clk_period_ps=clk_period_ps,
                                 rate_conv=self.rate_conv, mtu_bytes=mtu_bytes, runtime_cfg=True)
+        self.int_ack = IntAckParser(data_width=data_width, n_qps=n_qps)
+        self.hpcc_feed = HpccAckFeeder(n_qps=n_qps, max_hops=MAX_INT_HOPS)
+        self.hpcc = HpccEngine(n_qps=n_qps, max_hops=MAX_INT_HOPS, params=self.hpcc_reset, rate_conv=self.rate_conv,
+                               clk_period_ps=clk_period_ps, steps=HPCC_ENGINE_STEPS, runtime_cfg=True,
+                               max_base_rtt_ns=hpcc_max_rtt_ns(self.line_kbps))
         self.csr = CsrBank(n_qps=n_qps, line_rate_reg=self.sched.line_rate_reg, n_counters=len(COUNTERS),
                            params=self.params, qp_init=True, rate_readback=True)
         qp = unsigned(self.qp_bits)
@@ -178,6 +233,11 @@ class NicCcTop(wiring.Component):
         m.submodules.np = np_
         m.submodules.rp = rp
         m.submodules.csr = csr
+        m.submodules.int_ack = int_ack = self.int_ack
+        m.submodules.hpcc_feed = feed = self.hpcc_feed
+        m.submodules.hpcc = hp = self.hpcc
+        m.submodules.int_fifo = int_fifo = SyncFIFO(width=len(int_ack.ack.payload.as_value()),
+                                                    depth=self.event_fifo_depth)
         m.submodules.cnp_fifo = cnp_fifo = SyncFIFO(width=self.qp_bits, depth=self.event_fifo_depth)
         m.submodules.sent_fifo = sent_fifo = SyncFIFO(width=self.qp_bits + 16, depth=self.event_fifo_depth)
         m.submodules.rate_mirror = mirror = Memory(shape=32, depth=self.n_qps, init=[])
@@ -188,11 +248,22 @@ class NicCcTop(wiring.Component):
         for name, _ in DCQCN_CFG:
             m.d.comb += getattr(rp.cfg, name).eq(getattr(csr.param, name))
         m.d.comb += np_.cnp_interval_ns.eq(csr.param.cnp_interval_ns)
-        dcqcn_on = Signal()
-        m.d.comb += dcqcn_on.eq(csr.param.cc_mode == CC_MODE_DCQCN)
+        for name, _ in HPCC_CFG:
+            m.d.comb += getattr(hp.cfg, name).eq(getattr(csr.param, f"hpcc_{name}"))
+        m.d.comb += [feed.qlen_unit_bytes.eq(csr.param.hpcc_qlen_unit_bytes),
+                     feed.link_kbps.eq(csr.param.hpcc_line_rate_kbps)]
+        dcqcn_on, hpcc_on = Signal(), Signal()
+        m.d.comb += [dcqcn_on.eq(csr.param.cc_mode == CC_MODE_DCQCN), hpcc_on.eq(csr.param.cc_mode == CC_MODE_HPCC)]
 
-        # RX: parser pass-through, CE -> notification point, CNP -> FIFO -> reaction point
-        wiring.connect(m, wiring.flipped(self.rx_s_axis), parser.s_axis)
+        # RX: INT-echo ACK tap and parser pass-through; INT-echo ACK -> FIFO -> feeder -> HPCC engine
+        wiring.connect(m, wiring.flipped(self.rx_s_axis), int_ack.s_axis)
+        wiring.connect(m, int_ack.m_axis, parser.s_axis)
+        m.d.comb += [int_fifo.w_data.eq(int_ack.ack.payload), int_fifo.w_en.eq(int_ack.ack.valid & hpcc_on),
+                     int_ack.ack.ready.eq(int_fifo.w_rdy | ~hpcc_on),
+                     feed.raw.payload.eq(int_fifo.r_data), feed.raw.valid.eq(int_fifo.r_rdy),
+                     int_fifo.r_en.eq(feed.raw.ready)]
+        wiring.connect(m, feed.hpcc, hp.ack)
+        # CE -> notification point, CNP -> FIFO -> reaction point
         wiring.connect(m, parser.m_axis, wiring.flipped(self.rx_m_axis))
         m.d.comb += [np_.ce.payload.eq(parser.ce.payload), np_.ce.valid.eq(parser.ce.valid & dcqcn_on),
                      parser.ce.ready.eq(np_.ce.ready | ~dcqcn_on)]
@@ -201,16 +272,27 @@ class NicCcTop(wiring.Component):
                      parser.cnp.ready.eq(cnp_fifo.w_rdy | ~dcqcn_on),
                      rp.cnp.payload.eq(cnp_fifo.r_data), rp.cnp.valid.eq(cnp_fifo.r_rdy),
                      cnp_fifo.r_en.eq(rp.cnp.ready)]
-        wiring.connect(m, csr.qp_init, rp.init)
+        # QP_INIT: to the mode's engine, and the QP's sent-frame count to 0 (waits for a count being written)
+        init = csr.qp_init
+        init_go = Signal()
+        m.d.comb += [init_go.eq(init.valid & feed.clear_ok),
+                     rp.init.payload.eq(init.payload), rp.init.valid.eq(init_go & dcqcn_on),
+                     hp.init.payload.eq(init.payload), hp.init.valid.eq(init_go & hpcc_on),
+                     init.ready.eq(feed.clear_ok & Mux(dcqcn_on, rp.init.ready, Mux(hpcc_on, hp.init.ready, 1))),
+                     feed.clear.eq(init.valid & init.ready), feed.clear_qp.eq(init.payload)]
 
-        # rates: CSR writes first, then the reaction point's (discarded when DCQCN is off)
+        # rates: CSR writes first, then the mode's engine's (the other engine's are discarded)
+        cc_valid = Signal()
+        m.d.comb += cc_valid.eq((rp.rate_wr.valid & dcqcn_on) | (hp.rate_wr.valid & hpcc_on))
         with m.If(csr.rate_wr.valid):
             m.d.comb += [sched.rate_wr.valid.eq(1), sched.rate_wr.payload.eq(csr.rate_wr.payload),
-                         csr.rate_wr.ready.eq(sched.rate_wr.ready), rp.rate_wr.ready.eq(~dcqcn_on)]
+                         csr.rate_wr.ready.eq(sched.rate_wr.ready), rp.rate_wr.ready.eq(~dcqcn_on),
+                         hp.rate_wr.ready.eq(~hpcc_on)]
         with m.Else():
-            m.d.comb += [sched.rate_wr.valid.eq(rp.rate_wr.valid & dcqcn_on),
-                         sched.rate_wr.payload.eq(rp.rate_wr.payload),
-                         rp.rate_wr.ready.eq(sched.rate_wr.ready | ~dcqcn_on)]
+            m.d.comb += [sched.rate_wr.valid.eq(cc_valid),
+                         sched.rate_wr.payload.eq(Mux(hpcc_on, hp.rate_wr.payload, rp.rate_wr.payload)),
+                         rp.rate_wr.ready.eq(sched.rate_wr.ready | ~dcqcn_on),
+                         hp.rate_wr.ready.eq(sched.rate_wr.ready | ~hpcc_on)]
         rate_fire = sched.rate_wr.valid & sched.rate_wr.ready
         line = sched.line_rate_reg
         wr = mirror.write_port()
@@ -225,25 +307,33 @@ class NicCcTop(wiring.Component):
         prev_pkts = Signal(32)
         m.d.sync += prev_pkts.eq(sched.tx_pkts)
         new_pkt = Signal()
-        m.d.comb += [new_pkt.eq((sched.tx_pkts != prev_pkts) & dcqcn_on),
+        m.d.comb += [feed.sent.eq(sched.tx_pkts != prev_pkts), feed.sent_qp.eq(sched.tx_last_qp),
+                     new_pkt.eq((sched.tx_pkts != prev_pkts) & dcqcn_on),
                      sent_fifo.w_data.eq(sched.tx_last_qp | (sched.tx_last_len << self.qp_bits)),
                      sent_fifo.w_en.eq(new_pkt),
                      rp.sent.valid.eq(sent_fifo.r_rdy), rp.sent.payload.qp.eq(sent_fifo.r_data[:self.qp_bits]),
                      rp.sent.payload.bytes.eq(sent_fifo.r_data[self.qp_bits:]), sent_fifo.r_en.eq(rp.sent.ready)]
 
-        # counters
+        # counters (an HPCC update: a new trace record of kind UPDATE)
+        prev_trace = Signal(32)
+        m.d.sync += prev_trace.eq(hp.trace_seq)
+        hpcc_update = Signal()
+        m.d.comb += hpcc_update.eq((hp.trace_seq != prev_trace) & (hp.trace_kind == KIND_UPDATE))
         cnt = {name: Signal(32, name=f"cnt_{name.lower()}") for name, _ in COUNTERS}
         own = {
             "CNP_SENT": self.cnp_req.valid & self.cnp_req.ready,
             "CLAMPS": csr.clamped,
             "RATE_UPDATES": rate_fire & ~csr.rate_wr.valid,
             "SENT_DROPPED": new_pkt & ~sent_fifo.w_rdy,
+            "INT_ACKS_DROPPED": int_ack.ack.valid & hpcc_on & ~int_fifo.w_rdy,
+            "HPCC_UPDATES": hpcc_update,
         }
         for name, event in own.items():
             with m.If(event):
                 m.d.sync += cnt[name].eq(cnt[name] + 1)
         m.d.comb += [cnt["CNP_RECEIVED"].eq(parser.cnp_pkts), cnt["CE_SEEN"].eq(parser.ce_pkts),
-                     cnt["RX_ROCE"].eq(parser.roce_pkts), cnt["RX_EVENTS_DROPPED"].eq(parser.dropped),
+                     cnt["RX_ROCE"].eq(parser.roce_pkts), cnt["INT_ACKS"].eq(int_ack.int_acks),
+ cnt["RX_EVENTS_DROPPED"].eq(parser.dropped),
                      cnt["TX_PKTS"].eq(sched.tx_pkts), cnt["TX_BYTES"].eq(sched.tx_bytes[:32])]
         for i, (name, _) in enumerate(COUNTERS):
             m.d.comb += csr.counters[i].eq(cnt[name])

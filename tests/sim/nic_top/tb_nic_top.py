@@ -95,7 +95,7 @@ class TB:
         """Write every DCQCN parameter; the line rate first so no bound clamps the others."""
         await self.param("line_rate_kbps", params.line_rate_kbps)
         for name in self.names:
-            if name not in ("cc_mode", "line_rate_kbps"):
+            if name not in ("cc_mode", "line_rate_kbps") and not name.startswith("hpcc_"):
                 await self.param(name, int(getattr(params, name)))
         assert await self.csr(REG_ERR) == 0, "programming a valid DcqcnParams raised an error flag"
 
@@ -244,7 +244,7 @@ async def test_cnps_cut_rate_like_dcqcn_rp_and_tx_follows(dut):
 @cocotb.test()
 async def test_csr_parameters_change_behaviour_like_the_model(dut):
     """g, alpha_init, min rate, F and T written over the bus: cuts and recovery follow DcqcnRp with them; bad
-    writes are clamped or rejected with the error flags; CC mode none ignores CNPs; hpcc is rejected."""
+    writes are clamped or rejected with the error flags; CC mode none ignores CNPs; mode 3 is rejected."""
     tb = TB(dut)
     cocotb.start_soon(tb.monitor())
     await tb.reset()
@@ -273,7 +273,7 @@ async def test_csr_parameters_change_behaviour_like_the_model(dut):
         model.advance(int(get_sim_time("ns")))
         await _check_rate(tb, 4, model, f"{k} timer periods after the last CNP")
         recovery.append(model.rc_kbps)
-    # CC mode none: a CNP is counted, the rate stays; hpcc is reserved and rejected
+    # CC mode none: a CNP is counted, the rate stays; mode 3 does not exist and is rejected
     await tb.param("cc_mode", CC_MODE_NONE)
     before = await tb.rate_of(4)
     await tb.send_frames([cnp_frame(4)])
@@ -281,7 +281,7 @@ async def test_csr_parameters_change_behaviour_like_the_model(dut):
     assert await tb.rate_of(4) == before, "CC mode none let a CNP change the rate"
     assert await tb.csr(COUNTER_ADDR["CNP_RECEIVED"]) == 7
     await tb.csr(REG_ERR, 0xF)
-    await tb.param("cc_mode", CC_MODE_HPCC)
+    await tb.param("cc_mode", CC_MODE_HPCC + 1)
     assert (await tb.param("cc_mode"), await tb.csr(REG_ERR)) == (CC_MODE_NONE, ERR_VALUE)
     await tb.param("cc_mode", CC_MODE_DCQCN)
     # out of range: g_shift 0 rejected, alpha_init above 1.0 clamped, a rate above line rate clamped

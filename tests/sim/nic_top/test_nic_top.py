@@ -1,14 +1,23 @@
-"""pytest wrapper: the NIC CC top level end to end on Icarus and Verilator (64-bit data path, 8 QPs)."""
+"""pytest wrapper: the NIC CC top level end to end (DCQCN, HPCC) on Icarus and Verilator (64-bit data path, 8 QPs)."""
 
 from __future__ import annotations
 
 import dataclasses
+import random
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 from hwsim import SIMULATORS, run_block
+from int_ack_stim import SYNDROME_ACK, IntPath, ack_frame
 
-from hw.nic_top import NicCcTop
-from sw.cc import DcqcnParams
+from hw.int_ack import MAX_INT_HOPS
+from hw.nic_top import DATA_FRAME_OVERHEAD_BYTES, NicCcTop
+from sw.cc import DcqcnParams, HpccParams
+from sw.roce import Opcode
+from sw.roce.int_md import DSCP_INT, strip_int
+from sw.roce.pcap import write_pcap
 
 pytestmark = pytest.mark.sim
 
@@ -29,3 +38,52 @@ def test_nic_top(simulator: str) -> None:
     print(f"\n{simulator}: {figures}")
     assert figures["cnp_requests"] > 5
     assert figures["rp"]["cnp2_rate_kbps"] == DCQCN.line_rate_kbps // 4
+
+
+# HPCC at a quarter of the data path too; T = 4 us (W_max 3200 B, W_AI 25 B), max_stage 3 so additive runs end
+HPCC = HpccParams(line_rate_kbps=6_400_000, base_rtt_ns=4_000, max_stage=3, min_rate_kbps=100_000,
+                  rate_ai_kbps=50_000)
+# rounds of doorbells + an ACK burst, the longest burst, seed (a short run on Icarus, a long one on Verilator)
+HPCC_RUNS = {"icarus": (25, 6, 11), "verilator": (400, 8, 12)}
+
+
+@pytest.mark.parametrize("simulator", SIMULATORS)
+def test_nic_top_hpcc(simulator: str) -> None:
+    rounds, burst, seed = HPCC_RUNS[simulator]
+    dut = NicCcTop(**SIZES)
+    unit = SIZES["mtu_bytes"] + DATA_FRAME_OVERHEAD_BYTES
+    figures = run_block(dut, toplevel="nic_cc_top", test_module="tb_nic_top_hpcc", simulator=simulator,
+                        tag="w64q8-hpcc", params={**SIZES, "qp_bits": dut.qp_bits,
+                                             "param_names": [p.name for p in dut.params],
+                                             "hpcc": dataclasses.asdict(HPCC), "qlen_unit_bytes": unit,
+                                             "settle_clocks": dut.hpcc.cfg_settle_clocks, "qps": [1, 2, 5, 7],
+                                             "rounds": rounds, "burst": burst, "seed": seed,
+                                             "ack_clocks": dut.hpcc.ack_ii_clocks(MAX_INT_HOPS) + 8})
+    print(f"\n{simulator}: {figures}")
+    assert figures["mismatches"] == 0 and figures["hpcc_updates"] > 0
+
+
+def test_int_ack_frames_decode_in_tshark_as_roce_acks(tmp_path: Path) -> None:
+    """The INT-echo ACKs the HPCC test sends: tshark reads IPv4 with DSCP_INT to UDP 4791 of the length the INT
+    stack adds, and, with the INT stripped as the host stack does, an RC Acknowledge with QP, PSN and AETH."""
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark is not installed")
+    rng = random.Random(3)
+    cases = [(qp, rng.randrange(1 << 24), IntPath(rng, n, HPCC.line_rate_kbps, 122, 3200).next_records())
+             for qp, n in ((1, 1), (2, 2), (5, 3), (7, 4), (3, 0))]
+    frames = [ack_frame(qp, psn, records) for qp, psn, records in cases]
+    write_pcap(tmp_path / "int.pcap", frames)
+    write_pcap(tmp_path / "plain.pcap", [strip_int(f)[0] for f in frames])
+    fields = ["-e", "ip.dsfield.dscp", "-e", "udp.dstport", "-e", "udp.length", "-e", "infiniband.bth.opcode",
+              "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "infiniband.aeth.syndrome"]
+    rows = {}
+    for name in ("int", "plain"):
+        out = subprocess.run(["tshark", "-r", str(tmp_path / f"{name}.pcap"), "-T", "fields", "-E", "separator=,",
+                              *fields], capture_output=True, text=True, timeout=60, check=True)
+        rows[name] = [line.split(",") for line in out.stdout.splitlines()]
+    assert len(rows["int"]) == len(rows["plain"]) == len(cases)
+    for (qp, psn, records), frame, r_int, r_plain in zip(cases, frames, rows["int"], rows["plain"], strict=True):
+        assert (int(r_int[0]), int(r_int[1]), int(r_int[2])) == (DSCP_INT, 4791, len(frame) - 34)
+        assert int(r_plain[0]) != DSCP_INT and int(r_plain[2]) == len(frame) - 34 - 16 - 28 * len(records)
+        assert (int(r_plain[3]), int(r_plain[4], 0), int(r_plain[5]), int(r_plain[6])) == \
+            (Opcode.ACKNOWLEDGE, 0x200 + qp, psn, SYNDROME_ACK)

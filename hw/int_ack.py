@@ -1,0 +1,217 @@
+"""INT-echo ACK parser and HPCC feeder: RoCEv2 ACKs carrying echoed INT hops -> ``hw.hpcc.HpccEngine`` ACKs.
+
+Wire format (``sw.roce.int_md``, ``p4/programs/fabric.p4``): Ethernet / IPv4 (IHL 5, DSCP ``DSCP_INT``) / UDP
+4791 / INT shim (type 1, length 4 + 7 * H words) / INT-MD header (version 2, 7 words per hop, domain-specific
+id ``INT_ECHO_DOMAIN_ID``: the requester's own forward-path hops echoed back) / H = 0..4 hop records of 28 bytes,
+newest first (node, ports, latency, queue id + 24-bit occupancy, 64-bit egress timestamp, 32-bit tx bytes) /
+BTH (opcode 0x11, RC ACKNOWLEDGE) / AETH (syndrome type ACK) / ICRC.  The IPv4 total length must be exactly
+that (no payload).  No VLAN tag and no IPv6: the fabric stamps INT into untagged IPv4 only.
+
+``IntAckParser`` taps an AXI stream (frames pass unchanged, one beat per clock at any width): it captures the
+first 190 bytes as the beats go by and, two clocks after a frame's last beat, pulses ``ack`` for one clock
+with the destination QP, PSN, hop count and raw hop records (an event the consumer cannot take is counted in
+``dropped``).  ``HpccAckFeeder`` turns those events into the engine's ``ack`` payload, as the host stack
+(``sw.roce.pacer.QpPacer.int_hops``) does for ``sw.cc.Hpcc``: ts_ns = timestamp * ``ts_unit_ns`` (fabric.p4
+writes microseconds), qlen_bytes = occupancy * ``qlen_unit_bytes`` (saturating at 2^32 - 1), link_kbps =
+``link_kbps`` for every hop; sequences count packets, as PSNs do: ``snd_nxt`` is the number of frames the
+scheduler sent on the QP since its init (``sent`` pulses; PSNs start at 0), ``ack_seq`` the ACK's PSN + 1
+widened to 64 bits against ``snd_nxt`` (exact while fewer than 2^23 packets are outstanding).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from hw.errors import HwParamError
+from hw.hpcc import SEQ_BITS, ack_layout
+from hw.stream import AxiStream
+
+ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES, AETH_BYTES, ICRC_BYTES = 14, 20, 8, 12, 4, 4
+ETHERTYPE_IPV4, ROCEV2_UDP_PORT, IP_PROTO_UDP = 0x0800, 4791, 17
+DSCP_INT = 0x17
+INT_SHIM_BYTES, INT_MD_BYTES, INT_HOP_BYTES = 4, 12, 28
+INT_TYPE_MD, INT_MD_VERSION, INT_HOP_WORDS = 1, 2, 7
+INT_ECHO_DOMAIN_ID = 0x4543
+MAX_INT_HOPS = 4
+OPCODE_RC_ACK = 0x11
+SHIM_AT = ETH_BYTES + IPV4_BYTES + UDP_BYTES
+HOPS_AT = SHIM_AT + INT_SHIM_BYTES + INT_MD_BYTES
+ACK_TAIL_BYTES = BTH_BYTES + AETH_BYTES + ICRC_BYTES
+CAPTURE_BYTES = HOPS_AT + MAX_INT_HOPS * INT_HOP_BYTES + ACK_TAIL_BYTES
+PSN_BITS = 24
+
+RAW_HOP = data.StructLayout({"occupancy": unsigned(24), "ts": unsigned(64), "tx_bytes": unsigned(32)})
+
+
+def raw_ack_layout(qp_bits: int) -> data.StructLayout:
+    """An INT-echo ACK as on the wire: destination QP (low bits), PSN, hop count, raw hop records."""
+    return data.StructLayout({"qp": unsigned(qp_bits), "psn": unsigned(PSN_BITS), "n_hops": unsigned(3),
+                              "hops": data.ArrayLayout(RAW_HOP, MAX_INT_HOPS)})
+
+
+class IntAckParser(wiring.Component):
+    """Pass-through AXI-Stream tap: ``ack`` (``raw_ack_layout``) for every INT-echo RoCE ACK (module docstring)."""
+
+    def __init__(self, *, data_width: int = 1024, n_qps: int = 1024) -> None:
+        if data_width <= 0 or data_width % 8:
+            raise HwParamError(f"data_width must be a positive multiple of 8, not {data_width}")
+        if n_qps < 2 or n_qps & (n_qps - 1) or n_qps > 1 << 24:
+            raise HwParamError(f"n_qps must be a power of two in 2..2^24, not {n_qps}")
+        self.data_width = data_width
+        self.qp_bits = (n_qps - 1).bit_length()
+        self.raw_layout = raw_ack_layout(self.qp_bits)
+        super().__init__({
+            "s_axis": In(AxiStream(data_width)),
+            "m_axis": Out(AxiStream(data_width)),
+            "ack": Out(stream.Signature(self.raw_layout)),
+            "int_acks": Out(32),
+            "dropped": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        bpb = self.data_width // 8
+        s, o = self.s_axis, self.m_axis
+        m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast), o.tvalid.eq(s.tvalid),
+                     s.tready.eq(o.tready)]
+        fire = s.tvalid & s.tready
+        last_beat = (CAPTURE_BYTES - 1) // bpb
+        beat = Signal(range(last_beat + 2))
+        hdr = [Signal(8, name=f"hdr{i}") for i in range(CAPTURE_BYTES)]
+        got = [Signal(name=f"got{i}") for i in range(CAPTURE_BYTES)]
+        with m.If(fire):
+            with m.If(s.tlast):
+                m.d.sync += beat.eq(0)
+            with m.Elif(beat <= last_beat):
+                m.d.sync += beat.eq(beat + 1)
+            for i in range(CAPTURE_BYTES):
+                if i // bpb:
+                    with m.If(beat == 0):  # a new frame: forget bytes of later beats until they arrive
+                        m.d.sync += got[i].eq(0)
+                with m.If(beat == i // bpb):
+                    lane = i % bpb
+                    m.d.sync += [hdr[i].eq(s.tdata[8 * lane:8 * lane + 8]), got[i].eq(s.tkeep[lane])]
+        ended = Signal()
+        m.d.sync += ended.eq(fire & s.tlast)  # the clock after a last beat, the whole frame's head is in hdr
+
+        def be(offset: int, n: int):
+            return Cat(*reversed(hdr[offset:offset + n]))
+
+        shim_words = hdr[SHIM_AT + 1]
+        md = SHIM_AT + INT_SHIM_BYTES
+        common = ((be(12, 2) == ETHERTYPE_IPV4) & (hdr[14] == 0x45) & (hdr[15][2:] == DSCP_INT)
+                  & (hdr[23] == IP_PROTO_UDP) & (be(20, 2) & 0x3FFF == 0) & (be(36, 2) == ROCEV2_UDP_PORT)
+                  & (hdr[SHIM_AT][4:] == INT_TYPE_MD) & (hdr[md][4:] == INT_MD_VERSION)
+                  & (be(md + 6, 2) == INT_ECHO_DOMAIN_ID))
+        ok_n, qp_n, psn_n = [], [], []
+        for n in range(MAX_INT_HOPS + 1):
+            words = (INT_SHIM_BYTES + INT_MD_BYTES + n * INT_HOP_BYTES) // 4
+            bth = HOPS_AT + n * INT_HOP_BYTES
+            ip_len = IPV4_BYTES + UDP_BYTES + 4 * words + ACK_TAIL_BYTES
+            ok_n.append((shim_words == words) & (be(16, 2) == ip_len) & got[bth + ACK_TAIL_BYTES - 1]
+                        & (hdr[bth] == OPCODE_RC_ACK) & (hdr[bth + 1][:4] == 0)
+                        & (hdr[bth + BTH_BYTES][5:7] == 0)
+                        & ((hdr[md + 2][:5] == INT_HOP_WORDS) if n else 1))
+            qp_n.append(be(bth + 5, 3)[:self.qp_bits])
+            psn_n.append(be(bth + 9, 3))
+        # register the decision and the fields: the next frame may overwrite hdr from this clock's edge on
+        hit = Signal()
+        ev = Signal(self.raw_layout)
+        m.d.comb += hit.eq(ended & common & Cat(*ok_n).any())
+        m.d.sync += self.ack.valid.eq(hit)
+        with m.If(ended):
+            for n in range(MAX_INT_HOPS + 1):
+                with m.If(shim_words == (INT_SHIM_BYTES + INT_MD_BYTES + n * INT_HOP_BYTES) // 4):
+                    m.d.sync += [ev.qp.eq(qp_n[n]), ev.psn.eq(psn_n[n]), ev.n_hops.eq(n)]
+            for h in range(MAX_INT_HOPS):
+                at = HOPS_AT + h * INT_HOP_BYTES
+                m.d.sync += [ev.hops[h].occupancy.eq(be(at + 13, 3)), ev.hops[h].ts.eq(be(at + 16, 8)),
+                             ev.hops[h].tx_bytes.eq(be(at + 24, 4))]
+        m.d.comb += self.ack.payload.eq(ev)
+        with m.If(self.ack.valid):
+            m.d.sync += self.int_acks.eq(self.int_acks + 1)
+            with m.If(~self.ack.ready):
+                m.d.sync += self.dropped.eq(self.dropped + 1)
+        return m
+
+
+class HpccAckFeeder(wiring.Component):
+    """Raw INT-echo ACKs (``raw`` stream) -> ``hpcc`` ACKs in ``HpccEngine`` units, held until taken.
+
+    Keeps each QP's sent-packet count (``sent`` pulses with ``sent_qp``; ``clear`` with ``clear_qp`` zeroes it,
+    as a QP init does; a clear waits while ``clear_ok`` is low, one clock after a sent pulse).
+    """
+
+    def __init__(self, *, n_qps: int = 1024, max_hops: int = MAX_INT_HOPS, ts_bits: int = 64, tx_bits: int = 32,
+                 ts_unit_ns: int = 1000) -> None:
+        if not 1 <= ts_unit_ns <= 1_000_000:
+            raise HwParamError(f"ts_unit_ns={ts_unit_ns}: must be in 1..1000000")
+        if max_hops < MAX_INT_HOPS:
+            raise HwParamError(f"max_hops={max_hops}: the engine must take the fabric's {MAX_INT_HOPS} hops")
+        self.n_qps, self.max_hops, self.ts_unit_ns = n_qps, max_hops, ts_unit_ns
+        self.qp_bits = (n_qps - 1).bit_length()
+        self.ts_bits, self.tx_bits = ts_bits, tx_bits
+        qp = unsigned(self.qp_bits)
+        super().__init__({
+            "raw": In(stream.Signature(raw_ack_layout(self.qp_bits))),
+            "hpcc": Out(stream.Signature(ack_layout(self.qp_bits, max_hops, ts_bits, tx_bits))),
+            "sent": In(1), "sent_qp": In(qp),
+            "clear": In(1), "clear_qp": In(qp), "clear_ok": Out(1),
+            "qlen_unit_bytes": In(16), "link_kbps": In(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.snd = snd = Memory(shape=SEQ_BITS, depth=self.n_qps, init=[], attrs={"ram_style": "block"})
+        wr = snd.write_port()
+        inc_rd = snd.read_port(transparent_for=(wr,))
+        ack_rd = snd.read_port(transparent_for=(wr,))
+
+        # sent-packet counters: read the QP's count, write it + 1 the next clock (a clear waits for that write)
+        inc_pending, inc_qp = Signal(), Signal(self.qp_bits)
+        m.d.comb += inc_rd.addr.eq(self.sent_qp)
+        m.d.sync += [inc_pending.eq(self.sent), inc_qp.eq(self.sent_qp)]
+        m.d.comb += self.clear_ok.eq(~inc_pending)
+        with m.If(inc_pending):
+            m.d.comb += [wr.addr.eq(inc_qp), wr.data.eq(inc_rd.data + 1), wr.en.eq(1)]
+        with m.Elif(self.clear):
+            m.d.comb += [wr.addr.eq(self.clear_qp), wr.data.eq(0), wr.en.eq(1)]
+
+        # one raw ACK at a time: take it, read its QP's count, convert, offer until the engine takes it
+        raw = Signal.like(self.raw.payload)
+        out = self.hpcc.payload
+        ts_mask = (1 << self.ts_bits) - 1
+        tx_mask = (1 << self.tx_bits) - 1
+        q_max = (1 << 32) - 1
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.raw.ready.eq(1), ack_rd.addr.eq(self.raw.payload.qp)]
+                with m.If(self.raw.valid):
+                    m.d.sync += raw.eq(self.raw.payload)
+                    m.next = "CONVERT"
+            with m.State("CONVERT"):
+                m.d.comb += ack_rd.addr.eq(raw.qp)
+                snd_nxt = ack_rd.data
+                behind = Signal(PSN_BITS)  # packets sent but not acknowledged, modulo 2^24
+                m.d.comb += behind.eq(snd_nxt[:PSN_BITS] - raw.psn - 1)
+                m.d.sync += [out.qp.eq(raw.qp), out.n_hops.eq(raw.n_hops), out.snd_nxt.eq(snd_nxt),
+                             out.ack_seq.eq(snd_nxt - behind)]
+                for h in range(self.max_hops):
+                    if h >= len(raw.hops):
+                        m.d.sync += out.hops[h].eq(0)
+                        continue
+                    r = raw.hops[h]
+                    qlen = r.occupancy * self.qlen_unit_bytes
+                    m.d.sync += [out.hops[h].ts_ns.eq((r.ts * self.ts_unit_ns) & ts_mask),
+                                 out.hops[h].tx_bytes.eq(r.tx_bytes & tx_mask),
+                                 out.hops[h].qlen_bytes.eq(Mux(qlen > q_max, q_max, qlen)),
+                                 out.hops[h].link_kbps.eq(self.link_kbps)]
+                m.next = "OFFER"
+            with m.State("OFFER"):
+                m.d.comb += self.hpcc.valid.eq(1)
+                with m.If(self.hpcc.ready):
+                    m.next = "IDLE"
+        return m

@@ -20,7 +20,8 @@ XOFF/XON/headroom) and in the NICs, and reports the pauses the leaf sent.
 
 Each run also reports the DCQCN chain, to find where a loop breaks: CE marks the leaf set (``ecn_marks``), CE
 packets the receiver's NP saw (``ce_packets_rx``), CNPs it sent (``cnps``), CNPs each sender received and its
-reaction point applied (``cnps_received``/``cnps_applied``); ``--trace`` adds every flow's rate trajectory.
+reaction point applied (``cnps_received``/``cnps_applied``); ``--trace`` adds every flow's rate trajectory, and
+``cc_params`` the parameters the senders' model ran with.
 
 Figures are in network time (``sw.clock``: run with time dilation, ``--dilation``, so the Python data path and
 the software switch keep up).  Utilization = bytes the bottleneck port sent (switch counter, frames with their
@@ -32,6 +33,7 @@ store; a flow's completion time runs from its sender seeing it to the WRITE's co
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -44,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from sw.clock import ENV_DILATION, Clock, get_clock
-from sw.roce.pacer import CC_NAMES
+from sw.roce.pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
 from sw.roce.qp_connect import connect, qp_info
 from sw.roce.store import FileStore
 from sw.roce.verbs import SendWr, WcStatus, WrOpcode
@@ -196,6 +198,16 @@ def jain(values: list[float]) -> float:
     return sum(values) ** 2 / (len(values) * sum(v * v for v in values)) if values and any(values) else 0.0
 
 
+def cc_params(cc: str, link_rate_bps: int, base_rtt_ns: int) -> dict[str, Any]:
+    """The parameters the senders' congestion control runs with (sw.roce.pacer's host choice), for the report;
+    DCQCN's include the receiver NP's CNP spacing."""
+    params = getattr(make_cc(cc, link_rate_bps, base_rtt_ns=base_rtt_ns), "params", None)
+    out = dataclasses.asdict(params) if params is not None else {}
+    if cc == "dcqcn":
+        out["np_cnp_interval_ns"] = DCQCN_CNP_INTERVAL_NS
+    return out
+
+
 def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) -> dict[str, Any]:
     """One incast through a fresh fabric with congestion control ``cc``; the JSON report of the run.
 
@@ -279,6 +291,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         "cc": cc, "senders": args.senders, "bytes_per_flow": args.size_bytes, "link_rate_bps": rate,
         "time_dilation": clock.dilation, "base_rtt": args.base_rtt, "queue_depth_pkts": queue_depth,
         "ecn_kmin_kmax_pmax": [args.ecn_kmin, args.ecn_kmax, args.ecn_pmax],
+        "cc_params": cc_params(cc, rate, parse_duration_ns(args.base_rtt, what="--base-rtt")),
         "data_ok": all(rx["data_ok"]) and all(s["ok"] for s in senders),
         "drops": drops + headroom_drops, "switch_rx_kernel_drops": kernel_drops,
         "pfc": args.pfc,

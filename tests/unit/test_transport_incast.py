@@ -152,3 +152,16 @@ def test_incast_bench_buffer_and_pfc_options(capsys):
     assert main(["--buffer", "big"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--buffer 'big'" in err
+
+
+def test_incast_bench_reports_the_host_cc_parameters():
+    from sw.roce.incast import cc_params
+    from sw.roce.pacer import make_cc, make_np
+
+    dcqcn = cc_params("dcqcn", 10_000_000_000, 4_000)
+    rp = make_cc("dcqcn", 10_000_000_000)
+    assert dcqcn["min_rate_kbps"] == rp.params.min_rate_kbps == 625_000
+    assert dcqcn["alpha_timer_ns"] == rp.params.alpha_timer_ns
+    assert dcqcn["np_cnp_interval_ns"] == make_np().params.cnp_interval_ns
+    assert cc_params("hpcc", 10_000_000_000, 4_000)["base_rtt_ns"] == 4_000
+    assert cc_params("none", 10_000_000_000, 4_000) == {}

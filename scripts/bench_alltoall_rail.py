@@ -33,6 +33,19 @@ from sw.units import parse_rate_bps, parse_size_bytes  # noqa: E402
 ALGOS = ("pairwise", "rail")
 ETH_IP_TCP_OVERHEAD = (1500 + 14) / (1500 - 52)
 """Wire bytes per TCP payload byte at MTU 1500 (Ethernet 14, IPv4 20, TCP 20 + timestamps 12)."""
+ROCE_FRAME_EXTRA_BYTES = 14 + 20 + 8 + 12 + 4 + 24
+"""Bytes a RoCEv2 SEND frame adds to its payload on the wire: Ethernet, IPv4, UDP, BTH, ICRC, and the preamble,
+delimiter, FCS and gap the transport's wire pacer charges (``WIRE_OVERHEAD_BYTES``)."""
+
+
+def wire_overhead(net: str, mtu: int) -> float:
+    """Wire bytes per payload byte of the ranks' transport (RoCE: full frames of the path MTU)."""
+    if net == "tcp":
+        return ETH_IP_TCP_OVERHEAD
+    from sw.roce.nic_port import path_mtu_for
+
+    pmtu = path_mtu_for(mtu)
+    return (pmtu + ROCE_FRAME_EXTRA_BYTES) / pmtu
 STARPULSE = str(REPO / ".venv" / "bin" / "starpulse")
 
 
@@ -157,7 +170,7 @@ def _where(ss: list[dict[str, Any]]) -> str:
 
 
 def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: float, spines: int = 2,
-              oversub: float = 1.0) -> list[str]:
+              oversub: float = 1.0, overhead: float = ETH_IP_TCP_OVERHEAD) -> list[str]:
     """Table rows: medians per size and algorithm, the NIC lower bound, the busiest leaf uplink's bound (its
     measured bytes at the uplink rate: ECMP balance and oversubscription), and the rail-aligned gain."""
     uplink_bps = servers * link_rate_bps / (spines * oversub) if spines else 0.0
@@ -171,7 +184,7 @@ def summarize(result: dict[str, Any], servers: int, gpus: int, link_rate_bps: fl
     for size in sizes:
         block = size // (servers * gpus)
         nic_bytes = (servers - 1) * gpus * block
-        bound_ms = nic_bytes * 8 * ETH_IP_TCP_OVERHEAD / link_rate_bps * 1e3
+        bound_ms = nic_bytes * 8 * overhead / link_rate_bps * 1e3
         med = {}
         for algo in ALGOS:
             ss = [s for s in result["samples"] if s["size_bytes"] == size and s["algo"] == algo]
@@ -225,7 +238,7 @@ def run_one(args: argparse.Namespace, oversub: float, json_path: str) -> dict[st
     link_bps = parse_rate_bps(args.link_rate, what="--link-rate")
     env["STARPULSE_INTRA_RATE"] = str(int(args.intra_ratio * link_bps if args.intra_ratio > 0 else 20e9))
     topo = ["--servers", str(args.servers), "--gpus-per-server", str(args.gpus), "--spines", str(args.spines),
-            "--link-rate", args.link_rate, "--oversubscription", repr(oversub)]
+            "--link-rate", args.link_rate, "--oversubscription", repr(oversub), "--mtu", str(args.mtu)]
     name = args.name
     fabric = subprocess.Popen([STARPULSE, "fabric", "up", "--name", name, *topo], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -262,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpus", type=int, default=2)
     parser.add_argument("--spines", type=int, default=2)
     parser.add_argument("--link-rate", default="100M")
+    parser.add_argument("--mtu", type=int, default=9000, help="fabric MTU (default 9000: jumbo frames, as the demo)")
     parser.add_argument("--intra-ratio", type=float, default=9.0,
                         help="shared-memory rate / link rate (default 9; 0 = library default 20 Gb/s)")
     parser.add_argument("--net", choices=("roce", "tcp"), default=None,
@@ -279,11 +293,12 @@ def main(argv: list[str] | None = None) -> int:
             result = run_one(args, oversub, str(Path(tmp) / "rank0.json"))
         report["runs"].append({"oversubscription": oversub, **result})
         print(f"# {args.servers} servers x {args.gpus} GPUs, {args.spines} spines, oversubscription {oversub:g}, "
-              f"links {args.link_rate}, net {args.net or 'default (roce)'}, dilation {args.time_dilation:g}, "
+              f"links {args.link_rate}, MTU {args.mtu}, net {args.net or 'default (roce)'}, "
+              f"dilation {args.time_dilation:g}, "
               f"intra/link {args.intra_ratio:g}, "
               f"{args.rounds} rounds (A B B A ...)", flush=True)
         for line in summarize(result, args.servers, args.gpus, parse_rate_bps(args.link_rate, what="--link-rate"),
-                              args.spines, oversub):
+                              args.spines, oversub, wire_overhead(args.net or "roce", args.mtu)):
             print(line, flush=True)
     if args.output:
         Path(args.output).write_text(json.dumps(report, indent=1) + "\n")

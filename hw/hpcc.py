@@ -86,7 +86,9 @@ class HpccEngine(wiring.Component):
 
     Inputs: ``init`` (qp) resets a QP to W = Wc = W_max at line rate; ``ack`` an ACK (``ack_layout``, an
     ``n_hops`` above ``max_hops`` counts as ``max_hops``).  Outputs: ``rate_wr`` (qp, limiter increment) and
-    ``window_bytes`` after every init and window update; ``trace_*`` one record per event.
+    ``window_bytes`` after every init and window update; ``trace_*`` one record per event.  With
+    ``runtime_cfg`` the ``HPCC_CFG`` constants come from ``cfg`` (``params`` gives their reset-time windows and
+    the widths; T may go up to ``max_base_rtt_ns``).
     """
 
     def __init__(self, *, n_qps: int = 1024, max_hops: int = 8, params: HpccParams | None = None,

@@ -87,3 +87,14 @@ def test_int_ack_frames_decode_in_tshark_as_roce_acks(tmp_path: Path) -> None:
         assert int(r_plain[0]) != DSCP_INT and int(r_plain[2]) == len(frame) - 34 - 16 - 28 * len(records)
         assert (int(r_plain[3]), int(r_plain[4], 0), int(r_plain[5]), int(r_plain[6])) == \
             (Opcode.ACKNOWLEDGE, 0x200 + qp, psn, SYNDROME_ACK)
+
+
+def test_hpcc_qlen_unit_resets_to_the_host_stacks_data_frame() -> None:
+    """The INT occupancy unit after reset is the frame the host stack multiplies occupancies by (hw may not import
+    sw.roce, so the constant is mirrored)."""
+    from sw.roce.qp_requester import DATA_FRAME_OVERHEAD_BYTES as HOST_OVERHEAD_BYTES
+
+    dut = NicCcTop(**SIZES)
+    (unit,) = [p for p in dut.params if p.name == "hpcc_qlen_unit_bytes"]
+    assert DATA_FRAME_OVERHEAD_BYTES == HOST_OVERHEAD_BYTES
+    assert unit.reset == SIZES["mtu_bytes"] + HOST_OVERHEAD_BYTES

@@ -6,7 +6,10 @@ Blocks (one Verilog module each, see ``hw.blocks`` and ``starpulse hw verilog``)
 * :mod:`hw.dcqcn`  - ``DcqcnRpEngine``: DCQCN reaction points, bit-exact against ``sw.cc.DcqcnRp``
 * :mod:`hw.cnp`    - ``CnpGenerator``: DCQCN notification point, bit-exact against ``sw.cc.DcqcnNp``
 * :mod:`hw.parser` - ``RoceParser``: Ethernet/IPv4/UDP/BTH parser raising CE and CNP events
-* :mod:`hw.icrc`   - ``IcrcChecker``: full-width RoCEv2 ICRC check
+* :mod:`hw.icrc`   - ``IcrcChecker``: full-width RoCEv2 ICRC check; ``IcrcGenerator`` (block ``icrc_gen``):
+  appends the ICRC on transmit
+* :mod:`hw.hpcc`   - ``HpccEngine``: INT/HPCC per-QP window and rate
+* :mod:`hw.nic_top` - ``NicCcTop``: the CC top level wiring parser, CNP generator, DCQCN RP, scheduler, CSR
 * :mod:`hw.csr`    - ``CsrBank``: register bus for rates (clamped with an error flag), counters
 * :mod:`hw.stream` - the AXI-Stream signature they share
 """

@@ -130,18 +130,31 @@ def logic_levels(netlist: dict, top: str) -> int:
     return ceil(max(depth.values(), default=0.0))
 
 
+def failure_detail(returncode: int, stderr: str, stdout: str, log: Path, n_lines: int = 3) -> str:
+    """The last lines yosys wrote (stderr, else stdout, else its log file), never empty: a failure's one-liner."""
+    log_text = log.read_text(errors="replace") if log.exists() else ""
+    for text, where in ((stderr, "stderr"), (stdout, "stdout"), (log_text, f"log {log.name}")):
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        if lines:
+            return f"exit {returncode}, {where}: " + " / ".join(lines[-n_lines:])
+    return f"exit {returncode} with no output on stderr, stdout or log"
+
+
 def synthesize(verilog_path: Path, top: str, workdir: Path) -> Resources:
     """Run yosys on one block and return its resource counts and logic depth."""
     stat = workdir / f"{top}.stat.json"
     net = workdir / f"{top}.net.json"
     # the WebAssembly yosys sees only its working directory: pass paths relative to it
     src = Path(verilog_path).resolve().relative_to(workdir.resolve())
-    script = (f"read_verilog {src}; synth_xilinx -family xcup -flatten -top {top}; "
+    log = workdir / f"{top}.yosys.log"
+    # ``clean -purge`` first drops Amaranth's alias wires such as ``counters[0]`` (an ArrayLayout port's
+    # elements): with them ABC9 inside the WebAssembly yosys exits 1 silently, so they never reach it
+    script = (f"read_verilog {src}; proc; clean -purge; synth_xilinx -family xcup -flatten -top {top}; "
               f"tee -q -o {stat.name} stat -json; write_json {net.name}")
-    proc = subprocess.run([yosys_binary(), "-q", "-p", script], capture_output=True, text=True, cwd=workdir)
+    proc = subprocess.run([yosys_binary(), "-q", "-l", log.name, "-p", script], capture_output=True, text=True,
+                          cwd=workdir)
     if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise HwError(f"yosys failed on {top}: {' / '.join(tail)}")
+        raise HwError(f"yosys failed on {top}: {failure_detail(proc.returncode, proc.stderr, proc.stdout, log)}")
     report = json.loads(stat.read_text())
     res = count_cells(top, report["design"]["num_cells_by_type"])
     return Resources(**{**res.as_dict(), "levels": logic_levels(json.loads(net.read_text()), top)})

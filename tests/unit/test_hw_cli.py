@@ -76,3 +76,24 @@ def test_report_json_has_levels_within_the_400mhz_budget(capsys) -> None:
     assert row["block"] == "icrc_gen" and row["luts"] > 100 and row["ffs"] > 500
     assert 2 <= row["levels"] <= report["max_levels_400mhz"] == 6
     assert "400 MHz" in report["levels_rule"]
+
+
+def test_yosys_failure_detail_is_never_empty(tmp_path: Path) -> None:
+    """A failing yosys run is described by its stderr, else stdout, else the log tail, else its exit code."""
+    from hw.synth import failure_detail
+
+    log = tmp_path / "x.yosys.log"
+    assert failure_detail(1, "ERROR: boom\n", "", log) == "exit 1, stderr: ERROR: boom"
+    log.write_text("2.50.14.5. Executing ABC9.\nRunning ABC command: yosys-abc\n\n")
+    assert failure_detail(1, "", "", log) == ("exit 1, log x.yosys.log: 2.50.14.5. Executing ABC9. / "
+                                              "Running ABC command: yosys-abc")
+    assert failure_detail(3, "", " \n", tmp_path / "missing.log") == "exit 3 with no output on stderr, stdout or log"
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_report_synthesizes_csr_bank(capsys) -> None:
+    """csr_bank (an ArrayLayout port: Amaranth names its elements ``counters[i]``) goes through yosys + ABC9."""
+    assert main(["hw", "report", "--json", "--block", "csr_bank", "--qps", "16", "--data-width", "64"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["blocks"]
+    assert row["block"] == "csr_bank" and row["luts"] > 0 and row["ffs"] > 0 and row["levels"] >= 1

@@ -27,11 +27,11 @@ CC_NAMES = ("none", "dcqcn", "hpcc")
 # DCQCN as NICs ship it (NVIDIA firmware clamp_tgt_rate=0, the HPCC authors' ns-3 DCQCN): a CNP lowers the target
 # only after a rate increase.  With the paper's clamp (Rt = Rc on every CNP) the burst of CNPs an incast's first
 # RTTs bring drives every flow's target down to the cut rate, and additive increase then needs ms to refill the
-# link (sw.cc.sim, 8 -> 1 at 10 Gb/s, 1 MiB flows, eight seeds, the values below: 0.97 vs 0.89 utilisation).
+# link (sw.cc.sim, 8 -> 1 at 10 Gb/s, 1 MiB flows, eight seeds, the values below: 0.95 vs 0.88 utilisation).
 DCQCN_CLAMP_TARGET_RATE = False
 # Fast-recovery stages F = 1 (the paper's 5): the HPCC authors' ns-3 DCQCN (FAST_RECOVERY_TIMES 1 in their
 # simulation/run.py) and NVIDIA firmware (rpg_threshold 1).  After one timer period without a CNP the target grows
-# again, so a flow cut below its share by the incast's random marks catches up sooner (same simulation: 0.97 vs 0.90).
+# again, so a flow cut below its share by the incast's random marks catches up sooner (same simulation: 0.95 vs 0.91).
 DCQCN_FAST_RECOVERY_STAGES = 1
 # Alpha timer K = 4 us (the paper's 55 us), equal to the CNP spacing below as the paper keeps K (55 us) ~ N (50 us),
 # so alpha holds under persistent marking and decays once it stops.  With K = 55 us alpha's half-life is 177 periods
@@ -48,22 +48,24 @@ DCQCN_CNP_INTERVAL_NS = 4_000
 # Rate floor: line rate / 16 (625 Mb/s at 10 Gb/s; was min(100 Mb/s, line / 100)).  The HPCC authors' ns-3 DCQCN
 # runs with MIN_RATE 1000 Mb/s (simulation/run.py) — 4 % of their 25 Gb/s links.  A floor bounds how deep the
 # incast's first queue (hundreds of packets above Kmax, so every packet marked while it drains) cuts each flow: from
-# 100 Mb/s the additive increase needs ms to refill the link (sw.cc.sim, 8 -> 1, the values here: 0.97 vs
+# 100 Mb/s the additive increase needs ms to refill the link (sw.cc.sim, 8 -> 1, the paper's B = 10 MB: 0.97 vs
 # 0.93 utilisation with a 100 Mb/s floor; the paper's K = 55 us, N = 50 us with either floor: 0.95 / 0.93, completion
 # times 1.5-1.9x apart).
 # The price: at most 16 senders into one port can be slowed to their share — an N:1 incast with N > 16 keeps the
 # port above line rate (sw.cc.sim: 1 Gb/s floors already overflow the 2 MB buffer at 12 -> 1).
 DCQCN_MIN_RATE_LINE_DIVISOR = 16
-# Byte counter and hyper-increase step: the paper's B = 10 MB (never fires for a 1 MiB flow, so hyper increase never
-# applies) and R_HAI = 100 Mb/s (the HPCC authors' mix/config.txt), not NVIDIA firmware's rpg_byte_reset 32767 B /
-# rpg_hai_rate 50 Mb/s.  Through the P4 fabric (sw.roce.incast, 8 x 1 MiB, 10 Gb/s, 0 drops in every run) NVIDIA's
-# pair lets the flows left after the incast's first completions take up the freed link sooner (wire utilisation
-# 0.930-0.964 in four runs against 0.928-0.933 in three at the same load) but costs fairness: byte-counter events
-# come in proportion to a flow's rate, so the first flow out of the incast's floor phase can run away (one run:
-# 2-3 Gb/s against 1-1.5 for the others, Jain 0.960; with R_HAI = 100 Mb/s 0.976-0.984), while B = 10 MB kept Jain
-# >= 0.990 in every run.  sw.cc.sim, whose flows finish closer together, shows no gain either (0.95 vs 0.97).
-DCQCN_BYTE_COUNTER_BYTES = 10_000_000
-DCQCN_RATE_HAI_KBPS = 100_000
+# Byte counter B = 32767 bytes and hyper-increase step R_HAI = 50 Mb/s: NVIDIA firmware's rpg_byte_reset and
+# rpg_hai_rate defaults (the paper's B = 10 MB never fires for a 1 MiB flow, so the paper's R_HAI never applies).
+# Once a flow has gone F timer periods and F byte-counter periods without a CNP it hyper-increases: the flows still
+# running after the incast's first completions take up the freed link sooner than by +40 Mb/s steps.  Through the P4
+# fabric (sw.roce.incast, 8 x 1 MiB, 10 Gb/s, 0 drops in every run): wire utilisation 0.930-0.964 (mean 0.953) in
+# four runs against 0.901-0.954 (mean 0.929) in five with B = 10 MB, where the link idles 0.5-0.8 ms after the first
+# completions.  The cost is fairness: byte-counter events come in proportion to a flow's rate, so the first flow
+# out of the incast's floor phase can run away (one run of four: 2-3 Gb/s against 1-1.5 for the others, Jain 0.960;
+# the others 0.990-0.997; B = 10 MB: 0.990-0.997 in all five; with R_HAI = 100 Mb/s Jain 0.976-0.984).  sw.cc.sim,
+# whose flows finish closer together, shows no gain (0.95 vs 0.97): it has no tail to refill.
+DCQCN_BYTE_COUNTER_BYTES = 32_767
+DCQCN_RATE_HAI_KBPS = 50_000
 
 
 class CcConfigError(ValueError):

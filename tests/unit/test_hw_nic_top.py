@@ -110,13 +110,17 @@ def test_every_parameter_clamps_or_rejects_as_its_table_row_says() -> None:
         assert (got, err, out) == (want, want_err, want), f"{name} <- {value}: got {got} err {err}"
 
 
-def test_hpcc_mode_is_reserved_and_bounds_follow_other_registers() -> None:
+def test_cc_mode_accepts_hpcc_rejects_3_and_bounds_follow_other_registers() -> None:
+    """cc_mode takes none/dcqcn/hpcc; 3 is rejected (ERR_VALUE, value kept); min/line rate bound each other."""
     dut = CsrBank(n_qps=8, line_rate_reg=8 << 24, n_counters=2, params=PARAMS)
     bus = (dut.addr, dut.wdata, dut.we, dut.re, dut.rdata, dut.ack)
     seen = {}
 
     async def bench(ctx):
         await _access(ctx, bus, dut.param_addr("cc_mode"), CC_MODE_HPCC)
+        seen["hpcc"] = await _access(ctx, bus, dut.param_addr("cc_mode"), None)
+        seen["hpcc_err"] = await _access(ctx, bus, REG_ERR, None)
+        await _access(ctx, bus, dut.param_addr("cc_mode"), 3)
         seen["mode"] = await _access(ctx, bus, dut.param_addr("cc_mode"), None)
         seen["err"] = await _access(ctx, bus, REG_ERR, None)
         await _access(ctx, bus, dut.param_addr("line_rate_kbps"), 5_000_000)
@@ -126,7 +130,8 @@ def test_hpcc_mode_is_reserved_and_bounds_follow_other_registers() -> None:
         seen["line"] = await _access(ctx, bus, dut.param_addr("line_rate_kbps"), None)
 
     _sim(dut, bench)
-    assert seen == {"mode": 1, "err": ERR_VALUE, "min": 5_000_000, "line": 5_000_000}
+    assert seen == {"hpcc": CC_MODE_HPCC, "hpcc_err": 0, "mode": CC_MODE_HPCC, "err": ERR_VALUE,
+                    "min": 5_000_000, "line": 5_000_000}
 
 
 def test_qp_init_writes_line_rate_and_reads_back() -> None:

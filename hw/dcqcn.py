@@ -180,6 +180,8 @@ class DcqcnRpEngine(wiring.Component):
         changed = Signal()
         sweep_ptr = Signal(self.qp_bits)
         sweep_turn = Signal()
+        # the timers' due compares (64 bits) are made a state ahead of their use, off the update paths
+        alpha_due, rate_due = Signal(), Signal()
 
         def increase(st, t_count, bc_count):
             """The DCQCN increase rule on working state ``st`` with the given stage counters."""
@@ -220,15 +222,16 @@ class DcqcnRpEngine(wiring.Component):
                     m.d.sync += [kind.eq(KIND_TIMER), qp.eq(sweep_ptr), sweep_ptr.eq(sweep_ptr + 1)]
                 m.next = "READ"
             with m.State("READ"):
-                m.d.sync += s.eq(rd.data)
+                m.d.sync += [s.eq(rd.data), alpha_due.eq(rd.data.next_alpha_ns <= t)]
                 m.next = "ALPHA"
             with m.State("ALPHA"):
-                with m.If((kind != KIND_INIT) & s.active & (s.next_alpha_ns <= t)):
+                m.d.sync += rate_due.eq(s.next_rate_ns <= t)  # ALPHA leaves next_rate_ns alone
+                with m.If((kind != KIND_INIT) & s.active & alpha_due):
                     m.d.sync += [s.alpha_q16.eq(s.alpha_q16 - (s.alpha_q16 >> g)),
                                  s.next_alpha_ns.eq(s.next_alpha_ns + alpha_timer), changed.eq(1)]
                 m.next = "RATE"
             with m.State("RATE"):
-                with m.If((kind != KIND_INIT) & s.active & (s.next_rate_ns <= t)):
+                with m.If((kind != KIND_INIT) & s.active & rate_due):
                     tc = Signal(8)
                     m.d.comb += tc.eq(sat_inc(s.t_count))
                     rt_new, rc_new, stage = increase(s, tc, s.bc_count)

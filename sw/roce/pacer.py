@@ -58,11 +58,11 @@ DCQCN_MIN_RATE_LINE_DIVISOR = 16
 # rpg_hai_rate defaults (the paper's B = 10 MB never fires for a 1 MiB flow, so the paper's R_HAI never applies).
 # Once a flow has gone F timer periods and F byte-counter periods without a CNP it hyper-increases: the flows still
 # running after the incast's first completions take up the freed link sooner than by +40 Mb/s steps.  Through the P4
-# fabric (sw.roce.incast, 8 x 1 MiB, 10 Gb/s, 0 drops in every run): wire utilisation 0.930-0.964 (mean 0.953) in
-# four runs against 0.901-0.965 (mean 0.935) in six with B = 10 MB, where the link idles 0.3-0.8 ms after the first
+# fabric (sw.roce.incast, 8 x 1 MiB, 10 Gb/s, 0 drops in every run): wire utilisation 0.930-0.964 (mean 0.954) in
+# five runs against 0.901-0.965 (mean 0.935) in six with B = 10 MB, where the link idles 0.3-0.8 ms after the first
 # completions.  The cost is fairness: byte-counter events come in proportion to a flow's rate, so the first flow
-# out of the incast's floor phase can run away (one run of four: 2-3 Gb/s against 1-1.5 for the others, Jain 0.960;
-# the others 0.9900-0.9966; B = 10 MB: 0.9898-0.9974 in six; with R_HAI = 100 Mb/s 0.976-0.984).  sw.cc.sim,
+# out of the incast's floor phase can run away (one run of five: 2-3 Gb/s against 1-1.5 for the others, Jain 0.960;
+# the others 0.9900-0.9969; B = 10 MB: 0.9898-0.9974 in six; with R_HAI = 100 Mb/s 0.976-0.984).  sw.cc.sim,
 # whose flows finish closer together, shows no gain (0.95 vs 0.97): it has no tail to refill.
 DCQCN_BYTE_COUNTER_BYTES = 32_767
 DCQCN_RATE_HAI_KBPS = 50_000

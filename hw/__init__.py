@@ -8,8 +8,10 @@ Blocks (one Verilog module each, see ``hw.blocks`` and ``starpulse hw verilog``)
 * :mod:`hw.parser` - ``RoceParser``: Ethernet/IPv4/UDP/BTH parser raising CE and CNP events
 * :mod:`hw.icrc`   - ``IcrcChecker``: full-width RoCEv2 ICRC check; ``IcrcGenerator`` (block ``icrc_gen``):
   appends the ICRC on transmit
+* :mod:`hw.int_ack` - ``IntAckParser``: finds INT-echoing RoCE ACKs and streams their hop records (HPCC input)
 * :mod:`hw.hpcc`   - ``HpccEngine``: INT/HPCC per-QP window and rate
-* :mod:`hw.nic_top` - ``NicCcTop``: the CC top level wiring parser, CNP generator, DCQCN RP, scheduler, CSR
+* :mod:`hw.nic_top` - ``NicCcTop``: the CC top level wiring the parsers, CNP generator, DCQCN RP, HPCC
+  engine, scheduler, CSR
 * :mod:`hw.csr`    - ``CsrBank``: register bus for rates (clamped with an error flag), counters
 * :mod:`hw.stream` - the AXI-Stream signature they share
 """

@@ -14,6 +14,7 @@ from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
 from hw.hpcc import HpccEngine
 from hw.icrc import IcrcChecker, IcrcGenerator
+from hw.int_ack import IntAckParser
 from hw.nic_top import NicCcTop
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
@@ -34,11 +35,13 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                    lambda width, qps: IcrcChecker(data_width=width)),
     "icrc_gen": ("RoCEv2 ICRC generator (appends the ICRC, full width, one beat per clock)",
                  lambda width, qps: IcrcGenerator(data_width=width)),
+    "int_ack": ("INT-echo ACK parser (HPCC input from RoCE ACKs)",
+                lambda width, qps: IntAckParser(data_width=width, n_qps=qps)),
     "hpcc": ("INT/HPCC engine (per-QP window and rate from INT-echoing ACKs)",
              lambda width, qps: HpccEngine(n_qps=qps)),
     "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",
                  lambda width, qps: CsrBank(n_qps=qps, line_rate_reg=(width // 8) << 24)),
-    "nic_cc_top": ("NIC CC top level: parser, CNP generator, DCQCN RP, scheduler, CSR bank",
+    "nic_cc_top": ("NIC CC top level: parsers, CNP generator, DCQCN RP, HPCC engine, scheduler, CSR bank",
                    lambda width, qps: NicCcTop(data_width=width, n_qps=qps)),
 }
 

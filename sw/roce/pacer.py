@@ -55,7 +55,8 @@ DCQCN_CNP_INTERVAL_NS = 4_000
 # port above line rate (sw.cc.sim: 1 Gb/s floors already overflow the 2 MB buffer at 12 -> 1).
 DCQCN_MIN_RATE_LINE_DIVISOR = 16
 # Byte counter B = 32767 bytes and hyper-increase step R_HAI = 50 Mb/s: NVIDIA firmware's rpg_byte_reset and
-# rpg_hai_rate defaults (the paper's B = 10 MB never fires for a 1 MiB flow, so the paper's R_HAI never applies).
+# rpg_hai_rate defaults (as `mlxconfig -q` lists them on ConnectX firmware: RPG_BYTE_RESET 32767, RPG_HAI_RATE 50,
+# RPG_AI_RATE 5, RPG_THRESHOLD 1; the paper's B = 10 MB never fires for a 1 MiB flow, so its R_HAI never applies).
 # Once a flow has gone F timer periods and F byte-counter periods without a CNP it hyper-increases: the flows still
 # running after the incast's first completions take up the freed link sooner than by +40 Mb/s steps.  Through the P4
 # fabric (sw.roce.incast, 8 x 1 MiB, 10 Gb/s, 0 drops in every run): wire utilisation 0.930-0.964 (mean 0.954) in

@@ -5,11 +5,11 @@ burst meanwhile; a pause of another priority does not; the NIC's own PFC frames 
 from __future__ import annotations
 
 import pytest
+from mem_port import MemPort
 
 from sw.clock import ManualClock
 from sw.collectives.transport.roce import WIRE_OVERHEAD_BYTES, WirePort
 from sw.roce.nic import Nic
-from sw.roce.nic_port import PortCounters
 from sw.roce.pfc import parse_pfc, pfc_frame
 
 pytestmark = pytest.mark.unit
@@ -18,28 +18,6 @@ RATE_BPS = 1_000_000_000        # one quantum = 512 ns; a 1000-byte frame (+24) 
 PRIO = 3
 SWITCH_MAC = bytes.fromhex("025046000001")
 DATA = bytes(12) + b"\x08\x00" + bytes(986)     # 1000 bytes
-
-
-class MemPort:
-    """An in-memory NIC port with a raw socket port's attributes: frames handed in by the test, sent ones kept."""
-
-    def __init__(self) -> None:
-        self.mac, self.ip, self.mtu, self.counters = "02:00:00:00:00:01", "10.9.0.1", 1500, PortCounters()
-        self.rx: list[bytes] = []
-        self.tx: list[bytes] = []
-
-    def send(self, frame: bytes) -> None:
-        self.tx.append(frame)
-
-    def recv_batch(self, max_frames: int) -> list[bytes]:
-        out, self.rx = self.rx[:max_frames], self.rx[max_frames:]
-        return out
-
-    def wait(self, timeout_ns: int) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 def _wire(rx_xoff_frames: int = 0) -> tuple[WirePort, Nic, MemPort, ManualClock]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from mem_port import MemPort
 
 from sw.clock import ManualClock
 from sw.roce.nic import Nic
@@ -20,32 +21,14 @@ SWITCH_MAC = bytes.fromhex("025046000001")
 PACER_BURST_BYTES = 64 * 1024
 
 
-class ListPort:
-    """An in-memory port: frames handed in by the test, frames sent kept in order."""
-
-    def __init__(self) -> None:
-        self.rx: list[bytes] = []
-        self.tx: list[bytes] = []
-
-    def send(self, frame: bytes) -> None:
-        self.tx.append(frame)
-
-    def recv_batch(self, max_frames: int) -> list[bytes]:
-        out, self.rx = self.rx[:max_frames], self.rx[max_frames:]
-        return out
-
-    def wait(self, timeout_ns: int) -> None:
-        return None
-
-
-def _sender(pfc: bool) -> tuple[Nic, ListPort, ManualClock]:
+def _sender(pfc: bool) -> tuple[Nic, MemPort, ManualClock]:
     """A NIC with one QP in RTS and a 1 MiB WRITE posted; nothing sent yet."""
     clock = ManualClock()
-    port = ListPort()
+    port = MemPort()
     opts = {"pfc_priority": 0} if pfc else {}
     nic = Nic(port, mac="02:00:00:00:00:01", ip="10.9.0.1", line_rate_bps=RATE_BPS, clock=clock,
               pacer_burst_bytes=PACER_BURST_BYTES, **opts)
-    peer = Nic(ListPort(), mac="02:00:00:00:00:02", ip="10.9.0.2", line_rate_bps=RATE_BPS, clock=clock)
+    peer = Nic(MemPort(), mac="02:00:00:00:00:02", ip="10.9.0.2", line_rate_bps=RATE_BPS, clock=clock)
     pd, cq = nic.alloc_pd(), nic.create_cq()
     qa, qb = nic.create_qp(pd, cq), peer.create_qp(peer.alloc_pd(), peer.create_cq())
     connect(qa, 0, qp_info(qb, 0) | {"mac": "02:00:00:00:00:02"}, path_mtu=1024, timeout=20)

@@ -4,6 +4,7 @@ a receive backlog sends XOFF/XON, and the NIC consumes PFC frames instead of cou
 from __future__ import annotations
 
 import pytest
+from mem_port import MemPort
 
 from sw.clock import ManualClock
 from sw.roce.nic import Nic
@@ -13,24 +14,6 @@ pytestmark = pytest.mark.unit
 
 RATE_BPS = 1_000_000_000        # one quantum = 512 ns
 SWITCH_MAC = bytes.fromhex("025046000001")
-
-
-class ListPort:
-    """An in-memory port: frames handed in by the test, frames sent kept in order."""
-
-    def __init__(self) -> None:
-        self.rx: list[bytes] = []
-        self.tx: list[bytes] = []
-
-    def send(self, frame: bytes) -> None:
-        self.tx.append(frame)
-
-    def recv_batch(self, max_frames: int) -> list[bytes]:
-        out, self.rx = self.rx[:max_frames], self.rx[max_frames:]
-        return out
-
-    def wait(self, timeout_ns: int) -> None:
-        return None
 
 
 def test_pause_holds_transmitter_for_quanta_and_xon_releases() -> None:
@@ -73,7 +56,7 @@ def test_receive_backlog_sends_xoff_refresh_and_xon() -> None:
 
 def test_nic_consumes_pfc_frames_and_waits_for_the_pause() -> None:
     clock = ManualClock()
-    port = ListPort()
+    port = MemPort()
     nic = Nic(port, mac="02:00:00:00:00:01", ip="10.9.0.1", line_rate_bps=RATE_BPS, clock=clock, pfc_priority=0)
     port.rx.append(pfc_frame(SWITCH_MAC, 0, 2000))
     nic.progress()
@@ -83,7 +66,7 @@ def test_nic_consumes_pfc_frames_and_waits_for_the_pause() -> None:
     clock.advance_ns(2000 * 512)
     nic.progress()
     assert nic.next_deadline_ns() is None and nic.pfc.as_dict(clock.now_ns())["paused_ns"] == 1_024_000
-    plain = Nic(ListPort(), mac="02:00:00:00:00:02", ip="10.9.0.2", line_rate_bps=RATE_BPS, clock=clock)
+    plain = Nic(MemPort(), mac="02:00:00:00:00:02", ip="10.9.0.2", line_rate_bps=RATE_BPS, clock=clock)
     plain.port.rx.append(pfc_frame(SWITCH_MAC, 0, 2000))     # PFC off: not ours to honour
     plain.progress()
     assert plain.pfc is None and plain.counters.non_roce_frames == 1

@@ -1,10 +1,13 @@
 """DCQCN reaction-point engine: per-QP rate state in a BRAM, updated bit-exactly as ``sw.cc.dcqcn.DcqcnRp``.
 
-One operation at a time walks a short FSM (read, alpha timer, rate timer, event, write back: six clocks):
-QP init, a received CNP, a sent packet (byte counter), or a background sweep that fires the per-QP alpha and
-rate-increase timers.  Sweeps alternate with events, so every QP is visited at least every ``12 * n_qps``
-clocks; the timer periods must be longer than that, which makes "at most one expiry per timer per visit"
-exact and the lazy timers of the model equal to the swept ones here.  Every new current rate goes out on
+One operation at a time walks a short FSM (``OPS_CLOCKS`` = ten clocks: read, due compares, counter stages,
+the rate-timer increase, the byte-counter increase or the CNP cut, write back): QP init, a received CNP, a
+sent packet (byte counter), or a background sweep that fires the per-QP alpha and rate-increase timers.  Timed
+for 400 MHz (<= 6 logic levels): at most one 32-bit carry chain per clock, 64-bit deadlines as two halves with
+a registered carry, the increase's mean as three sums chosen by registered flags.  Sweeps alternate with
+events, so every QP is visited at least every ``2 * OPS_CLOCKS * n_qps`` clocks; the timer periods must be
+longer than that, which makes "at most one expiry per timer per visit" exact and the lazy timers of the model
+equal to the swept ones here.  Every new current rate goes out on
 ``rate_wr`` converted to limiter units by ``sw.cc.RateToIncrement``; ``trace`` shows each state change for
 the scoreboard.  A QP is idle (no timers, no rate writes) until its ``init``; like every BRAM, the state
 memory is zero only at configuration, so a reset of the engine must be followed by ``init`` of each QP.
@@ -14,7 +17,7 @@ built in; a new value applies from the next event of each QP (deadlines already 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -25,7 +28,7 @@ from sw.cc.dcqcn import STAGE_COUNTER_MAX
 from sw.cc.fixedpoint import ALPHA_FRAC_BITS, ALPHA_ONE
 
 TIME_BITS = 64
-OPS_CLOCKS = 6
+OPS_CLOCKS = 10
 KIND_INIT, KIND_CNP, KIND_SENT, KIND_TIMER = range(4)
 
 RP_STATE = data.StructLayout({
@@ -159,53 +162,95 @@ class DcqcnRpEngine(wiring.Component):
             g, f, line, min_rate = c.g_shift, c.fast_recovery_stages, c.line_rate_kbps, c.min_rate_kbps
             rate_ai, rate_hai, alpha_init = c.rate_ai_kbps, c.rate_hai_kbps, c.alpha_init_q16
             alpha_timer, rate_timer, byte_counter = c.alpha_timer_ns, c.rate_timer_ns, c.byte_counter_bytes
-            clamp_target, alpha_g = c.clamp_target_rate, Const(ALPHA_ONE, ALPHA_FRAC_BITS + 1) >> g
+            clamp_target = c.clamp_target_rate
+            # constants derived from cfg, registered (two clocks behind cfg) to keep them off the update paths
+            alpha_g = Signal(ALPHA_FRAC_BITS + 1)
+            d_ai, d_hai = Signal(signed(34)), Signal(signed(34))
+            lm1_ai, lm1_hai = Signal(33), Signal(33)
+            m.d.sync += [alpha_g.eq(Const(ALPHA_ONE, ALPHA_FRAC_BITS + 1) >> g),
+                         d_ai.eq(line + 1 - rate_ai), d_hai.eq(line + 1 - rate_hai),
+                         lm1_ai.eq(Mux(d_ai < 0, 0, d_ai)), lm1_hai.eq(Mux(d_hai < 0, 0, d_hai))]
         else:
             g, f, line, min_rate = p.g_shift, p.fast_recovery_stages, p.line_rate_kbps, p.min_rate_kbps
             rate_ai, rate_hai, alpha_init = p.rate_ai_kbps, p.rate_hai_kbps, p.alpha_init_q16
             alpha_timer, rate_timer, byte_counter = p.alpha_timer_ns, p.rate_timer_ns, p.byte_counter_bytes
             clamp_target, alpha_g = p.clamp_target_rate, ALPHA_ONE >> g
+            lm1_ai, lm1_hai = max(0, line + 1 - rate_ai), max(0, line + 1 - rate_hai)
         m.submodules.timer = timer = NsTimer(self.clk_period_ps)
         m.d.comb += self.now_ns.eq(timer.now_ns)
 
         m.submodules.mem = mem = Memory(shape=RP_STATE, depth=self.n_qps, init=[])
         wr = mem.write_port()
-        rd = mem.read_port(transparent_for=(wr,))
+        rd = mem.read_port()  # a write (WRITE) and the next read (IDLE) never share a clock edge
 
+        half = TIME_BITS // 2
         kind = Signal(2)
         qp = Signal(self.qp_bits)
         nbytes = Signal(16)
         t = Signal(TIME_BITS)
         s = Signal(RP_STATE)
-        changed = Signal()
         sweep_ptr = Signal(self.qp_bits)
         sweep_turn = Signal()
-        # the timers' due compares (64 bits) are made a state ahead of their use, off the update paths
-        alpha_due, rate_due = Signal(), Signal()
+        is_init, is_sent = kind == KIND_INIT, kind == KIND_SENT
 
-        def increase(st, t_count, bc_count):
-            """The DCQCN increase rule on working state ``st`` with the given stage counters."""
-            hi = Mux(t_count > bc_count, t_count, bc_count)
-            lo = Mux(t_count > bc_count, bc_count, t_count)
-            rt_new = Signal(32)
-            rt_ai = st.rt_kbps + rate_ai
-            rt_hai = st.rt_kbps + rate_hai
-            stage = Signal(2)
-            with m.If(hi <= f):
-                m.d.comb += [rt_new.eq(st.rt_kbps), stage.eq(1)]
-            with m.Elif(lo <= f):
-                m.d.comb += [rt_new.eq(Mux(rt_ai > line, line, rt_ai)), stage.eq(2)]
-            with m.Else():
-                m.d.comb += [rt_new.eq(Mux(rt_hai > line, line, rt_hai)), stage.eq(3)]
-            return rt_new, (rt_new + st.rc_kbps + 1) >> 1, stage
+        # READ: compares and sums straight from the memory word
+        a_hi_lt, a_hi_eq, a_lo_le = Signal(), Signal(), Signal()
+        r_hi_lt, r_hi_eq, r_lo_le = Signal(), Signal(), Signal()
+        acc = Signal(33)
+        a_step = Signal(ALPHA_FRAC_BITS + 1)
+        ta_lo, tr_lo = Signal(half + 1), Signal(half + 1)
+        # S2: due flags, low halves of the deadline sums, counter compares
+        alpha_due, rate_due, bc_fire = Signal(), Signal(), Signal()
+        alpha_dec = Signal(ALPHA_FRAC_BITS + 1)
+        na_lo, nr_lo = Signal(half + 1), Signal(half + 1)
+        ta_hi, tr_hi = Signal(half), Signal(half)
+        acc_sub = Signal(33)
+        t_lt_f, t_le_f, bc_lt_f, bc_le_f = Signal(), Signal(), Signal(), Signal()
+        t_nz = Signal()
+        # S3: high halves, first (rate timer) increase set up, second (byte counter) stage
+        na_hi, nr_hi = Signal(half), Signal(half)
+        alpha_cur = Signal(ALPHA_FRAC_BITS + 1)
+        t_new, bc_new = Signal(8), Signal(8)
+        acc_new = Signal(32)
+        inc1, inc2 = Signal(32), Signal(32)
+        lm1, lm2 = Signal(33), Signal(33)
+        clamp1, clamp2, has2 = Signal(), Signal(), Signal()
+        stage1, stage2, stage_fin = Signal(2), Signal(2), Signal(2)
+        changed = Signal()
+        # S4..S7: the two increases and the CNP cut
+        sum1, sum2 = Signal(33), Signal(33)
+        over1, over2 = Signal(), Signal()
+        rt1, rc1, rt2, rc2 = Signal(32), Signal(32), Signal(32), Signal(32)
+        base1, base2 = Signal(32), Signal(32)
+        rate_lo, rate_hi = Signal(16 + 32), Signal(16 + 32)
+        ag_plus = Signal(ALPHA_FRAC_BITS + 2)
+        step2 = Signal(ALPHA_FRAC_BITS + 1)
+        alpha3 = Signal(ALPHA_FRAC_BITS + 2)
+        alpha_over = Signal()
+        prod = Signal(32 + ALPHA_FRAC_BITS + 1)
+        rc_cut = Signal(32)
+        rc_low = Signal()
 
         def sat_inc(v):
             return Mux(v == STAGE_COUNTER_MAX, v, v + 1)
 
+        def half_sum(a, b):
+            """(a + b + 1) >> 1 for 32-bit a, b as a 31-bit add with carry in: one 32-bit carry chain."""
+            return (a >> 1) + (b >> 1) + (a[0] | b[0])
+
+        def mean_up(clamp, over, total, base, rc):
+            """(rt_new + rc + 1) >> 1 for rt_new = line, total or base: three sums, then a registered-select mux."""
+            return Mux(clamp, Mux(over, half_sum(Const(line, 32) if isinstance(line, int) else line, rc),
+                                  half_sum(total, rc)), half_sum(base, rc))
+
+        def stage_of(tc_le_f, bc_le):
+            """Increase stage (1 fast recovery, 2 additive, 3 hyper) from 'count <= F' of both counters."""
+            return Mux(tc_le_f & bc_le, 1, Mux(tc_le_f | bc_le, 2, 3))
+
         with m.FSM():
             with m.State("IDLE"):
                 events = self.init.valid | self.cnp.valid | self.sent.valid
-                m.d.sync += [t.eq(timer.now_ns), changed.eq(0), sweep_turn.eq(~sweep_turn)]
+                m.d.sync += [t.eq(timer.now_ns), sweep_turn.eq(~sweep_turn)]
                 with m.If(events & ~sweep_turn):
                     with m.If(self.init.valid):
                         m.d.comb += [self.init.ready.eq(1), rd.addr.eq(self.init.payload)]
@@ -222,70 +267,108 @@ class DcqcnRpEngine(wiring.Component):
                     m.d.sync += [kind.eq(KIND_TIMER), qp.eq(sweep_ptr), sweep_ptr.eq(sweep_ptr + 1)]
                 m.next = "READ"
             with m.State("READ"):
-                m.d.sync += [s.eq(rd.data), alpha_due.eq(rd.data.next_alpha_ns <= t)]
-                m.next = "ALPHA"
-            with m.State("ALPHA"):
-                m.d.sync += rate_due.eq(s.next_rate_ns <= t)  # ALPHA leaves next_rate_ns alone
-                with m.If((kind != KIND_INIT) & s.active & alpha_due):
-                    m.d.sync += [s.alpha_q16.eq(s.alpha_q16 - (s.alpha_q16 >> g)),
-                                 s.next_alpha_ns.eq(s.next_alpha_ns + alpha_timer), changed.eq(1)]
-                m.next = "RATE"
-            with m.State("RATE"):
-                with m.If((kind != KIND_INIT) & s.active & rate_due):
-                    tc = Signal(8)
-                    m.d.comb += tc.eq(sat_inc(s.t_count))
-                    rt_new, rc_new, stage = increase(s, tc, s.bc_count)
-                    m.d.sync += [s.t_count.eq(tc), s.rt_kbps.eq(rt_new), s.rc_kbps.eq(rc_new),
-                                 s.last_stage.eq(stage), s.next_rate_ns.eq(s.next_rate_ns + rate_timer),
-                                 changed.eq(1)]
-                m.next = "EVENT"
-            with m.State("EVENT"):
-                with m.Switch(kind):
-                    with m.Case(KIND_INIT):
-                        m.d.sync += [s.rc_kbps.eq(line), s.rt_kbps.eq(line),
-                                     s.alpha_q16.eq(alpha_init), s.t_count.eq(0), s.bc_count.eq(0),
-                                     s.bytes_acc.eq(0), s.next_alpha_ns.eq(t + alpha_timer),
-                                     s.next_rate_ns.eq(t + rate_timer), s.last_stage.eq(0), s.active.eq(1)]
-                    with m.Case(KIND_CNP):
-                        cut = (s.rc_kbps * s.alpha_q16) >> (ALPHA_FRAC_BITS + 1)
-                        rc_cut = s.rc_kbps - cut
-                        alpha = s.alpha_q16 - (s.alpha_q16 >> g) + alpha_g
-                        if clamp_target is True:
-                            m.d.sync += s.rt_kbps.eq(s.rc_kbps)
-                        else:
-                            with m.If(clamp_target | (s.t_count != 0)):
-                                m.d.sync += s.rt_kbps.eq(s.rc_kbps)
-                        m.d.sync += [s.rc_kbps.eq(Mux(rc_cut < min_rate, min_rate, rc_cut)),
-                                     s.alpha_q16.eq(Mux(alpha > ALPHA_ONE, ALPHA_ONE, alpha)),
-                                     s.t_count.eq(0), s.bc_count.eq(0), s.bytes_acc.eq(0),
-                                     s.next_alpha_ns.eq(t + alpha_timer),
-                                     s.next_rate_ns.eq(t + rate_timer)]
-                    with m.Case(KIND_SENT):
-                        acc = s.bytes_acc + nbytes
-                        with m.If(acc >= byte_counter):
-                            bc = Signal(8)
-                            m.d.comb += bc.eq(sat_inc(s.bc_count))
-                            rt_new, rc_new, stage = increase(s, s.t_count, bc)
-                            m.d.sync += [s.bytes_acc.eq(acc - byte_counter), s.bc_count.eq(bc),
-                                         s.rt_kbps.eq(rt_new), s.rc_kbps.eq(rc_new), s.last_stage.eq(stage)]
-                        with m.Else():
-                            m.d.sync += s.bytes_acc.eq(acc)
-                with m.If(kind != KIND_TIMER):
-                    m.d.sync += changed.eq(1)
+                d = rd.data
+                m.d.sync += [s.eq(d),
+                             a_hi_lt.eq(d.next_alpha_ns[half:] < t[half:]),
+                             a_hi_eq.eq(d.next_alpha_ns[half:] == t[half:]),
+                             a_lo_le.eq(d.next_alpha_ns[:half] <= t[:half]),
+                             r_hi_lt.eq(d.next_rate_ns[half:] < t[half:]),
+                             r_hi_eq.eq(d.next_rate_ns[half:] == t[half:]),
+                             r_lo_le.eq(d.next_rate_ns[:half] <= t[:half]),
+                             acc.eq(d.bytes_acc + nbytes), a_step.eq(d.alpha_q16 >> g),
+                             ta_lo.eq(t[:half] + alpha_timer), tr_lo.eq(t[:half] + rate_timer)]
+                m.next = "S2"
+            with m.State("S2"):
+                timers_on = ~is_init & s.active
+                a_due = timers_on & (a_hi_lt | (a_hi_eq & a_lo_le))
+                r_due = timers_on & (r_hi_lt | (r_hi_eq & r_lo_le))
+                m.d.sync += [alpha_due.eq(a_due), rate_due.eq(r_due), bc_fire.eq(is_sent & (acc >= byte_counter)),
+                             alpha_dec.eq(s.alpha_q16 - a_step),
+                             na_lo.eq(s.next_alpha_ns[:half] + alpha_timer),
+                             nr_lo.eq(s.next_rate_ns[:half] + rate_timer),
+                             ta_hi.eq(t[half:] + ta_lo[half]), tr_hi.eq(t[half:] + tr_lo[half]),
+                             acc_sub.eq(acc - byte_counter),
+                             t_lt_f.eq(s.t_count < f), t_le_f.eq(s.t_count <= f),
+                             bc_lt_f.eq(s.bc_count < f), bc_le_f.eq(s.bc_count <= f),
+                             t_nz.eq(s.t_count != 0), changed.eq(~(kind == KIND_TIMER) | a_due | r_due)]
+                m.next = "S3"
+            with m.State("S3"):
+                # sat_inc(c) <= F  <=>  c < F (F <= 254)
+                st1 = stage_of(t_lt_f, bc_le_f)
+                st2 = stage_of(Mux(rate_due, t_lt_f, t_le_f), bc_lt_f)
+                m.d.sync += [na_hi.eq(s.next_alpha_ns[half:] + na_lo[half]),
+                             nr_hi.eq(s.next_rate_ns[half:] + nr_lo[half]),
+                             alpha_cur.eq(Mux(alpha_due, alpha_dec, s.alpha_q16)),
+                             t_new.eq(Mux(rate_due, sat_inc(s.t_count), s.t_count)),
+                             bc_new.eq(Mux(bc_fire, sat_inc(s.bc_count), s.bc_count)),
+                             acc_new.eq(Mux(is_sent, Mux(bc_fire, acc_sub, acc), s.bytes_acc)),
+                             stage1.eq(st1), stage2.eq(st2),
+                             inc1.eq(Mux(st1 == 2, rate_ai, rate_hai)), lm1.eq(Mux(st1 == 2, lm1_ai, lm1_hai)),
+                             inc2.eq(Mux(st2 == 2, rate_ai, rate_hai)), lm2.eq(Mux(st2 == 2, lm1_ai, lm1_hai)),
+                             clamp1.eq(rate_due & (st1 != 1)), clamp2.eq(bc_fire & (st2 != 1)), has2.eq(bc_fire),
+                             stage_fin.eq(Mux(bc_fire, st2, Mux(rate_due, st1, s.last_stage)))]
+                m.next = "S4"
+            with m.State("S4"):
+                m.d.sync += [sum1.eq(s.rt_kbps + inc1), over1.eq(s.rt_kbps >= lm1),
+                             base1.eq(Mux(rate_due, s.rt_kbps, s.rc_kbps)),
+                             ag_plus.eq(alpha_cur + alpha_g), step2.eq(alpha_cur >> g)]
+                m.next = "S5"
+            with m.State("S5"):
+                # without a rate-timer expiry base1 is rc, and (rc + rc + 1) >> 1 == rc
+                m.d.sync += [rt1.eq(Mux(clamp1, Mux(over1, line, sum1[:32]), s.rt_kbps)),
+                             rc1.eq(mean_up(clamp1, over1, sum1[:32], base1, s.rc_kbps)),
+                             alpha3.eq(ag_plus - step2)]
+                m.next = "S6"
+            with m.State("S6"):
+                m.d.sync += [sum2.eq(rt1 + inc2), over2.eq(rt1 >= lm2), prod.eq(rc1 * alpha_cur),
+                             base2.eq(Mux(has2, rt1, rc1)),
+                             alpha_over.eq(alpha3 > ALPHA_ONE)]
+                m.next = "S7"
+            with m.State("S7"):
+                m.d.sync += [rt2.eq(Mux(clamp2, Mux(over2, line, sum2[:32]), rt1)),
+                             rc2.eq(mean_up(clamp2, over2, sum2[:32], base2, rc1)),
+                             rc_cut.eq(rc1 - (prod >> (ALPHA_FRAC_BITS + 1)))]
+                m.next = "S8"
+            with m.State("S8"):
+                m.d.sync += rc_low.eq(rc_cut < min_rate)
                 m.next = "WRITE"
             with m.State("WRITE"):
-                m.d.comb += [wr.addr.eq(qp), wr.data.eq(s), wr.en.eq(1)]
+                ns = Signal(RP_STATE)
+                with m.Switch(kind):
+                    with m.Case(KIND_INIT):
+                        m.d.comb += [ns.rc_kbps.eq(line), ns.rt_kbps.eq(line), ns.alpha_q16.eq(alpha_init),
+                                     ns.next_alpha_ns.eq(Cat(ta_lo[:half], ta_hi)),
+                                     ns.next_rate_ns.eq(Cat(tr_lo[:half], tr_hi)), ns.active.eq(1)]
+                    with m.Case(KIND_CNP):
+                        clamp_rt = Const(1) if clamp_target is True else (clamp_target | rate_due | t_nz)
+                        m.d.comb += [ns.rt_kbps.eq(Mux(clamp_rt, rc1, rt1)),
+                                     ns.rc_kbps.eq(Mux(rc_low, min_rate, rc_cut)),
+                                     ns.alpha_q16.eq(Mux(alpha_over, ALPHA_ONE, alpha3)),
+                                     ns.next_alpha_ns.eq(Cat(ta_lo[:half], ta_hi)),
+                                     ns.next_rate_ns.eq(Cat(tr_lo[:half], tr_hi)),
+                                     ns.last_stage.eq(Mux(rate_due, stage1, s.last_stage)), ns.active.eq(s.active)]
+                    with m.Default():
+                        m.d.comb += [ns.rt_kbps.eq(rt2), ns.rc_kbps.eq(rc2), ns.alpha_q16.eq(alpha_cur),
+                                     ns.t_count.eq(t_new), ns.bc_count.eq(bc_new), ns.bytes_acc.eq(acc_new),
+                                     ns.next_alpha_ns.eq(Mux(alpha_due, Cat(na_lo[:half], na_hi),
+                                                             s.next_alpha_ns)),
+                                     ns.next_rate_ns.eq(Mux(rate_due, Cat(nr_lo[:half], nr_hi), s.next_rate_ns)),
+                                     ns.last_stage.eq(stage_fin), ns.active.eq(s.active)]
+                m.d.comb += [wr.addr.eq(qp), wr.data.eq(ns), wr.en.eq(1)]
+                # the limiter conversion's two 16-bit partial products, each one DSP, registered here
+                m.d.sync += [rate_lo.eq(ns.rc_kbps[:16] * self.rate_conv.mult),
+                             rate_hi.eq(ns.rc_kbps[16:] * self.rate_conv.mult)]
                 with m.If(changed):
                     m.d.sync += [self.trace_seq.eq(self.trace_seq + 1), self.trace_kind.eq(kind),
                                  self.trace_qp.eq(qp), self.trace_now_ns.eq(t), self.trace_bytes.eq(nbytes),
-                                 self.trace_state.eq(s)]
+                                 self.trace_state.eq(ns)]
                     m.next = "RATE_OUT"
                 with m.Else():
                     m.next = "IDLE"
             with m.State("RATE_OUT"):
                 conv = self.rate_conv
                 m.d.comb += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp),
-                             self.rate_wr.payload.rate.eq((s.rc_kbps * conv.mult) >> conv.mult_shift)]
+                             self.rate_wr.payload.rate.eq(((rate_hi << 16) + rate_lo) >> conv.mult_shift)]
                 with m.If(self.rate_wr.ready):
                     m.next = "IDLE"
         return m

@@ -1,6 +1,6 @@
 """DCQCN reaction-point engine: per-QP rate state in a BRAM, updated bit-exactly as ``sw.cc.dcqcn.DcqcnRp``.
 
-One operation at a time walks a short FSM (``OPS_CLOCKS`` = ten clocks: read, due compares, counter stages,
+One operation at a time walks a short FSM (``OPS_CLOCKS`` = nine clocks: read, due compares, counter stages,
 the rate-timer increase, the byte-counter increase or the CNP cut, write back): QP init, a received CNP, a
 sent packet (byte counter), or a background sweep that fires the per-QP alpha and rate-increase timers.  Timed
 for 400 MHz (<= 6 logic levels): at most one 32-bit carry chain per clock, 64-bit deadlines as two halves with
@@ -28,7 +28,7 @@ from sw.cc.dcqcn import STAGE_COUNTER_MAX
 from sw.cc.fixedpoint import ALPHA_FRAC_BITS, ALPHA_ONE
 
 TIME_BITS = 64
-OPS_CLOCKS = 10
+OPS_CLOCKS = 9
 KIND_INIT, KIND_CNP, KIND_SENT, KIND_TIMER = range(4)
 
 RP_STATE = data.StructLayout({
@@ -276,6 +276,8 @@ class DcqcnRpEngine(wiring.Component):
                              r_hi_eq.eq(d.next_rate_ns[half:] == t[half:]),
                              r_lo_le.eq(d.next_rate_ns[:half] <= t[:half]),
                              acc.eq(d.bytes_acc + nbytes), a_step.eq(d.alpha_q16 >> g),
+                             t_lt_f.eq(d.t_count < f), t_le_f.eq(d.t_count <= f),
+                             bc_lt_f.eq(d.bc_count < f), bc_le_f.eq(d.bc_count <= f), t_nz.eq(d.t_count != 0),
                              ta_lo.eq(t[:half] + alpha_timer), tr_lo.eq(t[:half] + rate_timer)]
                 m.next = "S2"
             with m.State("S2"):
@@ -287,14 +289,13 @@ class DcqcnRpEngine(wiring.Component):
                              na_lo.eq(s.next_alpha_ns[:half] + alpha_timer),
                              nr_lo.eq(s.next_rate_ns[:half] + rate_timer),
                              ta_hi.eq(t[half:] + ta_lo[half]), tr_hi.eq(t[half:] + tr_lo[half]),
-                             acc_sub.eq(acc - byte_counter),
-                             t_lt_f.eq(s.t_count < f), t_le_f.eq(s.t_count <= f),
-                             bc_lt_f.eq(s.bc_count < f), bc_le_f.eq(s.bc_count <= f),
-                             t_nz.eq(s.t_count != 0), changed.eq(~(kind == KIND_TIMER) | a_due | r_due)]
-                m.next = "S3"
-            with m.State("S3"):
+                             acc_sub.eq(acc - byte_counter), changed.eq(~(kind == KIND_TIMER) | a_due | r_due)]
                 # sat_inc(c) <= F  <=>  c < F (F <= 254)
                 st1 = stage_of(t_lt_f, bc_le_f)
+                m.d.sync += [stage1.eq(st1), clamp1.eq(r_due & (st1 != 1)),
+                             inc1.eq(Mux(st1 == 2, rate_ai, rate_hai)), lm1.eq(Mux(st1 == 2, lm1_ai, lm1_hai))]
+                m.next = "S3"
+            with m.State("S3"):
                 st2 = stage_of(Mux(rate_due, t_lt_f, t_le_f), bc_lt_f)
                 m.d.sync += [na_hi.eq(s.next_alpha_ns[half:] + na_lo[half]),
                              nr_hi.eq(s.next_rate_ns[half:] + nr_lo[half]),
@@ -302,34 +303,30 @@ class DcqcnRpEngine(wiring.Component):
                              t_new.eq(Mux(rate_due, sat_inc(s.t_count), s.t_count)),
                              bc_new.eq(Mux(bc_fire, sat_inc(s.bc_count), s.bc_count)),
                              acc_new.eq(Mux(is_sent, Mux(bc_fire, acc_sub, acc), s.bytes_acc)),
-                             stage1.eq(st1), stage2.eq(st2),
-                             inc1.eq(Mux(st1 == 2, rate_ai, rate_hai)), lm1.eq(Mux(st1 == 2, lm1_ai, lm1_hai)),
+                             stage2.eq(st2),
                              inc2.eq(Mux(st2 == 2, rate_ai, rate_hai)), lm2.eq(Mux(st2 == 2, lm1_ai, lm1_hai)),
-                             clamp1.eq(rate_due & (st1 != 1)), clamp2.eq(bc_fire & (st2 != 1)), has2.eq(bc_fire),
-                             stage_fin.eq(Mux(bc_fire, st2, Mux(rate_due, st1, s.last_stage)))]
+                             clamp2.eq(bc_fire & (st2 != 1)), has2.eq(bc_fire),
+                             stage_fin.eq(Mux(bc_fire, st2, Mux(rate_due, stage1, s.last_stage))),
+                             sum1.eq(s.rt_kbps + inc1), over1.eq(s.rt_kbps >= lm1),
+                             base1.eq(Mux(rate_due, s.rt_kbps, s.rc_kbps))]
                 m.next = "S4"
             with m.State("S4"):
-                m.d.sync += [sum1.eq(s.rt_kbps + inc1), over1.eq(s.rt_kbps >= lm1),
-                             base1.eq(Mux(rate_due, s.rt_kbps, s.rc_kbps)),
-                             ag_plus.eq(alpha_cur + alpha_g), step2.eq(alpha_cur >> g)]
-                m.next = "S5"
-            with m.State("S5"):
                 # without a rate-timer expiry base1 is rc, and (rc + rc + 1) >> 1 == rc
                 m.d.sync += [rt1.eq(Mux(clamp1, Mux(over1, line, sum1[:32]), s.rt_kbps)),
                              rc1.eq(mean_up(clamp1, over1, sum1[:32], base1, s.rc_kbps)),
+                             ag_plus.eq(alpha_cur + alpha_g), step2.eq(alpha_cur >> g)]
+                m.next = "S5"
+            with m.State("S5"):
+                m.d.sync += [sum2.eq(rt1 + inc2), over2.eq(rt1 >= lm2), prod.eq(rc1 * alpha_cur),
+                             base2.eq(Mux(has2, rt1, rc1)),
                              alpha3.eq(ag_plus - step2)]
                 m.next = "S6"
             with m.State("S6"):
-                m.d.sync += [sum2.eq(rt1 + inc2), over2.eq(rt1 >= lm2), prod.eq(rc1 * alpha_cur),
-                             base2.eq(Mux(has2, rt1, rc1)),
-                             alpha_over.eq(alpha3 > ALPHA_ONE)]
-                m.next = "S7"
-            with m.State("S7"):
                 m.d.sync += [rt2.eq(Mux(clamp2, Mux(over2, line, sum2[:32]), rt1)),
                              rc2.eq(mean_up(clamp2, over2, sum2[:32], base2, rc1)),
-                             rc_cut.eq(rc1 - (prod >> (ALPHA_FRAC_BITS + 1)))]
-                m.next = "S8"
-            with m.State("S8"):
+                             rc_cut.eq(rc1 - (prod >> (ALPHA_FRAC_BITS + 1))), alpha_over.eq(alpha3 > ALPHA_ONE)]
+                m.next = "S7"
+            with m.State("S7"):
                 m.d.sync += rc_low.eq(rc_cut < min_rate)
                 m.next = "WRITE"
             with m.State("WRITE"):

@@ -12,12 +12,13 @@ incStage and Wc once per RTT, and the rate ``W*8e6/T`` on a third divider; the r
 
 Throughput: ``ack`` is a ready/valid stream whose payload must stay stable until ``ready`` (it is read in
 place, not copied); ``ready`` rises when the ACK is done, so the initiation interval is data dependent:
-4 clocks for an ACK without INT, ``4 + 2*H`` for one that only records H hops, and at most
-``H*(5 + ceil(24/steps)) + 15 + 3*ceil(Qp/steps)`` for a multiplicative update over H sampled hops (an
-unsampled hop costs 3, the additive branch skips one division, a saturating division ends early), where
-``Qp = max(24, bits(W_max), bits(line_rate))`` and ``steps`` the quotient bits per clock of the dividers;
-``ack_ii_clocks`` gives the figure, e.g. 108 clocks at 3 hops, 100 Gb/s, steps 2 (270 ns at 400 MHz,
-3.7 M ACKs/s per engine).
+4 clocks for an ACK without INT, ``4 + 2*H`` for one that only records H hops, more for sampled hops and
+updates; ``ack_ii_clocks`` gives the bound, e.g. 538 clocks at 3 hops, 100 Gb/s, ``chunk_bits=32``
+(1.35 us at 400 MHz, 0.74 M ACKs/s per engine; was 108 before the split; 136 with ``chunk_bits=0``).
+Timing (400 MHz): no carry chain is longer than ``chunk_bits`` per clock - the 64-bit timestamp and sequence
+deltas and compares settle one chunk per clock (``hw.carry_split``), the products are DSP-sized partial
+products, registered, summed by such split adds, and the dividers resolve one quotient bit per
+``ceil(W/chunk_bits)`` clocks (``hw.divider``); the FSM waits the settle clocks, so the results stay exact.
 Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
 With ``runtime_cfg=True`` the constants come from the ``cfg`` input (``HPCC_CFG``, a register bank) instead of
 being built in: W_max, W_min and W_AI (rate x T / 8e6) are recomputed in the background by a fourth divider,
@@ -31,7 +32,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.divider import SeqDivider, iter_clocks
+from hw.carry_split import mul_clocks, n_chunks, settled_add, settled_gt, settled_mul
+from hw.divider import SeqDivider, divider_clocks
 from hw.errors import HwParamError
 from sw.cc import AckInfo, HpccParams, RateToIncrement
 from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_BITS, U_FRAC_BITS, U_MAX
@@ -93,7 +95,7 @@ class HpccEngine(wiring.Component):
 
     def __init__(self, *, n_qps: int = 1024, max_hops: int = 8, params: HpccParams | None = None,
                  clk_period_ps: int = 2500, rate_conv: RateToIncrement | None = None, steps: int = 2,
-                 runtime_cfg: bool = False, max_base_rtt_ns: int | None = None) -> None:
+                 runtime_cfg: bool = False, max_base_rtt_ns: int | None = None, chunk_bits: int = 32) -> None:
         p = params or HpccParams()
         max_t = max_base_rtt_ns if max_base_rtt_ns is not None else p.base_rtt_ns
         if runtime_cfg and not p.base_rtt_ns <= max_t < 1 << 32:
@@ -104,7 +106,11 @@ class HpccEngine(wiring.Component):
             raise HwParamError(f"max_hops={max_hops}: must be in 1..{MAX_HOPS_LIMIT}")
         if not 1 <= steps <= 8:
             raise HwParamError(f"steps={steps}: quotient bits per clock must be in 1..8")
+        if chunk_bits and not 8 <= chunk_bits <= 64:
+            raise HwParamError(f"chunk_bits={chunk_bits}: carry chain bits per clock must be 0 (unsplit) or 8..64")
         self.n_qps, self.max_hops, self.params, self.steps = n_qps, max_hops, p, steps
+        self.chunk_bits = chunk_bits
+        self.div_steps = 1 if chunk_bits else steps
         self.qp_bits = (n_qps - 1).bit_length()
         self.hop_bits = (max_hops - 1).bit_length()
         self.rate_conv = rate_conv or RateToIncrement(clk_hz=round(1e12 / clk_period_ps))
@@ -112,6 +118,23 @@ class HpccEngine(wiring.Component):
         self.t_bits = (max_t if runtime_cfg else p.base_rtt_ns).bit_length()
         self.post_q_bits = 32 if runtime_cfg else max(U_BITS, p.w_max_bytes.bit_length(),
                                                           p.line_rate_kbps.bit_length())
+        k8e6 = BITS_NS_PER_KBPS.bit_length()
+        post_n_bits = max(self.t_bits + U_BITS + 1, 32 + 16 + 1, 32 + k8e6)
+        self.div_widths = {   # (n_bits, d_bits, q_bits) of the dividers: queue term, tx term, post-hop, windows
+            "q": (32 + k8e6 + U_FRAC_BITS, 32 + self.t_bits, U_BITS),
+            "t": (p.int_tx_bits - 1 + k8e6 + U_FRAC_BITS, 32 + p.int_ts_bits - 1, U_BITS),
+            "p": (post_n_bits, max(self.t_bits, U_BITS), self.post_q_bits),
+            "c": (32 + self.t_bits, k8e6, 32),
+        }
+        t_val_bits = self.t_bits if runtime_cfg else max(1, p.base_rtt_ns.bit_length())
+        c = chunk_bits
+        self.hop_mul_clocks = max(mul_clocks(32, k8e6, c), mul_clocks(32, t_val_bits, c),
+                                  mul_clocks(p.int_tx_bits, k8e6, c), mul_clocks(32, p.int_ts_bits - 1, c))
+        ew_bits = max(self.t_bits + U_BITS, 1) + 1
+        self.ewma_mul_clocks = mul_clocks(self.t_bits, U_BITS, c) + n_chunks(ew_bits, c)
+        self.rate_mul_clocks = mul_clocks(32, k8e6, c)       # window x 8e6 before the rate division
+        self.out_mul_clocks = mul_clocks(32, max(1, self.rate_conv.mult.bit_length()), c)   # rate x increment unit
+        self.out_mul_wait = max(1, self.out_mul_clocks - 1)  # RATE_MULW clocks (WRITE is one of the settle clocks)
         self.ack_layout = ack_layout(self.qp_bits, max_hops, p.int_ts_bits, p.int_tx_bits)
         qp = unsigned(self.qp_bits)
         cfg_port = {"cfg": In(HPCC_CFG)} if runtime_cfg else {}
@@ -143,23 +166,41 @@ class HpccEngine(wiring.Component):
     @property
     def cfg_settle_clocks(self) -> int:
         """Clocks after a ``cfg`` change until the derived windows (W_max, W_min, W_AI) follow it."""
-        return 2 * 3 * (3 + iter_clocks(32, self.steps)) if self.runtime_cfg else 0
+        return 2 * 3 * (2 + self.div_clocks("c")) if self.runtime_cfg else 0
+
+    @property
+    def delta_clocks(self) -> int:
+        """Clocks the registered hop records' deltas (timestamp, tx bytes) take to settle (``hw.carry_split``)."""
+        if not self.chunk_bits:
+            return 1
+        return n_chunks(max(self.params.int_ts_bits, self.params.int_tx_bits), self.chunk_bits)
+
+    def div_clocks(self, name: str) -> int:
+        """Clocks from start to done of divider ``name`` (``div_widths``) when its quotient does not saturate."""
+        return divider_clocks(*self.div_widths[name], self.div_steps, self.chunk_bits)
+
+    def divider(self, name: str) -> SeqDivider:
+        """A new divider ``name`` of ``div_widths`` with this engine's steps and chunking."""
+        return SeqDivider(*self.div_widths[name], self.div_steps, self.chunk_bits)
 
     def ack_ii_clocks(self, hops: int, sampled: int | None = None, kind: int = KIND_UPDATE,
                       multiplicative: bool = True) -> int:
         """Clocks per ACK (from ``valid`` seen idle to ``ready``, next ACK taken the clock after) as the FSM walks
         them, with ``rate_wr`` ready; an upper bound, since a saturating division ends early."""
-        iq = iter_clocks(U_BITS, self.steps)
-        ip = iter_clocks(self.post_q_bits, self.steps)
+        iq = max(self.div_clocks("q"), self.div_clocks("t")) - 1
+        ip = self.div_clocks("p") - 1
+        dc = self.delta_clocks
         if kind == KIND_NO_INT:
             return 4                                            # IDLE LOAD WRITE FINISH
         if kind == KIND_RECORD:
             return 4 + 2 * hops                                 # (HOP NEXT) per hop
         sampled = hops if sampled is None else sampled
         if kind == KIND_NO_SAMPLE:
-            return 5 + 3 * hops                                 # (HOP MUL NEXT) per hop, TAU
-        hop_clocks = sampled * (5 + iq) + 3 * (hops - sampled)   # sampled: + DIVS, DIVW (iq + 1)
-        return hop_clocks + 13 + 2 * ip + ((ip + 2) if multiplicative else 0)
+            return 5 + (4 + dc) * hops                          # (HOP DELTA*dc SAMPLE MUL NEXT) per hop, TAU
+        mc = self.hop_mul_clocks
+        hop_clocks = sampled * (7 + dc + mc + iq) + (4 + dc) * (hops - sampled)   # + MULW*mc MUL DIVS DIVW*(iq+1)
+        post = 18 + self.ewma_mul_clocks + self.rate_mul_clocks + self.out_mul_wait
+        return hop_clocks + post + 2 * ip + ((ip + 2) if multiplicative else 0)
 
     def elaborate(self, platform):
         m = Module()
@@ -188,13 +229,9 @@ class HpccEngine(wiring.Component):
         hwr = hmem.write_port()
         hrd = hmem.read_port()
 
-        qbits_hop = (32 + k8e6.bit_length() + U_FRAC_BITS, 32 + self.t_bits)
-        tbits_hop = (tx_bits - 1 + k8e6.bit_length() + U_FRAC_BITS, 32 + ts_bits - 1)
-        m.submodules.div_q = div_q = SeqDivider(*qbits_hop, U_BITS, self.steps)
-        m.submodules.div_t = div_t = SeqDivider(*tbits_hop, U_BITS, self.steps)
-        post_n_bits = max(self.t_bits + U_BITS + 1, 32 + 16 + 1, 32 + k8e6.bit_length())
-        m.submodules.div_p = div_p = SeqDivider(post_n_bits, max(self.t_bits, U_BITS), self.post_q_bits,
-                                                self.steps)
+        m.submodules.div_q = div_q = self.divider("q")
+        m.submodules.div_t = div_t = self.divider("t")
+        m.submodules.div_p = div_p = self.divider("p")
 
         ack = self.ack.payload
         qp = Signal(self.qp_bits)
@@ -226,8 +263,30 @@ class HpccEngine(wiring.Component):
         m.d.comb += [hwr.data.ts_ns.eq(new.ts_ns), hwr.data.tx_bytes.eq(new.tx_bytes),
                      hwr.data.qlen_bytes.eq(new.qlen_bytes)]
 
-        def clamp(v, lo, hi):
-            return Mux(v < lo, lo, Mux(v > hi, hi, v))
+        new_r, old_r = Signal(rec), Signal(rec)
+        wait = Signal(range(max(self.delta_clocks, self.hop_mul_clocks, self.ewma_mul_clocks, self.rate_mul_clocks,
+                                self.out_mul_wait) + 1))
+        d_ts = settled_add(m, new_r.ts_ns, old_r.ts_ns, ts_bits, self.chunk_bits, subtract=True)
+        d_tx = settled_add(m, new_r.tx_bytes, old_r.tx_bytes, tx_bits, self.chunk_bits, subtract=True)
+        cb = self.chunk_bits
+        q_n, c_qn = settled_mul(m, qlen, k8e6, cb)
+        q_d, c_qd = settled_mul(m, link, t_ns, cb)
+        t_n, c_tn = settled_mul(m, dtx, k8e6, cb)
+        t_d, c_td = settled_mul(m, link, dts[:ts_bits - 1], cb)
+        assert max(c_qn, c_qd, c_tn, c_td) == self.hop_mul_clocks
+        ew_a, c_ea = settled_mul(m, rest, s.u_q16, cb)
+        ew_b, c_eb = settled_mul(m, tau_c, u_max, cb)
+        ew_bits = max(len(ew_a), len(ew_b)) + 1
+        ew_n = settled_add(m, ew_a, ew_b, ew_bits, cb)
+        assert max(c_ea, c_eb) + n_chunks(ew_bits, cb) == self.ewma_mul_clocks
+        u_hop, tau_gt, lo_flag, hi_flag = Signal(U_BITS), Signal(), Signal(), Signal()
+        wc_eta, c_we = settled_mul(m, s.wc_bytes, eta_q16, cb)
+        assert c_we <= self.ewma_mul_clocks + self.div_clocks("p")
+        win_bits, c_wb = settled_mul(m, s.window_bytes, k8e6, cb)
+        rate_inc, c_ri = settled_mul(m, s.rate_kbps, self.rate_conv.mult, cb)
+        assert (c_wb, c_ri) == (self.rate_mul_clocks, self.out_mul_clocks)
+        # ack_seq > last_update_seq, settled chunk by chunk while the ACK's hops are walked (>= 6 clocks after LOAD)
+        seq_newer = settled_gt(m, ack.ack_seq, s.last_update_seq, self.chunk_bits)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -254,37 +313,48 @@ class HpccEngine(wiring.Component):
                                  kind.eq(Mux(srd.data.n_hops == n_hops, KIND_NO_SAMPLE, KIND_RECORD))]
                     m.next = "HOP"
             with m.State("HOP"):
-                old = hrd.data
+                # write the new record; register both records: the deltas' carry chains start from flip-flops
                 m.d.comb += hwr.en.eq(1)
-                d_ts = Signal(ts_bits)
-                d_tx = Signal(tx_bits)
-                m.d.comb += [d_ts.eq(new.ts_ns - old.ts_ns), d_tx.eq(new.tx_bytes - old.tx_bytes)]
-                m.d.sync += [dts.eq(d_ts), dtx.eq(Mux(d_tx[-1], 0, d_tx)),
-                             qlen.eq(Mux(new.qlen_bytes < old.qlen_bytes, new.qlen_bytes, old.qlen_bytes)),
-                             link.eq(new.link_kbps),
-                             sample.eq((d_ts != 0) & ~d_ts[-1] & (new.link_kbps != 0))]
+                m.d.sync += [new_r.ts_ns.eq(new.ts_ns), new_r.tx_bytes.eq(new.tx_bytes),
+                             new_r.qlen_bytes.eq(new.qlen_bytes), old_r.eq(hrd.data), link.eq(new.link_kbps),
+                             wait.eq(self.delta_clocks - 1)]
                 with m.If(measure):
-                    m.next = "MUL"
+                    m.next = "DELTA"
                 with m.Else():
                     m.next = "NEXT"
+            with m.State("DELTA"):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.next = "SAMPLE"
+            with m.State("SAMPLE"):
+                m.d.sync += [dts.eq(d_ts), dtx.eq(Mux(d_tx[-1], 0, d_tx)),
+                             qlen.eq(Mux(new_r.qlen_bytes < old_r.qlen_bytes, new_r.qlen_bytes, old_r.qlen_bytes)),
+                             sample.eq(d_ts.any() & ~d_ts[-1] & link.any()), wait.eq(self.hop_mul_clocks - 1)]
+                m.next = "MULW"
+            with m.State("MULW"):
+                # the split products of the hop's registers settle (hop_mul_clocks after SAMPLE)
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(~sample):
+                    m.next = "NEXT"
+                with m.Elif(wait == 0):
+                    m.next = "MUL"
             with m.State("MUL"):
                 # register the operands: the divider's overflow check starts from flip-flops
-                m.d.sync += [div_q.n.eq((qlen * k8e6) << U_FRAC_BITS), div_q.d.eq(link * t_ns),
-                             div_t.n.eq((dtx * k8e6) << U_FRAC_BITS), div_t.d.eq(link * dts[:ts_bits - 1])]
-                with m.If(sample):
-                    m.next = "DIVS"
-                with m.Else():
-                    m.next = "NEXT"
+                m.d.sync += [div_q.n.eq(q_n << U_FRAC_BITS), div_q.d.eq(q_d),
+                             div_t.n.eq(t_n << U_FRAC_BITS), div_t.d.eq(t_d)]
+                m.next = "DIVS"
             with m.State("DIVS"):
                 m.d.comb += [div_q.start.eq(1), div_t.start.eq(1)]
                 m.next = "DIVW"
             with m.State("DIVW"):
                 with m.If(div_q.done & div_t.done):
                     u_sum = div_q.q + div_t.q
-                    u_hop = Mux(u_sum > U_MAX, U_MAX, u_sum)
-                    with m.If(~have | (u_hop > u_max)):
-                        m.d.sync += [u_max.eq(u_hop), tau.eq(dts), arg.eq(h), have.eq(1)]
-                    m.next = "NEXT"
+                    m.d.sync += u_hop.eq(Mux(u_sum > U_MAX, U_MAX, u_sum))
+                    m.next = "HCMP"
+            with m.State("HCMP"):
+                with m.If(~have | (u_hop > u_max)):
+                    m.d.sync += [u_max.eq(u_hop), tau.eq(dts), arg.eq(h), have.eq(1)]
+                m.next = "NEXT"
             with m.State("NEXT"):
                 m.d.sync += h.eq(h + 1)
                 with m.If(h + 1 == n_hops):
@@ -299,28 +369,37 @@ class HpccEngine(wiring.Component):
                 with m.If(~have):
                     m.next = "WRITE"
                 with m.Else():
-                    tau_min = Mux(tau > t_ns, t_ns, tau)
-                    m.d.sync += [tau_c.eq(tau_min), rest.eq(t_ns - tau_min), kind.eq(KIND_UPDATE)]
+                    m.d.sync += tau_gt.eq(tau[self.t_bits:].any() | (tau[:self.t_bits] > t_ns))
+                    m.next = "TAU2"
+            with m.State("TAU2"):
+                tau_min = Mux(tau_gt, t_ns, tau[:self.t_bits])
+                m.d.sync += [tau_c.eq(tau_min), rest.eq(t_ns - tau_min), kind.eq(KIND_UPDATE),
+                             wait.eq(self.ewma_mul_clocks - 1)]
+                m.next = "EW_MULW"
+            with m.State("EW_MULW"):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
                     m.next = "EW_MUL"
             with m.State("EW_MUL"):
-                m.d.sync += [div_p.n.eq(rest * s.u_q16 + tau_c * u_max), div_p.d.eq(t_ns)]
+                m.d.sync += [div_p.n.eq(ew_n), div_p.d.eq(t_ns)]
                 m.next = "EW_DIV"
             with m.State("EW_DIV"):
                 m.d.comb += div_p.start.eq(1)
                 m.next = "EW_WAIT"
             with m.State("EW_WAIT"):
                 with m.If(div_p.done):
-                    m.d.sync += [s.u_q16.eq(div_p.q), update.eq(ack.ack_seq > s.last_update_seq)]
-                    m.next = "WIN"
+                    m.d.sync += [s.u_q16.eq(div_p.q), update.eq(seq_newer)]
+                    m.next = "WIN0"
+            with m.State("WIN0"):
+                m.d.sync += mult.eq((s.u_q16 >= eta_q16) | (s.inc_stage >= max_stage))
+                m.next = "WIN"
             with m.State("WIN"):
-                is_mult = (s.u_q16 >= eta_q16) | (s.inc_stage >= max_stage)
-                m.d.sync += mult.eq(is_mult)
+                # wc_eta settled long ago: Wc is stable since LOAD
                 with m.If(update):
                     m.d.sync += [s.last_update_seq.eq(ack.snd_nxt),
-                                 s.inc_stage.eq(Mux(is_mult, 0, s.inc_stage + 1))]
-                with m.If(is_mult):
-                    m.d.sync += [div_p.n.eq(s.wc_bytes * eta_q16),
-                                 div_p.d.eq(Mux(s.u_q16 == 0, 1, s.u_q16))]
+                                 s.inc_stage.eq(Mux(mult, 0, s.inc_stage + 1))]
+                with m.If(mult):
+                    m.d.sync += [div_p.n.eq(wc_eta), div_p.d.eq(Mux(s.u_q16 == 0, 1, s.u_q16))]
                     m.next = "W_DIV"
                 with m.Else():
                     m.d.sync += w.eq(s.wc_bytes + w_ai)
@@ -333,31 +412,50 @@ class HpccEngine(wiring.Component):
                     m.d.sync += w.eq(div_p.q + w_ai)
                     m.next = "W_CLAMP"
             with m.State("W_CLAMP"):
-                w_new = clamp(w, w_min, w_max)
-                m.d.sync += [s.window_bytes.eq(w_new), div_p.n.eq(w_new * k8e6), div_p.d.eq(t_ns)]
+                m.d.sync += [lo_flag.eq(w < w_min), hi_flag.eq(w > w_max)]
+                m.next = "W_SET"
+            with m.State("W_SET"):
+                w_new = Mux(lo_flag, w_min, Mux(hi_flag, w_max, w))
+                m.d.sync += [s.window_bytes.eq(w_new), wait.eq(self.rate_mul_clocks - 1)]
                 with m.If(update):
                     m.d.sync += s.wc_bytes.eq(w_new)
+                m.next = "R_MULW"
+            with m.State("R_MULW"):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.next = "R_MUL"
+            with m.State("R_MUL"):
+                m.d.sync += [div_p.n.eq(win_bits), div_p.d.eq(t_ns)]
                 m.next = "R_DIV"
             with m.State("R_DIV"):
                 m.d.comb += div_p.start.eq(1)
                 m.next = "R_WAIT"
             with m.State("R_WAIT"):
                 with m.If(div_p.done):
-                    m.d.sync += s.rate_kbps.eq(clamp(div_p.q, min_kbps, line_kbps))
-                    m.next = "WRITE"
+                    m.d.sync += [lo_flag.eq(div_p.q < min_kbps), hi_flag.eq(div_p.q > line_kbps)]
+                    m.next = "R_SET"
+            with m.State("R_SET"):
+                m.d.sync += s.rate_kbps.eq(Mux(lo_flag, min_kbps, Mux(hi_flag, line_kbps, div_p.q)))
+                m.next = "WRITE"
             with m.State("WRITE"):
                 m.d.comb += swr.en.eq(1)
                 m.d.sync += [self.trace_seq.eq(self.trace_seq + 1), self.trace_kind.eq(kind),
                              self.trace_qp.eq(qp), self.trace_hop.eq(arg), self.trace_mult.eq(mult),
-                             self.trace_wc_update.eq(update), self.trace_state.eq(s)]
+                             self.trace_wc_update.eq(update), self.trace_state.eq(s),
+                             wait.eq(self.out_mul_wait - 1)]
                 with m.If((kind == KIND_UPDATE) | (kind == KIND_INIT)):
-                    m.next = "RATE_OUT"
+                    m.next = "RATE_MULW"
                 with m.Else():
                     m.next = "FINISH"
+            with m.State("RATE_MULW"):
+                # the limiter increment (rate x mult, split) settles: rate_kbps last changed before WRITE
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.next = "RATE_OUT"
             with m.State("RATE_OUT"):
                 conv = self.rate_conv
                 m.d.comb += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp),
-                             self.rate_wr.payload.rate.eq((s.rate_kbps * conv.mult) >> conv.mult_shift),
+                             self.rate_wr.payload.rate.eq(rate_inc >> conv.mult_shift),
                              self.window_bytes.eq(s.window_bytes)]
                 with m.If(self.rate_wr.ready):
                     with m.If(is_ack):
@@ -371,7 +469,7 @@ class HpccEngine(wiring.Component):
 
     def _derive_windows(self, m: Module, rates_kbps: tuple, t_ns, windows: tuple) -> None:
         """Keep ``windows[i] = rates_kbps[i] * T // 8e6`` (bytes in one T) up to date, one division after another."""
-        m.submodules.div_c = div_c = SeqDivider(32 + self.t_bits, BITS_NS_PER_KBPS.bit_length(), 32, self.steps)
+        m.submodules.div_c = div_c = self.divider("c")
         sel = Signal(range(len(rates_kbps)))
         rate = Signal(32)
         with m.Switch(sel):
@@ -393,3 +491,4 @@ class HpccEngine(wiring.Component):
                                 m.d.sync += w.eq(div_c.q)
                     m.d.sync += sel.eq(Mux(sel == len(rates_kbps) - 1, 0, sel + 1))
                     m.next = "MUL"
+

@@ -20,11 +20,12 @@ widened to 64 bits against ``snd_nxt`` (exact while fewer than 2^23 packets are 
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from hw.carry_split import n_chunks, settled_add
 from hw.errors import HwParamError
 from hw.hpcc import SEQ_BITS, ack_layout
 from hw.stream import AxiStream
@@ -42,6 +43,7 @@ HOPS_AT = SHIM_AT + INT_SHIM_BYTES + INT_MD_BYTES
 ACK_TAIL_BYTES = BTH_BYTES + AETH_BYTES + ICRC_BYTES
 CAPTURE_BYTES = HOPS_AT + MAX_INT_HOPS * INT_HOP_BYTES + ACK_TAIL_BYTES
 PSN_BITS = 24
+CHUNK_BITS = 32  # longest carry chain per clock in the feeder (hw.carry_split)
 
 RAW_HOP = data.StructLayout({"occupancy": unsigned(24), "ts": unsigned(64), "tx_bytes": unsigned(32)})
 
@@ -172,20 +174,40 @@ class HpccAckFeeder(wiring.Component):
 
         # sent-packet counters: read the QP's count, write it + 1 the next clock (a clear waits for that write)
         inc_pending, inc_qp = Signal(), Signal(self.qp_bits)
+        inc_next, inc_stmts = increment(inc_rd.data)
+        m.d.comb += inc_stmts
         m.d.comb += inc_rd.addr.eq(self.sent_qp)
         m.d.sync += [inc_pending.eq(self.sent), inc_qp.eq(self.sent_qp)]
         m.d.comb += self.clear_ok.eq(~inc_pending)
         with m.If(inc_pending):
-            m.d.comb += [wr.addr.eq(inc_qp), wr.data.eq(inc_rd.data + 1), wr.en.eq(1)]
+            m.d.comb += [wr.addr.eq(inc_qp), wr.data.eq(inc_next), wr.en.eq(1)]
         with m.Elif(self.clear):
             m.d.comb += [wr.addr.eq(self.clear_qp), wr.data.eq(0), wr.en.eq(1)]
 
-        # one raw ACK at a time: take it, read its QP's count, convert, offer until the engine takes it
+        # one raw ACK at a time: take it, read its QP's count, register the partial products (DSPs), let the
+        # split 64-bit adds settle, register the result and offer it until the engine takes it
         raw = Signal.like(self.raw.payload)
         out = self.hpcc.payload
-        ts_mask = (1 << self.ts_bits) - 1
         tx_mask = (1 << self.tx_bits) - 1
         q_max = (1 << 32) - 1
+        snd_nxt = Signal(SEQ_BITS)
+        behind = Signal(PSN_BITS)  # packets sent but not acknowledged, modulo 2^24
+        ack_seq = settled_add(m, snd_nxt, behind, SEQ_BITS, CHUNK_BITS, subtract=True)
+        n_hops = min(self.max_hops, len(raw.hops))
+        # ts * unit from pieces of k bits: each piece's product < 2^(2k), so the even pieces' products (and the
+        # odd ones') do not overlap and two operands remain
+        k = max(16, self.ts_unit_ns.bit_length())
+        pieces = -(-min(64, self.ts_bits) // k)
+        prods = [[Signal(2 * k, name=f"ts_p{h}_{i}") for i in range(pieces)] for h in range(n_hops)]
+        qprod = [Signal(40, name=f"qlen_p{h}") for h in range(n_hops)]
+        ts_ns = []
+        for h in range(n_hops):
+            even, odd = Signal(self.ts_bits + 2 * k), Signal(self.ts_bits + 2 * k)
+            m.d.comb += [even.eq(sum_shifted(prods[h][0::2], 0, 2 * k)),
+                         odd.eq(sum_shifted(prods[h][1::2], k, 2 * k))]
+            ts_ns.append(settled_add(m, even, odd, self.ts_bits, CHUNK_BITS))
+        settle = n_chunks(max(SEQ_BITS, self.ts_bits), CHUNK_BITS)
+        wait = Signal(range(settle + 1))
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += [self.raw.ready.eq(1), ack_rd.addr.eq(self.raw.payload.qp)]
@@ -194,24 +216,51 @@ class HpccAckFeeder(wiring.Component):
                     m.next = "CONVERT"
             with m.State("CONVERT"):
                 m.d.comb += ack_rd.addr.eq(raw.qp)
-                snd_nxt = ack_rd.data
-                behind = Signal(PSN_BITS)  # packets sent but not acknowledged, modulo 2^24
-                m.d.comb += behind.eq(snd_nxt[:PSN_BITS] - raw.psn - 1)
-                m.d.sync += [out.qp.eq(raw.qp), out.n_hops.eq(raw.n_hops), out.snd_nxt.eq(snd_nxt),
-                             out.ack_seq.eq(snd_nxt - behind)]
-                for h in range(self.max_hops):
-                    if h >= len(raw.hops):
-                        m.d.sync += out.hops[h].eq(0)
-                        continue
+                m.d.sync += [snd_nxt.eq(ack_rd.data), behind.eq(ack_rd.data[:PSN_BITS] - raw.psn - 1),
+                             wait.eq(settle)]
+                for h in range(n_hops):
                     r = raw.hops[h]
-                    qlen = r.occupancy * self.qlen_unit_bytes
-                    m.d.sync += [out.hops[h].ts_ns.eq((r.ts * self.ts_unit_ns) & ts_mask),
-                                 out.hops[h].tx_bytes.eq(r.tx_bytes & tx_mask),
-                                 out.hops[h].qlen_bytes.eq(Mux(qlen > q_max, q_max, qlen)),
-                                 out.hops[h].link_kbps.eq(self.link_kbps)]
-                m.next = "OFFER"
+                    m.d.sync += qprod[h].eq(r.occupancy * self.qlen_unit_bytes)
+                    for i in range(pieces):
+                        m.d.sync += prods[h][i].eq(r.ts[i * k:(i + 1) * k] * self.ts_unit_ns)
+                m.next = "SETTLE"
+            with m.State("SETTLE"):
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
+                    m.d.sync += [out.qp.eq(raw.qp), out.n_hops.eq(raw.n_hops), out.snd_nxt.eq(snd_nxt),
+                                 out.ack_seq.eq(ack_seq)]
+                    for h in range(self.max_hops):
+                        if h >= n_hops:
+                            m.d.sync += out.hops[h].eq(0)
+                            continue
+                        m.d.sync += [out.hops[h].ts_ns.eq(ts_ns[h]),
+                                     out.hops[h].tx_bytes.eq(raw.hops[h].tx_bytes & tx_mask),
+                                     out.hops[h].qlen_bytes.eq(Mux(qprod[h][32:].any(), q_max, qprod[h][:32])),
+                                     out.hops[h].link_kbps.eq(self.link_kbps)]
+                    m.next = "OFFER"
             with m.State("OFFER"):
                 m.d.comb += self.hpcc.valid.eq(1)
                 with m.If(self.hpcc.ready):
                     m.next = "IDLE"
         return m
+
+
+def sum_shifted(parts: list, first_shift: int, stride: int):
+    """``sum(parts[i] << (first_shift + i * stride))`` for parts narrower than ``stride``: a concatenation."""
+    if not parts:
+        return 0
+    return Cat(Const(0, first_shift), *parts) if first_shift else Cat(*parts)
+
+
+def increment(value, block: int = 6):
+    """``value + 1`` (same width) from a two-level prefix AND (within blocks of ``block`` bits, across blocks),
+    its nets kept so that synthesis maps a shallow LUT tree instead of one long chain."""
+    keep = {"keep": "true"}
+    blocks = [value[i:i + block] for i in range(0, len(value), block)]
+    full = [Signal(name=f"inc_full{b}", attrs=keep) for b in range(len(blocks))]
+    below = [Signal(name=f"inc_below{b}", attrs=keep) for b in range(len(blocks))]
+    stmts = []
+    for b, blk in enumerate(blocks):
+        stmts += [full[b].eq(blk.all()), below[b].eq(Cat(*full[:b]).all() if b else 1)]
+    bits = [blk[j] ^ (below[b] & (blk[:j].all() if j else 1)) for b, blk in enumerate(blocks) for j in range(len(blk))]
+    return Cat(*bits), stmts

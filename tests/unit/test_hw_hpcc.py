@@ -21,10 +21,10 @@ BDP = 125_000
 PARAMS = HpccParams(line_rate_kbps=LINE, base_rtt_ns=T, max_stage=2)
 
 
-@pytest.mark.parametrize("steps", [1, 3])
-def test_divider_is_floor_division_saturated(steps: int) -> None:
-    dut = SeqDivider(40, 20, 12, steps)
-    rng = random.Random(steps)
+@pytest.mark.parametrize(("steps", "chunk_bits"), [(1, 0), (3, 0), (1, 16)])
+def test_divider_is_floor_division_saturated(steps: int, chunk_bits: int) -> None:
+    dut = SeqDivider(40, 20, 12, steps, chunk_bits)
+    rng = random.Random(steps + chunk_bits)
     cases = [(0, 1), (4095, 1), (4096, 1), (10**6, 0), (2**40 - 1, 2**20 - 1), (12345, 12346)]
     cases += [(rng.getrandbits(rng.randrange(1, 41)), rng.getrandbits(rng.randrange(1, 21))) for _ in range(60)]
     got = []
@@ -49,7 +49,7 @@ def test_divider_is_floor_division_saturated(steps: int) -> None:
     for (n, d), (q, clocks) in zip(cases, got, strict=True):
         want = 4095 if d == 0 else min(n // d, 4095)
         assert q == want, f"{n} // {d}: {q} != {want}"
-        assert clocks == (1 if d == 0 or n // d > 4095 else dut.clocks)
+        assert clocks == (dut.saturated_clocks if d == 0 or n // d > 4095 else dut.clocks)
 
 
 def run_engine(dut: HpccEngine, acks: list[tuple[int, AckInfo]], init_qps: list[int]) -> tuple[list, list, list]:

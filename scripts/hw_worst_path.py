@@ -1,0 +1,107 @@
+"""Print the deepest register-to-register path of an RTL block, cell by cell (timing-closure debugging aid).
+
+Usage: ``.venv/bin/python scripts/hw_worst_path.py BLOCK [WORKDIR]`` with BLOCK a ``hw.blocks`` name or
+``hpcc_feeder`` (``hw.int_ack.HpccAckFeeder`` alone).  Levels are counted as ``hw.synth.logic_levels`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from hw.blocks import build
+from hw.int_ack import HpccAckFeeder
+from hw.synth import _cell_weight, _comb_inputs, synthesize
+
+
+def worst_path(netlist: dict, top: str) -> list[tuple[str, str, float, str]]:
+    """(cell, type, depth, driven net) from the path's start to its end, for the deepest path."""
+    mod = netlist["modules"][top]
+    cells = mod["cells"]
+    net_name = {}
+    for name, n in mod["netnames"].items():
+        for i, bit in enumerate(n["bits"]):
+            if isinstance(bit, int) and (bit not in net_name or (net_name[bit].startswith("$")
+                                                                   and not name.startswith("$"))):
+                net_name[bit] = f"{name}[{i}]"
+    driver: dict[int, str] = {}
+    for name, cell in cells.items():
+        for port, bits in cell["connections"].items():
+            if cell.get("port_directions", {}).get(port) == "output":
+                for bit in bits:
+                    if isinstance(bit, int):
+                        driver[bit] = name
+    depth: dict[str, float] = {}
+    best: dict[str, str | None] = {}
+    sys.setrecursionlimit(100000)
+
+    def visit(name: str) -> float:
+        if name in depth:
+            return depth[name]
+        depth[name] = 0.0
+        cell = cells[name]
+        weight = _cell_weight(cell["type"])
+        if weight is None:
+            best[name] = None
+            return 0.0
+        preds = [driver[b] for p in _comb_inputs(cell["type"], cell.get("port_directions", {}))
+                 for b in cell["connections"].get(p, []) if isinstance(b, int) and b in driver]
+        preds = [p for p in preds if _cell_weight(cells[p]["type"]) is not None]
+        d, arg = 0.0, None
+        for p in preds:
+            dp = visit(p)
+            if dp > d or arg is None:
+                d, arg = dp, p
+        best[name] = arg
+        depth[name] = weight + d
+        return depth[name]
+
+    for c in cells:
+        visit(c)
+    end = max(depth, key=depth.get)
+    path = []
+    cur: str | None = end
+    while cur is not None:
+        cell = cells[cur]
+        outs = [b for p, bits in cell["connections"].items()
+                if cell["port_directions"].get(p) == "output" for b in bits if isinstance(b, int)]
+        path.append((cur, cell["type"], depth[cur], net_name.get(outs[0], "?") if outs else "?"))
+        cur = best.get(cur)
+    path.reverse()
+    # the register(s) feeding the first cell
+    first = cells[path[0][0]]
+    srcs = sorted({net_name.get(b, "?") for p, bits in first["connections"].items()
+                   if first["port_directions"].get(p) == "input" for b in bits if isinstance(b, int)})
+    print("path starts from:", ", ".join(srcs[:12]))
+    last_outs = {b for p, bits in cells[end]["connections"].items()
+                 if cells[end]["port_directions"].get(p) == "output" for b in bits if isinstance(b, int)}
+    sinks = set()
+    for cell in cells.values():
+        if _cell_weight(cell["type"]) is None:
+            for p, bits in cell["connections"].items():
+                if cell["port_directions"].get(p) == "input" and last_outs & set(bits):
+                    q = [b for qp, qb in cell["connections"].items()
+                         if cell["port_directions"].get(qp) == "output" for b in qb if isinstance(b, int)]
+                    sinks.add(f"{cell['type']}:{net_name.get(q[0], '?') if q else '?'}")
+    print("path ends at:", ", ".join(sorted(sinks)[:12]))
+    return path
+
+
+def main() -> None:
+    block = sys.argv[1]
+    work = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="worst-path-"))
+    work.mkdir(parents=True, exist_ok=True)
+    dut = HpccAckFeeder() if block == "hpcc_feeder" else build(block)
+    (work / f"{block}.v").write_text(verilog.convert(dut, name=block, emit_src=False))
+    res = synthesize(work / f"{block}.v", block, work)
+    print(json.dumps(res.as_dict()))
+    for _name, typ, d, net in worst_path(json.loads((work / f"{block}.net.json").read_text()), block):
+        print(f"{d:5.1f}  {typ:10s} -> {net}")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,11 +27,10 @@ def settled_add(m: Module, a, b, width: int, chunk_bits: int, subtract: bool = F
         lo, hi = j * chunk_bits, (j + 1) * chunk_bits
         s_j = Signal(chunk_bits + 1)
         r_j = Signal(chunk_bits)
-        c_in = carry[j - 1] if j else 0
-        if subtract:     # carry = borrow
-            m.d.comb += s_j.eq(a_w[lo:hi] - b_w[lo:hi] - c_in)
-        else:
-            m.d.comb += s_j.eq(a_w[lo:hi] + b_w[lo:hi] + c_in)
+        # a - b - borrow as a + ~b + carry (carry = no borrow): one chain with a carry-in, no second adder
+        c_in = carry[j - 1] if j else int(subtract)
+        b_j = (~b_w[lo:hi])[:chunk_bits] if subtract else b_w[lo:hi]
+        m.d.comb += s_j.eq(a_w[lo:hi] + b_j + c_in)
         m.d.sync += [r_j.eq(s_j[:chunk_bits]), carry[j].eq(s_j[chunk_bits])]
         parts.append(r_j)
     result = Signal(width)
@@ -47,13 +46,13 @@ def settled_gt(m: Module, a, b, chunk_bits: int):
     n_ch = n_chunks(width, chunk_bits)
     a_w, b_w = Signal(n_ch * chunk_bits), Signal(n_ch * chunk_bits)
     m.d.comb += [a_w.eq(a), b_w.eq(b)]
-    borrow = Signal(n_ch)
+    carry = Signal(n_ch)          # b - a without borrow so far, as b + ~a + carry
     for j in range(n_ch):
         lo, hi = j * chunk_bits, (j + 1) * chunk_bits
         d_j = Signal(chunk_bits + 1)
-        m.d.comb += d_j.eq(b_w[lo:hi] - a_w[lo:hi] - (borrow[j - 1] if j else 0))
-        m.d.sync += borrow[j].eq(d_j[chunk_bits])
-    return borrow[n_ch - 1]
+        m.d.comb += d_j.eq(b_w[lo:hi] + (~a_w[lo:hi])[:chunk_bits] + (carry[j - 1] if j else 1))
+        m.d.sync += carry[j].eq(d_j[chunk_bits])
+    return ~carry[n_ch - 1]
 
 
 A_PIECE_BITS, B_PIECE_BITS = 17, 24   # unsigned operand slices one DSP48E2 multiplies (27 x 18 signed)

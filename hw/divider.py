@@ -116,17 +116,18 @@ class SeqDivider(wiring.Component):
         r_w, dd_w = Signal(width), Signal(width)
         m.d.comb += [r_w.eq(r), dd_w.eq(dd)]
         diff_lo = Signal(width - c)                     # settled low chunks of r - dd
-        borrow = Signal(n_ph)                           # borrow out of chunk j, registered
+        carry = Signal(n_ph)                            # carry (no borrow) out of chunk j, registered
         last = Signal(c + 1)
         for j in range(n_ph):
             a, b = r_w[j * c:(j + 1) * c], dd_w[j * c:(j + 1) * c]
             d_j = Signal(c + 1, name=f"diff{j}")
-            m.d.comb += d_j.eq(a - b - (borrow[j - 1] if j else 0))
+            # a - b - borrow as a + ~b + carry: the carry-in of one chain, no second adder
+            m.d.comb += d_j.eq(a + (~b)[:c] + (carry[j - 1] if j else 1))
             if j < n_ph - 1:
-                m.d.sync += [diff_lo[j * c:(j + 1) * c].eq(d_j[:c]), borrow[j].eq(d_j[c])]
+                m.d.sync += [diff_lo[j * c:(j + 1) * c].eq(d_j[:c]), carry[j].eq(d_j[c])]
             else:
                 m.d.comb += last.eq(d_j)
-        ge = ~last[c]
+        ge = last[c]
         with m.If(self.busy):
             m.d.sync += ph.eq(Mux(ph == n_ph - 1, 0, ph + 1))
             with m.If(ph == n_ph - 1):

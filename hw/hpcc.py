@@ -18,7 +18,8 @@ updates; ``ack_ii_clocks`` gives the bound, e.g. 538 clocks at 3 hops, 100 Gb/s,
 Timing (400 MHz): no carry chain is longer than ``chunk_bits`` per clock - the 64-bit timestamp and sequence
 deltas and compares settle one chunk per clock (``hw.carry_split``), the products are DSP-sized partial
 products, registered, summed by such split adds, and the dividers resolve one quotient bit per
-``ceil(W/chunk_bits)`` clocks (``hw.divider``); the FSM waits the settle clocks, so the results stay exact.
+``ceil(W/chunk_bits)`` clocks (``hw.divider``); the FSM waits the settle clocks, so the results stay exact:
+``hw report`` counts 6 logic levels (was 18).
 Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
 With ``runtime_cfg=True`` the constants come from the ``cfg`` input (``HPCC_CFG``, a register bank) instead of
 being built in: W_max, W_min and W_AI (rate x T / 8e6) are recomputed in the background by a fourth divider,

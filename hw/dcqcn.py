@@ -5,7 +5,8 @@ the rate-timer increase, the byte-counter increase or the CNP cut, write back): 
 sent packet (byte counter), or a background sweep that fires the per-QP alpha and rate-increase timers.  Timed
 for 400 MHz (<= 6 logic levels): at most one 32-bit carry chain per clock, 64-bit deadlines as two halves with
 a registered carry, the increase's mean as three sums chosen by registered flags.  Sweeps alternate with
-events, so every QP is visited at least every ``2 * OPS_CLOCKS * n_qps`` clocks; the timer periods must be
+events, so every QP is visited at least every ``2 * OP_WORST_CLOCKS * n_qps`` clocks (an operation that changes
+a rate spends one more clock in RATE_OUT); the timer periods must be
 longer than that, which makes "at most one expiry per timer per visit" exact and the lazy timers of the model
 equal to the swept ones here.  Every new current rate goes out on
 ``rate_wr`` converted to limiter units by ``sw.cc.RateToIncrement``; ``trace`` shows each state change for
@@ -29,6 +30,13 @@ from sw.cc.fixedpoint import ALPHA_FRAC_BITS, ALPHA_ONE
 
 TIME_BITS = 64
 OPS_CLOCKS = 9
+OP_WORST_CLOCKS = OPS_CLOCKS + 1
+"""Clocks of an operation that changes a rate: the FSM plus RATE_OUT (an unready ``rate_wr`` adds more)."""
+
+
+def sweep_interval_ns(n_qps: int, clk_period_ps: int) -> float:
+    """Longest time between two sweep visits of one QP (sweeps alternate with events, each op at its worst)."""
+    return 2 * OP_WORST_CLOCKS * n_qps * clk_period_ps / 1000
 KIND_INIT, KIND_CNP, KIND_SENT, KIND_TIMER = range(4)
 
 RP_STATE = data.StructLayout({
@@ -120,7 +128,7 @@ class DcqcnRpEngine(wiring.Component):
         p = params or DcqcnParams()
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
-        visit_ns = 2 * OPS_CLOCKS * n_qps * clk_period_ps / 1000
+        visit_ns = sweep_interval_ns(n_qps, clk_period_ps)
         for name in ("alpha_timer_ns", "rate_timer_ns"):
             if getattr(p, name) <= visit_ns:
                 raise HwParamError(f"dcqcn.{name}={getattr(p, name)}: must exceed the sweep interval "

@@ -52,7 +52,7 @@ from amaranth.lib.wiring import In, Out
 
 from hw.cnp import CnpGenerator
 from hw.csr import ADDR_BITS, REG_COUNTER0, REG_PARAM0, CsrBank, ParamReg
-from hw.dcqcn import DCQCN_CFG, OPS_CLOCKS, DcqcnRpEngine
+from hw.dcqcn import DCQCN_CFG, DcqcnRpEngine, sweep_interval_ns
 from hw.errors import HwParamError
 from hw.hpcc import HPCC_CFG, KIND_UPDATE, HpccEngine
 from hw.int_ack import MAX_INT_HOPS, HpccAckFeeder, IntAckParser
@@ -93,7 +93,7 @@ def line_rate_kbps(data_width: int, clk_period_ps: int) -> int:
 
 def min_timer_ns(n_qps: int, clk_period_ps: int) -> int:
     """Shortest DCQCN timer period the reaction point's sweep serves exactly (``DcqcnRpEngine``'s limit)."""
-    return int(2 * OPS_CLOCKS * n_qps * clk_period_ps / 1000) + 1
+    return int(sweep_interval_ns(n_qps, clk_period_ps)) + 1
 
 
 def hpcc_max_rtt_ns(line_kbps: int) -> int:

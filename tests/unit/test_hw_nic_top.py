@@ -64,7 +64,7 @@ def test_docstring_table_is_the_register_table() -> None:
 def test_reset_values_are_a_valid_model_configuration() -> None:
     top = NicCcTop(data_width=64, n_qps=8, mtu_bytes=64, burst_bytes=128)
     assert top.dcqcn_reset == DcqcnParams(line_rate_kbps=LINE_KBPS, alpha_timer_ns=55_000, rate_timer_ns=55_000)
-    assert top.timer_min_ns == TIMER_MIN == 361  # 2 * OPS_CLOCKS (9) * 8 QPs * 2.5 ns + 1
+    assert top.timer_min_ns == TIMER_MIN == 401  # 2 * (OPS_CLOCKS 9 + RATE_OUT 1) * 8 QPs * 2.5 ns + 1
     with pytest.raises(HwParamError, match="mtu_bytes"):
         NicCcTop(data_width=64, n_qps=8, mtu_bytes=70_000, burst_bytes=70_000)
 

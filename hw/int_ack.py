@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from hw.carry_split import n_chunks, settled_add
 from hw.errors import HwParamError
 from hw.hpcc import SEQ_BITS, ack_layout
-from hw.stream import AxiStream
+from hw.stream import AxiStream, tap_head
 
 ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES, AETH_BYTES, ICRC_BYTES = 14, 20, 8, 12, 4, 4
 ETHERTYPE_IPV4, ROCEV2_UDP_PORT, IP_PROTO_UDP = 0x0800, 4791, 17
@@ -75,32 +75,11 @@ class IntAckParser(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        bpb = self.data_width // 8
-        s, o = self.s_axis, self.m_axis
-        m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast), o.tvalid.eq(s.tvalid),
-                     s.tready.eq(o.tready)]
-        fire = s.tvalid & s.tready
-        last_beat = (CAPTURE_BYTES - 1) // bpb
-        beat = Signal(range(last_beat + 2))
-        hdr = [Signal(8, name=f"hdr{i}") for i in range(CAPTURE_BYTES)]
-        got = [Signal(name=f"got{i}") for i in range(CAPTURE_BYTES)]
-        with m.If(fire):
-            with m.If(s.tlast):
-                m.d.sync += beat.eq(0)
-            with m.Elif(beat <= last_beat):
-                m.d.sync += beat.eq(beat + 1)
-            for i in range(CAPTURE_BYTES):
-                if i // bpb:
-                    with m.If(beat == 0):  # a new frame: forget bytes of later beats until they arrive
-                        m.d.sync += got[i].eq(0)
-                with m.If(beat == i // bpb):
-                    lane = i % bpb
-                    m.d.sync += [hdr[i].eq(s.tdata[8 * lane:8 * lane + 8]), got[i].eq(s.tkeep[lane])]
+        s = self.s_axis
+        tap = tap_head(m, s, self.m_axis, CAPTURE_BYTES, self.data_width)
+        fire, hdr, got, be = tap.fire, tap.hdr, tap.got, tap.be
         ended = Signal()
         m.d.sync += ended.eq(fire & s.tlast)  # the clock after a last beat, the whole frame's head is in hdr
-
-        def be(offset: int, n: int):
-            return Cat(*reversed(hdr[offset:offset + n]))
 
         shim_words = hdr[SHIM_AT + 1]
         md = SHIM_AT + INT_SHIM_BYTES

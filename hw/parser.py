@@ -17,7 +17,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.errors import HwParamError
-from hw.stream import AxiStream
+from hw.stream import AxiStream, tap_head
 
 ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES = 14, 20, 8, 12
 IPV6_BYTES, VLAN_TAG_BYTES = 40, 4
@@ -54,34 +54,13 @@ class RoceParser(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        bpb = self.data_width // 8
-        s, o = self.s_axis, self.m_axis
-        m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast), o.tvalid.eq(s.tvalid),
-                     s.tready.eq(o.tready)]
-        fire = s.tvalid & s.tready
-        last_hdr_beat = (MAX_HDR_BYTES - 1) // bpb
-        beat = Signal(range(last_hdr_beat + 2))
-        hdr = [Signal(8, name=f"hdr{i}") for i in range(MAX_HDR_BYTES)]
-        got = [Signal(name=f"got{i}") for i in range(MAX_HDR_BYTES)]  # byte present (tkeep) in the frame
-        with m.If(fire):
-            with m.If(s.tlast):
-                m.d.sync += beat.eq(0)
-            with m.Elif(beat <= last_hdr_beat):
-                m.d.sync += beat.eq(beat + 1)
-            for i in range(MAX_HDR_BYTES):
-                if i // bpb:
-                    with m.If(beat == 0):  # a new frame: forget bytes of later beats until they arrive
-                        m.d.sync += got[i].eq(0)
-                with m.If(beat == i // bpb):
-                    lane = i % bpb
-                    m.d.sync += [hdr[i].eq(s.tdata[8 * lane:8 * lane + 8]), got[i].eq(s.tkeep[lane])]
+        s = self.s_axis
+        tap = tap_head(m, s, self.m_axis, MAX_HDR_BYTES, self.data_width)
+        fire, hdr, got, be = tap.fire, tap.hdr, tap.got, tap.be
         # the clock after each beat, the headers captured so far are judged once per frame: as soon as the
         # frame's layout is complete, or at its last beat (a truncated or non-RoCE frame)
         fresh, fresh_last, decided = Signal(), Signal(), Signal()
         m.d.sync += [fresh.eq(fire), fresh_last.eq(fire & s.tlast)]
-
-        def be(offset: int, n: int):
-            return Cat(*reversed(hdr[offset:offset + n]))
 
         tagged = be(12, 2) == TPID_8021Q
         roce, ecn, opcode, dest_qp, complete = [], [], [], [], []

@@ -5,7 +5,9 @@ Verilog ports come out as ``<name>__tdata`` etc., so cocotbext-axi binds them wi
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat
+from dataclasses import dataclass
+
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -49,3 +51,45 @@ class AxiStream(wiring.Signature):
 def keep_for_remaining(remaining_bytes, bytes_per_beat: int):
     """tkeep for a beat when ``remaining_bytes`` (a Value) of the frame are still to go: lane i iff i < rem."""
     return Cat(*(remaining_bytes > lane for lane in range(bytes_per_beat)))
+
+
+@dataclass
+class HeadTap:
+    """A frame's first bytes captured by ``tap_head``: ``hdr[i]`` (byte i) and ``got[i]`` (present, by tkeep)."""
+
+    fire: Value
+    hdr: list[Signal]
+    got: list[Signal]
+
+    def be(self, offset: int, n: int) -> Value:
+        """Big-endian field of ``n`` captured bytes at ``offset``."""
+        return Cat(*reversed(self.hdr[offset:offset + n]))
+
+
+def tap_head(m: Module, s, o, n_bytes: int, data_width: int) -> HeadTap:
+    """Pass stream ``s`` through to ``o`` unchanged and capture each frame's first ``n_bytes`` (a parser's view).
+
+    A byte of a later beat reads as absent (``got`` 0) until its beat arrives, so a short frame never shows the
+    previous frame's bytes; the captured head is complete the clock after the beat that carried it.
+    """
+    bpb = data_width // 8
+    m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast), o.tvalid.eq(s.tvalid),
+                 s.tready.eq(o.tready)]
+    fire = s.tvalid & s.tready
+    last_beat = (n_bytes - 1) // bpb
+    beat = Signal(range(last_beat + 2))
+    hdr = [Signal(8, name=f"hdr{i}") for i in range(n_bytes)]
+    got = [Signal(name=f"got{i}") for i in range(n_bytes)]
+    with m.If(fire):
+        with m.If(s.tlast):
+            m.d.sync += beat.eq(0)
+        with m.Elif(beat <= last_beat):
+            m.d.sync += beat.eq(beat + 1)
+        for i in range(n_bytes):
+            if i // bpb:
+                with m.If(beat == 0):  # a new frame: forget bytes of later beats until they arrive
+                    m.d.sync += got[i].eq(0)
+            with m.If(beat == i // bpb):
+                lane = i % bpb
+                m.d.sync += [hdr[i].eq(s.tdata[8 * lane:8 * lane + 8]), got[i].eq(s.tkeep[lane])]
+    return HeadTap(fire, hdr, got)

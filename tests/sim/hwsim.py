@@ -76,3 +76,25 @@ def tb_record(**figures) -> None:
     old = json.loads(p.read_text()) if p.exists() else {}
     old.update(figures)
     p.write_text(json.dumps(old, indent=1))
+
+
+async def csr_access(dut, addr: int, value: int | None = None) -> int:
+    """One access on a top level's CSR bus (``csr_*`` ports): write ``value`` or read; returns ``csr_rdata``."""
+    from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+    dut.csr_addr.value = addr
+    if value is None:
+        dut.csr_re.value = 1
+    else:
+        dut.csr_wdata.value = value
+        dut.csr_we.value = 1
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        if int(dut.csr_ack.value):
+            break
+    await FallingEdge(dut.clk)  # drop the strobes before the next edge, or the write happens twice
+    data = int(dut.csr_rdata.value)
+    dut.csr_we.value = 0
+    dut.csr_re.value = 0
+    return data

@@ -13,9 +13,9 @@ import time
 import cocotb
 from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import csr_access, tb_params, tb_record
 
 from hw.csr import CSR_ID, ERR_CLAMP, ERR_VALUE, REG_ERR, REG_ID, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
 from hw.nic_top import CC_MODE_DCQCN, CC_MODE_HPCC, CC_MODE_NONE, COUNTER_ADDR
@@ -70,23 +70,7 @@ class TB:
                 self.cnp_reqs.append((get_sim_time("ns"), int(dut.cnp_req__payload.value)))
 
     async def csr(self, addr: int, value: int | None = None) -> int:
-        dut = self.dut
-        dut.csr_addr.value = addr
-        if value is None:
-            dut.csr_re.value = 1
-        else:
-            dut.csr_wdata.value = value
-            dut.csr_we.value = 1
-        while True:
-            await RisingEdge(dut.clk)
-            await ReadOnly()
-            if int(dut.csr_ack.value):
-                break
-        await FallingEdge(dut.clk)  # drop the strobes before the next edge, or the write happens twice
-        data = int(dut.csr_rdata.value)
-        dut.csr_we.value = 0
-        dut.csr_re.value = 0
-        return data
+        return await csr_access(self.dut, addr, value)
 
     async def param(self, name: str, value: int | None = None) -> int:
         return await self.csr(REG_PARAM0 + self.names.index(name), value)

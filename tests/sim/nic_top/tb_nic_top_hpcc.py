@@ -14,9 +14,9 @@ import time
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import csr_access, tb_params, tb_record
 from int_ack_stim import IntPath, ack_frame, host_hops
 
 from hw.csr import ERR_CLAMP, ERR_VALUE, REG_ERR, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
@@ -75,23 +75,7 @@ class TB:
                 self.rate_writes.append((raw & mask, (raw >> self.qp_bits) & 0xFFFF_FFFF))
 
     async def csr(self, addr: int, value: int | None = None) -> int:
-        dut = self.dut
-        dut.csr_addr.value = addr
-        if value is None:
-            dut.csr_re.value = 1
-        else:
-            dut.csr_wdata.value = value
-            dut.csr_we.value = 1
-        while True:
-            await RisingEdge(dut.clk)
-            await ReadOnly()
-            if int(dut.csr_ack.value):
-                break
-        await FallingEdge(dut.clk)
-        data = int(dut.csr_rdata.value)
-        dut.csr_we.value = 0
-        dut.csr_re.value = 0
-        return data
+        return await csr_access(self.dut, addr, value)
 
     async def param(self, name: str, value: int | None = None) -> int:
         return await self.csr(REG_PARAM0 + self.names.index(name), value)

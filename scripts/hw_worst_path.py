@@ -6,6 +6,7 @@ Usage: ``.venv/bin/python scripts/hw_worst_path.py BLOCK [WORKDIR]`` with BLOCK 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from amaranth.back import verilog
 
-from hw.blocks import build
+from hw.blocks import BLOCKS, build
 from hw.int_ack import HpccAckFeeder
 from hw.synth import _cell_weight, _comb_inputs, synthesize
 
@@ -92,8 +93,12 @@ def worst_path(netlist: dict, top: str) -> list[tuple[str, str, float, str]]:
 
 
 def main() -> None:
-    block = sys.argv[1]
-    work = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(tempfile.mkdtemp(prefix="worst-path-"))
+    ap = argparse.ArgumentParser(prog="scripts/hw_worst_path.py", description=__doc__.splitlines()[0])
+    ap.add_argument("block", choices=[*BLOCKS, "hpcc_feeder"], help="hw.blocks name, or hpcc_feeder")
+    ap.add_argument("workdir", nargs="?", help="where to keep the Verilog and netlist (default: a temp dir)")
+    args = ap.parse_args()
+    block = args.block
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="worst-path-"))
     work.mkdir(parents=True, exist_ok=True)
     dut = HpccAckFeeder() if block == "hpcc_feeder" else build(block)
     (work / f"{block}.v").write_text(verilog.convert(dut, name=block, emit_src=False))

@@ -94,9 +94,8 @@ def _comb_inputs(cell_type: str, ports: dict[str, str]) -> list[str]:
     return inputs
 
 
-def logic_levels(netlist: dict, top: str) -> int:
-    """Deepest combinational path of a mapped netlist (``write_json``), in levels as described above."""
-    cells = netlist["modules"][top]["cells"]
+def net_drivers(cells: dict) -> dict[int, str]:
+    """Net bit -> the cell driving it, from a mapped netlist module's cells."""
     driver: dict[int, str] = {}
     for name, cell in cells.items():
         for port, bits in cell["connections"].items():
@@ -104,6 +103,13 @@ def logic_levels(netlist: dict, top: str) -> int:
                 for bit in bits:
                     if isinstance(bit, int):
                         driver[bit] = name
+    return driver
+
+
+def logic_levels(netlist: dict, top: str) -> int:
+    """Deepest combinational path of a mapped netlist (``write_json``), in levels as described above."""
+    cells = netlist["modules"][top]["cells"]
+    driver = net_drivers(cells)
     depth: dict[str, float] = {}
     visiting: set[str] = set()  # on the DFS path: a combinational loop must not recurse forever
     for root in cells:

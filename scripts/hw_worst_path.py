@@ -16,7 +16,7 @@ from amaranth.back import verilog
 
 from hw.blocks import BLOCKS, build
 from hw.int_ack import HpccAckFeeder
-from hw.synth import _cell_weight, _comb_inputs, synthesize
+from hw.synth import _cell_weight, _comb_inputs, net_drivers, synthesize
 
 
 def worst_path(netlist: dict, top: str) -> list[tuple[str, str, float, str]]:
@@ -29,13 +29,7 @@ def worst_path(netlist: dict, top: str) -> list[tuple[str, str, float, str]]:
             if isinstance(bit, int) and (bit not in net_name or (net_name[bit].startswith("$")
                                                                    and not name.startswith("$"))):
                 net_name[bit] = f"{name}[{i}]"
-    driver: dict[int, str] = {}
-    for name, cell in cells.items():
-        for port, bits in cell["connections"].items():
-            if cell.get("port_directions", {}).get(port) == "output":
-                for bit in bits:
-                    if isinstance(bit, int):
-                        driver[bit] = name
+    driver = net_drivers(cells)
     depth: dict[str, float] = {}
     best: dict[str, str | None] = {}
     sys.setrecursionlimit(100000)

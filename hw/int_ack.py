@@ -28,10 +28,11 @@ from amaranth.lib.wiring import In, Out
 from hw.carry_split import n_chunks, settled_add
 from hw.errors import HwParamError
 from hw.hpcc import SEQ_BITS, ack_layout
-from hw.stream import AxiStream, tap_head
+from hw.parser import BTH_BYTES, ETH_BYTES, IPV4_BYTES, ROCEV2_UDP_PORT, UDP_BYTES
+from hw.stream import AxiStream, tap_head, tap_qp_bits
 
-ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES, AETH_BYTES, ICRC_BYTES = 14, 20, 8, 12, 4, 4
-ETHERTYPE_IPV4, ROCEV2_UDP_PORT, IP_PROTO_UDP = 0x0800, 4791, 17
+AETH_BYTES, ICRC_BYTES = 4, 4
+ETHERTYPE_IPV4, IP_PROTO_UDP = 0x0800, 17
 DSCP_INT = 0x17
 INT_SHIM_BYTES, INT_MD_BYTES, INT_HOP_BYTES = 4, 12, 28
 INT_TYPE_MD, INT_MD_VERSION, INT_HOP_WORDS = 1, 2, 7
@@ -58,12 +59,8 @@ class IntAckParser(wiring.Component):
     """Pass-through AXI-Stream tap: ``ack`` (``raw_ack_layout``) for every INT-echo RoCE ACK (module docstring)."""
 
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024) -> None:
-        if data_width <= 0 or data_width % 8:
-            raise HwParamError(f"data_width must be a positive multiple of 8, not {data_width}")
-        if n_qps < 2 or n_qps & (n_qps - 1) or n_qps > 1 << 24:
-            raise HwParamError(f"n_qps must be a power of two in 2..2^24, not {n_qps}")
+        self.qp_bits = tap_qp_bits(data_width, n_qps)
         self.data_width = data_width
-        self.qp_bits = (n_qps - 1).bit_length()
         self.raw_layout = raw_ack_layout(self.qp_bits)
         super().__init__({
             "s_axis": In(AxiStream(data_width)),

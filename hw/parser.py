@@ -16,8 +16,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.errors import HwParamError
-from hw.stream import AxiStream, tap_head
+from hw.stream import AxiStream, tap_head, tap_qp_bits
 
 ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES = 14, 20, 8, 12
 IPV6_BYTES, VLAN_TAG_BYTES = 40, 4
@@ -35,12 +34,8 @@ class RoceParser(wiring.Component):
     """Pass-through AXI-Stream tap emitting ``ce`` / ``cnp`` events (payload: destination QP, low bits)."""
 
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024) -> None:
-        if data_width <= 0 or data_width % 8:
-            raise HwParamError(f"data_width must be a positive multiple of 8, not {data_width}")
-        if n_qps < 2 or n_qps & (n_qps - 1) or n_qps > 1 << 24:
-            raise HwParamError(f"n_qps must be a power of two in 2..2^24, not {n_qps}")
+        self.qp_bits = tap_qp_bits(data_width, n_qps)
         self.data_width = data_width
-        self.qp_bits = (n_qps - 1).bit_length()
         super().__init__({
             "s_axis": In(AxiStream(data_width)),
             "m_axis": Out(AxiStream(data_width)),

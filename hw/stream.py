@@ -11,6 +11,8 @@ from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from hw.errors import HwParamError
+
 
 class AxiStream(wiring.Signature):
     """AXI4-Stream source-side signature: ``Out(AxiStream(w))`` on a producer, ``In(...)`` on a consumer."""
@@ -51,6 +53,15 @@ class AxiStream(wiring.Signature):
 def keep_for_remaining(remaining_bytes, bytes_per_beat: int):
     """tkeep for a beat when ``remaining_bytes`` (a Value) of the frame are still to go: lane i iff i < rem."""
     return Cat(*(remaining_bytes > lane for lane in range(bytes_per_beat)))
+
+
+def tap_qp_bits(data_width: int, n_qps: int) -> int:
+    """Check a parser tap's sizes (one-line errors) and return the QP field width it emits."""
+    if data_width <= 0 or data_width % 8:
+        raise HwParamError(f"data_width must be a positive multiple of 8, not {data_width}")
+    if n_qps < 2 or n_qps & (n_qps - 1) or n_qps > 1 << 24:
+        raise HwParamError(f"n_qps must be a power of two in 2..2^24, not {n_qps}")
+    return (n_qps - 1).bit_length()
 
 
 @dataclass

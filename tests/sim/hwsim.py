@@ -98,3 +98,16 @@ async def csr_access(dut, addr: int, value: int | None = None) -> int:
     dut.csr_we.value = 0
     dut.csr_re.value = 0
     return data
+
+
+async def ring_doorbell(dut, qp: int, n_bytes: int, qp_bits: int) -> None:
+    """Queue ``n_bytes`` of work for ``qp`` on a top level's ``doorbell`` stream (waits for ready)."""
+    from cocotb.triggers import RisingEdge
+
+    dut.doorbell__payload.value = (n_bytes << qp_bits) | qp
+    dut.doorbell__valid.value = 1
+    while True:
+        await RisingEdge(dut.clk)
+        if int(dut.doorbell__ready.value):
+            break
+    dut.doorbell__valid.value = 0

@@ -15,7 +15,7 @@ from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
-from hwsim import csr_access, tb_params, tb_record
+from hwsim import csr_access, ring_doorbell, tb_params, tb_record
 
 from hw.csr import CSR_ID, ERR_CLAMP, ERR_VALUE, REG_ERR, REG_ID, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
 from hw.nic_top import CC_MODE_DCQCN, CC_MODE_HPCC, CC_MODE_NONE, COUNTER_ADDR
@@ -92,14 +92,7 @@ class TB:
         await self.csr(REG_QP_INIT, 1)
 
     async def doorbell(self, qp: int, n_bytes: int) -> None:
-        dut = self.dut
-        dut.doorbell__payload.value = (n_bytes << self.p["qp_bits"]) | qp
-        dut.doorbell__valid.value = 1
-        while True:
-            await RisingEdge(dut.clk)
-            if int(dut.doorbell__ready.value):
-                break
-        dut.doorbell__valid.value = 0
+        await ring_doorbell(self.dut, qp, n_bytes, self.p["qp_bits"])
 
     async def send_frames(self, frames: list[bytes]) -> list[float]:
         """Send frames back to back; returns the ns time each one's first beat entered the parser."""

@@ -16,7 +16,7 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
-from hwsim import csr_access, tb_params, tb_record
+from hwsim import csr_access, ring_doorbell, tb_params, tb_record
 from int_ack_stim import IntPath, ack_frame, host_hops
 
 from hw.csr import ERR_CLAMP, ERR_VALUE, REG_ERR, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
@@ -94,14 +94,7 @@ class TB:
         await self.csr(REG_QP_INIT, 1)
 
     async def doorbell(self, qp: int, n_bytes: int) -> None:
-        dut = self.dut
-        dut.doorbell__payload.value = (n_bytes << self.qp_bits) | qp
-        dut.doorbell__valid.value = 1
-        while True:
-            await RisingEdge(dut.clk)
-            if int(dut.doorbell__ready.value):
-                break
-        dut.doorbell__valid.value = 0
+        await ring_doorbell(self.dut, qp, n_bytes, self.qp_bits)
 
     async def wait_sent(self, want: dict[int, int], limit_clocks: int) -> None:
         for _ in range(limit_clocks // 16):

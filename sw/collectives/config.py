@@ -57,9 +57,9 @@ class CommConfig:
         if env.get(ENV_TIMEOUT):
             kw["timeout_s"] = _positive_float(env[ENV_TIMEOUT], ENV_TIMEOUT)
         if env.get(ENV_INTRA_RATE):
-            kw["intra_rate_bps"] = _rate_or_off(env[ENV_INTRA_RATE], ENV_INTRA_RATE)
+            kw["intra_rate_bps"] = _rate_or_off(env[ENV_INTRA_RATE], f"${ENV_INTRA_RATE}")
         if env.get(ENV_INTER_RATE):
-            kw["inter_rate_bps"] = _rate_or_off(env[ENV_INTER_RATE], ENV_INTER_RATE)
+            kw["inter_rate_bps"] = _rate_or_off(env[ENV_INTER_RATE], f"${ENV_INTER_RATE}")
         if env.get(ENV_SHM_BYTES):
             try:
                 size = parse_size_bytes(env[ENV_SHM_BYTES], what=f"${ENV_SHM_BYTES}")
@@ -94,13 +94,14 @@ def _positive_float(raw: str, var: str) -> float:
     return value
 
 
-def _rate_or_off(raw: str, var: str) -> float | None:
+def _rate_or_off(raw: str, what: str, also: str = " or 'off'") -> float | None:
+    """A rate ('900M') or 'off'/'0'/'none' (None: unthrottled); ``also`` ends the error's list of accepted forms."""
     if raw.strip().lower() in ("off", "0", "none"):
         return None
     try:
-        return float(parse_rate_bps(raw, what=f"${var}"))
+        return float(parse_rate_bps(raw, what=what))
     except UnitError as exc:
-        raise CollectiveUserError(f"{exc} or 'off'") from None
+        raise CollectiveUserError(f"{exc}{also}") from None
 
 
 def intra_rate_for(raw: str | None, link_rate_bps: float, what: str = "--intra-rate") -> float | None:
@@ -109,8 +110,6 @@ def intra_rate_for(raw: str | None, link_rate_bps: float, what: str = "--intra-r
     text = (raw or "").strip().lower()
     if not text:
         return DEFAULT_INTRA_RATIO * link_rate_bps
-    if text in ("off", "0", "none"):
-        return None
     if text.endswith("x"):
         try:
             ratio = float(text[:-1])
@@ -120,10 +119,7 @@ def intra_rate_for(raw: str | None, link_rate_bps: float, what: str = "--intra-r
             raise CollectiveUserError(f"{what} {raw!r}: expected a rate like 900M, a multiple of the link rate "
                                       "like 9x (> 0), or 'off'")
         return ratio * link_rate_bps
-    try:
-        return float(parse_rate_bps(raw or "", what=what))
-    except UnitError as exc:
-        raise CollectiveUserError(f"{exc}, a multiple of the link rate like 9x, or 'off'") from None
+    return _rate_or_off((raw or "").strip(), what, ", a multiple of the link rate like 9x, or 'off'")
 
 
 def env_int(env: dict[str, str], var: str, *, minimum: int, default: int | None = None) -> int:

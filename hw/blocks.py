@@ -14,7 +14,7 @@ from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
 from hw.hpcc import HpccEngine
 from hw.icrc import IcrcChecker, IcrcGenerator
-from hw.int_ack import IntAckParser
+from hw.int_ack import HpccAckFeeder, IntAckParser
 from hw.nic_top import NicCcTop
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
@@ -37,6 +37,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                  lambda width, qps: IcrcGenerator(data_width=width)),
     "int_ack": ("INT-echo ACK parser (HPCC input from RoCE ACKs)",
                 lambda width, qps: IntAckParser(data_width=width, n_qps=qps)),
+    "hpcc_feeder": ("INT-echo ACK -> HPCC engine units (timestamps in ns, queue bytes, packet sequences)",
+                    lambda width, qps: HpccAckFeeder(n_qps=qps)),
     "hpcc": ("INT/HPCC engine (per-QP window and rate from INT-echoing ACKs)",
              lambda width, qps: HpccEngine(n_qps=qps)),
     "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",

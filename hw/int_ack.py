@@ -13,9 +13,10 @@ with the destination QP, PSN, hop count and raw hop records (an event the consum
 ``dropped``).  ``HpccAckFeeder`` turns those events into the engine's ``ack`` payload, as the host stack
 (``sw.roce.pacer.QpPacer.int_hops``) does for ``sw.cc.Hpcc``: ts_ns = timestamp * ``ts_unit_ns`` (fabric.p4
 writes microseconds), qlen_bytes = occupancy * ``qlen_unit_bytes`` (saturating at 2^32 - 1), link_kbps =
-``link_kbps`` for every hop; sequences count packets, as PSNs do: ``snd_nxt`` is the number of frames the
-scheduler sent on the QP since its init (``sent`` pulses; PSNs start at 0), ``ack_seq`` the ACK's PSN + 1
-widened to 64 bits against ``snd_nxt`` (exact while fewer than 2^23 packets are outstanding).
+``link_kbps`` for every hop; sequences count packets, as PSNs do: ``snd_nxt`` is the QP's first PSN
+(``clear_seq`` at its init, 0 unless driven) plus the frames the scheduler sent on it since (``sent`` pulses),
+the next PSN without the 24-bit wrap; ``ack_seq`` the ACK's PSN + 1 widened to 64 bits against ``snd_nxt``
+(exact while fewer than 2^23 packets are outstanding, across PSN wraps).
 """
 
 from __future__ import annotations
@@ -119,8 +120,9 @@ class IntAckParser(wiring.Component):
 class HpccAckFeeder(wiring.Component):
     """Raw INT-echo ACKs (``raw`` stream) -> ``hpcc`` ACKs in ``HpccEngine`` units, held until taken.
 
-    Keeps each QP's sent-packet count (``sent`` pulses with ``sent_qp``; ``clear`` with ``clear_qp`` zeroes it,
-    as a QP init does; a clear waits while ``clear_ok`` is low, one clock after a sent pulse).
+    Keeps each QP's sent-packet count (``sent`` pulses with ``sent_qp``; ``clear`` with ``clear_qp`` sets it to
+    ``clear_seq``, the QP's first PSN - 0 unless driven - as a QP init does; a clear waits while ``clear_ok`` is
+    low, the two clocks after a sent pulse).
     """
 
     def __init__(self, *, n_qps: int = 1024, max_hops: int = MAX_INT_HOPS, ts_bits: int = 64, tx_bits: int = 32,
@@ -137,7 +139,7 @@ class HpccAckFeeder(wiring.Component):
             "raw": In(stream.Signature(raw_ack_layout(self.qp_bits))),
             "hpcc": Out(stream.Signature(ack_layout(self.qp_bits, max_hops, ts_bits, tx_bits))),
             "sent": In(1), "sent_qp": In(qp),
-            "clear": In(1), "clear_qp": In(qp), "clear_ok": Out(1),
+            "clear": In(1), "clear_qp": In(qp), "clear_seq": In(SEQ_BITS), "clear_ok": Out(1),
             "qlen_unit_bytes": In(16), "link_kbps": In(32),
         })
 
@@ -148,17 +150,23 @@ class HpccAckFeeder(wiring.Component):
         inc_rd = snd.read_port(transparent_for=(wr,))
         ack_rd = snd.read_port(transparent_for=(wr,))
 
-        # sent-packet counters: read the QP's count, write it + 1 the next clock (a clear waits for that write)
-        inc_pending, inc_qp = Signal(), Signal(self.qp_bits)
-        inc_next, inc_stmts = increment(inc_rd.data)
+        # sent-packet counters, a three-stage read-modify-write: the QP's count is read (transparent for this
+        # clock's write), registered, then written + 1; a count written while the next pulse's read was under
+        # way (same QP, one clock apart) is forwarded from the increment instead; a clear waits for both stages
+        rd_pending, rd_qp = Signal(), Signal(self.qp_bits)
+        inc_pending, inc_qp, inc_count = Signal(), Signal(self.qp_bits), Signal(SEQ_BITS)
+        forward = Signal()  # the count being read this clock is the one being written + 1 this clock
+        inc_next, inc_stmts = increment(inc_count)
         m.d.comb += inc_stmts
         m.d.comb += inc_rd.addr.eq(self.sent_qp)
-        m.d.sync += [inc_pending.eq(self.sent), inc_qp.eq(self.sent_qp)]
-        m.d.comb += self.clear_ok.eq(~inc_pending)
+        m.d.sync += [rd_pending.eq(self.sent), rd_qp.eq(self.sent_qp),
+                     forward.eq(rd_pending & (rd_qp == self.sent_qp)),
+                     inc_pending.eq(rd_pending), inc_qp.eq(rd_qp), inc_count.eq(Mux(forward, inc_next, inc_rd.data))]
+        m.d.comb += self.clear_ok.eq(~rd_pending & ~inc_pending)
         with m.If(inc_pending):
             m.d.comb += [wr.addr.eq(inc_qp), wr.data.eq(inc_next), wr.en.eq(1)]
         with m.Elif(self.clear):
-            m.d.comb += [wr.addr.eq(self.clear_qp), wr.data.eq(0), wr.en.eq(1)]
+            m.d.comb += [wr.addr.eq(self.clear_qp), wr.data.eq(self.clear_seq), wr.en.eq(1)]
 
         # one raw ACK at a time: take it, read its QP's count, register the partial products (DSPs), let the
         # split 64-bit adds settle, register the result and offer it until the engine takes it

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from emu.topology import CNP_PRIORITY, Topology, TopologyError, switch_port_mac
 from sw.roce.flow import DSCP_CNP_DEFAULT, DSCP_ROCE_DEFAULT
+from sw.roce.gid import fabric_ipv6, fabric_ipv6_prefix_len
 from sw.roce.int_md import DSCP_INT
 
 ROCE_UDP_PORT = 4791
@@ -70,18 +71,23 @@ def switch_commands(topo: Topology, switch: str, ecn: EcnConfig | None = None,
         cmds.append(f"table_add FabricEgress.ecn_config {red_action} {port} => {ecn.kmin} {ecn.kmax} {ecn.pmax_q16}")
     group = 1
     for route in topo.routes(switch):
-        prefix = f"{route.prefix}/{route.prefix_len}"
+        # every route twice: its IPv4 prefix and the same prefix in the fabric's IPv6 plan (sw.roce.gid)
+        prefixes = (("ipv4_lpm", f"{route.prefix}/{route.prefix_len}"),
+                    ("ipv6_lpm", f"{fabric_ipv6(route.prefix)}/{fabric_ipv6_prefix_len(route.prefix_len)}"))
         if len(route.ports) == 1:
-            cmds.append(f"table_add FabricIngress.ipv4_lpm forward {prefix} => {route.ports[0]} "
-                        f"{route.next_hop_macs[0]}")
+            for table, prefix in prefixes:
+                cmds.append(f"table_add FabricIngress.{table} forward {prefix} => {route.ports[0]} "
+                            f"{route.next_hop_macs[0]}")
             continue
-        cmds.append(f"table_add FabricIngress.ipv4_lpm ecmp_select {prefix} => {group} {len(route.ports)}")
+        for table, prefix in prefixes:
+            cmds.append(f"table_add FabricIngress.{table} ecmp_select {prefix} => {group} {len(route.ports)}")
         for index, (port, mac) in enumerate(zip(route.ports, route.next_hop_macs, strict=True)):
             cmds.append(f"table_add FabricIngress.ecmp_group set_ecmp_member {group} {index} => {port} {mac}")
         group += 1
     if sw.role == "leaf" and int_cfg.enabled:
-        cmds.append("table_add FabricIngress.int_watchlist int_source 0&&&0 0&&&0 "
-                    f"{int_cfg.udp_dst_port}&&&0xffff => 1")
+        for table in ("int_watchlist", "int_watchlist6"):
+            cmds.append(f"table_add FabricIngress.{table} int_source 0&&&0 0&&&0 "
+                        f"{int_cfg.udp_dst_port}&&&0xffff => 1")
         if int_cfg.sink_mode == "report":
             for nic in topo.nics:
                 if nic.leaf == switch:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from emu.control import switch_commands
 from emu.topology import Route, Switch, Topology, TopologySpec, switch_port_mac
 
-ROUTE_TABLES = ("FabricIngress.ipv4_lpm", "FabricIngress.ecmp_group")
+ROUTE_TABLES = ("FabricIngress.ipv4_lpm", "FabricIngress.ipv6_lpm", "FabricIngress.ecmp_group")
 
 
 def link_key(a: str, b: str) -> frozenset[str]:

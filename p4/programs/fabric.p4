@@ -4,16 +4,24 @@
  * One program serves leaves and spines; the control plane (emu/control.py) fills the tables from the topology.
  * Standard P4_16 for v1model: compiles with p4c for BMv2 simple_switch unchanged.
  *
- * INT over UDP: a packet carries INT when its DSCP equals the INT marker (set by the source switch, restored
- * by the sink). The INT shim follows the UDP header, then the MD header, then a stack of per-hop metadata,
+ * IPv4 and IPv6 alike (RoCEv2 runs over both): routes per family (ipv4_lpm, ipv6_lpm) share the ECMP groups,
+ * ECN marks the IPv6 traffic class as it does the IPv4 TOS byte.
+ *
+ * INT over UDP: a packet carries INT when its DSCP (IPv4 TOS or IPv6 traffic class, upper 6 bits) equals the
+ * INT marker (set by the source switch, restored by the sink). The INT shim follows the UDP header, then the MD header, then a stack of per-hop metadata,
  * newest hop first. Instruction set used (INT v2.1 bitmap bits): 0 node id, 1 level-1 ingress/egress port ids,
  * 2 hop latency, 3 queue id + occupancy, 5 egress timestamp, 7 egress port tx utilization (carried as the
  * egress port's transmitted byte count mod 2^32, which is what HPCC needs) = 7 words per hop.
+ * Lengths: IPv4 total length (and header checksum) or IPv6 payload length, and the UDP length, grow with the INT
+ * bytes. UDP checksum: IPv4 sets it to 0 ("none", as RoCEv2 senders do); IPv6 must carry one (RFC 8200), so
+ * every INT edit updates it incrementally (RFC 1624: HC' = ~(~HC + ~m + m'), one csum16 hash over ~HC and the
+ * words added or removed); a zero IPv6 checksum (a sender that sent none) is left alone.
  */
 #include <core.p4>
 #include <v1model.p4>
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<16> ETHERTYPE_IPV6 = 0x86DD;
 const bit<8>  PROTO_UDP = 17;
 const bit<6>  DSCP_INT = 0x17;
 const bit<16> INT_INSTRUCTIONS = 0xF500;   /* bits 0,1,2,3,5,7 counted from the MSB */
@@ -24,6 +32,10 @@ const bit<32> INT_HEADER_BYTES = 16;       /* shim 4 + MD 12 */
 const bit<32> REPORT_MIRROR_SESSION = 250;
 const bit<8>  MAX_INT_HOPS = 4;
 const bit<8>  INT_REPORT_FIELDS = 1;      /* field list kept by the report clone: the INT source flag */
+/* one's complement word deltas of the UDP checksum (IPv6): the UDP length counts twice (pseudo-header, header) */
+const bit<16> CSUM_SOURCE_LEN = 32;        /* + 2 x 16 B of shim and MD header */
+const bit<16> CSUM_TRANSIT = 62;           /* + 2 x 28 B of a hop, shim length + 7 words, hop count - 1 */
+const bit<16> CSUM_E_BIT = 0x0400;         /* the MD header's E bit, set */
 
 /* drop reasons, the index of the drop_reasons counter */
 const bit<32> DROP_NO_ROUTE = 0;
@@ -33,6 +45,7 @@ const bit<32> DROP_ACL = 3;
 
 typedef bit<48> mac_addr_t;
 typedef bit<32> ipv4_addr_t;
+typedef bit<128> ipv6_addr_t;
 
 header ethernet_t {
     mac_addr_t dst_addr;
@@ -54,6 +67,18 @@ header ipv4_t {
     bit<16>     hdr_checksum;
     ipv4_addr_t src_addr;
     ipv4_addr_t dst_addr;
+}
+
+header ipv6_t {
+    bit<4>      version;
+    bit<6>      dscp;           /* traffic class, upper 6 bits */
+    bit<2>      ecn;            /* traffic class, lower 2 bits */
+    bit<20>     flow_label;
+    bit<16>     payload_len;
+    bit<8>      next_hdr;
+    bit<8>      hop_limit;
+    ipv6_addr_t src_addr;
+    ipv6_addr_t dst_addr;
 }
 
 header udp_t {
@@ -103,6 +128,7 @@ header int_hop_t {
 struct headers_t {
     ethernet_t           ethernet;
     ipv4_t               ipv4;
+    ipv6_t               ipv6;
     udp_t                udp;
     int_shim_t           int_shim;
     int_md_t             int_md;
@@ -124,6 +150,16 @@ struct metadata_t {
     bit<32> red_kmax;
     bit<32> red_pmax;     /* marking probability at kmax, scaled to 2^16 */
     bit<32> red_random;
+    bit<1>  ecn_capable;  /* ECT or CE in the IPv4 TOS / IPv6 traffic class */
+    bit<1>  ecn_mark;
+    bit<6>  dscp;         /* the packet's DSCP, either family */
+    bit<16> csum_neg;     /* ~UDP checksum: the start of an incremental update */
+    bit<16> csum_delta;   /* words added to the one's complement sum, or a removed part's csum16 */
+    bit<16> csum_shim_md; /* csum16 (= ~sum) of the shim and MD header the sink removes */
+    bit<16> csum_hop0;    /* csum16 of each hop record the sink removes (0: none) */
+    bit<16> csum_hop1;
+    bit<16> csum_hop2;
+    bit<16> csum_hop3;
 }
 
 /* ------------------------------------------------------------------------------------------------------ */
@@ -133,6 +169,7 @@ parser FabricParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
         packet.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
             ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_IPV6: parse_ipv6;
             default: accept;
         }
     }
@@ -140,6 +177,14 @@ parser FabricParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
         packet.extract(hdr.ipv4);
         verify(hdr.ipv4.ihl == 5, error.HeaderTooShort);
         transition select(hdr.ipv4.protocol, hdr.ipv4.dscp) {
+            (PROTO_UDP, DSCP_INT): parse_udp_int;
+            (PROTO_UDP, _): parse_udp;
+            default: accept;
+        }
+    }
+    state parse_ipv6 {
+        packet.extract(hdr.ipv6);
+        transition select(hdr.ipv6.next_hdr, hdr.ipv6.dscp) {
             (PROTO_UDP, DSCP_INT): parse_udp_int;
             (PROTO_UDP, _): parse_udp;
             default: accept;
@@ -194,15 +239,10 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
     action forward(bit<9> port, mac_addr_t dmac) {
         standard_metadata.egress_spec = port;
         hdr.ethernet.dst_addr = dmac;
-        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
     action ecmp_select(bit<16> group, bit<16> size) {
         meta.ecmp_group = group;
         meta.ecmp_size = size;
-        hash(meta.ecmp_index, HashAlgorithm.crc16, (bit<16>) 0,
-             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, hdr.udp.src_port, hdr.udp.dst_port },
-             (bit<32>) size);
-        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
     }
     action set_ecmp_member(bit<9> port, mac_addr_t dmac) {
         standard_metadata.egress_spec = port;
@@ -217,6 +257,12 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
 
     table ipv4_lpm {
         key = { hdr.ipv4.dst_addr: lpm; }
+        actions = { forward; ecmp_select; drop_no_route; }
+        const default_action = drop_no_route();
+        size = 4096;
+    }
+    table ipv6_lpm {
+        key = { hdr.ipv6.dst_addr: lpm; }
         actions = { forward; ecmp_select; drop_no_route; }
         const default_action = drop_no_route();
         size = 4096;
@@ -237,6 +283,16 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
         default_action = NoAction();
         size = 256;
     }
+    table int_watchlist6 {
+        key = {
+            hdr.ipv6.src_addr: ternary;
+            hdr.ipv6.dst_addr: ternary;
+            hdr.udp.dst_port: ternary;
+        }
+        actions = { int_source; NoAction; }
+        default_action = NoAction();
+        size = 256;
+    }
     table int_sink_config {
         key = { standard_metadata.egress_spec: exact; }
         actions = { int_sink; NoAction; }
@@ -250,21 +306,45 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
             drop_with(DROP_PARSER);
             return;
         }
-        if (!hdr.ipv4.isValid()) {
+        if (hdr.ipv4.isValid()) {
+            if (hdr.ipv4.ttl <= 1) {
+                drop_with(DROP_TTL);
+                return;
+            }
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            switch (ipv4_lpm.apply().action_run) {
+                ecmp_select: {
+                    hash(meta.ecmp_index, HashAlgorithm.crc16, (bit<16>) 0,
+                         { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, hdr.udp.src_port,
+                           hdr.udp.dst_port },
+                         (bit<32>) meta.ecmp_size);
+                    ecmp_group.apply();
+                }
+            }
+            if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
+                int_watchlist.apply();
+            }
+        } else if (hdr.ipv6.isValid()) {
+            if (hdr.ipv6.hop_limit <= 1) {
+                drop_with(DROP_TTL);
+                return;
+            }
+            hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
+            switch (ipv6_lpm.apply().action_run) {
+                ecmp_select: {
+                    hash(meta.ecmp_index, HashAlgorithm.crc16, (bit<16>) 0,
+                         { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr, hdr.ipv6.flow_label,
+                           hdr.udp.src_port, hdr.udp.dst_port },
+                         (bit<32>) meta.ecmp_size);
+                    ecmp_group.apply();
+                }
+            }
+            if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
+                int_watchlist6.apply();
+            }
+        } else {
             drop_with(DROP_NO_ROUTE);
             return;
-        }
-        if (hdr.ipv4.ttl <= 1) {
-            drop_with(DROP_TTL);
-            return;
-        }
-        switch (ipv4_lpm.apply().action_run) {
-            ecmp_select: {
-                ecmp_group.apply();
-            }
-        }
-        if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
-            int_watchlist.apply();
         }
         /* INT sink toward a host in report mode: an ingress-to-egress clone carries the stack to the collector
            (its egress adds this hop, and the shim too when this switch is also the source, hence the preserved
@@ -330,18 +410,36 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
            Judged on the depth at dequeue (deq_qdepth), as DCTCP-style switches and the HPCC authors' ns-3 switch
            do: the enqueue depth is as old as the packet's queueing delay, so marks would lag the queue by it. */
         meta.qdepth = (bit<32>) standard_metadata.deq_qdepth;   /* set_red_bytes turns it into bytes */
-        if (hdr.ipv4.isValid() && hdr.ipv4.ecn != 0 && ecn_config.apply().hit) {
+        if (hdr.ipv4.isValid()) {
+            meta.dscp = hdr.ipv4.dscp;
+            if (hdr.ipv4.ecn != 0) {
+                meta.ecn_capable = 1;
+            }
+        } else if (hdr.ipv6.isValid()) {
+            meta.dscp = hdr.ipv6.dscp;
+            if (hdr.ipv6.ecn != 0) {
+                meta.ecn_capable = 1;
+            }
+        }
+        if (meta.ecn_capable == 1 && ecn_config.apply().hit) {
             if (meta.qdepth >= meta.red_kmax) {
-                hdr.ipv4.ecn = 3;
+                meta.ecn_mark = 1;
             } else if (meta.qdepth > meta.red_kmin) {
                 random(meta.red_random, (bit<32>) 0, (bit<32>) 65535);
                 /* mark with probability pmax/2^16 * (q - kmin) / (kmax - kmin), without a division */
                 if ((bit<64>) meta.red_random * (bit<64>) (meta.red_kmax - meta.red_kmin)
                         < (bit<64>) meta.red_pmax * (bit<64>) (meta.qdepth - meta.red_kmin)) {
-                    hdr.ipv4.ecn = 3;
+                    meta.ecn_mark = 1;
                 }
             }
-            if (hdr.ipv4.ecn == 3) {
+            if (meta.ecn_mark == 1) {
+                if (hdr.ipv4.isValid()) {
+                    hdr.ipv4.ecn = 3;
+                } else {
+                    hdr.ipv6.ecn = 3;   /* the traffic class is outside the UDP checksum's pseudo-header */
+                }
+            }
+            if ((hdr.ipv4.isValid() && hdr.ipv4.ecn == 3) || (hdr.ipv6.isValid() && hdr.ipv6.ecn == 3)) {
                 ecn_marks.count((bit<32>) standard_metadata.egress_port);
             }
         }
@@ -352,21 +450,44 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
             hdr.int_shim.type = 1;
             hdr.int_shim.npt = 0;
             hdr.int_shim.len = 4;
-            hdr.int_shim.orig_dscp = hdr.ipv4.dscp;
+            hdr.int_shim.orig_dscp = meta.dscp;
             hdr.int_md.setValid();
             hdr.int_md.ver = 2;
             hdr.int_md.hop_ml = INT_HOP_WORDS;
             hdr.int_md.remaining_hop_cnt = MAX_INT_HOPS;
             hdr.int_md.instruction_mask = INT_INSTRUCTIONS;
-            hdr.ipv4.dscp = DSCP_INT;
-            hdr.ipv4.total_len = hdr.ipv4.total_len + (bit<16>) INT_HEADER_BYTES;
             hdr.udp.len = hdr.udp.len + (bit<16>) INT_HEADER_BYTES;
-            hdr.udp.checksum = 0;   /* IPv4: zero means "no checksum", as RoCEv2 senders do */
+            if (hdr.ipv4.isValid()) {
+                hdr.ipv4.dscp = DSCP_INT;
+                hdr.ipv4.total_len = hdr.ipv4.total_len + (bit<16>) INT_HEADER_BYTES;
+                hdr.udp.checksum = 0;   /* IPv4: zero means "no checksum", as RoCEv2 senders do */
+            } else {
+                hdr.ipv6.dscp = DSCP_INT;
+                hdr.ipv6.payload_len = hdr.ipv6.payload_len + (bit<16>) INT_HEADER_BYTES;
+                if (hdr.udp.checksum != 0) {
+                    meta.csum_neg = ~hdr.udp.checksum;
+                    meta.csum_delta = CSUM_SOURCE_LEN;
+                    hash(hdr.udp.checksum, HashAlgorithm.csum16, (bit<16>) 0,
+                         { meta.csum_neg, meta.csum_delta, hdr.int_shim, hdr.int_md }, (bit<32>) 65536);
+                    if (hdr.udp.checksum == 0) {
+                        hdr.udp.checksum = 0xFFFF;   /* a computed 0 is sent as all ones (RFC 768) */
+                    }
+                }
+            }
         }
 
         /* INT transit (every INT hop, the source included): push this hop's metadata */
         if (hdr.int_md.isValid()) {
             if (hdr.int_md.remaining_hop_cnt == 0) {
+                if (hdr.int_md.e == 0 && hdr.ipv6.isValid() && hdr.udp.checksum != 0) {
+                    meta.csum_neg = ~hdr.udp.checksum;
+                    meta.csum_delta = CSUM_E_BIT;
+                    hash(hdr.udp.checksum, HashAlgorithm.csum16, (bit<16>) 0, { meta.csum_neg, meta.csum_delta },
+                         (bit<32>) 65536);
+                    if (hdr.udp.checksum == 0) {
+                        hdr.udp.checksum = 0xFFFF;
+                    }
+                }
                 hdr.int_md.e = 1;
             } else {
                 hdr.int_hops.push_front(1);
@@ -381,8 +502,21 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
                 hdr.int_hops[0].egress_tx_bytes = meta.tx_bytes;
                 hdr.int_md.remaining_hop_cnt = hdr.int_md.remaining_hop_cnt - 1;
                 hdr.int_shim.len = hdr.int_shim.len + (bit<8>) INT_HOP_WORDS;
-                hdr.ipv4.total_len = hdr.ipv4.total_len + (bit<16>) INT_HOP_BYTES;
                 hdr.udp.len = hdr.udp.len + (bit<16>) INT_HOP_BYTES;
+                if (hdr.ipv4.isValid()) {
+                    hdr.ipv4.total_len = hdr.ipv4.total_len + (bit<16>) INT_HOP_BYTES;
+                } else {
+                    hdr.ipv6.payload_len = hdr.ipv6.payload_len + (bit<16>) INT_HOP_BYTES;
+                    if (hdr.udp.checksum != 0) {
+                        meta.csum_neg = ~hdr.udp.checksum;
+                        meta.csum_delta = CSUM_TRANSIT;
+                        hash(hdr.udp.checksum, HashAlgorithm.csum16, (bit<16>) 0,
+                             { meta.csum_neg, meta.csum_delta, hdr.int_hops[0] }, (bit<32>) 65536);
+                        if (hdr.udp.checksum == 0) {
+                            hdr.udp.checksum = 0xFFFF;
+                        }
+                    }
+                }
             }
         }
 
@@ -392,8 +526,42 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
         if (hdr.int_shim.isValid() && meta.int_sink_strip == 1) {
             if (standard_metadata.instance_type == 0) {
                 bit<16> int_bytes = ((bit<16>) hdr.int_shim.len) << 2;
-                hdr.ipv4.dscp = hdr.int_shim.orig_dscp;
-                hdr.ipv4.total_len = hdr.ipv4.total_len - int_bytes;
+                if (hdr.ipv4.isValid()) {
+                    hdr.ipv4.dscp = hdr.int_shim.orig_dscp;
+                    hdr.ipv4.total_len = hdr.ipv4.total_len - int_bytes;
+                } else {
+                    hdr.ipv6.dscp = hdr.int_shim.orig_dscp;
+                    hdr.ipv6.payload_len = hdr.ipv6.payload_len - int_bytes;
+                    if (hdr.udp.checksum != 0) {
+                        /* remove the INT words and 2 x int_bytes: add the csum16 (= ~sum) of each removed part */
+                        meta.csum_neg = ~hdr.udp.checksum;
+                        meta.csum_delta = ~(int_bytes << 1);
+                        if (hdr.int_hops[0].isValid()) {
+                            hash(meta.csum_hop0, HashAlgorithm.csum16, (bit<16>) 0, { hdr.int_hops[0] },
+                                 (bit<32>) 65536);
+                        }
+                        if (hdr.int_hops[1].isValid()) {
+                            hash(meta.csum_hop1, HashAlgorithm.csum16, (bit<16>) 0, { hdr.int_hops[1] },
+                                 (bit<32>) 65536);
+                        }
+                        if (hdr.int_hops[2].isValid()) {
+                            hash(meta.csum_hop2, HashAlgorithm.csum16, (bit<16>) 0, { hdr.int_hops[2] },
+                                 (bit<32>) 65536);
+                        }
+                        if (hdr.int_hops[3].isValid()) {
+                            hash(meta.csum_hop3, HashAlgorithm.csum16, (bit<16>) 0, { hdr.int_hops[3] },
+                                 (bit<32>) 65536);
+                        }
+                        hash(meta.csum_shim_md, HashAlgorithm.csum16, (bit<16>) 0, { hdr.int_shim, hdr.int_md },
+                             (bit<32>) 65536);
+                        hash(hdr.udp.checksum, HashAlgorithm.csum16, (bit<16>) 0,
+                             { meta.csum_neg, meta.csum_delta, meta.csum_shim_md, meta.csum_hop0, meta.csum_hop1,
+                               meta.csum_hop2, meta.csum_hop3 }, (bit<32>) 65536);
+                        if (hdr.udp.checksum == 0) {
+                            hdr.udp.checksum = 0xFFFF;
+                        }
+                    }
+                }
                 hdr.udp.len = hdr.udp.len - int_bytes;
                 hdr.int_shim.setInvalid();
                 hdr.int_md.setInvalid();
@@ -420,6 +588,7 @@ control FabricDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv6);
         packet.emit(hdr.udp);
         packet.emit(hdr.int_shim);
         packet.emit(hdr.int_md);

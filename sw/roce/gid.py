@@ -17,6 +17,10 @@ IFA_F_DADFAILED = 0x08
 SCOPE_GLOBAL = 0x00
 SCOPE_LINK = 0x20
 IPV6_EXTRA_HEADER_BYTES = 20  # an IPv6 header is 40 bytes, IPv4's 20: the path-MTU headroom grows by this
+# The emulated fabric's IPv6 plan: each IPv4 address a.b.c.d of the topology is also fd00:5350::a.b.c.d (a ULA
+# /96 with the IPv4 address embedded, "SP" = 0x5350), so the control plane routes IPv6 with the IPv4 plan's
+# prefixes (+96 bits) and a host needs no kernel IPv6 (the fabric's hosts run with IPv6 off).
+FABRIC_IPV6_PREFIX = ipaddress.IPv6Network("fd00:5350::/96")
 
 
 class GidError(ValueError):
@@ -50,6 +54,20 @@ def ip_of_gid(gid: str) -> str:
 def ip_version(ip: str) -> int:
     """4 or 6 for an address (an IPv4-mapped GID counts as IPv4)."""
     return ipaddress.ip_address(ip_of_gid(ip)).version
+
+
+def fabric_ipv6(ipv4: str) -> str:
+    """The fabric's IPv6 address of an IPv4 address (or prefix base): FABRIC_IPV6_PREFIX + the 32 bits."""
+    try:
+        addr = ipaddress.IPv4Address(ipv4)
+    except ValueError:
+        raise GidError(f"{ipv4!r}: expected an IPv4 address to embed in {FABRIC_IPV6_PREFIX}") from None
+    return str(FABRIC_IPV6_PREFIX.network_address + int(addr))
+
+
+def fabric_ipv6_prefix_len(ipv4_prefix_len: int) -> int:
+    """The IPv6 prefix length of an IPv4 prefix of the fabric's plan (the /96 plus the IPv4 bits)."""
+    return FABRIC_IPV6_PREFIX.prefixlen + ipv4_prefix_len
 
 
 def interface_ipv6(ifname: str, *, table: str | None = None) -> str:

@@ -11,6 +11,11 @@ remaining hop count is 0, so the fabric's transit logic adds no reverse-path hop
 its domain-specific id is ``INT_ECHO_DOMAIN_ID``, which tells the requester the hops describe its own
 forward path. The fabric's INT source never re-stamps a packet that already carries a shim, so the echo
 arrives unchanged; ``strip_int`` restores the plain ACK, whose ICRC (and tshark dissection) is valid again.
+
+IPv4 and IPv6 alike: the marker is the DSCP of the IPv4 TOS byte or of the IPv6 traffic class; the lengths are
+the IPv4 total length (and header checksum) or the IPv6 payload length, and the UDP length.  Over IPv4 the UDP
+checksum stays 0 (none); over IPv6 it is mandatory (RFC 8200), so inserting or stripping INT adjusts it
+incrementally (RFC 1624) by the INT words and the length change, as fabric.p4 does — never over the payload.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ INT_MD_VERSION = 2
 MAX_INT_HOPS = 4  # the hop stack depth fabric.p4 parses
 ETH_BYTES = 14
 IPV4_BYTES = 20
+IPV6_BYTES = 40
 UDP_BYTES = 8
 
 _HOP = struct.Struct(">IHHIBBHQI")  # node, in port, out port, latency, qid, occupancy (24 bit = B + H), ts, tx
@@ -56,18 +62,65 @@ class IntHops(list[IntHopRecord]):
     echoed: bool = False
 
 
-def carries_int(frame: bytes | memoryview) -> bool:
-    """True when an IPv4/UDP frame is marked as carrying INT (DSCP = DSCP_INT)."""
+def _is_ipv4_udp(frame: bytes | memoryview) -> bool:
     return (len(frame) >= ETH_BYTES + IPV4_BYTES and frame[12] == 0x08 and frame[13] == 0x00
-            and (frame[ETH_BYTES + 1] >> 2) == DSCP_INT and frame[ETH_BYTES + 9] == 17)
+            and frame[ETH_BYTES + 9] == 17)
+
+
+def _is_ipv6_udp(frame: bytes | memoryview) -> bool:
+    return (len(frame) >= ETH_BYTES + IPV6_BYTES and frame[12] == 0x86 and frame[13] == 0xDD
+            and frame[ETH_BYTES + 6] == 17)
+
+
+def _ipv6_dscp(frame: bytes | memoryview) -> int:
+    """The DSCP of an IPv6 frame: the upper 6 bits of the traffic class (bits 4..11 of the header)."""
+    return ((frame[ETH_BYTES] & 0x0F) << 2) | (frame[ETH_BYTES + 1] >> 6)
+
+
+def carries_int(frame: bytes | memoryview) -> bool:
+    """True when an IPv4/UDP or IPv6/UDP frame is marked as carrying INT (DSCP = DSCP_INT)."""
+    if _is_ipv4_udp(frame):
+        return (frame[ETH_BYTES + 1] >> 2) == DSCP_INT
+    return _is_ipv6_udp(frame) and _ipv6_dscp(frame) == DSCP_INT
+
+
+def _ip_header_bytes(frame: bytes | memoryview) -> int:
+    """The IP header length of an IPv4 (IHL) or IPv6 (fixed 40 B, no extension headers: next header is UDP) frame."""
+    return (frame[ETH_BYTES] & 0x0F) * 4 if frame[12] == 0x08 else IPV6_BYTES
+
+
+def _udp6_checksum_adjust(udp: bytearray, delta_words: int) -> None:
+    """Add ``delta_words`` (a signed sum of 16-bit words) to an IPv6 UDP header's checksum (RFC 1624); 0 = none."""
+    csum = struct.unpack_from(">H", udp, 6)[0]
+    if csum == 0:
+        return  # the sender sent no checksum: nothing to keep right
+    total = ((csum ^ 0xFFFF) + delta_words) % 0xFFFF
+    struct.pack_into(">H", udp, 6, 0xFFFF - total if total else 0xFFFF)
+
+
+def _set_ip_fields(ip: bytearray, dscp: int, delta_bytes: int) -> None:
+    """Rewrite the DSCP and grow the length of an IPv4 (checksum too) or IPv6 header by ``delta_bytes``."""
+    if len(ip) == IPV6_BYTES:
+        ip[0] = (ip[0] & 0xF0) | (dscp >> 2)
+        ip[1] = ((dscp & 0x03) << 6) | (ip[1] & 0x3F)
+        struct.pack_into(">H", ip, 4, struct.unpack_from(">H", ip, 4)[0] + delta_bytes)
+        return
+    ip[1] = (dscp << 2) | (ip[1] & 0x03)
+    struct.pack_into(">H", ip, 2, struct.unpack_from(">H", ip, 2)[0] + delta_bytes)
+    struct.pack_into(">H", ip, 10, 0)
+    struct.pack_into(">H", ip, 10, _ipv4_checksum(ip))
+
+
+def _words_sum(data: bytes | bytearray | memoryview) -> int:
+    """The 16-bit words of ``data`` (even length) summed modulo 0xFFFF (2**16 == 1 mod 0xFFFF)."""
+    return int.from_bytes(data, "big") % 0xFFFF
 
 
 def parse_int(frame: bytes | memoryview) -> tuple[list[IntHopRecord], int, int]:
     """The hop records (newest first), the INT length in bytes and the original DSCP of an INT frame."""
     if not carries_int(frame):
-        raise NotRoceError("frame is not an IPv4/UDP packet marked with the INT DSCP", ETH_BYTES + 1)
-    ihl_bytes = (frame[ETH_BYTES] & 0x0F) * 4
-    shim = ETH_BYTES + ihl_bytes + UDP_BYTES
+        raise NotRoceError("frame is not an IPv4/IPv6 UDP packet marked with the INT DSCP", ETH_BYTES + 1)
+    shim = ETH_BYTES + _ip_header_bytes(frame) + UDP_BYTES
     if len(frame) < shim + INT_SHIM_BYTES + INT_MD_BYTES:
         raise TruncatedFrameError("frame ends inside the INT shim/MD header", len(frame))
     int_bytes = frame[shim + 1] * 4
@@ -88,19 +141,19 @@ def parse_int(frame: bytes | memoryview) -> tuple[list[IntHopRecord], int, int]:
 
 
 def strip_int(frame: bytes | memoryview) -> tuple[bytes, IntHops]:
-    """The original frame without INT (DSCP, IP total length, checksum and UDP length restored) and the hops."""
+    """The original frame without INT (DSCP, IP length, IPv4 header or IPv6 UDP checksum and UDP length restored)
+    and the hops."""
     records, int_bytes, orig_dscp = parse_int(frame)
-    ihl_bytes = (frame[ETH_BYTES] & 0x0F) * 4
-    shim = ETH_BYTES + ihl_bytes + UDP_BYTES
+    ip_bytes = _ip_header_bytes(frame)
+    shim = ETH_BYTES + ip_bytes + UDP_BYTES
     hops = IntHops(records)
     hops.echoed = struct.unpack_from(">H", frame, shim + INT_SHIM_BYTES + 6)[0] == INT_ECHO_DOMAIN_ID
-    ip = bytearray(frame[ETH_BYTES:ETH_BYTES + ihl_bytes])
-    ip[1] = (orig_dscp << 2) | (ip[1] & 0x03)
-    struct.pack_into(">H", ip, 2, struct.unpack_from(">H", ip, 2)[0] - int_bytes)
-    struct.pack_into(">H", ip, 10, 0)
-    struct.pack_into(">H", ip, 10, _ipv4_checksum(ip))
-    udp = bytearray(frame[ETH_BYTES + ihl_bytes:shim])
+    ip = bytearray(frame[ETH_BYTES:ETH_BYTES + ip_bytes])
+    _set_ip_fields(ip, orig_dscp, -int_bytes)
+    udp = bytearray(frame[ETH_BYTES + ip_bytes:shim])
     struct.pack_into(">H", udp, 4, struct.unpack_from(">H", udp, 4)[0] - int_bytes)
+    if ip_bytes == IPV6_BYTES:  # the UDP length counts twice (pseudo-header and header)
+        _udp6_checksum_adjust(udp, -_words_sum(frame[shim:shim + int_bytes]) - 2 * int_bytes)
     out = bytes(frame[:ETH_BYTES]) + bytes(ip) + bytes(udp) + bytes(frame[shim + int_bytes:])
     return out, hops
 
@@ -108,28 +161,25 @@ def strip_int(frame: bytes | memoryview) -> tuple[bytes, IntHops]:
 def insert_int(
     frame: bytes | memoryview, hops: list[IntHopRecord], *, echo: bool = True, remaining_hop_cnt: int = 0
 ) -> bytes:
-    """Inverse of ``strip_int``: ``frame`` (IPv4/UDP, no INT) with an INT stack of ``hops`` after UDP.
+    """Inverse of ``strip_int``: ``frame`` (IPv4 or IPv6 UDP, no INT) with an INT stack of ``hops`` after UDP.
 
     ``echo`` marks the stack as forward-path hops carried back (domain-specific id ``INT_ECHO_DOMAIN_ID``);
     ``remaining_hop_cnt`` = 0 keeps switches on the way from adding theirs."""
-    if len(frame) < ETH_BYTES + IPV4_BYTES or frame[12] != 0x08 or frame[13] != 0x00 or frame[ETH_BYTES + 9] != 17:
-        raise NotRoceError("INT goes into IPv4/UDP frames only", 12)
+    if not (_is_ipv4_udp(frame) or _is_ipv6_udp(frame)):
+        raise NotRoceError("INT goes into IPv4/UDP or IPv6/UDP frames only", 12)
     if carries_int(frame):
         raise BadLengthError("frame already carries INT", ETH_BYTES + 1)
     if len(hops) > MAX_INT_HOPS:
         raise BadLengthError(f"{len(hops)} INT hops: the fabric parses at most {MAX_INT_HOPS}", 0)
-    ihl_bytes = (frame[ETH_BYTES] & 0x0F) * 4
-    shim = ETH_BYTES + ihl_bytes + UDP_BYTES
+    ip_bytes = _ip_header_bytes(frame)
+    shim = ETH_BYTES + ip_bytes + UDP_BYTES
     if len(frame) < shim:
         raise TruncatedFrameError("frame ends inside the UDP header", len(frame))
     int_bytes = INT_SHIM_BYTES + INT_MD_BYTES + INT_HOP_BYTES * len(hops)
-    ip = bytearray(frame[ETH_BYTES:ETH_BYTES + ihl_bytes])
-    orig_dscp = ip[1] >> 2
-    ip[1] = (DSCP_INT << 2) | (ip[1] & 0x03)
-    struct.pack_into(">H", ip, 2, struct.unpack_from(">H", ip, 2)[0] + int_bytes)
-    struct.pack_into(">H", ip, 10, 0)
-    struct.pack_into(">H", ip, 10, _ipv4_checksum(ip))
-    udp = bytearray(frame[ETH_BYTES + ihl_bytes:shim])  # checksum kept: RoCEv2 sends 0 (none), as the fabric
+    ip = bytearray(frame[ETH_BYTES:ETH_BYTES + ip_bytes])
+    orig_dscp = _ipv6_dscp(frame) if ip_bytes == IPV6_BYTES else ip[1] >> 2
+    _set_ip_fields(ip, DSCP_INT, int_bytes)
+    udp = bytearray(frame[ETH_BYTES + ip_bytes:shim])  # IPv4: checksum kept, RoCEv2 sends 0 (none)
     struct.pack_into(">H", udp, 4, struct.unpack_from(">H", udp, 4)[0] + int_bytes)
     stack = bytearray(int_bytes)
     stack[0] = 1 << 4  # type 1 = INT-MD, npt 0: the original DSCP is kept in the shim
@@ -141,6 +191,8 @@ def insert_int(
         _HOP.pack_into(stack, INT_SHIM_BYTES + INT_MD_BYTES + i * INT_HOP_BYTES, h.node_id, h.ingress_port,
                        h.egress_port, h.hop_latency, h.queue_id, h.queue_occupancy >> 16,
                        h.queue_occupancy & 0xFFFF, h.egress_timestamp, h.egress_tx_bytes)
+    if ip_bytes == IPV6_BYTES:
+        _udp6_checksum_adjust(udp, _words_sum(stack) + 2 * int_bytes)
     return bytes(frame[:ETH_BYTES]) + bytes(ip) + bytes(udp) + bytes(stack) + bytes(frame[shim:])
 
 

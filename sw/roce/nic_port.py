@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 
 from sw.clock import Clock
-from sw.roce.gid import udp_bind_address, udp_family
+from sw.roce.gid import GidError, fabric_ipv6, ip_version, udp_bind_address, udp_family
 from sw.roce.nic import Nic
 from sw.roce.opcodes import ROCEV2_UDP_DPORT
 from sw.roce.pfc import ENV_NIC_PFC
@@ -33,6 +33,9 @@ SIOCGIFADDR = 0x8915
 SIOCGIFMTU = 0x8921
 MAX_FRAME_BYTES = 65536
 ROCE_HEADROOM_BYTES = 20 + 8 + 12 + 16 + 4  # IPv4 + UDP + BTH + RETH + ICRC around one MTU of payload
+# RoCE over IPv6 for every NIC a process opens without an explicit ``ip`` (as $STARPULSE_NIC_PFC does for PFC):
+# "fabric" = the interface's IPv4 address in the fabric's IPv6 plan (sw.roce.gid.fabric_ipv6), or an IPv6 address.
+ENV_NIC_IPV6 = "STARPULSE_NIC_IPV6"
 
 
 class PortError(OSError):
@@ -105,13 +108,17 @@ class RawSocketPort:
         self.mtu = interface_mtu(ifname)
         self._udp_sink: socket.socket | None = None
         if claim_udp_port:
-            sink = socket.socket(udp_family(self.ip), socket.SOCK_DGRAM)
-            sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             try:
-                sink.bind(udp_bind_address(self.ip, ifname, ROCEV2_UDP_DPORT))
-                self._udp_sink = sink
+                sink = socket.socket(udp_family(self.ip), socket.SOCK_DGRAM)
             except OSError:
-                sink.close()  # another stack in this namespace already holds the port: fine
+                sink = None  # no kernel support for the family: the kernel drops (never answers) our packets
+            if sink is not None:
+                sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                try:
+                    sink.bind(udp_bind_address(self.ip, ifname, ROCEV2_UDP_DPORT))
+                    self._udp_sink = sink
+                except OSError:
+                    sink.close()  # port held by another stack here, or an address the kernel lacks: fine
 
     def send(self, frame: bytes) -> None:
         try:
@@ -170,6 +177,22 @@ def env_pfc_options() -> dict[str, int]:
     return pfc_options(text) if text else {}
 
 
+def env_nic_ip(ifname: str) -> str | None:
+    """The NIC address ``$STARPULSE_NIC_IPV6`` asks for on ``ifname`` (None when unset: the interface's IPv4)."""
+    text = os.environ.get(ENV_NIC_IPV6, "").strip()
+    if not text:
+        return None
+    if text == "fabric":
+        return fabric_ipv6(interface_ipv4(ifname))
+    try:
+        version = ip_version(text)
+    except GidError:
+        version = 0
+    if version != 6:
+        raise GidError(f"${ENV_NIC_IPV6}={text!r}: expected 'fabric' or an IPv6 address")
+    return text
+
+
 def open_device(
     ifname: str,
     *,
@@ -180,7 +203,10 @@ def open_device(
     **nic_options: int,
 ) -> Nic:
     """ibv_open_device for our software NIC: a Nic on interface ``ifname`` with its MAC and IPv4 address, or
-    ``ip`` (e.g. its IPv6 address) (``nic_options``: ``pacer_burst_bytes``, ``base_rtt_ns``)."""
+    ``ip`` (e.g. its IPv6 address; else ``$STARPULSE_NIC_IPV6``) (``nic_options``: ``pacer_burst_bytes``,
+    ``base_rtt_ns``)."""
     nic_options.update(env_pfc_options())
+    if ip is None:
+        ip = env_nic_ip(ifname)
     port = RawSocketPort(ifname, ip=ip)
     return Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock, **nic_options)

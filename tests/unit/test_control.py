@@ -16,7 +16,7 @@ def test_leaf_gets_host_routes_and_an_ecmp_group():
     topo = Topology(TopologySpec(servers=2, gpus_per_server=2, spines=2))
     cmds = switch_commands(topo, "p0l0")
     assert "table_set_default FabricEgress.switch_config set_switch 1" in cmds
-    hosts = [c for c in cmds if " forward " in c]
+    hosts = [c for c in cmds if " forward " in c and "ipv4_lpm" in c]
     assert hosts == ["table_add FabricIngress.ipv4_lpm forward 10.0.0.1/32 => 1 02:53:00:00:00:01",
                      "table_add FabricIngress.ipv4_lpm forward 10.0.0.2/32 => 2 02:53:00:00:01:01"]
     assert "table_add FabricIngress.ipv4_lpm ecmp_select 10.0.0.0/8 => 1 2" in cmds

@@ -103,14 +103,16 @@ class _PortState:
 
 
 def int_orig_dscp(frame: bytes) -> int | None:
-    """The original DSCP an INT-MD over UDP shim (IPv4, after the UDP header) keeps; None when there is none."""
+    """The original DSCP an INT-MD over UDP shim (IPv4 or IPv6, after the UDP header) keeps; None when there is
+    none."""
     off = 16 if frame[12:14] == b"\x81\x00" else 12
-    if frame[off:off + 2] != b"\x08\x00" or len(frame) < off + 22:
-        return None
     ip = off + 2
-    if frame[ip + 9] != 17:                   # UDP
+    if frame[off:off + 2] == b"\x08\x00" and len(frame) >= off + 22 and frame[ip + 9] == 17:   # IPv4/UDP
+        shim = ip + (frame[ip] & 0x0F) * 4 + 8
+    elif frame[off:off + 2] == b"\x86\xdd" and len(frame) >= ip + 40 and frame[ip + 6] == 17:  # IPv6/UDP
+        shim = ip + 40 + 8
+    else:
         return None
-    shim = ip + (frame[ip] & 0x0F) * 4 + 8
     return frame[shim + 2] & 0x3F if len(frame) > shim + 2 else None
 
 

@@ -54,18 +54,30 @@ DCQCN_CNP_INTERVAL_NS = 4_000
 # The price: at most 16 senders into one port can be slowed to their share — an N:1 incast with N > 16 keeps the
 # port above line rate (sw.cc.sim: 1 Gb/s floors already overflow the 2 MB buffer at 12 -> 1).
 DCQCN_MIN_RATE_LINE_DIVISOR = 16
-# Byte counter B = 32767 bytes and hyper-increase step R_HAI = 50 Mb/s: NVIDIA firmware's rpg_byte_reset and
-# rpg_hai_rate defaults (as `mlxconfig -q` lists them on ConnectX firmware: RPG_BYTE_RESET 32767, RPG_HAI_RATE 50,
-# RPG_AI_RATE 5, RPG_THRESHOLD 1; the paper's B = 10 MB never fires for a 1 MiB flow, so its R_HAI never applies).
-# Once a flow has gone F timer periods and F byte-counter periods without a CNP it hyper-increases: the flows still
-# running after the incast's first completions take up the freed link sooner than by +40 Mb/s steps.  Through the P4
-# fabric (sw.roce.incast, 8 x 1 MiB, 10 Gb/s, 0 drops in every run): wire utilisation 0.930-0.964 (mean 0.954) in
-# five runs against 0.901-0.965 (mean 0.935) in six with B = 10 MB, where the link idles 0.3-0.8 ms after the first
-# completions.  The cost is fairness: byte-counter events come in proportion to a flow's rate, so the first flow
-# out of the incast's floor phase can run away (one run of five: 2-3 Gb/s against 1-1.5 for the others, Jain 0.960;
-# the others 0.9900-0.9969; B = 10 MB: 0.9898-0.9974 in six; with R_HAI = 100 Mb/s 0.976-0.984).  sw.cc.sim,
-# whose flows finish closer together, shows no gain (0.95 vs 0.97): it has no tail to refill.
-DCQCN_BYTE_COUNTER_BYTES = 32_767
+# Rate increase: rate-independent additive increase, so DCQCN's cuts (each Rc * alpha/2, in proportion to the rate)
+# and its increases (the same step for every flow) converge to equal shares, the AIMD fairness argument (Chiu and
+# Jain 1989) the DCQCN paper relies on.  Two knobs, both NVIDIA ConnectX firmware parameters (mlxconfig / sysfs
+# roce_rp): rpg_byte_reset (bytes a QP sends between byte-counter increases) and rpg_ai_rate (R_AI, Mb/s the target
+# rate grows by per increase event).
+# Byte counter B = 10 MB, the paper's value (Zhu et al. SIGCOMM'15; firmware default 32767 B): the rate-increase
+# timer T (rpg_time_reset) alone then drives the increase.  Byte-counter events come in proportion to a flow's rate,
+# so with B = 32767 B the first flow out of the incast's floor phase got more increases and ran away (through the P4
+# fabric, sw.roce.incast 8 x 1 MiB at 10 Gb/s: 2-3 Gb/s against 1-1.5 for the others, Jain 0.960-0.997, all three
+# goals in 3 runs of 5).  With B = 10 MB a 1 MiB flow never reaches F byte-counter periods, so R_HAI never applies.
+# R_AI = 100 Mb/s at 10 Gb/s (1 % of the line per T = 55 us; the paper's 40 Mb/s at 40 Gb/s is 0.1 %), at most
+# line / 100 below 10 Gb/s: the timer-only increase must refill the link after the incast's floor phase and after
+# the first completions; with the paper's 40 Mb/s (B = 10 MB) the link idled 0.3-0.8 ms after the first completions
+# (wire utilisation 0.901-0.965, mean 0.935, in six runs).  With B = 10 MB and R_AI = 100 Mb/s, through the P4
+# fabric: 0 drops, wire utilisation 0.967-0.991, Jain 0.9978-0.9993 in ten consecutive runs (load 6-13 on 2 cores);
+# sw.cc.sim (8 -> 1, the fabric's RED profile, 20 seeds): utilisation 0.965-0.99, Jain >= 0.9987, against 0.92-0.97
+# and >= 0.9955 with B = 32767 B and R_AI = 40 Mb/s.  Max queue 200-370 packets (the incast's first RTTs at line
+# rate), within the 2 MB buffer; RED profiles of deployments (HPCC authors' 40/160 KB Pmax 0.2 at 10 Gb/s, a
+# 14/139-packet ramp to Pmax 1) measured no better through the fabric with the firmware byte counter (0.914, 0.953).
+DCQCN_BYTE_COUNTER_BYTES = 10_000_000
+DCQCN_RATE_AI_KBPS = 100_000
+DCQCN_RATE_AI_LINE_DIVISOR = 100
+# Hyper-increase step R_HAI = 50 Mb/s: NVIDIA firmware's rpg_hai_rate default (for flows that send more than F + 1
+# byte-counter periods between CNPs: 20 MB at the paper's B).
 DCQCN_RATE_HAI_KBPS = 50_000
 
 
@@ -89,7 +101,7 @@ def make_cc(
             DcqcnParams(
                 line_rate_kbps=line_kbps,
                 min_rate_kbps=max(1, line_kbps // DCQCN_MIN_RATE_LINE_DIVISOR),
-                rate_ai_kbps=max(1, min(DcqcnParams.rate_ai_kbps, line_kbps // 100)),
+                rate_ai_kbps=max(1, min(DCQCN_RATE_AI_KBPS, line_kbps // DCQCN_RATE_AI_LINE_DIVISOR)),
                 rate_hai_kbps=max(1, min(DCQCN_RATE_HAI_KBPS, line_kbps // 20)),
                 byte_counter_bytes=DCQCN_BYTE_COUNTER_BYTES,
                 clamp_target_rate=DCQCN_CLAMP_TARGET_RATE,

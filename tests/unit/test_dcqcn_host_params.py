@@ -1,16 +1,18 @@
 """The DCQCN parameters the host stack runs (sw.roce.pacer.make_cc/make_np) in sw.cc's closed-loop simulator: an
 8 -> 1 incast of 1 MiB flows at 10 Gb/s with the DCQCN paper's ECN thresholds loses nothing, the firmware's
 unclamped target rate refills the link faster than the paper's clamp after the incast's burst of CNPs, the 4 us
-alpha/CNP timing with the line/16 floor fills it better than the paper's 55/50 us timing with a 100 Mb/s floor
-(NVIDIA's byte counter, the host's choice, is measured through the P4 fabric: sw.roce.incast),
-and a 16 -> 1 incast (the most the floor can still slow to its share) loses nothing either."""
+alpha/CNP timing with the line/16 floor fills it better than the paper's 55/50 us timing with a 100 Mb/s floor,
+the paper's byte counter (B = 10 MB: timer-only, rate-independent increase) with R_AI = 100 Mb/s gives fairer
+completion times and a fuller link than NVIDIA's byte counter (32767 B) with the paper's 40 Mb/s, and fuller than the
+paper's 40 Mb/s step alone, and a 16 -> 1 incast (the most the floor can still slow to its share) loses nothing
+either."""
 
 from __future__ import annotations
 
 import pytest
 
 from sw.cc.dcqcn import DcqcnParams, DcqcnRp
-from sw.cc.sim import SimConfig, simulate
+from sw.cc.sim import SimConfig, SimResult, simulate
 from sw.roce.pacer import (
     DCQCN_CLAMP_TARGET_RATE,
     DCQCN_CNP_INTERVAL_NS,
@@ -31,19 +33,47 @@ def _host_params() -> DcqcnParams:
     return cc.params
 
 
-def _incast(params: DcqcnParams, senders: int = 8) -> tuple[float, int, int]:
+def _simulate(params: DcqcnParams, senders: int = 8) -> SimResult:
     cfg = SimConfig(n_flows=senders, cc="dcqcn", link_kbps=LINK_BPS // 1000, buffer_bytes=2_000_000,
                     kmin_bytes=5 * FRAME_BYTES, kmax_bytes=45 * FRAME_BYTES, pmax=0.01, flow_bytes=1 << 20,
                     duration_ns=50_000_000, dcqcn=params)
-    r = simulate(cfg)
+    return simulate(cfg)
+
+
+def _incast(params: DcqcnParams, senders: int = 8) -> tuple[float, int, int]:
+    r = _simulate(params, senders)
     return r.utilization, r.drops, r.completed
+
+
+def _completion_jain(r: SimResult) -> float:
+    """Jain's index of size / completion time, as sw.roce.incast reports it (equal-size flows, one start)."""
+    xs = [1 / f.completion_ns for f in r.flows if f.completion_ns]
+    return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
 
 
 def test_host_dcqcn_runs_the_firmware_target_rule() -> None:
     p = _host_params()
     assert p.clamp_target_rate is DCQCN_CLAMP_TARGET_RATE is False
-    assert p.line_rate_kbps == LINK_BPS // 1000 and p.rate_ai_kbps == 40_000
-    assert (p.byte_counter_bytes, p.rate_hai_kbps) == (32_767, 50_000), "NVIDIA rpg_byte_reset / rpg_hai_rate"
+    assert p.line_rate_kbps == LINK_BPS // 1000 and p.rate_ai_kbps == 100_000, "rpg_ai_rate 100 Mb/s at 10 Gb/s"
+    assert (p.byte_counter_bytes, p.rate_hai_kbps) == (10_000_000, 50_000), "the paper's B / NVIDIA rpg_hai_rate"
+    slow = make_cc("dcqcn", 1_000_000_000)
+    assert isinstance(slow, DcqcnRp) and slow.params.rate_ai_kbps == 10_000, "at most line / 100 per step"
+
+
+def test_timer_only_increase_is_fairer_and_fuller_than_the_firmware_byte_counter() -> None:
+    host = _simulate(_host_params())
+    firmware_bc = _simulate(_host_params().replace(byte_counter_bytes=32_767, rate_ai_kbps=40_000))
+    assert host.completed == firmware_bc.completed == 8 and host.drops == firmware_bc.drops == 0
+    jain_host, jain_bc = _completion_jain(host), _completion_jain(firmware_bc)
+    assert jain_host > jain_bc, f"host Jain {jain_host:.4f} vs byte counter 32767 B {jain_bc:.4f}"
+    assert host.utilization > firmware_bc.utilization, f"{host.utilization:.3f} vs {firmware_bc.utilization:.3f}"
+
+
+def test_larger_additive_step_refills_the_link_sooner() -> None:
+    util_host, drops_host, done_host = _incast(_host_params())
+    util_paper, drops_paper, done_paper = _incast(_host_params().replace(rate_ai_kbps=40_000))
+    assert done_host == done_paper == 8 and drops_host == drops_paper == 0
+    assert util_host > util_paper, f"R_AI 100 Mb/s {util_host:.3f} vs 40 Mb/s {util_paper:.3f}"
 
 
 def test_host_dcqcn_timing_and_floor() -> None:
@@ -63,7 +93,7 @@ def test_unclamped_target_refills_the_link_faster_after_an_incast() -> None:
 
 
 def test_short_alpha_and_cnp_timing_with_floor_fills_the_link_better() -> None:
-    # the paper's byte counter on both sides: this simulation has no completion tail for NVIDIA's B to refill
+    # the paper's B and R_HAI on both sides: only the alpha/CNP timing and the floor differ
     paper_bc = _host_params().replace(byte_counter_bytes=10_000_000, rate_hai_kbps=100_000)
     util_host, drops_host, done_host = _incast(paper_bc)
     before = paper_bc.replace(alpha_timer_ns=55_000, cnp_interval_ns=50_000, min_rate_kbps=100_000)

@@ -109,8 +109,8 @@ def run_receiver(args: argparse.Namespace) -> dict[str, Any]:
     done = lambda: all(store.get(f"res{i}") is not None for i in range(n))  # noqa: E731
     finished = _run_until(nic, done, deadline)
     data_ok = [bool(np.array_equal(buf[i * size:(i + 1) * size], _pattern(i, size))) for i in range(n)]
-    report = {"role": "receiver", "finished": finished, "data_ok": data_ok, "cnps_sent": nic.counters.cnps_sent,
-              "ce_packets": nic.np.ce_packets,
+    report = {"role": "receiver", "ip": str(nic.ip), "finished": finished, "data_ok": data_ok,
+              "cnps_sent": nic.counters.cnps_sent, "ce_packets": nic.np.ce_packets,
               "int_frames": nic.counters.int_frames,
               "int_echoes_sent": sum(qp.resp.int_echoes_sent for qp in qps if qp.resp is not None),
               "counters": nic.qp_counters()}
@@ -218,7 +218,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
     from emu.fabric import Fabric, PfcSettings
     from emu.topology import TopologySpec
     from emu.traffic import stop_proc
-    from sw.roce.nic_port import ENV_NIC_PFC
+    from sw.roce.nic_port import ENV_NIC_IPV6, ENV_NIC_PFC
 
     clock = clock or get_clock()
     rate = parse_rate_bps(args.link_rate, what="--link-rate")
@@ -242,6 +242,10 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
             env[ENV_NIC_PFC] = "0"      # the NICs honour pauses of priority 0, the one RoCE uses here
         else:
             env.pop(ENV_NIC_PFC, None)
+        if args.ipv6:
+            env[ENV_NIC_IPV6] = "fabric"  # every NIC on its IPv4 address in the fabric's IPv6 plan (sw.roce.gid)
+        else:
+            env.pop(ENV_NIC_IPV6, None)
         me = [sys.executable, "-m", "sw.roce.incast"]
         procs = []
         try:
@@ -289,7 +293,8 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
     headroom_drops = sum(v.get("pfc_headroom_drop_pkts", 0) for v in stats.values())
     return {
         "cc": cc, "senders": args.senders, "bytes_per_flow": args.size_bytes, "link_rate_bps": rate,
-        "time_dilation": clock.dilation, "base_rtt": args.base_rtt, "queue_depth_pkts": queue_depth,
+        "time_dilation": clock.dilation, "ip_version": 6 if args.ipv6 else 4, "base_rtt": args.base_rtt,
+        "receiver_ip": rx["ip"], "queue_depth_pkts": queue_depth,
         "ecn_kmin_kmax_pmax": [args.ecn_kmin, args.ecn_kmax, args.ecn_pmax],
         "cc_params": cc_params(cc, rate, parse_duration_ns(args.base_rtt, what="--base-rtt")),
         "data_ok": all(rx["data_ok"]) and all(s["ok"] for s in senders),
@@ -372,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pfc-xoff", default="32K", help="PFC XOFF per ingress port in bytes (default 32K)")
     p.add_argument("--pfc-xon", default="16K", help="PFC XON per ingress port in bytes (default 16K)")
     p.add_argument("--pfc-headroom", default="64K", help="PFC headroom per ingress port in bytes (default 64K)")
+    p.add_argument("--ipv6", action="store_true", help="RoCEv2 over IPv6 (the fabric's IPv6 plan) instead of IPv4")
     p.add_argument("--pacer-burst", help="each QP's token-bucket depth in bytes (default: the NIC's)")
     p.add_argument("--qp-timeout", type=int, default=10,
                    help="QP ACK timeout exponent (default 10: 4.2 ms, beyond a full 2 MB queue at 10G)")

@@ -13,8 +13,9 @@ incStage and Wc once per RTT, and the rate ``W*8e6/T`` on a third divider; the r
 Throughput: ``ack`` is a ready/valid stream whose payload must stay stable until ``ready`` (it is read in
 place, not copied); ``ready`` rises when the ACK is done, so the initiation interval is data dependent:
 4 clocks for an ACK without INT, ``4 + 2*H`` for one that only records H hops, more for sampled hops and
-updates; ``ack_ii_clocks`` gives the bound, e.g. 538 clocks at 3 hops, 100 Gb/s, ``chunk_bits=32``
-(1.35 us at 400 MHz, 0.74 M ACKs/s per engine; was 108 before the split; 136 with ``chunk_bits=0``).
+updates; ``ack_ii_clocks`` gives the bound, e.g. 463 clocks at 3 hops, 100 Gb/s, ``chunk_bits=32``
+(1.16 us at 400 MHz, 0.86 M ACKs/s per engine; 538 before the tx-term divisor was clamped to the dividend's
+width, 108 before the split; 136 with ``chunk_bits=0``).
 Timing (400 MHz): no carry chain is longer than ``chunk_bits`` per clock - the 64-bit timestamp and sequence
 deltas and compares settle one chunk per clock (``hw.carry_split``), the products are DSP-sized partial
 products, registered, summed by such split adds, and the dividers resolve one quotient bit per
@@ -22,8 +23,9 @@ products, registered, summed by such split adds, and the dividers resolve one qu
 ``hw report`` counts 6 logic levels (was 18).
 Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
 With ``runtime_cfg=True`` the constants come from the ``cfg`` input (``HPCC_CFG``, a register bank) instead of
-being built in: W_max, W_min and W_AI (rate x T / 8e6) are recomputed in the background by a fourth divider,
-so a new value applies to the ACKs and inits that start ``cfg_settle_clocks`` after it was written.
+being built in: W_max, W_min and W_AI (rate x T / 8e6) are recomputed in the background, one after another, by
+split DSP-sized products (``hw.carry_split.settled_mul``) and a fourth divider, so a new value applies to the
+ACKs and inits that start ``cfg_settle_clocks`` after it was written.
 """
 
 from __future__ import annotations
@@ -121,9 +123,12 @@ class HpccEngine(wiring.Component):
                                                           p.line_rate_kbps.bit_length())
         k8e6 = BITS_NS_PER_KBPS.bit_length()
         post_n_bits = max(self.t_bits + U_BITS + 1, 32 + 16 + 1, 32 + k8e6)
+        # a tx-term divisor (link x dts) of 2^n_bits or more means a zero quotient: clamped to 2^n_bits, it takes
+        # n_bits + 1 bits instead of up to 95, which shortens the chunked divider's iterations
+        tx_n_bits = p.int_tx_bits - 1 + k8e6 + U_FRAC_BITS
         self.div_widths = {   # (n_bits, d_bits, q_bits) of the dividers: queue term, tx term, post-hop, windows
             "q": (32 + k8e6 + U_FRAC_BITS, 32 + self.t_bits, U_BITS),
-            "t": (p.int_tx_bits - 1 + k8e6 + U_FRAC_BITS, 32 + p.int_ts_bits - 1, U_BITS),
+            "t": (tx_n_bits, min(32 + p.int_ts_bits - 1, tx_n_bits + 1), U_BITS),
             "p": (post_n_bits, max(self.t_bits, U_BITS), self.post_q_bits),
             "c": (32 + self.t_bits, k8e6, 32),
         }
@@ -167,7 +172,12 @@ class HpccEngine(wiring.Component):
     @property
     def cfg_settle_clocks(self) -> int:
         """Clocks after a ``cfg`` change until the derived windows (W_max, W_min, W_AI) follow it."""
-        return 2 * 3 * (2 + self.div_clocks("c")) if self.runtime_cfg else 0
+        return 2 * 3 * (3 + self.cfg_mul_clocks + self.div_clocks("c")) if self.runtime_cfg else 0
+
+    @property
+    def cfg_mul_clocks(self) -> int:
+        """Clocks the split product rate x T of the window derivation (``runtime_cfg``) takes to settle."""
+        return mul_clocks(32, self.t_bits, self.chunk_bits)
 
     @property
     def delta_clocks(self) -> int:
@@ -275,6 +285,8 @@ class HpccEngine(wiring.Component):
         t_n, c_tn = settled_mul(m, dtx, k8e6, cb)
         t_d, c_td = settled_mul(m, link, dts[:ts_bits - 1], cb)
         assert max(c_qn, c_qd, c_tn, c_td) == self.hop_mul_clocks
+        tx_n_bits, tx_d_bits = self.div_widths["t"][:2]
+        t_d_clamped = t_d if len(t_d) <= tx_d_bits else Mux(t_d[tx_n_bits:].any(), 1 << tx_n_bits, t_d[:tx_n_bits])
         ew_a, c_ea = settled_mul(m, rest, s.u_q16, cb)
         ew_b, c_eb = settled_mul(m, tau_c, u_max, cb)
         ew_bits = max(len(ew_a), len(ew_b)) + 1
@@ -342,7 +354,7 @@ class HpccEngine(wiring.Component):
             with m.State("MUL"):
                 # register the operands: the divider's overflow check starts from flip-flops
                 m.d.sync += [div_q.n.eq(q_n << U_FRAC_BITS), div_q.d.eq(q_d),
-                             div_t.n.eq(t_n << U_FRAC_BITS), div_t.d.eq(t_d)]
+                             div_t.n.eq(t_n << U_FRAC_BITS), div_t.d.eq(t_d_clamped)]
                 m.next = "DIVS"
             with m.State("DIVS"):
                 m.d.comb += [div_q.start.eq(1), div_t.start.eq(1)]
@@ -377,20 +389,7 @@ class HpccEngine(wiring.Component):
                 m.d.sync += [tau_c.eq(tau_min), rest.eq(t_ns - tau_min), kind.eq(KIND_UPDATE),
                              wait.eq(self.ewma_mul_clocks - 1)]
                 m.next = "EW_MULW"
-            with m.State("EW_MULW"):
-                m.d.sync += wait.eq(wait - 1)
-                with m.If(wait == 0):
-                    m.next = "EW_MUL"
-            with m.State("EW_MUL"):
-                m.d.sync += [div_p.n.eq(ew_n), div_p.d.eq(t_ns)]
-                m.next = "EW_DIV"
-            with m.State("EW_DIV"):
-                m.d.comb += div_p.start.eq(1)
-                m.next = "EW_WAIT"
-            with m.State("EW_WAIT"):
-                with m.If(div_p.done):
-                    m.d.sync += [s.u_q16.eq(div_p.q), update.eq(seq_newer)]
-                    m.next = "WIN0"
+            divide_states(m, "EW", div_p, wait, (ew_n, t_ns), [s.u_q16.eq(div_p.q), update.eq(seq_newer)], "WIN0")
             with m.State("WIN0"):
                 m.d.sync += mult.eq((s.u_q16 >= eta_q16) | (s.inc_stage >= max_stage))
                 m.next = "WIN"
@@ -405,13 +404,7 @@ class HpccEngine(wiring.Component):
                 with m.Else():
                     m.d.sync += w.eq(s.wc_bytes + w_ai)
                     m.next = "W_CLAMP"
-            with m.State("W_DIV"):
-                m.d.comb += div_p.start.eq(1)
-                m.next = "W_WAIT"
-            with m.State("W_WAIT"):
-                with m.If(div_p.done):
-                    m.d.sync += w.eq(div_p.q + w_ai)
-                    m.next = "W_CLAMP"
+            divide_states(m, "W", div_p, wait, None, [w.eq(div_p.q + w_ai)], "W_CLAMP")
             with m.State("W_CLAMP"):
                 m.d.sync += [lo_flag.eq(w < w_min), hi_flag.eq(w > w_max)]
                 m.next = "W_SET"
@@ -421,20 +414,8 @@ class HpccEngine(wiring.Component):
                 with m.If(update):
                     m.d.sync += s.wc_bytes.eq(w_new)
                 m.next = "R_MULW"
-            with m.State("R_MULW"):
-                m.d.sync += wait.eq(wait - 1)
-                with m.If(wait == 0):
-                    m.next = "R_MUL"
-            with m.State("R_MUL"):
-                m.d.sync += [div_p.n.eq(win_bits), div_p.d.eq(t_ns)]
-                m.next = "R_DIV"
-            with m.State("R_DIV"):
-                m.d.comb += div_p.start.eq(1)
-                m.next = "R_WAIT"
-            with m.State("R_WAIT"):
-                with m.If(div_p.done):
-                    m.d.sync += [lo_flag.eq(div_p.q < min_kbps), hi_flag.eq(div_p.q > line_kbps)]
-                    m.next = "R_SET"
+            divide_states(m, "R", div_p, wait, (win_bits, t_ns),
+                          [lo_flag.eq(div_p.q < min_kbps), hi_flag.eq(div_p.q > line_kbps)], "R_SET")
             with m.State("R_SET"):
                 m.d.sync += s.rate_kbps.eq(Mux(lo_flag, min_kbps, Mux(hi_flag, line_kbps, div_p.q)))
                 m.next = "WRITE"
@@ -477,19 +458,33 @@ class HpccEngine(wiring.Component):
             for i, r in enumerate(rates_kbps):
                 with m.Case(i):
                     m.d.comb += rate.eq(r)
+        product, clocks = settled_mul(m, rate, t_ns, self.chunk_bits)
+        assert clocks == self.cfg_mul_clocks
+        wait = Signal(range(clocks + 1), init=clocks - 1)   # the product of the first rate settles after reset
+        store = [w.eq(Mux(sel == i, div_c.q, w)) for i, w in enumerate(windows)]
         with m.FSM(name="derive"):
-            with m.State("MUL"):
-                m.d.sync += [div_c.n.eq(rate * t_ns), div_c.d.eq(BITS_NS_PER_KBPS)]
-                m.next = "START"
-            with m.State("START"):
-                m.d.comb += div_c.start.eq(1)
-                m.next = "WAIT"
-            with m.State("WAIT"):
-                with m.If(div_c.done):
-                    with m.Switch(sel):
-                        for i, w in enumerate(windows):
-                            with m.Case(i):
-                                m.d.sync += w.eq(div_c.q)
-                    m.d.sync += sel.eq(Mux(sel == len(rates_kbps) - 1, 0, sel + 1))
-                    m.next = "MUL"
+            divide_states(m, "C", div_c, wait, (product, BITS_NS_PER_KBPS),
+                          [*store, sel.eq(Mux(sel == len(rates_kbps) - 1, 0, sel + 1)), wait.eq(clocks - 1)], "C_MULW")
 
+
+def divide_states(m: Module, name: str, div: SeqDivider, wait: Signal, operands: tuple | None, done: list,
+                  nxt: str) -> None:
+    """FSM states of one division: ``{name}_MULW`` counts ``wait`` down to 0 (a split product settles),
+    ``{name}_MUL`` registers ``operands`` (n, d), ``{name}_DIV`` starts ``div``, ``{name}_WAIT`` runs the ``done``
+    statements (sync) and goes to ``nxt`` once it is done.  Without ``operands`` the state before registered them
+    and the division starts at ``{name}_DIV``."""
+    if operands is not None:
+        with m.State(f"{name}_MULW"):
+            m.d.sync += wait.eq(wait - 1)
+            with m.If(wait == 0):
+                m.next = f"{name}_MUL"
+        with m.State(f"{name}_MUL"):
+            m.d.sync += [div.n.eq(operands[0]), div.d.eq(operands[1])]
+            m.next = f"{name}_DIV"
+    with m.State(f"{name}_DIV"):
+        m.d.comb += div.start.eq(1)
+        m.next = f"{name}_WAIT"
+    with m.State(f"{name}_WAIT"):
+        with m.If(div.done):
+            m.d.sync += done
+            m.next = nxt

@@ -32,11 +32,10 @@ from amaranth.lib.crc import Algorithm, Parameters, catalog
 from amaranth.lib.wiring import In, Out
 
 from hw.errors import HwParamError
-from hw.stream import AxiStream
+from hw.int_ack import DSCP_INT
+from hw.parser import ETH_BYTES, ETHERTYPE_IPV4, TPID_8021Q, VLAN_TAG_BYTES
+from hw.stream import AxiStream, tap_head
 
-ETH_BYTES = 14
-VLAN_TAG_BYTES = 4
-TPID_8021Q = 0x8100
 ICRC_BYTES = 4
 # frame byte offsets forced to 0xFF in an untagged IPv4 frame (kept for callers of the original checker)
 MASKED_OFFSETS = (15, 22, 24, 25, 40, 41, 46)
@@ -305,7 +304,12 @@ def _check_width(data_width: int) -> None:
 
 class IcrcChecker(wiring.Component):
     """Pass-through tap on RoCEv2 frames (IPv4/IPv6, optional 802.1Q tag) ending in their ICRC: ``done``
-    pulses per frame with ``ok``, ``latency`` clocks after the frame's last beat."""
+    pulses per frame with ``ok``, ``latency`` clocks after the frame's last beat.
+
+    ``int_md`` (with ``done``): the frame is untagged IPv4 with DSCP ``DSCP_INT``, i.e. carries an INT stack
+    between UDP and BTH (``sw.roce.int_md``); its ICRC covers the frame with the stack stripped, so ``ok`` does
+    not apply to it.
+    """
 
     def __init__(self, *, data_width: int = 1024) -> None:
         _check_width(data_width)
@@ -316,20 +320,29 @@ class IcrcChecker(wiring.Component):
             "m_axis": Out(AxiStream(data_width)),
             "done": Out(1),
             "ok": Out(1),
+            "int_md": Out(1),
             "good_frames": Out(32),
             "bad_frames": Out(32),
         })
 
     def elaborate(self, platform):
         m = Module()
-        s, o = self.s_axis, self.m_axis
-        m.d.comb += [o.tdata.eq(s.tdata), o.tkeep.eq(s.tkeep), o.tlast.eq(s.tlast), o.tvalid.eq(s.tvalid),
-                     s.tready.eq(o.tready)]
+        s = self.s_axis
+        tap = tap_head(m, s, self.m_axis, ETH_BYTES + 2, self.data_width)
         m.submodules.core = core = _IcrcCore(self.data_width)
         m.d.comb += [core.valid.eq(s.tvalid & s.tready), core.data.eq(s.tdata), core.keep.eq(s.tkeep),
                      core.last.eq(s.tlast)]
         residue_raw = reflect32(Parameters(catalog.CRC32_ETHERNET, 8).residue())
         good = core.res == residue_raw
+        # the clock after a last beat the head is the frame's; carried along to the verdict
+        int_md = Signal()
+        m.d.comb += int_md.eq((tap.be(ETH_BYTES - 2, 2) == ETHERTYPE_IPV4) & (tap.hdr[ETH_BYTES + 1][2:] == DSCP_INT)
+                              & tap.got[ETH_BYTES + 1])
+        for stage in range(self.latency - 1):
+            nxt = Signal(name=f"int_md{stage}")
+            m.d.sync += nxt.eq(int_md)
+            int_md = nxt
+        m.d.comb += self.int_md.eq(int_md)
         m.d.sync += [self.done.eq(core.res_valid), self.ok.eq(good)]
         with m.If(core.res_valid):
             with m.If(good):
@@ -345,16 +358,18 @@ class IcrcGenerator(wiring.Component):
     Input frames end where the ICRC goes: their IP and UDP lengths already count the 4 ICRC bytes (as for
     ``sw.roce.icrc.with_icrc``).  The ICRC (least significant byte first) goes after the last byte; when
     fewer than 4 lanes are free it spills into one extra beat, for which the input is held one clock.
-    ``tkeep`` must be contiguous from lane 0 (AXI-Stream packed frames).
+    ``tkeep`` must be contiguous from lane 0 (AXI-Stream packed frames).  ``tuser`` (``user_width`` bits) goes
+    along with each beat (a spill beat repeats its frame's).
     """
 
-    def __init__(self, *, data_width: int = 1024) -> None:
+    def __init__(self, *, data_width: int = 1024, user_width: int = 0) -> None:
         _check_width(data_width)
         self.data_width = data_width
+        self.user_width = user_width
         self.latency = core_latency(data_width)
         super().__init__({
-            "s_axis": In(AxiStream(data_width)),
-            "m_axis": Out(AxiStream(data_width)),
+            "s_axis": In(AxiStream(data_width, user_width)),
+            "m_axis": Out(AxiStream(data_width, user_width)),
             "frames": Out(32),
         })
 
@@ -367,12 +382,19 @@ class IcrcGenerator(wiring.Component):
         m.d.comb += [core.en.eq(adv), core.valid.eq(s.tvalid & adv), core.data.eq(s.tdata),
                      core.keep.eq(s.tkeep), core.last.eq(s.tlast), s.tready.eq(adv)]
         dv, dd, dk, dl = s.tvalid, s.tdata, s.tkeep, s.tlast
+        du = s.tuser if self.user_width else None
         for stage in range(core.latency):
             nv, nd = Signal(name=f"d{stage}_v"), Signal(w, name=f"d{stage}_data")
             nk, nl = Signal(bpb, name=f"d{stage}_keep"), Signal(name=f"d{stage}_last")
             with m.If(adv):
                 m.d.sync += [nv.eq(dv), nd.eq(dd), nk.eq(dk), nl.eq(dl)]
+                if du is not None:
+                    nu = Signal(self.user_width, name=f"d{stage}_user")
+                    m.d.sync += nu.eq(du)
+                    du = nu
             dv, dd, dk, dl = nv, nd, nk, nl
+        if du is not None:
+            m.d.comb += o.tuser.eq(du)
 
         # the ICRC value on the wire: reflected raw register, inverted; byte j in lane (n + j) mod bpb
         icrc = ~Cat(*reversed(list(core.res)))

@@ -3,7 +3,11 @@
 
 Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
 
-* RX: ``rx_s_axis`` -> ``int_ack`` -> ``roce_parser`` -> ``rx_m_axis`` (frames pass unchanged).  A CE-marked RoCE
+* RX: ``rx_s_axis`` -> ``icrc_check`` -> ``int_ack`` -> ``roce_parser`` -> ``rx_m_axis`` (frames pass unchanged).
+  The parser's CE or CNP event of a frame waits (in one of ``EVENT_SLOTS`` slots, by frame number) for the frame's
+  ICRC verdict, ``icrc_check.latency`` clocks after its last beat: a RoCEv2 frame with a wrong ICRC raises no event
+  and counts in RX_ICRC_ERRORS.  Frames carrying INT (DSCP_INT) are not judged: their ICRC covers the frame
+  without the INT stack (``sw.roce.int_md``).  A CE-marked RoCE
   packet's QP goes to ``cnp_gen`` (notification point), which puts at most one request per QP per CNP_INTERVAL_NS on
   ``cnp_req`` (the QP a CNP must be sent for).  A received CNP's QP goes through a small FIFO to ``dcqcn_rp``.
   A RoCE ACK carrying echoed INT hops (``hw.int_ack``: the wire format of ``sw.roce.int_md`` and fabric.p4)
@@ -44,7 +48,7 @@ line rate is 409600000 kb/s, the timer minimum the reaction point's sweep interv
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -55,6 +59,7 @@ from hw.csr import ADDR_BITS, REG_COUNTER0, REG_PARAM0, CsrBank, ParamReg
 from hw.dcqcn import DCQCN_CFG, DcqcnRpEngine, sweep_interval_ns
 from hw.errors import HwParamError
 from hw.hpcc import HPCC_CFG, KIND_UPDATE, HpccEngine
+from hw.icrc import IcrcChecker
 from hw.int_ack import MAX_INT_HOPS, HpccAckFeeder, IntAckParser
 from hw.parser import RoceParser
 from hw.sched import PENDING_BITS, RATE_FRAC_BITS, TxScheduler
@@ -67,11 +72,11 @@ U32 = (1 << 32) - 1
 
 COUNTERS = (
     ("CNP_SENT", "CNP requests handed out on cnp_req"),
-    ("CNP_RECEIVED", "CNPs (BTH opcode 0x81) received"),
-    ("CE_SEEN", "CE-marked RoCE data packets received"),
+    ("CNP_RECEIVED", "CNPs (BTH opcode 0x81) received with a good ICRC"),
+    ("CE_SEEN", "CE-marked RoCE data packets received with a good ICRC"),
     ("CLAMPS", "CSR writes clamped (QP_RATE above line rate, parameters out of range)"),
     ("RX_ROCE", "RoCEv2 packets received"),
-    ("RX_EVENTS_DROPPED", "CE/CNP events lost because the CNP generator or the CNP FIFO was full"),
+    ("RX_EVENTS_DROPPED", "CE/CNP events lost in mode dcqcn because the CNP generator or the CNP FIFO was full"),
     ("TX_PKTS", "frames sent by the scheduler"),
     ("TX_BYTES", "bytes sent by the scheduler (low 32 bits)"),
     ("RATE_UPDATES", "CC engine (DCQCN or HPCC) rate writes applied to the scheduler"),
@@ -79,7 +84,10 @@ COUNTERS = (
     ("INT_ACKS", "RoCE ACKs with echoed INT hops received"),
     ("INT_ACKS_DROPPED", "INT-echo ACKs lost in mode hpcc because the HPCC engine's FIFO was full"),
     ("HPCC_UPDATES", "HPCC window/rate updates (ACKs that measured a hop)"),
+    ("RX_ICRC_ERRORS", "RoCEv2 frames (no INT) with a wrong ICRC: their CE/CNP events dropped"),
 )
+EVENT_SLOT_BITS = 4
+EVENT_SLOTS = 1 << EVENT_SLOT_BITS  # frames whose event may wait for an ICRC verdict (> icrc latency + 2)
 HPCC_ENGINE_STEPS = 2  # quotient bits per clock of the HPCC engine's dividers
 # sw.roce.qp_requester.DATA_FRAME_OVERHEAD_BYTES (hw may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
 DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
@@ -201,6 +209,10 @@ class NicCcTop(wiring.Component):
         self.event_fifo_depth = event_fifo_depth
         self.sched = TxScheduler(data_width=data_width, n_qps=n_qps, mtu_bytes=mtu_bytes, burst_bytes=burst_bytes)
         self.parser = RoceParser(data_width=data_width, n_qps=n_qps)
+        self.icrc = IcrcChecker(data_width=data_width)
+        if self.icrc.latency + 2 >= EVENT_SLOTS:
+            raise HwParamError(f"data_width {data_width}: ICRC latency {self.icrc.latency} needs more than "
+                               f"{EVENT_SLOTS} event slots")
         self.np = CnpGenerator(n_qps=n_qps, clk_period_ps=clk_period_ps, runtime_cfg=True)
         self.rp = DcqcnRpEngine(n_qps=n_qps, params=self.dcqcn_reset, clk_period_ps=clk_period_ps,
                                 rate_conv=self.rate_conv, mtu_bytes=mtu_bytes, runtime_cfg=True)
@@ -255,21 +267,22 @@ class NicCcTop(wiring.Component):
         dcqcn_on, hpcc_on = Signal(), Signal()
         m.d.comb += [dcqcn_on.eq(csr.param.cc_mode == CC_MODE_DCQCN), hpcc_on.eq(csr.param.cc_mode == CC_MODE_HPCC)]
 
-        # RX: INT-echo ACK tap and parser pass-through; INT-echo ACK -> FIFO -> feeder -> HPCC engine
-        wiring.connect(m, wiring.flipped(self.rx_s_axis), int_ack.s_axis)
+        # RX: ICRC check, INT-echo ACK tap and parser pass-through; INT-echo ACK -> FIFO -> feeder -> HPCC engine
+        m.submodules.icrc = icrc = self.icrc
+        wiring.connect(m, wiring.flipped(self.rx_s_axis), icrc.s_axis)
+        wiring.connect(m, icrc.m_axis, int_ack.s_axis)
         wiring.connect(m, int_ack.m_axis, parser.s_axis)
         m.d.comb += [int_fifo.w_data.eq(int_ack.ack.payload), int_fifo.w_en.eq(int_ack.ack.valid & hpcc_on),
                      int_ack.ack.ready.eq(int_fifo.w_rdy | ~hpcc_on),
                      feed.raw.payload.eq(int_fifo.r_data), feed.raw.valid.eq(int_fifo.r_rdy),
                      int_fifo.r_en.eq(feed.raw.ready)]
         wiring.connect(m, feed.hpcc, hp.ack)
-        # CE -> notification point, CNP -> FIFO -> reaction point
         wiring.connect(m, parser.m_axis, wiring.flipped(self.rx_m_axis))
-        m.d.comb += [np_.ce.payload.eq(parser.ce.payload), np_.ce.valid.eq(parser.ce.valid & dcqcn_on),
-                     parser.ce.ready.eq(np_.ce.ready | ~dcqcn_on)]
+        ev_ce, ev_cnp, ev_qp, icrc_err = self._icrc_gate(m)
+        # CE -> notification point, CNP -> FIFO -> reaction point (events of frames whose ICRC checked)
+        m.d.comb += [np_.ce.payload.eq(ev_qp), np_.ce.valid.eq(ev_ce & dcqcn_on)]
         wiring.connect(m, np_.cnp_req, wiring.flipped(self.cnp_req))
-        m.d.comb += [cnp_fifo.w_data.eq(parser.cnp.payload), cnp_fifo.w_en.eq(parser.cnp.valid & dcqcn_on),
-                     parser.cnp.ready.eq(cnp_fifo.w_rdy | ~dcqcn_on),
+        m.d.comb += [cnp_fifo.w_data.eq(ev_qp), cnp_fifo.w_en.eq(ev_cnp & dcqcn_on),
                      rp.cnp.payload.eq(cnp_fifo.r_data), rp.cnp.valid.eq(cnp_fifo.r_rdy),
                      cnp_fifo.r_en.eq(rp.cnp.ready)]
         # QP_INIT: to the mode's engine, and the QP's sent-frame count to 0 (waits for a count being written)
@@ -327,14 +340,50 @@ class NicCcTop(wiring.Component):
             "SENT_DROPPED": new_pkt & ~sent_fifo.w_rdy,
             "INT_ACKS_DROPPED": int_ack.ack.valid & hpcc_on & ~int_fifo.w_rdy,
             "HPCC_UPDATES": hpcc_update,
+            "CE_SEEN": ev_ce,
+            "CNP_RECEIVED": ev_cnp,
+            "RX_EVENTS_DROPPED": dcqcn_on & ((ev_ce & ~np_.ce.ready) | (ev_cnp & ~cnp_fifo.w_rdy)),
+            "RX_ICRC_ERRORS": icrc_err,
         }
         for name, event in own.items():
             with m.If(event):
                 m.d.sync += cnt[name].eq(cnt[name] + 1)
-        m.d.comb += [cnt["CNP_RECEIVED"].eq(parser.cnp_pkts), cnt["CE_SEEN"].eq(parser.ce_pkts),
-                     cnt["RX_ROCE"].eq(parser.roce_pkts), cnt["INT_ACKS"].eq(int_ack.int_acks),
- cnt["RX_EVENTS_DROPPED"].eq(parser.dropped),
+        m.d.comb += [cnt["RX_ROCE"].eq(parser.roce_pkts), cnt["INT_ACKS"].eq(int_ack.int_acks),
                      cnt["TX_PKTS"].eq(sched.tx_pkts), cnt["TX_BYTES"].eq(sched.tx_bytes[:32])]
         for i, (name, _) in enumerate(COUNTERS):
             m.d.comb += csr.counters[i].eq(cnt[name])
         return m
+
+    def _icrc_gate(self, m: Module) -> tuple[Signal, Signal, Signal, Signal]:
+        """Hold each frame's parser event until the frame's ICRC verdict; (CE, CNP, QP, ICRC error), registered.
+
+        Frames are numbered as their last beats pass.  An event the clock after a beat belongs to that beat's
+        frame, a parser RoCE count the clock after that; both precede the frame's verdict, which arrives in
+        frame order, so slot ``number mod EVENT_SLOTS`` holds them until then.
+        """
+        parser, icrc, rx = self.parser, self.icrc, self.rx_s_axis
+        fid, fid1, fid2, vseq = (Signal(EVENT_SLOT_BITS, name=n) for n in ("rx_fid", "rx_fid1", "rx_fid2", "vseq"))
+        with m.If(rx.tvalid & rx.tready & rx.tlast):
+            m.d.sync += fid.eq(fid + 1)
+        m.d.sync += [fid1.eq(fid), fid2.eq(fid1)]
+        slot_ev, slot_cnp, slot_roce = Signal(EVENT_SLOTS), Signal(EVENT_SLOTS), Signal(EVENT_SLOTS)
+        slot_qp = Array(Signal(self.qp_bits, name=f"slot_qp{i}") for i in range(EVENT_SLOTS))
+        roce_bit = Signal()  # the parser's RoCE count moved: its low bit toggled
+        m.d.sync += roce_bit.eq(parser.roce_pkts[0])
+        new_roce, event = parser.roce_pkts[0] != roce_bit, parser.ce.valid | parser.cnp.valid
+        m.d.comb += [parser.ce.ready.eq(1), parser.cnp.ready.eq(1)]
+        for i in range(EVENT_SLOTS):
+            with m.If(icrc.done & (vseq == i)):
+                m.d.sync += [slot_ev[i].eq(0), slot_roce[i].eq(0)]
+            with m.If(event & (fid1 == i)):
+                m.d.sync += [slot_ev[i].eq(1), slot_cnp[i].eq(parser.cnp.valid), slot_qp[i].eq(parser.ce.payload)]
+            with m.If(new_roce & (fid2 == i)):
+                m.d.sync += slot_roce[i].eq(1)
+        with m.If(icrc.done):
+            m.d.sync += vseq.eq(vseq + 1)
+        ev_ce, ev_cnp, ev_qp, err = Signal(), Signal(), Signal(self.qp_bits), Signal()
+        judged = icrc.done & ~icrc.int_md
+        ev = icrc.done & (icrc.ok | icrc.int_md) & slot_ev.bit_select(vseq, 1)
+        m.d.sync += [ev_ce.eq(ev & ~slot_cnp.bit_select(vseq, 1)), ev_cnp.eq(ev & slot_cnp.bit_select(vseq, 1)),
+                     ev_qp.eq(slot_qp[vseq]), err.eq(judged & ~icrc.ok & slot_roce.bit_select(vseq, 1))]
+        return ev_ce, ev_cnp, ev_qp, err

@@ -2,7 +2,8 @@
 
 CE-marked data frames must raise CNP requests exactly as ``sw.cc.DcqcnNp`` decides; received CNPs must move
 a QP's rate exactly as ``sw.cc.DcqcnRp`` says (read back over the CSR bus) and its TX bytes over a window
-must follow that rate; parameters written over the CSR bus must change both as the model predicts.
+must follow that rate; parameters written over the CSR bus must change both as the model predicts.  Frames with a
+wrong ICRC must move nothing and count in RX_ICRC_ERRORS.
 """
 
 from __future__ import annotations
@@ -273,3 +274,86 @@ async def test_csr_parameters_change_behaviour_like_the_model(dut):
     assert await tb.rate_of(4) == (tb.bpb << 24)
     assert await tb.csr(COUNTER_ADDR["CLAMPS"]) == clamps0 + 2
     tb_record(params={"cuts_kbps": cuts, "floor_bytes": floor_bytes[4], "recovery_kbps": recovery})
+
+
+IP_AT, BTH_AT = 14, 42  # untagged IPv4
+
+
+def corrupt(frame: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """``frame`` with one bit flipped in an ICRC-covered header byte (IP source, BTH PSN), the payload or the ICRC."""
+    where = rng.choice(("ip_src", "psn", "payload", "icrc"))
+    at = {"ip_src": IP_AT + 12 + rng.randrange(4), "psn": BTH_AT + 9 + rng.randrange(3),
+          "payload": rng.randrange(BTH_AT + 12, len(frame) - 4), "icrc": len(frame) - 1 - rng.randrange(4)}[where]
+    out = bytearray(frame)
+    out[at] ^= 1 << rng.randrange(8)
+    return bytes(out), where
+
+
+def switch_marked(frame: bytes) -> bytes:
+    """An ECT(0) frame as a switch forwards it CE-marked: ECN 11, TTL - 1, new header checksum (ICRC unchanged)."""
+    out = bytearray(frame)
+    out[IP_AT + 1] |= ECN_CE
+    out[IP_AT + 8] -= 1
+    out[IP_AT + 10:IP_AT + 12] = b"\0\0"
+    total = sum(int.from_bytes(out[i:i + 2], "big") for i in range(IP_AT, IP_AT + 20, 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    out[IP_AT + 10:IP_AT + 12] = (~total & 0xFFFF).to_bytes(2, "big")
+    return bytes(out)
+
+
+@cocotb.test()
+async def test_frames_with_a_wrong_icrc_raise_no_cc_event(dut):
+    """CNPs for QP 4 and CE-marked frames for QPs 3, 5, 6, half of them with one bit flipped (header, payload or
+    ICRC), back to back: the good ones cut QP 4's rate as DcqcnRp and raise the CNP requests DcqcnNp decides, the
+    bad ones nothing; they count in RX_ICRC_ERRORS.  Frames a switch CE-marked on the way (ECN, TTL, checksum
+    rewritten) keep their ICRC and count as CE."""
+    tb = TB(dut)
+    cocotb.start_soon(tb.monitor())
+    await tb.reset()
+    params = DcqcnParams(**tb.p["dcqcn"])
+    await tb.program(params)
+    t0 = get_sim_time("ns")
+    await tb.init_qp(4)
+    rp_model = DcqcnRp(params, now_ns=int(t0))
+    np_model = DcqcnNp(params)
+    rng = random.Random(tb.p.get("seed", 1) + 7)
+    await ClockCycles(dut.clk, 50)
+    want_reqs: list[int] = []
+    n = {"bad": 0, "cnp": 0, "ce": 0, "marked": 0}
+    places: dict[str, int] = {}
+    for burst in range(4):
+        batch = []
+        for _ in range(8):
+            kind = rng.choice(("cnp", "ce", "ce", "marked", "ce", "marked"))
+            qp = 4 if kind == "cnp" else rng.choice([3, 5, 6])
+            if kind == "cnp":
+                frame = cnp_frame(qp)
+            elif kind == "ce":
+                frame = data_frame(qp, ECN_CE, psn=burst)
+            else:
+                frame = switch_marked(data_frame(qp, ECN_ECT0, psn=burst))
+            good = rng.random() < 0.5
+            if not good:
+                frame, where = corrupt(frame, rng)
+                places[where] = places.get(where, 0) + 1
+            batch.append((kind, qp, good, frame))
+        starts = await tb.send_frames([f for *_, f in batch])
+        for (kind, qp, good, _), t_ns in zip(batch, starts, strict=True):
+            n["bad" if not good else kind] += 1
+            if good and kind == "cnp":
+                rp_model.on_cnp(int(t_ns))
+            elif good and np_model.on_packet(qp, True, t_ns):
+                want_reqs.append(qp)
+        await ClockCycles(dut.clk, 100)
+        await _check_rate(tb, 4, rp_model, f"after burst {burst}")
+    await ClockCycles(dut.clk, 20)
+    got_reqs = [qp for _, qp in tb.cnp_reqs]
+    counts = {name: await tb.csr(COUNTER_ADDR[name]) for name in
+              ("RX_ICRC_ERRORS", "CNP_RECEIVED", "CE_SEEN", "RX_ROCE", "RX_EVENTS_DROPPED")}
+    tb_record(icrc={"frames": n, "corrupted_at": places, "counters": counts, "cnp_requests": len(got_reqs),
+                    "rate_kbps": rp_model.rc_kbps})
+    assert got_reqs == want_reqs, f"CNP requests {got_reqs} != DcqcnNp on the good frames {want_reqs}"
+    assert counts == {"RX_ICRC_ERRORS": n["bad"], "CNP_RECEIVED": n["cnp"], "CE_SEEN": n["ce"] + n["marked"],
+                      "RX_ROCE": sum(n.values()), "RX_EVENTS_DROPPED": 0}, (counts, n)
+    assert min(n.values()) > 0 and params.min_rate_kbps < rp_model.rc_kbps < params.line_rate_kbps, (n, rp_model)

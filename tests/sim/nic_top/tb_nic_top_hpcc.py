@@ -213,5 +213,6 @@ async def test_int_echo_acks_drive_rates_like_sw_cc_hpcc(dut):
     assert await tb.csr(COUNTER_ADDR["INT_ACKS"]) == 1 + n_acks - kinds["plain"] - kinds["not_echo"]
     assert await tb.csr(COUNTER_ADDR["HPCC_UPDATES"]) == updates
     assert await tb.csr(COUNTER_ADDR["INT_ACKS_DROPPED"]) == 0
+    assert await tb.csr(COUNTER_ADDR["RX_ICRC_ERRORS"]) == 0, "a good ACK (plain or with INT) failed the ICRC check"
     assert await tb.csr(COUNTER_ADDR["RATE_UPDATES"]) == updates + len(qps)
     assert updates > n_acks // 3, f"only {updates} of {n_acks} ACKs updated a window: the test is too weak"

@@ -9,7 +9,7 @@ from hw.sched import TxScheduler
 
 pytestmark = pytest.mark.sim
 
-PARAMS = {"data_width": 64, "n_qps": 8, "mtu_bytes": 48, "burst_bytes": 128}
+PARAMS = {"data_width": 64, "n_qps": 8, "mtu_bytes": 96, "burst_bytes": 128}
 
 
 @pytest.mark.parametrize("simulator", SIMULATORS)

@@ -138,6 +138,8 @@ async def test_acks_across_psn_wraps_update_like_sw_cc_hpcc(dut):
     paths = {qp: IntPath(rng, rng.randint(1, MAX_INT_HOPS), params.line_rate_kbps, unit, params.w_max_bytes)
              for qp in range(n_qps)}
     sent, acked = dict(enumerate(first)), dict(enumerate(first))   # next PSN to send / to be acked, unwrapped
+    # a jump to just past the engine's tx-term dividend range: link x dts a little above 2^dividend_bits
+    edge_us = -(-(1 << p["tx_dividend_bits"]) // (1000 * params.line_rate_kbps))
     echoes = wrap_acks = inits = jumps = 0
     for _ in range(p["rounds"]):
         if rng.random() < 0.3:   # a QP starts again just below another wrap (a new connection on the QP)
@@ -169,7 +171,8 @@ async def test_acks_across_psn_wraps_update_like_sw_cc_hpcc(dut):
                     paths[qp] = IntPath(rng, rng.randint(1, MAX_INT_HOPS), params.line_rate_kbps, unit,
                                         params.w_max_bytes)
                 elif roll < 0.12:   # the hops' clocks jump hours ahead: link x dts beyond the tx term's dividend
-                    paths[qp].ts_us = [t + rng.randrange(1 << 34, 1 << 42) for t in paths[qp].ts_us]
+                    jump_us = rng.choice((edge_us, rng.randrange(1 << 34, 1 << 42)))
+                    paths[qp].ts_us = [t + jump_us for t in paths[qp].ts_us]
                     jumps += 1
                 frame = ack_frame(qp, psn, paths[qp].next_records())
             pkt, hops = host_hops(frame, models[qp], unit)

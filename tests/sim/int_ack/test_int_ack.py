@@ -80,6 +80,7 @@ def test_feeder_sequences_across_psn_wraps_like_sw_cc_hpcc(simulator: str) -> No
     figures = run_block(dut, toplevel="hpcc_rx", test_module="tb_hpcc_rx", simulator=simulator, tag="w64q8",
                         params={"qp_bits": dut.feed.qp_bits, "n_qps": 8, "hpcc": dataclasses.asdict(CHAIN_PARAMS),
                                 "qlen_unit_bytes": 1078, "rounds": rounds, "seed": seed,
-                                "ack_clocks": dut.engine.ack_ii_clocks(MAX_INT_HOPS) + 16})
+                                "ack_clocks": dut.engine.ack_ii_clocks(MAX_INT_HOPS) + 16,
+                                "tx_dividend_bits": dut.engine.div_widths["t"][0]})
     print(f"\n{simulator}: {figures}")
     assert figures["mismatches"] == 0 and min(figures["updates"], figures["wrap_acks"], figures["ts_jumps"]) > 0

@@ -18,6 +18,7 @@ from hw.int_ack import HpccAckFeeder, IntAckParser
 from hw.nic_top import NicCcTop
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
+from hw.tx_frame import MIN_DATA_WIDTH, TxFrameBuilder
 
 DEFAULT_DATA_WIDTH = 1024
 DEFAULT_N_QPS = 1024
@@ -41,6 +42,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                     lambda width, qps: HpccAckFeeder(n_qps=qps)),
     "hpcc": ("INT/HPCC engine (per-QP window and rate from INT-echoing ACKs)",
              lambda width, qps: HpccEngine(n_qps=qps)),
+    "tx_frame": (f"TX RoCEv2 framer: per-QP header templates, lengths, checksum, PSN, ICRC (>= {MIN_DATA_WIDTH} bits)",
+                 lambda width, qps: TxFrameBuilder(data_width=max(width, MIN_DATA_WIDTH), n_qps=qps)),
     "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",
                  lambda width, qps: CsrBank(n_qps=qps, line_rate_reg=(width // 8) << 24)),
     "nic_cc_top": ("NIC CC top level: parsers, CNP generator, DCQCN RP, HPCC engine, scheduler, CSR bank",

@@ -9,7 +9,8 @@ debits them byte-accurately; a QP is sent from only when its tokens are > 0 and 
 bitmaps in flip-flops, one bit per QP, say which QPs a pick may try: credit positive within 8 clocks, work).
 Picks go through a small descriptor FIFO to the framer, which emits the packets on ``m_axis`` back to back.
 After reset, one pass of n_qps clocks zeroes every QP's state.  Rate writes and doorbells wait in a holding
-register each, so each port takes one request per two clocks at most.
+register each, so each port takes one request per two clocks at most.  ``tx_bytes`` counts in two 24-bit
+halves, the high one a clock late.
 
 For 400 MHz (<= 6 logic levels per path) the pick is hierarchical, in four pipeline stages: the QPs form
 ``2**(qp_bits // 2)`` groups (32 groups of 32 at 1024 QPs); stage 1 picks the next group round robin from a
@@ -17,23 +18,27 @@ registered "group has an eligible QP" vector, stage 2 fetches that group's eligi
 stage 3 takes the first QP after the group's pointer (else the group's first) as a one-hot, stage 4 encodes
 it and checks the operations in flight.  Stages 2 and 3 leave out the QPs whose token bits are not cleared
 yet (issued last clock, issuing now, issuing next clock), so successive picks do not go stale: a pick can
-issue every clock, in the same group or not.  The group and in-group pointers move on picks issued, so a
-pick dropped for lack of FIFO room keeps its turn.  The read-modify-write has six stages after the issue
-(read and elapsed time; the ``rate * dt`` multiply; two for the credit sums, each a 2-part add whose high
-half follows its low half one clock later, see ``hw.skew_add``; write-back; bitmap update): a refill product
-at or above ``2**prod_cut`` caps the credit directly, and the cap, credit > 0 and token-hint comparisons are
-the signs of sums computed in parallel, so no path holds more than half a wide add.  No operation reads a
-QP's word while a pick, rate write, doorbell or clear of that QP is in flight (the issue stage checks the
-four stages before the write-back; the write-back stage writes in the clock of the read and the read port
-is transparent to it; rate writes, doorbells and sweeps wait for any operation of the QP); a pick may
-overtake a sweep, as refills telescope.  The pipeline thus equals one operation per clock done in one step
+issue every clock, in the same group or not.  The group and in-group pointers move on picks issued (the
+group pointer reaches stage 1 a clock late), so a pick dropped for lack of FIFO room keeps its turn.  Wide
+ORs and the first-set search are built as explicit LUT trees (kept signals, a carry chain for the prefix),
+since the LUT mapper otherwise chains them.  The read-modify-write has six stages after the issue
+(read and elapsed time; the ``rate * dt`` multiply as four 16 x 16 DSP products, two side by side and two
+summed; two for the credit sums, each a carry-save 3-operand add in two parts whose high part follows its
+low part one clock later, see ``hw.skew_add``; write-back; bitmap update): a refill product at or above
+``2**prod_cut`` caps the credit directly (found from the products' carry into that bit, in two steps), and
+the cap, credit > 0 and token-hint comparisons are the signs of sums computed in parallel, so no path holds
+more than half a wide add.  No operation reads a QP's word while a pick, rate write, doorbell or clear of
+that QP is in flight up to its write-back (the read port is not transparent; the issue stage checks stages
+b..write-back a clock ahead and stage a from equalities registered a clock ahead; rate writes, doorbells and
+sweeps wait for any operation of the QP); a pick may overtake a sweep, as refills telescope.  The pipeline
+thus equals one operation per clock done in one step
 (the clock-by-clock scoreboard against ``sw.cc.CycleTokenBucket`` checks it).
 
 Pick rate: one per clock.  Re-pick latency of the same QP: 11 clocks from one pick's issue to the next
 (write-back at +5, bitmaps at +7, pick stages +8..+10, issue +11), so one QP alone reaches line rate without
 bubbles when its packets are at least 11 beats long (1408 B at 1024 bits, below a 4096 B MTU); n QPs, in one
-group or several, need packets of at least 11 / n beats to fill the link (the tests run 4 QPs of one and two
-groups with 12-beat packets; short packets are also bounded by the ``fifo_depth`` picks in flight).
+group or several, need packets of at least 11 / n beats to fill the link (the tests run one QP, and 4 QPs
+in two groups, with 12-beat packets; short packets are also bounded by the ``fifo_depth`` picks in flight).
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.skew_add import align, const_skewed, delay, flat, invert, skew_add, split
+from hw.skew_add import align, const_skewed, delay, flat, invert, skew_add, skew_add3, split
 from hw.stream import AxiStream, keep_for_remaining
 
 RATE_FRAC_BITS = 24
@@ -76,13 +81,12 @@ def _kept(m: Module, value, name: str) -> Signal:
 
 
 def first_onehot(m: Module, x, name: str):
-    """(one-hot of the lowest set bit of ``x``, any bit set), shallow: ORs of 5-bit chunks; the chunks up to
-    the first non-empty one as ``ors ^ (ors - 1)`` (a carry chain, which the LUT mapper cannot turn into a
-    ripple of ORs); then each bit against that and its lower chunk-mates (one LUT)."""
-    chunks = [x[c:c + 5] for c in range(0, len(x), 5)]
-    ors = _kept(m, Cat(*(ch.any() for ch in chunks)), f"{name}_or")
-    upto = _kept(m, ors ^ (ors - 1), f"{name}_upto")   # chunk c is at or below the first non-empty chunk
-    f = _kept(m, Cat(*(x[i] & upto[i // 5] & ~x[i - i % 5:i].any() if i % 5 else x[i] & upto[i // 5]
+    """(one-hot of the lowest set bit of ``x``, any bit set), shallow: ORs of bit pairs; the pairs up to the
+    first non-empty one as ``ors ^ (ors - 1)`` (a carry chain, which the LUT mapper cannot turn into a ripple
+    of ORs); then each bit against that and its pair-mate (one LUT)."""
+    ors = _kept(m, Cat(*(x[c:c + 2].any() for c in range(0, len(x), 2))), f"{name}_or")
+    upto = ors ^ (ors - 1)   # pair c is at or below the first non-empty pair
+    f = _kept(m, Cat(*(x[i] & upto[i // 2] & ~x[i - 1] if i % 2 else x[i] & upto[i // 2]
                        for i in range(len(x)))), f"{name}_oh")
     return f, ors.any()
 
@@ -101,9 +105,23 @@ def encode_onehot(oh):
     return Cat(*(Cat(*(oh[i] for i in range(len(oh)) if i >> b & 1)).any() for b in range(bits)))
 
 
-def and_or(sel, vec, size: int):
-    """The ``size``-bit word of ``vec`` that the one-hot ``sel`` selects (an AND-OR mux)."""
-    return Cat(*(Cat(*(sel[g] & vec[g * size + i] for g in range(len(sel)))).any() for i in range(size)))
+def _or_tree(m: Module, terms: list, name: str):
+    """OR of ``terms`` as a tree of kept 6-input ORs (the LUT mapper would otherwise chain them)."""
+    level = 0
+    while len(terms) > 6:
+        terms = [_kept(m, Cat(*terms[k:k + 6]).any(), f"{name}_t{level}_{k // 6}") for k in range(0, len(terms), 6)]
+        level += 1
+    return Cat(*terms).any()
+
+
+def and_or(m: Module, sel, vec, size: int, name: str):
+    """The ``size``-bit word of ``vec`` that the one-hot ``sel`` selects (an AND-OR mux, a tree of LUTs)."""
+    words = []
+    for i in range(size):
+        pairs = [sel[g] & vec[g * size + i] for g in range(len(sel))]
+        first = [_kept(m, Cat(*pairs[k:k + 3]).any(), f"{name}_{i}_p{k // 3}") for k in range(0, len(pairs), 3)]
+        words.append(_or_tree(m, first, f"{name}_{i}"))
+    return _kept(m, Cat(*words), name)
 
 
 class TxScheduler(wiring.Component):
@@ -176,7 +194,7 @@ class TxScheduler(wiring.Component):
 
         m.submodules.mem = mem = Memory(shape=self.state_layout, depth=n, init=[])
         wr = mem.write_port()
-        rd = mem.read_port(transparent_for=(wr,))
+        rd = mem.read_port()   # not transparent: no operation reads a word while its write-back is pending
         m.submodules.fifo = fifo = SyncFIFO(width=self.qp_bits + self.len_bits, depth=self.fifo_depth)
 
         now = Signal(TIMESTAMP_BITS)
@@ -204,30 +222,33 @@ class TxScheduler(wiring.Component):
         def any_in_flight(q):
             return Cat(*((r.op != OP_NONE) & (r.q == q) for r in flight)).any()
 
-        room = Signal()  # registered: the FIFO has room for the picks in flight and one more (module docstring)
+        def any_in(q, stages):
+            return Cat(*((r.op != OP_NONE) & (r.q == q) for r in stages)).any()
+
+        room, room_d = Signal(), Signal()  # the FIFO has room for the picks in flight and one more (registered)
         init_done = Signal()  # after reset, one pass writes every QP's state to zero (BRAMs keep content)
 
         # ---- pick stage 1: round robin over the groups with an eligible QP (one-hot from here on) -------------
         gb = self.group_bits
         gh2, v2 = Signal(n_grp, name="gh2"), Signal(name="v2")
         g_above = Signal(n_grp)   # the groups after the one of the last pick issued (a dropped pick keeps its turn)
-        f1, any1 = rr_onehot(m, grp_any, grp_any & g_above, "g1")
+        grp_up = Signal(n_grp)    # grp_any & g_above, registered with them
+        f1, any1 = rr_onehot(m, grp_any, grp_up, "g1")
         m.d.sync += [gh2.eq(f1), v2.eq(any1)]
-        with m.If(rec_a.op == OP_PICK):
-            m.d.sync += g_above.eq(Cat(*(grp_of(rec_a.q) < g for g in range(n_grp))))
+        g_above_d = Signal(n_grp)
+        m.d.comb += g_above_d.eq(Mux(rec_a.op == OP_PICK, Cat(*(grp_of(rec_a.q) < g for g in range(n_grp))), g_above))
+        m.d.sync += g_above.eq(g_above_d)
 
         # ---- pick stage 2: the group's eligible QPs, less the ones issued in the last clock, this clock and
         # the next (their token bits clear only later; older ones are cleared in ``eligible`` already) ---------
         q_i, v_i = Signal(self.qp_bits, name="q_i"), Signal(name="v_i")   # the pick in the issue stage
         oh_i, gh_i = Signal(grp_size, name="oh_i"), Signal(n_grp, name="gh_i")
         oh4, gh4, v4 = Signal(grp_size, name="oh4"), Signal(n_grp, name="gh4"), Signal(name="v4")  # stage 4
-        go_i, go4 = Signal(name="go_i"), Signal(name="go4")  # the pick will (most likely) issue now / next clock
-        m.d.comb += [go_i.eq(v_i & room & init_done), go4.eq(v4 & room & init_done)]
-        a_grp = gh2.bit_select(grp_of(rec_a.q), 1) if gb else Const(1, 1)
-        excl = Signal(grp_size, name="excl")
-        m.d.comb += excl.eq(Cat(*((go_i & (gh_i & gh2).any() & oh_i[i]) | (go4 & (gh4 & gh2).any() & oh4[i])
-                                  | (blk[0] & a_grp & idx_is(rec_a.q, i)) for i in range(grp_size))))
-        el2, rr2 = and_or(gh2, eligible, grp_size), and_or(gh2, rr_mask, grp_size)
+        oh_a, gh_a = Signal(grp_size, name="oh_a"), Signal(n_grp, name="gh_a")   # the pick issued last clock
+        s_a = _kept(m, (gh_a & gh2).any(), "s_a")
+        s_i = _kept(m, (gh_i & gh2).any() & v_i & room & init_done, "s_i")   # most likely issuing now
+        excl = Cat(*((oh_a[i] & s_a) | (oh_i[i] & s_i) for i in range(grp_size)))
+        el2, rr2 = and_or(m, gh2, eligible, grp_size, "el2"), and_or(m, gh2, rr_mask, grp_size, "rr2")
         gh3, v3, same3 = Signal(n_grp, name="gh3"), Signal(name="v3"), Signal(name="same3")
         vec3, up3 = Signal(grp_size, name="vec3"), Signal(grp_size, name="up3")
         m.d.sync += [gh3.eq(gh2), v3.eq(v2), vec3.eq(el2 & ~excl), up3.eq(el2 & ~excl & rr2),
@@ -235,26 +256,30 @@ class TxScheduler(wiring.Component):
 
         # ---- pick stage 3: the first QP after the group's round-robin pointer, else the group's first; not
         # the one stage 3 chose last clock (issuing next clock) --------------------------------------------------
-        own_go = same3 & v4 & room & init_done
-        vec_m = _kept(m, Cat(*(vec3[i] & ~(oh4[i] & own_go) for i in range(grp_size))), "vec_m")
-        up_m = _kept(m, Cat(*(up3[i] & ~(oh4[i] & own_go) for i in range(grp_size))), "up_m")
+        # (and not the ones stage 4 and the issue stage hold: their flags registered a clock ahead)
+        s_own, s_i3 = Signal(name="s_own"), Signal(name="s_i3")
+        m.d.sync += [s_own.eq(v3 & (gh3 == gh2) & room & init_done),
+                     s_i3.eq((gh2 & gh4).any() & v4 & room & init_done)]
+        vec_m = _kept(m, Cat(*(vec3[i] & ~(oh4[i] & s_own) & ~(oh_i[i] & s_i3) for i in range(grp_size))), "vec_m")
+        up_m = _kept(m, Cat(*(up3[i] & ~(oh4[i] & s_own) & ~(oh_i[i] & s_i3) for i in range(grp_size))), "up_m")
         f3, any3 = rr_onehot(m, vec_m, up_m, "q3")
         m.d.sync += [oh4.eq(f3), gh4.eq(gh3), v4.eq(v3 & any3)]
 
         # ---- pick stage 4: the QP number, and whether a pick, rate write, doorbell or clear of it will be in
-        # stages b..d when it issues ------------------------------------------------------------------------------
+        # stages b..d or the write-back when it issues ---------------------------------------------------------------
         g4 = encode_onehot(gh4) if gb else Const(0, 0)
         pre_blk = Signal(name="pre_blk")
         m.d.sync += [q_i.eq(Cat(encode_onehot(oh4), g4)), oh_i.eq(oh4), gh_i.eq(gh4), v_i.eq(v4),
                      pre_blk.eq(Cat(*(b & (gh4.bit_select(grp_of(r.q), 1) if gb else 1)
                                       & oh4.bit_select(r.q[:in_bits], 1)
-                                      for b, r in zip(blk[:3], flight[:3], strict=True))).any())]
+                                      for b, r in zip(blk, flight, strict=True))).any())]
 
         # ---- issue: one operation per clock.  A pick goes if no pick, rate write, doorbell or clear of its QP
         # is in flight (a pick may overtake a sweep); rate writes, doorbells and sweeps wait while any operation
-        # of their QP is in stages a..d (the write-back stage writes in this clock, the read is transparent) -----
+        # of their QP is in stages a..d or the write-back (checked a clock ahead, stage a live) ------------------
         picks_ae = sum((r.op == OP_PICK).as_unsigned() for r in (*flight, rec_wb))
-        m.d.sync += room.eq(fifo.level + picks_ae + 2 <= self.fifo_depth)
+        m.d.comb += room_d.eq(fifo.level + picks_ae + 2 <= self.fifo_depth)
+        m.d.sync += room.eq(room_d)
 
         op0 = Signal(range(6))
         q0 = Signal(self.qp_bits)
@@ -271,6 +296,30 @@ class TxScheduler(wiring.Component):
                          rate_arg.eq(Mux(clamp, self.line_rate_reg, rate_in)), self.rate_clamped.eq(clamp)]
         with m.If(self.doorbell.valid & ~bell_v):
             m.d.sync += [bell_v.eq(1), bell_q.eq(self.doorbell.payload.qp), bell_arg.eq(self.doorbell.payload.bytes)]
+        # operations of a QP in stages a..d now are in b..wb next clock: compared a clock ahead (valid when the
+        # holding register has not changed since; the sweep pointer is compared as it is and one further)
+        rate_old, bell_old, sw_moved = Signal(), Signal(), Signal()
+        sw_step = Signal()   # the sweep pointer moves (a sweep or a clear issues)
+        m.d.comb += sw_step.eq((op0 == OP_SWEEP) | (op0 == OP_CLEAR))
+        pre_rate, pre_bell, pre_sw, pre_sw_next = Signal(), Signal(), Signal(), Signal()
+        ahead = (rec_a, rec_b, rec_c, rec_d)
+        sweep_nxt = Signal(self.qp_bits, init=1)   # sweep_ptr + 1
+        with m.If(sw_step):
+            m.d.sync += sweep_nxt.eq(sweep_nxt + 1)
+        # the QP of the operation issued now against the holding registers and the sweep pointer, for the
+        # next clock's live check of stage a (the registers then hold the same values, or may not issue)
+        eq_rb, eq_rs, eq_rp = Signal(), Signal(), Signal()
+        eq_bs, eq_bp, eq_sp = Signal(), Signal(), Signal()
+        m.d.sync += [eq_rb.eq(rate_q == bell_q), eq_rs.eq(rate_q == sweep_ptr), eq_rp.eq(rate_q == q_i),
+                     eq_bs.eq(bell_q == sweep_ptr), eq_bp.eq(bell_q == q_i), eq_sp.eq(sweep_ptr == q_i)]
+        op_a = rec_a.op
+        live_rate = ((op_a == OP_PICK) & eq_rp) | ((op_a == OP_DOORBELL) & eq_rb) | ((op_a == OP_SWEEP) & eq_rs)
+        live_bell = ((op_a == OP_PICK) & eq_bp) | ((op_a == OP_RATE) & eq_rb) | ((op_a == OP_SWEEP) & eq_bs)
+        live_sw = ((op_a == OP_PICK) & eq_sp) | ((op_a == OP_RATE) & eq_rs) | ((op_a == OP_DOORBELL) & eq_bs)
+        m.d.sync += [rate_old.eq(rate_v), bell_old.eq(bell_v), sw_moved.eq(sw_step),
+                     pre_rate.eq(any_in(rate_q, ahead)), pre_bell.eq(any_in(bell_q, ahead)),
+                     pre_sw.eq(any_in(sweep_ptr, ahead)), pre_sw_next.eq(any_in(sweep_nxt, ahead))]
+        m.d.sync += [oh_a.eq(0), gh_a.eq(gh_i)]   # the pick issued (set below when one issues)
         with m.If(~init_done):
             m.d.comb += [op0.eq(OP_CLEAR), q0.eq(sweep_ptr)]
             m.d.sync += sweep_ptr.eq(sweep_ptr + 1)
@@ -278,13 +327,14 @@ class TxScheduler(wiring.Component):
                 m.d.sync += init_done.eq(1)
         with m.Elif(v_i & room & ~pre_blk & ~(blk[0] & (rec_a.q == q_i))):
             m.d.comb += [op0.eq(OP_PICK), q0.eq(q_i)]
-        with m.Elif(rate_v & ~any_in_flight(rate_q)):
+            m.d.sync += oh_a.eq(oh_i)
+        with m.Elif(rate_v & rate_old & ~pre_rate & ~live_rate):
             m.d.comb += [op0.eq(OP_RATE), q0.eq(rate_q), arg0.eq(rate_arg)]
             m.d.sync += rate_v.eq(0)
-        with m.Elif(bell_v & ~any_in_flight(bell_q)):
+        with m.Elif(bell_v & bell_old & ~pre_bell & ~live_bell):
             m.d.comb += [op0.eq(OP_DOORBELL), q0.eq(bell_q), arg0.eq(bell_arg)]
             m.d.sync += bell_v.eq(0)
-        with m.Elif(~any_in_flight(sweep_ptr)):
+        with m.Elif(~Mux(sw_moved, pre_sw_next, pre_sw) & ~live_sw):
             m.d.comb += [op0.eq(OP_SWEEP), q0.eq(sweep_ptr)]
             m.d.sync += sweep_ptr.eq(sweep_ptr + 1)
         m.d.comb += rd.addr.eq(q0)
@@ -313,8 +363,12 @@ class TxScheduler(wiring.Component):
         t2 = skew_add(m, tok, const_skewed(-1, lo, w), lo, w, "t2")                        # tok - 1: b, c
 
         # ---- stage b: the refill multiply (DSPs); rate and send length in token units --------------------------
-        prod_c = Signal(TIMESTAMP_BITS + self.rate_bits)
-        m.d.sync += prod_c.eq(rate_old_b * dt_b)
+        # rate * dt as four 16 x 16 DSP products: the two that do not overlap side by side (a_c), the two
+        # middle ones summed (b_c); the credit sums add both (carry-save), so no full-width adder is needed
+        r_lo, r_hi, d_lo, d_hi = rate_old_b[:16], rate_old_b[16:], dt_b[:16], dt_b[16:]
+        prod_bits = TIMESTAMP_BITS + self.rate_bits
+        a_c, b_c = Signal(prod_bits), Signal(prod_bits)
+        m.d.sync += [a_c.eq(Cat(r_lo * d_lo, r_hi * d_hi)), b_c.eq((r_lo * d_hi + r_hi * d_lo) << 16)]
         hint_r = split(m, rate_b << HINT_SHIFT, lo, w, "hr")                               # lo b, hi c
         nsl = invert(m, split(m, slen_b << frac, lo, w, "sl"), "sl")                       # ~(len << frac)
         tok_b = align(m, tok, 1, "tokb")
@@ -328,14 +382,25 @@ class TxScheduler(wiring.Component):
                      pend_sent_c.eq(pend_b - slen_b), slen_c.eq(slen_b), flags_c.eq(flags_b), rate_c.eq(rate_b)]
 
         # ---- stage c: the product joins; the sums start -------------------------------------------------------
-        hi_nz_d = Signal()  # the product alone is above every bound: capped, credit and hints positive
-        m.d.sync += hi_nz_d.eq(prod_c[self.prod_cut:] != 0)
-        p = split(m, prod_c[:self.prod_cut], lo, w, "p")
-        s0 = skew_add(m, align(m, tok_b, 1, "tokc"), p, lo, w, "s0")     # tok + p: the refill before the cap
-        s1 = skew_add(m, align(m, t1, 1, "t1c"), p, lo, w, "s1")         # >= 0: above the burst (cap)
-        s2 = skew_add(m, align(m, t2, 1, "t2c"), p, lo, w, "s2")         # >= 0: credit positive
-        s3 = skew_add(m, t3, p, lo, w, "s3")                             # >= 0: hint without a send
-        s5 = skew_add(m, t5, p, lo, w, "s5")                             # the credit after a send (no cap)
+        # the product alone is above every bound (capped, credit and hints positive): a_c + b_c >= 2**prod_cut,
+        # from the carry into bit prod_cut, found in two steps (bits below ``sp`` in c, the rest in d)
+        cut = self.prod_cut
+        sp = min(32, cut)
+        c_sp, big_c, a_mid, b_mid = Signal(), Signal(), Signal(max(1, cut - sp)), Signal(max(1, cut - sp))
+        lo_sum = Signal(sp + 1)
+        m.d.comb += lo_sum.eq(a_c[:sp] + b_c[:sp])
+        m.d.sync += [c_sp.eq(lo_sum[sp]), big_c.eq((a_c[cut:] != 0) | (b_c[cut:] != 0)),
+                     a_mid.eq(a_c[sp:cut]), b_mid.eq(b_c[sp:cut])]
+        hi_nz_w = Signal()
+        mid_sum = Signal(cut - sp + 1)
+        m.d.comb += mid_sum.eq(a_mid[:cut - sp] + b_mid[:cut - sp] + c_sp)
+        m.d.sync += hi_nz_w.eq(big_c | mid_sum[cut - sp])
+        pr_a, pr_b = split(m, a_c[:w], lo, w, "pa"), split(m, b_c[:w], lo, w, "pb")
+        s0 = skew_add3(m, align(m, tok_b, 1, "tokc"), pr_a, pr_b, lo, w, "s0")   # tok + p: the refill before the cap
+        s1 = skew_add3(m, align(m, t1, 1, "t1c"), pr_a, pr_b, lo, w, "s1")       # >= 0: above the burst (cap)
+        s2 = skew_add3(m, align(m, t2, 1, "t2c"), pr_a, pr_b, lo, w, "s2")       # >= 0: credit positive
+        s3 = skew_add3(m, t3, pr_a, pr_b, lo, w, "s3")                           # >= 0: hint without a send
+        s5 = skew_add3(m, t5, pr_a, pr_b, lo, w, "s5")                           # the credit after a send (no cap)
         blr = skew_add(m, blm, align(m, hint_r, 1, "hrc"), lo, w, "blr")  # >= 0: hint after a capped send
         t4 = skew_add(m, t3, align(m, nsl, 1, "nslc"), lo, w, "t4", carry_in=1)   # tok - 1 + R - Ls: d, wb
         pend_d, pend_sent_d, slen_d, flags_d, rate_d = (Signal(pb), Signal(pb), Signal(self.len_bits), Signal(3),
@@ -344,12 +409,11 @@ class TxScheduler(wiring.Component):
                      rate_d.eq(rate_c)]
 
         # ---- stage d: the sums' high parts ------------------------------------------------------------------
-        s4 = skew_add(m, t4, align(m, p, 1, "pd"), lo, w, "s4")          # >= 0: hint after a send (no cap)
+        s4 = skew_add3(m, t4, align(m, pr_a, 1, "pad"), align(m, pr_b, 1, "pbd"), lo, w, "s4")  # >= 0: hint, send
         pend_w, pend_sent_w, slen_w, flags_w, rate_w = (Signal(pb), Signal(pb), Signal(self.len_bits), Signal(3),
                                                        Signal(self.rate_bits))
-        hi_nz_w = Signal()
         m.d.sync += [pend_w.eq(pend_d), pend_sent_w.eq(pend_sent_d), slen_w.eq(slen_d), flags_w.eq(flags_d),
-                     rate_w.eq(rate_d), hi_nz_w.eq(hi_nz_d)]
+                     rate_w.eq(rate_d)]
 
         # ---- write-back stage: apply the operation, write back, descriptor out ------------------------------
         op_w, q_w, t_w = rec_wb.op, rec_wb.q, rec_wb.t
@@ -363,7 +427,9 @@ class TxScheduler(wiring.Component):
         m.d.comb += [new.tokens.eq(refilled), new.last_ts.eq(t_w), new.rate.eq(rate_w), new.pending.eq(pend_w)]
         send_len = Signal(self.len_bits)
         send = Signal()
-        m.d.comb += [send_len.eq(slen_w), send.eq((op_w == OP_PICK) & pos & flags_w[0])]
+        pick_w = Signal()   # rec_wb is a pick (decoded a clock early: the FIFO's level logic follows send)
+        m.d.sync += pick_w.eq(rec_d.op == OP_PICK)
+        m.d.comb += [send_len.eq(slen_w), send.eq(pick_w & pos & flags_w[0])]
         with m.If(send):
             m.d.comb += [new.tokens.eq(after_send), new.pending.eq(pend_sent_w)]
         with m.If(op_w == OP_CLEAR):
@@ -399,8 +465,10 @@ class TxScheduler(wiring.Component):
         m.d.sync += [tok_ok.eq(tok_next), has_work.eq(work_next), eligible.eq(tok_next & work_next)]
         set_grp = Signal(n_grp)
         m.d.comb += set_grp.eq(Cat(*(upd_f & hint & work_f & (grp_of(rec_f.q) == g) for g in range(n_grp))))
-        m.d.sync += grp_any.eq(Cat(*(eligible[g * grp_size:(g + 1) * grp_size].any() for g in range(n_grp)))
-                               | set_grp)
+        grp_any_d = Signal(n_grp)
+        m.d.comb += grp_any_d.eq(Cat(*(eligible[g * grp_size:(g + 1) * grp_size].any() for g in range(n_grp)))
+                                 | set_grp)
+        m.d.sync += [grp_any.eq(grp_any_d), grp_up.eq(grp_any_d & g_above)]   # the pointer a clock late
         # the round-robin pointer of the picked QP's group moves past it
         pick_a = rec_a.op == OP_PICK
         for g in range(n_grp):
@@ -417,8 +485,10 @@ class TxScheduler(wiring.Component):
         beat = Signal(16)
         seq = Signal(32)
         axis = self.m_axis
-        is_last = Signal()
-        m.d.comb += is_last.eq(remaining <= bpb)
+        is_last = Signal()   # registered: remaining <= bpb
+        tx_lo, tx_hi, tx_c = Signal(24), Signal(24), Signal()   # tx_bytes in two halves, the high one a clock late
+        m.d.sync += [tx_hi.eq(tx_hi + tx_c), tx_c.eq(0)]
+        m.d.comb += self.tx_bytes.eq(Cat(tx_lo, tx_hi))
         m.d.comb += [
             axis.tvalid.eq(active),
             axis.tlast.eq(is_last),
@@ -432,15 +502,16 @@ class TxScheduler(wiring.Component):
         with m.If(load):
             d_qp = fifo.r_data[:self.qp_bits]
             d_len = fifo.r_data[self.qp_bits:]
-            m.d.sync += [active.eq(1), cur_qp.eq(d_qp), cur_len.eq(d_len), remaining.eq(d_len), beat.eq(0)]
+            m.d.sync += [active.eq(1), cur_qp.eq(d_qp), cur_len.eq(d_len), remaining.eq(d_len), beat.eq(0),
+                         is_last.eq(d_len <= bpb)]
         with m.Elif(active & axis.tready & is_last):
             m.d.sync += active.eq(0)
         with m.If(active & axis.tready):
             with m.If(~is_last):
-                m.d.sync += [remaining.eq(remaining - bpb), beat.eq(beat + 1)]
+                m.d.sync += [remaining.eq(remaining - bpb), beat.eq(beat + 1), is_last.eq(remaining <= 2 * bpb)]
             with m.Else():
                 m.d.sync += seq.eq(seq + 1)
             with m.If(beat == 0):
-                m.d.sync += [self.tx_pkts.eq(self.tx_pkts + 1), self.tx_bytes.eq(self.tx_bytes + cur_len),
+                m.d.sync += [self.tx_pkts.eq(self.tx_pkts + 1), Cat(tx_lo, tx_c).eq(tx_lo + cur_len),
                              self.tx_last_qp.eq(cur_qp), self.tx_last_len.eq(cur_len)]
         return m

@@ -72,3 +72,20 @@ def const_skewed(value: int, lo_bits: int, width: int) -> Skewed:
     """A constant as a skewed value (two's complement modulo ``2 ** width``)."""
     value %= 1 << width
     return Skewed(Const(value & ((1 << lo_bits) - 1), lo_bits), Const(value >> lo_bits, width - lo_bits))
+
+
+def skew_add3(m: Module, a: Skewed, b: Skewed, c: Skewed, lo_bits: int, width: int, name: str) -> Skewed:
+    """``a + b + c`` modulo ``2 ** width`` like :func:`skew_add`: a carry-save layer (one LUT) before each part's
+    carry chain."""
+    def csa(x, y, z):
+        return x ^ y ^ z, (x & y) | (x & z) | (y & z)
+    x_lo, y_lo = csa(a.lo, b.lo, c.lo)
+    s_lo = Signal(lo_bits + 1, name=f"{name}_slo")
+    m.d.comb += s_lo.eq(x_lo + Cat(Const(0, 1), y_lo[:lo_bits - 1]))
+    lo = Signal(lo_bits, name=f"{name}_lo")
+    carry, y_top = Signal(name=f"{name}_c"), Signal(name=f"{name}_yt")
+    m.d.sync += [lo.eq(s_lo[:lo_bits]), carry.eq(s_lo[lo_bits]), y_top.eq(y_lo[lo_bits - 1])]
+    x_hi, y_hi = csa(a.hi, b.hi, c.hi)
+    hi = Signal(width - lo_bits, name=f"{name}_hi")
+    m.d.sync += hi.eq(x_hi + Cat(y_top, y_hi[:width - lo_bits - 1]) + carry)
+    return Skewed(lo, hi)

@@ -13,9 +13,9 @@ incStage and Wc once per RTT, and the rate ``W*8e6/T`` on a third divider; the r
 Throughput: ``ack`` is a ready/valid stream whose payload must stay stable until ``ready`` (it is read in
 place, not copied); ``ready`` rises when the ACK is done, so the initiation interval is data dependent:
 4 clocks for an ACK without INT, ``4 + 2*H`` for one that only records H hops, more for sampled hops and
-updates; ``ack_ii_clocks`` gives the bound, e.g. 463 clocks at 3 hops, 100 Gb/s, ``chunk_bits=32``
+updates; ``ack_ii_clocks`` gives the bound, e.g. 465 clocks at 3 hops, 100 Gb/s, ``chunk_bits=32``
 (1.16 us at 400 MHz, 0.86 M ACKs/s per engine; 538 before the tx-term divisor was clamped to the dividend's
-width, 108 before the split; 136 with ``chunk_bits=0``).
+width, 108 before the split; 137 with ``chunk_bits=0``).
 Timing (400 MHz): no carry chain is longer than ``chunk_bits`` per clock - the 64-bit timestamp and sequence
 deltas and compares settle one chunk per clock (``hw.carry_split``), the products are DSP-sized partial
 products, registered, summed by such split adds, and the dividers resolve one quotient bit per
@@ -141,6 +141,7 @@ class HpccEngine(wiring.Component):
         self.rate_mul_clocks = mul_clocks(32, k8e6, c)       # window x 8e6 before the rate division
         self.out_mul_clocks = mul_clocks(32, max(1, self.rate_conv.mult.bit_length()), c)   # rate x increment unit
         self.out_mul_wait = max(1, self.out_mul_clocks - 1)  # RATE_MULW clocks (WRITE is one of the settle clocks)
+        self.w_add_clocks = n_chunks(max(self.post_q_bits, 32) + 2, c)   # W_ADDW clocks: the new window + W_AI
         self.ack_layout = ack_layout(self.qp_bits, max_hops, p.int_ts_bits, p.int_tx_bits)
         qp = unsigned(self.qp_bits)
         cfg_port = {"cfg": In(HPCC_CFG)} if runtime_cfg else {}
@@ -210,7 +211,7 @@ class HpccEngine(wiring.Component):
             return 5 + (4 + dc) * hops                          # (HOP DELTA*dc SAMPLE MUL NEXT) per hop, TAU
         mc = self.hop_mul_clocks
         hop_clocks = sampled * (7 + dc + mc + iq) + (4 + dc) * (hops - sampled)   # + MULW*mc MUL DIVS DIVW*(iq+1)
-        post = 18 + self.ewma_mul_clocks + self.rate_mul_clocks + self.out_mul_wait
+        post = 18 + self.w_add_clocks + self.ewma_mul_clocks + self.rate_mul_clocks + self.out_mul_wait
         return hop_clocks + post + 2 * ip + ((ip + 2) if multiplicative else 0)
 
     def elaborate(self, platform):
@@ -276,7 +277,7 @@ class HpccEngine(wiring.Component):
 
         new_r, old_r = Signal(rec), Signal(rec)
         wait = Signal(range(max(self.delta_clocks, self.hop_mul_clocks, self.ewma_mul_clocks, self.rate_mul_clocks,
-                                self.out_mul_wait) + 1))
+                                self.out_mul_wait, self.w_add_clocks) + 1))
         d_ts = settled_add(m, new_r.ts_ns, old_r.ts_ns, ts_bits, self.chunk_bits, subtract=True)
         d_tx = settled_add(m, new_r.tx_bytes, old_r.tx_bytes, tx_bits, self.chunk_bits, subtract=True)
         cb = self.chunk_bits
@@ -293,6 +294,8 @@ class HpccEngine(wiring.Component):
         ew_n = settled_add(m, ew_a, ew_b, ew_bits, cb)
         assert max(c_ea, c_eb) + n_chunks(ew_bits, cb) == self.ewma_mul_clocks
         u_hop, tau_gt, lo_flag, hi_flag = Signal(U_BITS), Signal(), Signal(), Signal()
+        w_base = Signal(len(w))
+        w_sum = settled_add(m, w_base, w_ai, len(w), cb)
         wc_eta, c_we = settled_mul(m, s.wc_bytes, eta_q16, cb)
         assert c_we <= self.ewma_mul_clocks + self.div_clocks("p")
         win_bits, c_wb = settled_mul(m, s.window_bytes, k8e6, cb)
@@ -402,11 +405,16 @@ class HpccEngine(wiring.Component):
                     m.d.sync += [div_p.n.eq(wc_eta), div_p.d.eq(Mux(s.u_q16 == 0, 1, s.u_q16))]
                     m.next = "W_DIV"
                 with m.Else():
-                    m.d.sync += w.eq(s.wc_bytes + w_ai)
+                    m.d.sync += [w_base.eq(s.wc_bytes), wait.eq(self.w_add_clocks - 1)]
+                    m.next = "W_ADDW"
+            divide_states(m, "W", div_p, wait, None, [w_base.eq(div_p.q), wait.eq(self.w_add_clocks - 1)], "W_ADDW")
+            with m.State("W_ADDW"):
+                # + W_AI settles chunk by chunk (a run-time W_AI is a register: no carry chain behind a multiplexer)
+                m.d.sync += wait.eq(wait - 1)
+                with m.If(wait == 0):
                     m.next = "W_CLAMP"
-            divide_states(m, "W", div_p, wait, None, [w.eq(div_p.q + w_ai)], "W_CLAMP")
             with m.State("W_CLAMP"):
-                m.d.sync += [lo_flag.eq(w < w_min), hi_flag.eq(w > w_max)]
+                m.d.sync += [w.eq(w_sum), lo_flag.eq(w_sum < w_min), hi_flag.eq(w_sum > w_max)]
                 m.next = "W_SET"
             with m.State("W_SET"):
                 w_new = Mux(lo_flag, w_min, Mux(hi_flag, w_max, w))

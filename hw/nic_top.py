@@ -87,7 +87,7 @@ COUNTERS = (
     ("RX_ICRC_ERRORS", "RoCEv2 frames (no INT) with a wrong ICRC: their CE/CNP events dropped"),
 )
 EVENT_SLOT_BITS = 4
-EVENT_SLOTS = 1 << EVENT_SLOT_BITS  # frames whose event may wait for an ICRC verdict (> icrc latency + 2)
+EVENT_SLOTS = 1 << EVENT_SLOT_BITS  # frames whose event may wait for an ICRC verdict (> icrc latency + 3)
 HPCC_ENGINE_STEPS = 2  # quotient bits per clock of the HPCC engine's dividers
 # sw.roce.qp_requester.DATA_FRAME_OVERHEAD_BYTES (hw may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
 DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
@@ -210,7 +210,7 @@ class NicCcTop(wiring.Component):
         self.sched = TxScheduler(data_width=data_width, n_qps=n_qps, mtu_bytes=mtu_bytes, burst_bytes=burst_bytes)
         self.parser = RoceParser(data_width=data_width, n_qps=n_qps)
         self.icrc = IcrcChecker(data_width=data_width)
-        if self.icrc.latency + 2 >= EVENT_SLOTS:
+        if self.icrc.latency + 3 >= EVENT_SLOTS:
             raise HwParamError(f"data_width {data_width}: ICRC latency {self.icrc.latency} needs more than "
                                f"{EVENT_SLOTS} event slots")
         self.np = CnpGenerator(n_qps=n_qps, clk_period_ps=clk_period_ps, runtime_cfg=True)
@@ -358,8 +358,8 @@ class NicCcTop(wiring.Component):
         """Hold each frame's parser event until the frame's ICRC verdict; (CE, CNP, QP, ICRC error), registered.
 
         Frames are numbered as their last beats pass.  An event the clock after a beat belongs to that beat's
-        frame, a parser RoCE count the clock after that; both precede the frame's verdict, which arrives in
-        frame order, so slot ``number mod EVENT_SLOTS`` holds them until then.
+        frame, a parser RoCE count the clock after that; both are in their slot (``number mod EVENT_SLOTS``)
+        before the frame's verdict, which arrives in frame order (>= 6 clocks after the last beat).
         """
         parser, icrc, rx = self.parser, self.icrc, self.rx_s_axis
         fid, fid1, fid2, vseq = (Signal(EVENT_SLOT_BITS, name=n) for n in ("rx_fid", "rx_fid1", "rx_fid2", "vseq"))
@@ -370,13 +370,17 @@ class NicCcTop(wiring.Component):
         slot_qp = Array(Signal(self.qp_bits, name=f"slot_qp{i}") for i in range(EVENT_SLOTS))
         roce_bit = Signal()  # the parser's RoCE count moved: its low bit toggled
         m.d.sync += roce_bit.eq(parser.roce_pkts[0])
-        new_roce, event = parser.roce_pkts[0] != roce_bit, parser.ce.valid | parser.cnp.valid
+        new_roce = parser.roce_pkts[0] != roce_bit
         m.d.comb += [parser.ce.ready.eq(1), parser.cnp.ready.eq(1)]
+        # the parser's event registered first (off its header decode), written to its slot the clock after
+        event, ev_is_cnp, ev_fid, ev_in_qp = Signal(), Signal(), Signal(EVENT_SLOT_BITS), Signal(self.qp_bits)
+        m.d.sync += [event.eq(parser.ce.valid | parser.cnp.valid), ev_is_cnp.eq(parser.cnp.valid), ev_fid.eq(fid1),
+                     ev_in_qp.eq(parser.ce.payload)]
         for i in range(EVENT_SLOTS):
             with m.If(icrc.done & (vseq == i)):
                 m.d.sync += [slot_ev[i].eq(0), slot_roce[i].eq(0)]
-            with m.If(event & (fid1 == i)):
-                m.d.sync += [slot_ev[i].eq(1), slot_cnp[i].eq(parser.cnp.valid), slot_qp[i].eq(parser.ce.payload)]
+            with m.If(event & (ev_fid == i)):
+                m.d.sync += [slot_ev[i].eq(1), slot_cnp[i].eq(ev_is_cnp), slot_qp[i].eq(ev_in_qp)]
             with m.If(new_roce & (fid2 == i)):
                 m.d.sync += slot_roce[i].eq(1)
         with m.If(icrc.done):

@@ -9,7 +9,8 @@ events, so every QP is visited at least every ``2 * OP_WORST_CLOCKS * n_qps`` cl
 a rate spends one more clock in RATE_OUT); the timer periods must be
 longer than that, which makes "at most one expiry per timer per visit" exact and the lazy timers of the model
 equal to the swept ones here.  Every new current rate goes out on
-``rate_wr`` converted to limiter units by ``sw.cc.RateToIncrement``; ``trace`` shows each state change for
+``rate_wr`` converted to limiter units by ``sw.cc.RateToIncrement`` (two clocks after RATE_OUT: the conversion's
+sum is registered in two steps); ``trace`` shows each state change for
 the scoreboard.  A QP is idle (no timers, no rate writes) until its ``init``; like every BRAM, the state
 memory is zero only at configuration, so a reset of the engine must be followed by ``init`` of each QP.
 With ``runtime_cfg=True`` the DCQCN constants come from the ``cfg`` input (a register bank) instead of being
@@ -231,6 +232,7 @@ class DcqcnRpEngine(wiring.Component):
         rt1, rc1, rt2, rc2 = Signal(32), Signal(32), Signal(32), Signal(32)
         base1, base2 = Signal(32), Signal(32)
         rate_lo, rate_hi = Signal(16 + 32), Signal(16 + 32)
+        p1_free, p1_load = Signal(), Signal()
         ag_plus = Signal(ALPHA_FRAC_BITS + 2)
         step2 = Signal(ALPHA_FRAC_BITS + 1)
         alpha3 = Signal(ALPHA_FRAC_BITS + 2)
@@ -371,9 +373,31 @@ class DcqcnRpEngine(wiring.Component):
                 with m.Else():
                     m.next = "IDLE"
             with m.State("RATE_OUT"):
-                conv = self.rate_conv
-                m.d.comb += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp),
-                             self.rate_wr.payload.rate.eq(((rate_hi << 16) + rate_lo) >> conv.mult_shift)]
-                with m.If(self.rate_wr.ready):
+                with m.If(p1_free):
+                    m.d.comb += p1_load.eq(1)
                     m.next = "IDLE"
+
+        # rate_wr: (rate_hi << 16) + rate_lo summed in two registered steps of 24-bit carries (a 48-bit add in
+        # one clock is too deep for 400 MHz), so a rate leaves two clocks after RATE_OUT; RATE_OUT itself waits
+        # only while both steps are full (a stalled rate_wr)
+        p1_v, p2_v = Signal(), Signal()
+        p1_qp, p2_qp = Signal(self.qp_bits), Signal(self.qp_bits)
+        p1_lo16, p1_mid = Signal(16), Signal(25)
+        p1_hi, p1_lo_top = Signal(24), Signal(8)
+        p2_sum = Signal(16 + 24 + 25)
+        p2_free = ~p2_v | self.rate_wr.ready
+        m.d.comb += p1_free.eq(~p1_v | p2_free)
+        with m.If(p1_load):
+            m.d.sync += [p1_v.eq(1), p1_qp.eq(qp), p1_lo16.eq(rate_lo[:16]),
+                         p1_mid.eq(rate_hi[:24] + rate_lo[16:40]), p1_hi.eq(rate_hi[24:48]),
+                         p1_lo_top.eq(rate_lo[40:48])]
+        with m.Elif(p2_free):
+            m.d.sync += p1_v.eq(0)
+        with m.If(p1_v & p2_free):
+            m.d.sync += [p2_v.eq(1), p2_qp.eq(p1_qp),
+                         p2_sum.eq(Cat(p1_lo16, p1_mid[:24], p1_hi + p1_lo_top + p1_mid[24]))]
+        with m.Elif(p2_free):
+            m.d.sync += p2_v.eq(0)
+        m.d.comb += [self.rate_wr.valid.eq(p2_v), self.rate_wr.payload.qp.eq(p2_qp),
+                     self.rate_wr.payload.rate.eq(p2_sum >> self.rate_conv.mult_shift)]
         return m

@@ -264,8 +264,11 @@ class NicCcTop(wiring.Component):
             m.d.comb += getattr(hp.cfg, name).eq(getattr(csr.param, f"hpcc_{name}"))
         m.d.comb += [feed.qlen_unit_bytes.eq(csr.param.hpcc_qlen_unit_bytes),
                      feed.link_kbps.eq(csr.param.hpcc_line_rate_kbps)]
-        dcqcn_on, hpcc_on = Signal(), Signal()
-        m.d.comb += [dcqcn_on.eq(csr.param.cc_mode == CC_MODE_DCQCN), hpcc_on.eq(csr.param.cc_mode == CC_MODE_HPCC)]
+        mode_reset = next(p.reset for p in self.params if p.name == "cc_mode")
+        dcqcn_on, hpcc_on = Signal(init=int(mode_reset == CC_MODE_DCQCN)), Signal(init=int(mode_reset == CC_MODE_HPCC))
+        # the mode decoded into flip-flops (a new mode applies one clock after its CSR write): every engine's
+        # ready and the rate source select start at a register, not at a compare of the CSR field
+        m.d.sync += [dcqcn_on.eq(csr.param.cc_mode == CC_MODE_DCQCN), hpcc_on.eq(csr.param.cc_mode == CC_MODE_HPCC)]
 
         # RX: ICRC check, INT-echo ACK tap and parser pass-through; INT-echo ACK -> FIFO -> feeder -> HPCC engine
         m.submodules.icrc = icrc = self.icrc
@@ -294,24 +297,31 @@ class NicCcTop(wiring.Component):
                      init.ready.eq(feed.clear_ok & Mux(dcqcn_on, rp.init.ready, Mux(hpcc_on, hp.init.ready, 1))),
                      feed.clear.eq(init.valid & init.ready), feed.clear_qp.eq(init.payload)]
 
-        # rates: CSR writes first, then the mode's engine's (the other engine's are discarded)
+        # rates: CSR writes first, then the mode's engine's (the other engine's are discarded), through one
+        # register stage (rq) so the source select and the limiter's line-rate clamp are in different clocks
         cc_valid = Signal()
-        m.d.comb += cc_valid.eq((rp.rate_wr.valid & dcqcn_on) | (hp.rate_wr.valid & hpcc_on))
+        rq_v, rq_csr = Signal(), Signal()
+        rq = Signal.like(sched.rate_wr.payload)
+        rq_free = Signal()
+        src_v = Signal()
+        src = Signal.like(sched.rate_wr.payload)
+        m.d.comb += [cc_valid.eq((rp.rate_wr.valid & dcqcn_on) | (hp.rate_wr.valid & hpcc_on)),
+                     rq_free.eq(~rq_v | sched.rate_wr.ready)]
         with m.If(csr.rate_wr.valid):
-            m.d.comb += [sched.rate_wr.valid.eq(1), sched.rate_wr.payload.eq(csr.rate_wr.payload),
-                         csr.rate_wr.ready.eq(sched.rate_wr.ready), rp.rate_wr.ready.eq(~dcqcn_on),
-                         hp.rate_wr.ready.eq(~hpcc_on)]
+            m.d.comb += [src_v.eq(1), src.eq(csr.rate_wr.payload), csr.rate_wr.ready.eq(rq_free),
+                         rp.rate_wr.ready.eq(~dcqcn_on), hp.rate_wr.ready.eq(~hpcc_on)]
         with m.Else():
-            m.d.comb += [sched.rate_wr.valid.eq(cc_valid),
-                         sched.rate_wr.payload.eq(Mux(hpcc_on, hp.rate_wr.payload, rp.rate_wr.payload)),
-                         rp.rate_wr.ready.eq(sched.rate_wr.ready | ~dcqcn_on),
-                         hp.rate_wr.ready.eq(sched.rate_wr.ready | ~hpcc_on)]
-        rate_fire = sched.rate_wr.valid & sched.rate_wr.ready
+            m.d.comb += [src_v.eq(cc_valid), src.eq(Mux(hpcc_on, hp.rate_wr.payload, rp.rate_wr.payload)),
+                         rp.rate_wr.ready.eq(rq_free | ~dcqcn_on), hp.rate_wr.ready.eq(rq_free | ~hpcc_on)]
+        with m.If(rq_free):   # loads whatever is offered (the enable does not wait for the sources' valids)
+            m.d.sync += [rq_v.eq(src_v), rq.eq(src), rq_csr.eq(csr.rate_wr.valid)]
+        m.d.comb += [sched.rate_wr.valid.eq(rq_v), sched.rate_wr.payload.eq(rq)]
+        rate_fire = rq_v & sched.rate_wr.ready
         line = sched.line_rate_reg
         wr = mirror.write_port()
         rd = mirror.read_port(transparent_for=(wr,))
-        new_rate = sched.rate_wr.payload.rate
-        m.d.comb += [wr.addr.eq(sched.rate_wr.payload.qp), wr.data.eq(Mux(new_rate > line, line, new_rate)),
+        new_rate = rq.rate
+        m.d.comb += [wr.addr.eq(rq.qp), wr.data.eq(Mux(new_rate > line, line, new_rate)),
                      wr.en.eq(rate_fire), rd.addr.eq(csr.qp_sel), csr.qp_rate_rd.eq(rd.data)]
 
         # TX: doorbells in, paced frames out; every frame's size feeds its QP's byte counter
@@ -336,7 +346,7 @@ class NicCcTop(wiring.Component):
         own = {
             "CNP_SENT": self.cnp_req.valid & self.cnp_req.ready,
             "CLAMPS": csr.clamped,
-            "RATE_UPDATES": rate_fire & ~csr.rate_wr.valid,
+            "RATE_UPDATES": rate_fire & ~rq_csr,
             "SENT_DROPPED": new_pkt & ~sent_fifo.w_rdy,
             "INT_ACKS_DROPPED": int_ack.ack.valid & hpcc_on & ~int_fifo.w_rdy,
             "HPCC_UPDATES": hpcc_update,

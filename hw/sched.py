@@ -320,20 +320,28 @@ class TxScheduler(wiring.Component):
                      pre_rate.eq(any_in(rate_q, ahead)), pre_bell.eq(any_in(bell_q, ahead)),
                      pre_sw.eq(any_in(sweep_ptr, ahead)), pre_sw_next.eq(any_in(sweep_nxt, ahead))]
         m.d.sync += [oh_a.eq(0), gh_a.eq(gh_i)]   # the pick issued (set below when one issues)
+
+        # same_a: the pick, rate write, doorbell or clear issued now is of the QP stage 4 hands to the issue
+        # stage next clock (compared on stage 4's one-hot form, so the issue stage tests one flip-flop)
+        def is_next_pick(q):
+            return oh4.bit_select(q[:in_bits], 1) & (gh4.bit_select(grp_of(q), 1) if gb else 1)
+
+        same_a = Signal(name="same_a")
+        m.d.sync += same_a.eq(0)
         with m.If(~init_done):
             m.d.comb += [op0.eq(OP_CLEAR), q0.eq(sweep_ptr)]
-            m.d.sync += sweep_ptr.eq(sweep_ptr + 1)
+            m.d.sync += [sweep_ptr.eq(sweep_ptr + 1), same_a.eq(is_next_pick(sweep_ptr))]
             with m.If(sweep_ptr == n - 1):
                 m.d.sync += init_done.eq(1)
-        with m.Elif(v_i & room & ~pre_blk & ~(blk[0] & (rec_a.q == q_i))):
+        with m.Elif(v_i & room & ~pre_blk & ~same_a):
             m.d.comb += [op0.eq(OP_PICK), q0.eq(q_i)]
-            m.d.sync += oh_a.eq(oh_i)
+            m.d.sync += [oh_a.eq(oh_i), same_a.eq(is_next_pick(q_i))]
         with m.Elif(rate_v & rate_old & ~pre_rate & ~live_rate):
             m.d.comb += [op0.eq(OP_RATE), q0.eq(rate_q), arg0.eq(rate_arg)]
-            m.d.sync += rate_v.eq(0)
+            m.d.sync += [rate_v.eq(0), same_a.eq(is_next_pick(rate_q))]
         with m.Elif(bell_v & bell_old & ~pre_bell & ~live_bell):
             m.d.comb += [op0.eq(OP_DOORBELL), q0.eq(bell_q), arg0.eq(bell_arg)]
-            m.d.sync += bell_v.eq(0)
+            m.d.sync += [bell_v.eq(0), same_a.eq(is_next_pick(bell_q))]
         with m.Elif(~Mux(sw_moved, pre_sw_next, pre_sw) & ~live_sw):
             m.d.comb += [op0.eq(OP_SWEEP), q0.eq(sweep_ptr)]
             m.d.sync += sweep_ptr.eq(sweep_ptr + 1)

@@ -7,16 +7,16 @@ newest first (node, ports, latency, queue id + 24-bit occupancy, 64-bit egress t
 BTH (opcode 0x11, RC ACKNOWLEDGE) / AETH (syndrome type ACK) / ICRC.  The IPv4 total length must be exactly
 that (no payload).  No VLAN tag and no IPv6: the fabric stamps INT into untagged IPv4 only.
 
-``IntAckParser`` taps an AXI stream (frames pass unchanged, one beat per clock at any width): it captures the
-first 190 bytes as the beats go by and, two clocks after a frame's last beat, pulses ``ack`` for one clock
-with the destination QP, PSN, hop count and raw hop records (an event the consumer cannot take is counted in
-``dropped``).  ``HpccAckFeeder`` turns those events into the engine's ``ack`` payload, as the host stack
-(``sw.roce.pacer.QpPacer.int_hops``) does for ``sw.cc.Hpcc``: ts_ns = timestamp * ``ts_unit_ns`` (fabric.p4
-writes microseconds), qlen_bytes = occupancy * ``qlen_unit_bytes`` (saturating at 2^32 - 1), link_kbps =
-``link_kbps`` for every hop; sequences count packets, as PSNs do: ``snd_nxt`` is the QP's first PSN
-(``clear_seq`` at its init, 0 unless driven) plus the frames the scheduler sent on it since (``sent`` pulses),
-the next PSN without the 24-bit wrap; ``ack_seq`` the ACK's PSN + 1 widened to 64 bits against ``snd_nxt``
-(exact while fewer than 2^23 packets are outstanding, across PSN wraps).
+``IntAckParser`` taps an AXI stream (frames pass unchanged, one beat per clock at any width): it captures the first
+190 bytes as the beats go by and, three clocks after a frame's last beat, pulses ``ack`` for one clock with the
+destination QP, PSN, hop count and raw hop records (an event the consumer cannot take in that clock is lost and
+counted in ``dropped``).  ``HpccAckFeeder`` turns those events into the engine's ``ack`` payload, as the host stack
+(``sw.roce.pacer.QpPacer.int_hops``) does for ``sw.cc.Hpcc``: ts_ns = timestamp * ``ts_unit_ns`` (fabric.p4 writes
+microseconds), qlen_bytes = occupancy * ``qlen_unit_bytes`` (saturating at 2^32 - 1), link_kbps = ``link_kbps`` for
+every hop; sequences count packets, as PSNs do: ``snd_nxt`` is the QP's first PSN (``clear_seq`` at its init, 0
+unless driven) plus the frames the scheduler sent on it since (``sent`` pulses), the next PSN without the 24-bit
+wrap; ``ack_seq`` the ACK's PSN + 1 widened to 64 bits against ``snd_nxt`` (exact while fewer than 2^23 packets are
+outstanding, across PSN wraps).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ ACK_TAIL_BYTES = BTH_BYTES + AETH_BYTES + ICRC_BYTES
 CAPTURE_BYTES = HOPS_AT + MAX_INT_HOPS * INT_HOP_BYTES + ACK_TAIL_BYTES
 PSN_BITS = 24
 CHUNK_BITS = 32  # longest carry chain per clock in the feeder (hw.carry_split)
+INC_BLOCK_BITS = 6  # the sent-packet count's increment works on blocks of one LUT's inputs
 
 RAW_HOP = data.StructLayout({"occupancy": unsigned(24), "ts": unsigned(64), "tx_bytes": unsigned(32)})
 
@@ -96,20 +97,25 @@ class IntAckParser(wiring.Component):
                         & ((hdr[md + 2][:5] == INT_HOP_WORDS) if n else 1))
             qp_n.append(be(bth + 5, 3)[:self.qp_bits])
             psn_n.append(be(bth + 9, 3))
-        # register the decision and the fields: the next frame may overwrite hdr from this clock's edge on
-        hit = Signal()
-        ev = Signal(self.raw_layout)
-        m.d.comb += hit.eq(ended & common & Cat(*ok_n).any())
-        m.d.sync += self.ack.valid.eq(hit)
-        with m.If(ended):
-            for n in range(MAX_INT_HOPS + 1):
-                with m.If(shim_words == (INT_SHIM_BYTES + INT_MD_BYTES + n * INT_HOP_BYTES) // 4):
-                    m.d.sync += [ev.qp.eq(qp_n[n]), ev.psn.eq(psn_n[n]), ev.n_hops.eq(n)]
-            for h in range(MAX_INT_HOPS):
-                at = HOPS_AT + h * INT_HOP_BYTES
-                m.d.sync += [ev.hops[h].occupancy.eq(be(at + 13, 3)), ev.hops[h].ts.eq(be(at + 16, 8)),
-                             ev.hops[h].tx_bytes.eq(be(at + 24, 4))]
-        m.d.comb += self.ack.payload.eq(ev)
+        # two register stages (400 MHz): the header checks and every field candidate (the next frame may overwrite
+        # hdr from this clock's edge on), then the decision and the fields of the one hop count that matched (ok1
+        # is one-hot for an INT-echo ACK); a frame may end every clock, so both stages load every clock
+        ended1, common1, ok1 = Signal(), Signal(), Signal(MAX_INT_HOPS + 1)
+        qp1 = [Signal(self.qp_bits, name=f"qp1_{n}") for n in range(MAX_INT_HOPS + 1)]
+        psn1 = [Signal(PSN_BITS, name=f"psn1_{n}") for n in range(MAX_INT_HOPS + 1)]
+        hops1 = Signal.like(self.ack.payload.hops)
+        m.d.sync += [ended1.eq(ended), common1.eq(common), ok1.eq(Cat(*ok_n)),
+                     *(q.eq(v) for q, v in zip(qp1 + psn1, qp_n + psn_n, strict=True))]
+        for h in range(MAX_INT_HOPS):
+            at = HOPS_AT + h * INT_HOP_BYTES
+            m.d.sync += [hops1[h].occupancy.eq(be(at + 13, 3)), hops1[h].ts.eq(be(at + 16, 8)),
+                         hops1[h].tx_bytes.eq(be(at + 24, 4))]
+        out = Signal(self.raw_layout)
+        m.d.sync += [self.ack.valid.eq(ended1 & common1 & ok1.any()), out.hops.eq(hops1),
+                     out.qp.eq(or_of(Mux(ok1[n], qp1[n], 0) for n in range(MAX_INT_HOPS + 1))),
+                     out.psn.eq(or_of(Mux(ok1[n], psn1[n], 0) for n in range(MAX_INT_HOPS + 1))),
+                     out.n_hops.eq(or_of(Mux(ok1[n], n, 0) for n in range(MAX_INT_HOPS + 1)))]
+        m.d.comb += self.ack.payload.eq(out)
         with m.If(self.ack.valid):
             m.d.sync += self.int_acks.eq(self.int_acks + 1)
             with m.If(~self.ack.ready):
@@ -155,13 +161,15 @@ class HpccAckFeeder(wiring.Component):
         # way (same QP, one clock apart) is forwarded from the increment instead; a clear waits for both stages
         rd_pending, rd_qp = Signal(), Signal(self.qp_bits)
         inc_pending, inc_qp, inc_count = Signal(), Signal(self.qp_bits), Signal(SEQ_BITS)
+        inc_full = Signal(n_blocks(SEQ_BITS))  # inc_count's blocks that are all ones, registered with it
         forward = Signal()  # the count being read this clock is the one being written + 1 this clock
-        inc_next, inc_stmts = increment(inc_count)
-        m.d.comb += inc_stmts
+        inc_next, full_next = increment(inc_count, inc_full)
         m.d.comb += inc_rd.addr.eq(self.sent_qp)
         m.d.sync += [rd_pending.eq(self.sent), rd_qp.eq(self.sent_qp),
                      forward.eq(rd_pending & (rd_qp == self.sent_qp)),
-                     inc_pending.eq(rd_pending), inc_qp.eq(rd_qp), inc_count.eq(Mux(forward, inc_next, inc_rd.data))]
+                     inc_pending.eq(rd_pending), inc_qp.eq(rd_qp),
+                     inc_count.eq(Mux(forward, inc_next, inc_rd.data)),
+                     inc_full.eq(Mux(forward, full_next, all_ones_blocks(inc_rd.data)))]
         m.d.comb += self.clear_ok.eq(~rd_pending & ~inc_pending)
         with m.If(inc_pending):
             m.d.comb += [wr.addr.eq(inc_qp), wr.data.eq(inc_next), wr.en.eq(1)]
@@ -229,6 +237,14 @@ class HpccAckFeeder(wiring.Component):
         return m
 
 
+def or_of(values):
+    """Bitwise OR of ``values`` (a one-hot select's mux: each value is zero unless selected)."""
+    out = 0
+    for v in values:
+        out = out | v
+    return out
+
+
 def sum_shifted(parts: list, first_shift: int, stride: int):
     """``sum(parts[i] << (first_shift + i * stride))`` for parts narrower than ``stride``: a concatenation."""
     if not parts:
@@ -236,15 +252,27 @@ def sum_shifted(parts: list, first_shift: int, stride: int):
     return Cat(Const(0, first_shift), *parts) if first_shift else Cat(*parts)
 
 
-def increment(value, block: int = 6):
-    """``value + 1`` (same width) from a two-level prefix AND (within blocks of ``block`` bits, across blocks),
-    its nets kept so that synthesis maps a shallow LUT tree instead of one long chain."""
-    keep = {"keep": "true"}
-    blocks = [value[i:i + block] for i in range(0, len(value), block)]
-    full = [Signal(name=f"inc_full{b}", attrs=keep) for b in range(len(blocks))]
-    below = [Signal(name=f"inc_below{b}", attrs=keep) for b in range(len(blocks))]
-    stmts = []
-    for b, blk in enumerate(blocks):
-        stmts += [full[b].eq(blk.all()), below[b].eq(Cat(*full[:b]).all() if b else 1)]
-    bits = [blk[j] ^ (below[b] & (blk[:j].all() if j else 1)) for b, blk in enumerate(blocks) for j in range(len(blk))]
-    return Cat(*bits), stmts
+def n_blocks(width: int, block: int = INC_BLOCK_BITS) -> int:
+    """Blocks of ``block`` bits (the last one may be narrower) that ``increment`` splits ``width`` bits into."""
+    return -(-width // block)
+
+
+def all_ones_blocks(value, block: int = INC_BLOCK_BITS):
+    """One flag per block of ``block`` bits of ``value``, low block first: the block is all ones (one LUT each)."""
+    return Cat(*(value[i:i + block].all() for i in range(0, len(value), block)))
+
+
+def increment(value, full, block: int = INC_BLOCK_BITS):
+    """``(value + 1, all_ones_blocks(value + 1))`` (same width) given ``full = all_ones_blocks(value)``.
+
+    With ``full`` registered next to ``value``, a block's carry-in is an AND of at most ``n_blocks - 1`` flip-flops
+    (two LUT levels, whatever logic synthesis shares) and each result bit and flag one or two LUTs more.
+    """
+    bits, flags = [], []
+    for b, lo in enumerate(range(0, len(value), block)):
+        blk = value[lo:lo + block]
+        carry = full[:b].all() if b else Const(1)
+        bits += [blk[j] ^ (carry & (blk[:j].all() if j else 1)) for j in range(len(blk))]
+        # all ones after + 1: the block was all ones but its lowest bit (carry in), or already was (none)
+        flags.append(Mux(carry, blk == (1 << len(blk)) - 2, full[b]))
+    return Cat(*bits), Cat(*flags)

@@ -46,7 +46,10 @@ ACK_TAIL_BYTES = BTH_BYTES + AETH_BYTES + ICRC_BYTES
 CAPTURE_BYTES = HOPS_AT + MAX_INT_HOPS * INT_HOP_BYTES + ACK_TAIL_BYTES
 PSN_BITS = 24
 CHUNK_BITS = 32  # longest carry chain per clock in the feeder (hw.carry_split)
-INC_BLOCK_BITS = 6  # the sent-packet count's increment works on blocks of one LUT's inputs
+LO_BITS = 4  # the sent-packet count's bits incremented in one clock (2^LO_BITS > the high pipeline)
+HI_CHUNK_BITS = 20  # its high bits' + 1 per clock
+# a QP's next low wrap (2^LO_BITS pulses, one per clock at most) must come after its high bits are written
+assert (1 << LO_BITS) > n_chunks(SEQ_BITS - LO_BITS, HI_CHUNK_BITS) + 2
 
 RAW_HOP = data.StructLayout({"occupancy": unsigned(24), "ts": unsigned(64), "tx_bytes": unsigned(32)})
 
@@ -128,7 +131,7 @@ class HpccAckFeeder(wiring.Component):
 
     Keeps each QP's sent-packet count (``sent`` pulses with ``sent_qp``; ``clear`` with ``clear_qp`` sets it to
     ``clear_seq``, the QP's first PSN - 0 unless driven - as a QP init does; a clear waits while ``clear_ok`` is
-    low, the two clocks after a sent pulse).
+    low: the two clocks after a sent pulse, three more after one that carried into the count's high bits).
     """
 
     def __init__(self, *, n_qps: int = 1024, max_hops: int = MAX_INT_HOPS, ts_bits: int = 64, tx_bits: int = 32,
@@ -145,36 +148,61 @@ class HpccAckFeeder(wiring.Component):
             "raw": In(stream.Signature(raw_ack_layout(self.qp_bits))),
             "hpcc": Out(stream.Signature(ack_layout(self.qp_bits, max_hops, ts_bits, tx_bits))),
             "sent": In(1), "sent_qp": In(qp),
-            "clear": In(1), "clear_qp": In(qp), "clear_seq": In(SEQ_BITS), "clear_ok": Out(1),
+            "clear": In(1), "clear_qp": In(qp), "clear_seq": In(SEQ_BITS), "clear_ok": Out(1, init=1),
             "qlen_unit_bytes": In(16), "link_kbps": In(32),
         })
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.snd = snd = Memory(shape=SEQ_BITS, depth=self.n_qps, init=[], attrs={"ram_style": "block"})
-        wr = snd.write_port()
-        inc_rd = snd.read_port(transparent_for=(wr,))
-        ack_rd = snd.read_port(transparent_for=(wr,))
+        hi_bits = SEQ_BITS - LO_BITS
+        n_hi = n_chunks(hi_bits, HI_CHUNK_BITS)
+        block = {"ram_style": "block"}
+        m.submodules.snd_lo = lo_mem = Memory(shape=LO_BITS, depth=self.n_qps, init=[], attrs=block)
+        m.submodules.snd_hi = hi_mem = Memory(shape=hi_bits, depth=self.n_qps, init=[], attrs=block)
+        lo_wr, hi_wr = lo_mem.write_port(), hi_mem.write_port()
+        lo_rd, ack_lo_rd = (lo_mem.read_port(transparent_for=(lo_wr,)) for _ in range(2))
+        hi_rd, ack_hi_rd = (hi_mem.read_port(transparent_for=(hi_wr,)) for _ in range(2))
 
-        # sent-packet counters, a three-stage read-modify-write: the QP's count is read (transparent for this
-        # clock's write), registered, then written + 1; a count written while the next pulse's read was under
-        # way (same QP, one clock apart) is forwarded from the increment instead; a clear waits for both stages
+        # sent-packet counters, split in two for 400 MHz.  The low LO_BITS: a three-stage read-modify-write (read,
+        # transparent for this clock's write; registered; written + 1), a count written while the next pulse's
+        # read was under way (same QP, one clock apart) forwarded from the increment instead.  The high bits:
+        # when the low ones wrap, + 1 in a pipeline of HI_CHUNK_BITS per clock, written n_hi clocks later; the
+        # next wrap of the same QP is 2^LO_BITS pulses (clocks) later, so its read sees that write.
         rd_pending, rd_qp = Signal(), Signal(self.qp_bits)
-        inc_pending, inc_qp, inc_count = Signal(), Signal(self.qp_bits), Signal(SEQ_BITS)
-        inc_full = Signal(n_blocks(SEQ_BITS))  # inc_count's blocks that are all ones, registered with it
+        inc_pending, inc_qp, inc_lo, inc_hi = Signal(), Signal(self.qp_bits), Signal(LO_BITS), Signal(hi_bits)
         forward = Signal()  # the count being read this clock is the one being written + 1 this clock
-        inc_next, full_next = increment(inc_count, inc_full)
-        m.d.comb += inc_rd.addr.eq(self.sent_qp)
+        lo_next = (inc_lo + 1)[:LO_BITS]
+        wrap = inc_pending & inc_lo.all()
+        m.d.comb += [lo_rd.addr.eq(self.sent_qp), hi_rd.addr.eq(self.sent_qp)]
         m.d.sync += [rd_pending.eq(self.sent), rd_qp.eq(self.sent_qp),
                      forward.eq(rd_pending & (rd_qp == self.sent_qp)),
                      inc_pending.eq(rd_pending), inc_qp.eq(rd_qp),
-                     inc_count.eq(Mux(forward, inc_next, inc_rd.data)),
-                     inc_full.eq(Mux(forward, full_next, all_ones_blocks(inc_rd.data)))]
-        m.d.comb += self.clear_ok.eq(~rd_pending & ~inc_pending)
+                     inc_lo.eq(Mux(forward, lo_next, lo_rd.data)), inc_hi.eq(hi_rd.data)]
+        hi_valid = Signal(n_hi)
+        hi_qp = [Signal(self.qp_bits, name=f"hi_qp{j}") for j in range(n_hi)]
+        hi_val = [Signal(hi_bits, name=f"hi_val{j}") for j in range(n_hi)]
+        hi_carry = [Signal(name=f"hi_carry{j}") for j in range(n_hi)]
+        for j in range(n_hi):
+            src, c_in = (inc_hi, 1) if j == 0 else (hi_val[j - 1], hi_carry[j - 1])
+            lo, hi = j * HI_CHUNK_BITS, min((j + 1) * HI_CHUNK_BITS, hi_bits)
+            part = Signal(hi - lo + 1, name=f"hi_part{j}")
+            m.d.comb += part.eq(src[lo:hi] + c_in)
+            m.d.sync += [hi_valid[j].eq(wrap if j == 0 else hi_valid[j - 1]), hi_qp[j].eq(inc_qp if j == 0 else
+                                                                                       hi_qp[j - 1]),
+                         hi_val[j].eq(Cat(src[:lo], part[:hi - lo], src[hi:])), hi_carry[j].eq(part[hi - lo])]
+        # no pulse in any stage: the registered form of ~rd_pending & ~inc_pending & ~hi_valid.any()
+        m.d.sync += self.clear_ok.eq(~self.sent & ~rd_pending & ~wrap & ~hi_valid[:n_hi - 1].any())
+        # a low wrap whose high + 1 is not written yet: an ACK's count read now would be torn
+        hi_behind = Signal()
+        m.d.sync += hi_behind.eq(wrap | hi_valid[:n_hi - 1].any())
         with m.If(inc_pending):
-            m.d.comb += [wr.addr.eq(inc_qp), wr.data.eq(inc_next), wr.en.eq(1)]
+            m.d.comb += [lo_wr.addr.eq(inc_qp), lo_wr.data.eq(lo_next), lo_wr.en.eq(1)]
         with m.Elif(self.clear):
-            m.d.comb += [wr.addr.eq(self.clear_qp), wr.data.eq(self.clear_seq), wr.en.eq(1)]
+            m.d.comb += [lo_wr.addr.eq(self.clear_qp), lo_wr.data.eq(self.clear_seq[:LO_BITS]), lo_wr.en.eq(1)]
+        with m.If(hi_valid[n_hi - 1]):
+            m.d.comb += [hi_wr.addr.eq(hi_qp[n_hi - 1]), hi_wr.data.eq(hi_val[n_hi - 1]), hi_wr.en.eq(1)]
+        with m.Elif(self.clear):
+            m.d.comb += [hi_wr.addr.eq(self.clear_qp), hi_wr.data.eq(self.clear_seq[LO_BITS:]), hi_wr.en.eq(1)]
 
         # one raw ACK at a time: take it, read its QP's count, register the partial products (DSPs), let the
         # split 64-bit adds settle, register the result and offer it until the engine takes it
@@ -202,20 +230,23 @@ class HpccAckFeeder(wiring.Component):
         wait = Signal(range(settle + 1))
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += [self.raw.ready.eq(1), ack_rd.addr.eq(self.raw.payload.qp)]
+                m.d.comb += [self.raw.ready.eq(1), ack_lo_rd.addr.eq(self.raw.payload.qp),
+                             ack_hi_rd.addr.eq(self.raw.payload.qp)]
                 with m.If(self.raw.valid):
                     m.d.sync += raw.eq(self.raw.payload)
                     m.next = "CONVERT"
             with m.State("CONVERT"):
-                m.d.comb += ack_rd.addr.eq(raw.qp)
-                m.d.sync += [snd_nxt.eq(ack_rd.data), behind.eq(ack_rd.data[:PSN_BITS] - raw.psn - 1),
-                             wait.eq(settle)]
+                # the count read last clock (a torn one is read again)
+                count = Cat(ack_lo_rd.data, ack_hi_rd.data)
+                m.d.comb += [ack_lo_rd.addr.eq(raw.qp), ack_hi_rd.addr.eq(raw.qp)]
+                m.d.sync += [snd_nxt.eq(count), behind.eq(count[:PSN_BITS] - raw.psn - 1), wait.eq(settle)]
                 for h in range(n_hops):
                     r = raw.hops[h]
                     m.d.sync += qprod[h].eq(r.occupancy * self.qlen_unit_bytes)
                     for i in range(pieces):
                         m.d.sync += prods[h][i].eq(r.ts[i * k:(i + 1) * k] * self.ts_unit_ns)
-                m.next = "SETTLE"
+                with m.If(~hi_behind):
+                    m.next = "SETTLE"
             with m.State("SETTLE"):
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
@@ -250,29 +281,3 @@ def sum_shifted(parts: list, first_shift: int, stride: int):
     if not parts:
         return 0
     return Cat(Const(0, first_shift), *parts) if first_shift else Cat(*parts)
-
-
-def n_blocks(width: int, block: int = INC_BLOCK_BITS) -> int:
-    """Blocks of ``block`` bits (the last one may be narrower) that ``increment`` splits ``width`` bits into."""
-    return -(-width // block)
-
-
-def all_ones_blocks(value, block: int = INC_BLOCK_BITS):
-    """One flag per block of ``block`` bits of ``value``, low block first: the block is all ones (one LUT each)."""
-    return Cat(*(value[i:i + block].all() for i in range(0, len(value), block)))
-
-
-def increment(value, full, block: int = INC_BLOCK_BITS):
-    """``(value + 1, all_ones_blocks(value + 1))`` (same width) given ``full = all_ones_blocks(value)``.
-
-    With ``full`` registered next to ``value``, a block's carry-in is an AND of at most ``n_blocks - 1`` flip-flops
-    (two LUT levels, whatever logic synthesis shares) and each result bit and flag one or two LUTs more.
-    """
-    bits, flags = [], []
-    for b, lo in enumerate(range(0, len(value), block)):
-        blk = value[lo:lo + block]
-        carry = full[:b].all() if b else Const(1)
-        bits += [blk[j] ^ (carry & (blk[:j].all() if j else 1)) for j in range(len(blk))]
-        # all ones after + 1: the block was all ones but its lowest bit (carry in), or already was (none)
-        flags.append(Mux(carry, blk == (1 << len(blk)) - 2, full[b]))
-    return Cat(*bits), Cat(*flags)

@@ -152,6 +152,10 @@ class CsrBank(wiring.Component):
                 m.d.sync += rd_wait.eq(~rd_wait)
             hold = hold | (rate_rd & (busy | ~rd_wait))
         m.d.sync += [self.ack.eq((self.we | self.re) & ~hold), self.clamped.eq(0)]
+        # a write's error bits land in ``err`` one clock later (err_set), off the bounds compares; ERR reads
+        # and W1C writes see them at once
+        err_set = Signal(4)
+        m.d.sync += [err_set.eq(0), err.eq(err | err_set)]
         with m.If(self.rate_wr.ready):
             m.d.sync += self.rate_wr.valid.eq(0)
 
@@ -164,15 +168,15 @@ class CsrBank(wiring.Component):
                     with m.If(self.wdata < self.n_qps):
                         m.d.sync += qp_sel.eq(self.wdata)
                     with m.Else():
-                        m.d.sync += err.eq(err | ERR_QP)
+                        m.d.sync += err_set.eq(ERR_QP)
                 with m.Case(REG_QP_RATE):
                     clamp = self.wdata > self.line_rate_reg
                     m.d.sync += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp_sel),
                                  self.rate_wr.payload.rate.eq(Mux(clamp, self.line_rate_reg, self.wdata))]
                     with m.If(clamp):
-                        m.d.sync += [err.eq(err | ERR_CLAMP), self.clamped.eq(1)]
+                        m.d.sync += [err_set.eq(ERR_CLAMP), self.clamped.eq(1)]
                 with m.Case(REG_ERR):
-                    m.d.sync += err.eq(err & ~self.wdata[:4])
+                    m.d.sync += err.eq((err | err_set) & ~self.wdata[:4])
                 if self.has_qp_init:
                     with m.Case(REG_QP_INIT):
                         m.d.sync += [self.qp_init.valid.eq(1), self.qp_init.payload.eq(qp_sel)]
@@ -184,12 +188,12 @@ class CsrBank(wiring.Component):
                             m.d.sync += regs[p.name].eq(self.wdata)
                         with m.Else():
                             if p.policy == "clamp":
-                                m.d.sync += [regs[p.name].eq(Mux(below, lo, hi)), err.eq(err | ERR_CLAMP),
+                                m.d.sync += [regs[p.name].eq(Mux(below, lo, hi)), err_set.eq(ERR_CLAMP),
                                              self.clamped.eq(1)]
                             else:
-                                m.d.sync += err.eq(err | ERR_VALUE)
+                                m.d.sync += err_set.eq(ERR_VALUE)
                 with m.Default():
-                    m.d.sync += err.eq(err | ERR_ADDR)
+                    m.d.sync += err_set.eq(ERR_ADDR)
         counters = Array(self.counters[i] for i in range(self.n_counters))
         with m.If(self.re):
             with m.Switch(self.addr):
@@ -198,7 +202,7 @@ class CsrBank(wiring.Component):
                 with m.Case(REG_QP_SEL):
                     m.d.sync += self.rdata.eq(qp_sel)
                 with m.Case(REG_ERR):
-                    m.d.sync += self.rdata.eq(err)
+                    m.d.sync += self.rdata.eq(err | err_set)
                 if self.rate_readback:
                     with m.Case(REG_QP_RATE):
                         m.d.sync += self.rdata.eq(self.qp_rate_rd)

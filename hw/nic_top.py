@@ -288,14 +288,20 @@ class NicCcTop(wiring.Component):
         m.d.comb += [cnp_fifo.w_data.eq(ev_qp), cnp_fifo.w_en.eq(ev_cnp & dcqcn_on),
                      rp.cnp.payload.eq(cnp_fifo.r_data), rp.cnp.valid.eq(cnp_fifo.r_rdy),
                      cnp_fifo.r_en.eq(rp.cnp.ready)]
-        # QP_INIT: to the mode's engine, and the QP's sent-frame count to 0 (waits for a count being written)
-        init = csr.qp_init
-        init_go = Signal()
-        m.d.comb += [init_go.eq(init.valid & feed.clear_ok),
-                     rp.init.payload.eq(init.payload), rp.init.valid.eq(init_go & dcqcn_on),
-                     hp.init.payload.eq(init.payload), hp.init.valid.eq(init_go & hpcc_on),
-                     init.ready.eq(feed.clear_ok & Mux(dcqcn_on, rp.init.ready, Mux(hpcc_on, hp.init.ready, 1))),
-                     feed.clear.eq(init.valid & init.ready), feed.clear_qp.eq(init.payload)]
+        # QP_INIT: held in one register (so the CSR bank's handshake never waits on an engine's state), then to
+        # the mode's engine, and the QP's sent-frame count to 0 (waits for a count being written)
+        init_v, init_qp = Signal(), Signal(self.qp_bits)
+        init_go, init_take = Signal(), Signal()
+        m.d.comb += [csr.qp_init.ready.eq(~init_v),
+                     init_go.eq(init_v & feed.clear_ok),
+                     rp.init.payload.eq(init_qp), rp.init.valid.eq(init_go & dcqcn_on),
+                     hp.init.payload.eq(init_qp), hp.init.valid.eq(init_go & hpcc_on),
+                     init_take.eq(init_go & Mux(dcqcn_on, rp.init.ready, Mux(hpcc_on, hp.init.ready, 1))),
+                     feed.clear.eq(init_take), feed.clear_qp.eq(init_qp)]
+        with m.If(csr.qp_init.valid & ~init_v):
+            m.d.sync += [init_v.eq(1), init_qp.eq(csr.qp_init.payload)]
+        with m.Elif(init_take):
+            m.d.sync += init_v.eq(0)
 
         # rates: CSR writes first, then the mode's engine's (the other engine's are discarded), through one
         # register stage (rq) so the source select and the limiter's line-rate clamp are in different clocks
@@ -327,11 +333,9 @@ class NicCcTop(wiring.Component):
         # TX: doorbells in, paced frames out; every frame's size feeds its QP's byte counter
         wiring.connect(m, wiring.flipped(self.doorbell), sched.doorbell)
         wiring.connect(m, sched.m_axis, wiring.flipped(self.tx_m_axis))
-        prev_pkts = Signal(32)
-        m.d.sync += prev_pkts.eq(sched.tx_pkts)
         new_pkt = Signal()
-        m.d.comb += [feed.sent.eq(sched.tx_pkts != prev_pkts), feed.sent_qp.eq(sched.tx_last_qp),
-                     new_pkt.eq((sched.tx_pkts != prev_pkts) & dcqcn_on),
+        m.d.comb += [feed.sent.eq(sched.tx_started), feed.sent_qp.eq(sched.tx_last_qp),
+                     new_pkt.eq(sched.tx_started & dcqcn_on),
                      sent_fifo.w_data.eq(sched.tx_last_qp | (sched.tx_last_len << self.qp_bits)),
                      sent_fifo.w_en.eq(new_pkt),
                      rp.sent.valid.eq(sent_fifo.r_rdy), rp.sent.payload.qp.eq(sent_fifo.r_data[:self.qp_bits]),

@@ -129,7 +129,8 @@ class TxScheduler(wiring.Component):
 
     Ports: ``doorbell`` (qp, bytes) adds work; ``rate_wr`` (qp, rate) sets a QP's rate in bytes/clock with
     ``frac_bits`` fraction bits (values above line rate are clamped to it); ``m_axis`` carries the packets
-    (``tuser`` = QP); ``tx_pkts``/``tx_bytes``/``tx_last_qp``/``tx_last_len`` count what left.
+    (``tuser`` = QP); ``tx_pkts``/``tx_bytes``/``tx_last_qp``/``tx_last_len`` count what left; ``tx_started`` is high
+    for the one clock after each packet's first beat left, when those four have just been updated.
     """
 
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
@@ -182,6 +183,7 @@ class TxScheduler(wiring.Component):
             "tx_bytes": Out(48),
             "tx_last_qp": Out(self.qp_bits),
             "tx_last_len": Out(self.len_bits),
+            "tx_started": Out(1),
         })
 
     def elaborate(self, platform):
@@ -514,6 +516,7 @@ class TxScheduler(wiring.Component):
                          is_last.eq(d_len <= bpb)]
         with m.Elif(active & axis.tready & is_last):
             m.d.sync += active.eq(0)
+        m.d.sync += self.tx_started.eq(active & axis.tready & (beat == 0))
         with m.If(active & axis.tready):
             with m.If(~is_last):
                 m.d.sync += [remaining.eq(remaining - bpb), beat.eq(beat + 1), is_last.eq(remaining <= 2 * bpb)]

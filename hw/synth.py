@@ -1,7 +1,8 @@
 """Resource counts and logic depth of a Verilog block from yosys (the YoWASP build).
 
 Synthesis targets a Xilinx UltraScale+ part (``synth_xilinx -family xcup``), the class of FPGA a 400G NIC
-uses; counts are yosys's, before place and route.
+uses; counts are yosys's, before place and route.  ABC9 maps LUTs with a net delay per hop of
+``ABC9_WIRE_DELAY_PS`` (see there), so that it does not trade one logic level for two on faster LUT pins.
 
 Logic depth is the longest register-to-register (or port) path through the mapped netlist, counted the way
 Vivado counts logic levels on UltraScale+: each LUT and MUXF7/8/9 is one level, each yosys CARRY4 half a level
@@ -24,6 +25,13 @@ from pathlib import Path
 from hw.errors import HwError
 
 MAX_LEVELS_400MHZ = 6
+# ABC9's net delay per LUT hop.  yosys's built-in 300 ps (its xc7 figure, also used for xcup) with LUT pin
+# delays from 127 ps (I5) to 642 ps (I0) makes two LUTs on fast pins (2 x 427) cheaper than one on a slow pin
+# (942): ABC9 then maps chains of LUT2s and, recovering area, stretches every path with slack up to the
+# critical delay, so a path's level count followed the slowest path of the whole design (nic_cc_top: paths of
+# 4-6 levels in their own blocks came out at 7-8).  Above 642 - 2 x 127 = 388 ps an extra level never looks
+# cheaper than a slow pin, as the level count (and a routed device, where every hop costs a net) has it.
+ABC9_WIRE_DELAY_PS = 600
 LEVELS_RULE = (f"<= {MAX_LEVELS_400MHZ} logic levels per register-to-register path for 400 MHz (2.5 ns) on "
                "UltraScale+: a LUT plus its net costs roughly 0.3-0.4 ns after clock-to-out and setup take "
                "~0.3 ns; Intel's Design Assistant flags paths above 5 levels (rule TMC-20010) as limiting "
@@ -155,7 +163,8 @@ def synthesize(verilog_path: Path, top: str, workdir: Path) -> Resources:
     log = workdir / f"{top}.yosys.log"
     # ``clean -purge`` first drops Amaranth's alias wires such as ``counters[0]`` (an ArrayLayout port's
     # elements): with them ABC9 inside the WebAssembly yosys exits 1 silently, so they never reach it
-    script = (f"read_verilog {src}; proc; clean -purge; synth_xilinx -family xcup -flatten -top {top}; "
+    script = (f"read_verilog {src}; proc; clean -purge; scratchpad -set synth_xilinx.abc9.W {ABC9_WIRE_DELAY_PS}; "
+              f"synth_xilinx -family xcup -flatten -top {top}; "
               f"tee -q -o {stat.name} stat -json; write_json {net.name}")
     proc = subprocess.run([yosys_binary(), "-q", "-l", log.name, "-p", script], capture_output=True, text=True,
                           cwd=workdir)

@@ -86,20 +86,104 @@ def worst_path(netlist: dict, top: str) -> list[tuple[str, str, float, str]]:
     return path
 
 
+def deep_endpoints(netlist: dict, top: str, min_levels: float) -> list[tuple[float, str, str, list[str]]]:
+    """(depth, start net, end net, nets along the path) of every path ending in a register at ``min_levels`` or
+    deeper, one per end register."""
+    mod = netlist["modules"][top]
+    cells = mod["cells"]
+    net_name: dict[int, str] = {}
+    for name, n in mod["netnames"].items():
+        for i, bit in enumerate(n["bits"]):
+            if isinstance(bit, int) and (bit not in net_name or (net_name[bit].startswith("$")
+                                                                   and not name.startswith("$"))):
+                net_name[bit] = f"{name}[{i}]"
+    driver = net_drivers(cells)
+
+    def comb_preds(name: str) -> list[str]:
+        cell = cells[name]
+        preds = [driver[b] for p in _comb_inputs(cell["type"], cell.get("port_directions", {}))
+                 for b in cell["connections"].get(p, []) if isinstance(b, int) and b in driver]
+        return [p for p in preds if _cell_weight(cells[p]["type"]) is not None]
+
+    depth: dict[str, float] = {}
+    best: dict[str, str | None] = {}
+    for root in cells:
+        stack = [(root, False)]
+        while stack:
+            name, expanded = stack.pop()
+            if name in depth:
+                continue
+            weight = _cell_weight(cells[name]["type"])
+            if weight is None:
+                depth[name], best[name] = 0.0, None
+                continue
+            preds = comb_preds(name)
+            if expanded:
+                arg = max(preds, key=lambda p: depth.get(p, 0.0), default=None)
+                depth[name] = weight + (depth.get(arg, 0.0) if arg else 0.0)
+                best[name] = arg
+                continue
+            stack.append((name, True))
+            stack.extend((p, False) for p in preds if p not in depth)
+    found: list[tuple[float, str, str, list[str]]] = []
+
+    def out_net(cell_name: str) -> str:
+        c = cells[cell_name]
+        outs = [b for p, bits in c["connections"].items()
+                if c.get("port_directions", {}).get(p) == "output" for b in bits if isinstance(b, int)]
+        return f"{c['type']}:{net_name.get(outs[0], '?')}" if outs else c["type"]
+    for name, cell in cells.items():
+        if _cell_weight(cell["type"]) is not None:
+            continue
+        ins = [b for p, bits in cell["connections"].items()
+               if cell.get("port_directions", {}).get(p) == "input" for b in bits if isinstance(b, int)]
+        srcs = [driver[b] for b in ins if b in driver and _cell_weight(cells[driver[b]]["type"]) is not None]
+        if not srcs:
+            continue
+        worst = max(srcs, key=lambda c: depth.get(c, 0.0))
+        if depth.get(worst, 0.0) < min_levels:
+            continue
+        cur = worst
+        chain = [out_net(cur)]
+        while best.get(cur):
+            cur = best[cur]
+            chain.append(out_net(cur))
+        first_ins = [b for p, bits in cells[cur]["connections"].items()
+                     if cells[cur]["port_directions"].get(p) == "input" for b in bits if isinstance(b, int)]
+        start = sorted({net_name.get(b, "?") for b in first_ins})
+        outs = [b for p, bits in cell["connections"].items()
+                if cell.get("port_directions", {}).get(p) == "output" for b in bits if isinstance(b, int)]
+        found.append((depth[worst], ",".join(start[:3]), net_name.get(outs[0], name) if outs else name,
+                      chain[::-1]))
+    return sorted(found, reverse=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="scripts/hw_worst_path.py", description=__doc__.splitlines()[0])
     ap.add_argument("block", choices=[*BLOCKS, "hpcc_feeder"], help="hw.blocks name, or hpcc_feeder")
     ap.add_argument("workdir", nargs="?", help="where to keep the Verilog and netlist (default: a temp dir)")
+    ap.add_argument("--deeper-than", type=float, default=None, metavar="LEVELS",
+                    help="also list every register fed by a path deeper than LEVELS (one line per register)")
+    ap.add_argument("--show", metavar="TEXT", help="with --deeper-than: print the nets along the listed paths "
+                    "whose start or end contains TEXT")
+    ap.add_argument("--netlist", action="store_true", help="reuse WORKDIR's netlist instead of synthesizing")
     args = ap.parse_args()
     block = args.block
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="worst-path-"))
     work.mkdir(parents=True, exist_ok=True)
-    dut = HpccAckFeeder() if block == "hpcc_feeder" else build(block)
-    (work / f"{block}.v").write_text(verilog.convert(dut, name=block, emit_src=False))
-    res = synthesize(work / f"{block}.v", block, work)
-    print(json.dumps(res.as_dict()))
-    for _name, typ, d, net in worst_path(json.loads((work / f"{block}.net.json").read_text()), block):
+    if not args.netlist:
+        dut = HpccAckFeeder() if block == "hpcc_feeder" else build(block)
+        (work / f"{block}.v").write_text(verilog.convert(dut, name=block, emit_src=False))
+        res = synthesize(work / f"{block}.v", block, work)
+        print(json.dumps(res.as_dict()))
+    netlist = json.loads((work / f"{block}.net.json").read_text())
+    for _name, typ, d, net in worst_path(netlist, block):
         print(f"{d:5.1f}  {typ:10s} -> {net}")
+    if args.deeper_than is not None:
+        for d, start, end, chain in deep_endpoints(netlist, block, args.deeper_than + 0.01):
+            print(f"{d:5.1f}  {start}  ->  {end}")
+            if args.show and (args.show in start or args.show in end):
+                print("        " + "\n        ".join(chain))
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ iterations however wide the operands are.
 
 With ``chunk_bits`` the subtraction is instead split into carry chains of at most that many bits, one per
 clock (the borrow between them registered): each quotient bit then takes ``ceil(W / chunk_bits)`` clocks for
-``W = max(n_bits, d_bits + q_bits)``, and the overflow check is the first such iteration (``d << q_bits``), so
-the longest path is one chunk's chain plus a multiplexer (timing closure at 400 MHz).
+``W = max(n_bits, d_bits + q_bits)``, and the overflow check is the first such iteration (``d << q_bits``); a
+saturated quotient does not end the division early, so ``busy`` and ``done`` are decoded from flip-flops only
+and the longest path is one chunk's chain plus one LUT (timing closure at 400 MHz).
 """
 
 from __future__ import annotations
@@ -67,8 +68,9 @@ class SeqDivider(wiring.Component):
 
     @property
     def saturated_clocks(self) -> int:
-        """Clocks from ``start`` to ``done`` when the quotient saturates (``n >= d << q_bits``)."""
-        return 1 + self.phases if self.chunk_bits else 1
+        """Clocks from ``start`` to ``done`` when the quotient saturates (``n >= d << q_bits``): all of them when
+        chunked (``done`` waits on no carry chain), else 1."""
+        return self.clocks if self.chunk_bits else 1
 
     def elaborate(self, platform):
         if self.chunk_bits:
@@ -102,7 +104,12 @@ class SeqDivider(wiring.Component):
 
 
     def _elaborate_chunked(self) -> Module:
-        """One quotient bit per ``phases`` clocks: chunk j of ``r - dd`` settles in clock j (registered borrow)."""
+        """One quotient bit per ``phases`` clocks: chunk j of ``r - dd`` settles in clock j (registered borrow).
+
+        What an iteration's last clock does is known a clock ahead, in flip-flops (``at_*``, zero while idle),
+        and a saturating check does not end the division early (``q`` stays all ones), so ``q`` and ``r`` are one
+        LUT behind the last chunk's carry chain and ``busy``/``done`` do not depend on it.
+        """
         m = Module()
         c, n_ph = self.chunk_bits, self.phases
         width = n_ph * c
@@ -112,6 +119,11 @@ class SeqDivider(wiring.Component):
         ph = Signal(range(n_ph))
         left = Signal(range(self.q_bits + 2))
         check = Signal()                               # this iteration is the overflow check
+        at_last = Signal()                             # busy and ph == n_ph - 1: the last chunk settles now
+        at_check = Signal()                            # at_last of the overflow check (ge: saturated)
+        at_shift = Signal()                            # at_last of a quotient bit, not saturated (ge shifts into q)
+        at_end = Signal()                              # at_last of the last quotient bit (done)
+        sat = Signal()                                 # the check found n >= d << q_bits: q stays all ones
         m.d.comb += self.q.eq(q)
         r_w, dd_w = Signal(width), Signal(width)
         m.d.comb += [r_w.eq(r), dd_w.eq(dd)]
@@ -129,21 +141,30 @@ class SeqDivider(wiring.Component):
                 m.d.comb += last.eq(d_j)
         ge = last[c]
         with m.If(self.busy):
-            m.d.sync += ph.eq(Mux(ph == n_ph - 1, 0, ph + 1))
-            with m.If(ph == n_ph - 1):
+            if n_ph > 1:
+                # the next clock is a last phase iff this one is the one before (an iteration never ends here)
+                nxt = ~at_last & (ph == n_ph - 2)
+                m.d.sync += [ph.eq(Mux(at_last, 0, ph + 1)), at_last.eq(nxt), at_check.eq(nxt & check),
+                             at_shift.eq(nxt & ~check & ~sat), at_end.eq(nxt & ~check & (left == 1))]
+            else:
+                # every clock is a last phase: the check, then quotient bits until left reaches 1
+                m.d.sync += [at_last.eq(~at_end), at_check.eq(0), at_end.eq(~at_end & (left == 2)),
+                             at_shift.eq(~at_end & ~Mux(at_check, ge, sat))]
+            with m.If(at_last):
                 m.d.sync += [dd.eq(dd >> 1), check.eq(0), left.eq(left - 1)]
                 with m.If(ge):
                     m.d.sync += r.eq(Cat(diff_lo, last[:c]))
-                with m.If(check):
-                    with m.If(ge):
-                        m.d.sync += [q.eq((1 << self.q_bits) - 1), self.busy.eq(0), self.done.eq(1)]
-                with m.Else():
-                    m.d.sync += q.eq(shift_in(q, ge))
-                    with m.If(left == 1):
-                        m.d.sync += [self.busy.eq(0), self.done.eq(1)]
+            # the check sets q to all ones (saturated: held to the end) or zeros; then one quotient bit per iteration
+            with m.If(at_check):
+                m.d.sync += [q.eq(Cat(*[ge] * self.q_bits)), sat.eq(ge)]
+            with m.Elif(at_shift):
+                m.d.sync += q.eq(shift_in(q, ge))
+            with m.If(at_end):
+                m.d.sync += [self.busy.eq(0), self.done.eq(1)]
         with m.Elif(self.start):
-            m.d.sync += [self.done.eq(0), r.eq(self.n), dd.eq(self.d << self.q_bits), q.eq(0), ph.eq(0),
-                         left.eq(self.q_bits + 1), check.eq(1), self.busy.eq(1)]
+            m.d.sync += [self.done.eq(0), r.eq(self.n), dd.eq(self.d << self.q_bits), ph.eq(0),
+                         left.eq(self.q_bits + 1), check.eq(1), self.busy.eq(1),
+                         at_last.eq(n_ph == 1), at_check.eq(n_ph == 1), at_shift.eq(0), at_end.eq(0)]
         return m
 
 

@@ -20,7 +20,9 @@ Timing (400 MHz): no carry chain is longer than ``chunk_bits`` per clock - the 6
 deltas and compares settle one chunk per clock (``hw.carry_split``), the products are DSP-sized partial
 products, registered, summed by such split adds, and the dividers resolve one quotient bit per
 ``ceil(W/chunk_bits)`` clocks (``hw.divider``); the FSM waits the settle clocks, so the results stay exact:
-``hw report`` counts 6 logic levels (was 18).
+``hw report`` counts 6 logic levels (was 18).  The FSM's exits look at flip-flops (the last-hop compare is
+made a clock ahead) and ``init.ready``, ``ack.ready`` and ``rate_wr.valid`` are flip-flops, so a top level
+adds its own logic to no state decode.
 Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
 With ``runtime_cfg=True`` the constants come from the ``cfg`` input (``HPCC_CFG``, a register bank) instead of
 being built in: W_max, W_min and W_AI (rate x T / 8e6) are recomputed in the background, one after another, by
@@ -198,7 +200,8 @@ class HpccEngine(wiring.Component):
     def ack_ii_clocks(self, hops: int, sampled: int | None = None, kind: int = KIND_UPDATE,
                       multiplicative: bool = True) -> int:
         """Clocks per ACK (from ``valid`` seen idle to ``ready``, next ACK taken the clock after) as the FSM walks
-        them, with ``rate_wr`` ready; an upper bound, since a saturating division ends early."""
+        them, with ``rate_wr`` ready; an upper bound, since a saturating division of an unchunked divider ends
+        early (a chunked one runs all its clocks)."""
         iq = max(self.div_clocks("q"), self.div_clocks("t")) - 1
         ip = self.div_clocks("p") - 1
         dc = self.delta_clocks
@@ -267,6 +270,10 @@ class HpccEngine(wiring.Component):
         update = Signal()
         mult = Signal()
         w = Signal(max(self.post_q_bits, 32) + 2)
+        last_hop = Signal()                           # h is the last hop (h + 1 == n_hops), a clock ahead
+        # the FSM states that drive the handshakes, as flip-flops (no state decode in front of a port)
+        idle, finish, rate_out = Signal(init=1), Signal(), Signal()
+        m.d.comb += [self.init.ready.eq(idle), self.ack.ready.eq(finish), self.rate_wr.valid.eq(rate_out)]
 
         hop_addr = Cat(h[:self.hop_bits], qp)
         m.d.comb += [srd.addr.eq(qp), hrd.addr.eq(hop_addr), swr.addr.eq(qp), swr.data.eq(s),
@@ -308,19 +315,18 @@ class HpccEngine(wiring.Component):
             with m.State("IDLE"):
                 m.d.sync += [h.eq(0), have.eq(0), u_max.eq(0), tau.eq(0), arg.eq(0), mult.eq(0), update.eq(0)]
                 with m.If(self.init.valid):
-                    m.d.comb += self.init.ready.eq(1)
-                    m.d.sync += [qp.eq(self.init.payload), kind.eq(KIND_INIT), is_ack.eq(0),
+                    m.d.sync += [idle.eq(0), qp.eq(self.init.payload), kind.eq(KIND_INIT), is_ack.eq(0),
                                  s.window_bytes.eq(w_max), s.wc_bytes.eq(w_max), s.u_q16.eq(0),
                                  s.inc_stage.eq(0), s.rate_kbps.eq(line_kbps), s.last_update_seq.eq(0),
                                  s.n_hops.eq(0)]
                     m.next = "WRITE"
                 with m.Elif(self.ack.valid):
                     m.d.comb += srd.addr.eq(ack.qp)
-                    m.d.sync += [qp.eq(ack.qp), is_ack.eq(1),
+                    m.d.sync += [idle.eq(0), qp.eq(ack.qp), is_ack.eq(1),
                                  n_hops.eq(Mux(ack.n_hops > self.max_hops, self.max_hops, ack.n_hops))]
                     m.next = "LOAD"
             with m.State("LOAD"):
-                m.d.sync += s.eq(srd.data)
+                m.d.sync += [s.eq(srd.data), last_hop.eq(n_hops == 1)]
                 with m.If(n_hops == 0):
                     m.d.sync += kind.eq(KIND_NO_INT)
                     m.next = "WRITE"
@@ -372,8 +378,8 @@ class HpccEngine(wiring.Component):
                     m.d.sync += [u_max.eq(u_hop), tau.eq(dts), arg.eq(h), have.eq(1)]
                 m.next = "NEXT"
             with m.State("NEXT"):
-                m.d.sync += h.eq(h + 1)
-                with m.If(h + 1 == n_hops):
+                m.d.sync += [h.eq(h + 1), last_hop.eq(h + 2 == n_hops)]
+                with m.If(last_hop):
                     with m.If(measure):
                         m.next = "TAU"
                     with m.Else():
@@ -436,25 +442,30 @@ class HpccEngine(wiring.Component):
                 with m.If((kind == KIND_UPDATE) | (kind == KIND_INIT)):
                     m.next = "RATE_MULW"
                 with m.Else():
+                    m.d.sync += finish.eq(1)
                     m.next = "FINISH"
             with m.State("RATE_MULW"):
                 # the limiter increment (rate x mult, split) settles: rate_kbps last changed before WRITE
                 m.d.sync += wait.eq(wait - 1)
                 with m.If(wait == 0):
+                    m.d.sync += rate_out.eq(1)
                     m.next = "RATE_OUT"
             with m.State("RATE_OUT"):
-                conv = self.rate_conv
-                m.d.comb += [self.rate_wr.valid.eq(1), self.rate_wr.payload.qp.eq(qp),
-                             self.rate_wr.payload.rate.eq(rate_inc >> conv.mult_shift),
-                             self.window_bytes.eq(s.window_bytes)]
                 with m.If(self.rate_wr.ready):
+                    m.d.sync += rate_out.eq(0)
                     with m.If(is_ack):
+                        m.d.sync += finish.eq(1)
                         m.next = "FINISH"
                     with m.Else():
+                        m.d.sync += idle.eq(1)
                         m.next = "IDLE"
             with m.State("FINISH"):
-                m.d.comb += self.ack.ready.eq(1)
+                m.d.sync += [finish.eq(0), idle.eq(1)]
                 m.next = "IDLE"
+        # payload from flip-flops (the rate product has settled by RATE_OUT); window_bytes is zero between writes
+        m.d.comb += [self.rate_wr.payload.qp.eq(qp),
+                     self.rate_wr.payload.rate.eq(rate_inc >> self.rate_conv.mult_shift),
+                     self.window_bytes.eq(Mux(rate_out, s.window_bytes, 0))]
         return m
 
     def _derive_windows(self, m: Module, rates_kbps: tuple, t_ns, windows: tuple) -> None:

@@ -21,7 +21,7 @@ BDP = 125_000
 PARAMS = HpccParams(line_rate_kbps=LINE, base_rtt_ns=T, max_stage=2)
 
 
-@pytest.mark.parametrize(("steps", "chunk_bits"), [(1, 0), (3, 0), (1, 16)])
+@pytest.mark.parametrize(("steps", "chunk_bits"), [(1, 0), (3, 0), (1, 8), (1, 16), (1, 24), (1, 40)])
 def test_divider_is_floor_division_saturated(steps: int, chunk_bits: int) -> None:
     dut = SeqDivider(40, 20, 12, steps, chunk_bits)
     rng = random.Random(steps + chunk_bits)

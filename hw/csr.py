@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.hdl import Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -194,23 +194,26 @@ class CsrBank(wiring.Component):
                                 m.d.sync += err_set.eq(ERR_VALUE)
                 with m.Default():
                     m.d.sync += err_set.eq(ERR_ADDR)
-        counters = Array(self.counters[i] for i in range(self.n_counters))
+        # reads: every readable word in a table indexed by the address, one balanced multiplexer tree over the
+        # address bits (no per-word address compare, no index subtraction): unmapped words read 0
+        table: list = [0] * (REG_PARAM0 + len(self.params))
+        table[REG_ID], table[REG_QP_SEL], table[REG_ERR] = CSR_ID, qp_sel, err | err_set
+        if self.rate_readback:
+            table[REG_QP_RATE] = self.qp_rate_rd
+        for i in range(self.n_counters):
+            table[REG_COUNTER0 + i] = self.counters[i]
+        for i, p in enumerate(self.params):
+            table[REG_PARAM0 + i] = regs[p.name]
+        sel_bits = (len(table) - 1).bit_length()
+        word = mux_tree([Value.cast(v) for v in table], self.addr[:sel_bits])
         with m.If(self.re):
-            with m.Switch(self.addr):
-                with m.Case(REG_ID):
-                    m.d.sync += self.rdata.eq(CSR_ID)
-                with m.Case(REG_QP_SEL):
-                    m.d.sync += self.rdata.eq(qp_sel)
-                with m.Case(REG_ERR):
-                    m.d.sync += self.rdata.eq(err | err_set)
-                if self.rate_readback:
-                    with m.Case(REG_QP_RATE):
-                        m.d.sync += self.rdata.eq(self.qp_rate_rd)
-                for i, p in enumerate(self.params):
-                    with m.Case(REG_PARAM0 + i):
-                        m.d.sync += self.rdata.eq(regs[p.name])
-                with m.Default():
-                    idx = self.addr - REG_COUNTER0
-                    m.d.sync += self.rdata.eq(Mux((self.addr >= REG_COUNTER0) & (idx < self.n_counters),
-                                                  counters[idx[:6]], 0))
+            m.d.sync += self.rdata.eq(Mux(self.addr[sel_bits:].any(), 0, word))
         return m
+
+
+def mux_tree(values: Sequence[Value], sel: Value) -> Value:
+    """``values[sel]`` (0 beyond the list) as a balanced tree of 2:1 multiplexers, low select bit at the leaves."""
+    level = list(values) + [Const(0, 1)] * ((1 << len(sel)) - len(values))
+    for bit in sel:
+        level = [Mux(bit, level[i + 1], level[i]) for i in range(0, len(level), 2)]
+    return level[0]

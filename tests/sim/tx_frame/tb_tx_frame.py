@@ -102,6 +102,7 @@ async def test_frames_match_the_host_stacks_templates(dut):
     await tb.feed(jobs[:half])
     got = [await tb.sink.recv() for _ in range(half)]
     tb.sink.clear_pause_generator()
+    tb.sink.pause = False  # clearing the generator keeps its last value: a final pause would hold tready low
     first_beat = len(tb.out_clocks)
     await tb.feed(jobs[half:])
     got += [await tb.sink.recv() for _ in range(len(jobs) - half)]

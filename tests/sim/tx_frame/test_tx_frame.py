@@ -1,4 +1,4 @@
-"""pytest wrapper: the TX RoCEv2 framer on Icarus and Verilator (512 bits); its frames read by tshark."""
+"""pytest wrapper: the TX RoCEv2 framer on Icarus and Verilator (512 and 1024 bits); its frames read by tshark."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def _independent_icrc():
     return module._independent_icrc
 
 
-@pytest.mark.parametrize("simulator, data_width", [("icarus", 512), ("verilator", 512)])
+@pytest.mark.parametrize("simulator, data_width", [("icarus", 512), ("verilator", 512), ("icarus", 1024)])
 def test_tx_frame(simulator: str, data_width: int) -> None:
     pcap = SIM_BUILD / f"tx_frame-w{data_width}-{simulator}.pcap"
     pcap.parent.mkdir(parents=True, exist_ok=True)

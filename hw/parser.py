@@ -2,15 +2,19 @@
 into CC events at line rate.
 
 Frames pass through untouched (``s_axis`` -> ``m_axis``).  Up to 78 header bytes (tag + IPv6) are captured as
-the beats go by (any data width); one clock after the beat that completes the headers of the frame's layout
+the beats go by (any data width); two clocks after the beat that completes the headers of the frame's layout
 (54 bytes untagged IPv4, 58 tagged, 74 untagged IPv6, 78 tagged IPv6), a CE-marked RoCE packet (ECN = 11 in
 the IPv4 TOS or IPv6 traffic class, opcode not CNP) raises ``ce`` with its destination QP (to the CNP
 generator) and a CNP (BTH opcode 0x81) raises ``cnp`` with its destination QP (to the DCQCN reaction point).
 IPv4 must have no options (IHL 5); IPv6 must carry UDP directly (next header 17).  Events a busy consumer
-cannot take are counted in ``dropped``; ``roce_pkts``, ``ce_pkts``, ``cnp_pkts`` count the rest.
+cannot take are counted in ``dropped``; ``roce_pkts``, ``ce_pkts``, ``cnp_pkts`` count the rest (every counter
+moves two clocks after its event).
 """
 
 from __future__ import annotations
+
+import operator
+from functools import reduce
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
@@ -52,8 +56,8 @@ class RoceParser(wiring.Component):
         s = self.s_axis
         tap = tap_head(m, s, self.m_axis, MAX_HDR_BYTES, self.data_width)
         fire, hdr, got, be = tap.fire, tap.hdr, tap.got, tap.be
-        # the clock after each beat, the headers captured so far are judged once per frame: as soon as the
-        # frame's layout is complete, or at its last beat (a truncated or non-RoCE frame)
+        # the clock after each beat the headers captured so far are decoded, the clock after that judged once
+        # per frame: as soon as the frame's layout is complete, or at its last beat (a truncated or non-RoCE frame)
         fresh, fresh_last, decided = Signal(), Signal(), Signal()
         m.d.sync += [fresh.eq(fire), fresh_last.eq(fire & s.tlast)]
 
@@ -75,30 +79,34 @@ class RoceParser(wiring.Component):
             roce.append(is_layout & done_here & (be(udp + 2, 2) == ROCEV2_UDP_PORT))
             opcode.append(hdr[bth])
             dest_qp.append(be(bth + 5, 3)[:self.qp_bits])
+        # the header decode registered per layout (judge stage; at most one layout matches, so its flags select
+        # alone), the decision a clock later from flip-flops only
+        judge, judge_last, any_complete = Signal(name="judge"), Signal(name="judge_last"), Signal(name="any_complete")
+        roce_l = Signal(len(LAYOUTS), name="roce_l")
+        ce_l = Signal(len(LAYOUTS), name="ce_l")
+        cnp_l = Signal(len(LAYOUTS), name="cnp_l")
+        qp_l = [Signal(self.qp_bits, name=f"qp_l{i}") for i in range(len(LAYOUTS))]
+        m.d.sync += [judge.eq(fresh), judge_last.eq(fresh_last), any_complete.eq(Cat(*complete).any()),
+                     roce_l.eq(Cat(*roce)),
+                     ce_l.eq(Cat(*[(e == ECN_CE) & (op != OPCODE_CNP) for e, op in zip(ecn, opcode, strict=True)])),
+                     cnp_l.eq(Cat(*[op == OPCODE_CNP for op in opcode])),
+                     *[q.eq(d) for q, d in zip(qp_l, dest_qp, strict=True)]]
+        is_roce, ce_hit, cnp_hit = roce_l.any(), (roce_l & ce_l).any(), (roce_l & cnp_l).any()
+        judge_qp = Signal(self.qp_bits)
+        m.d.comb += judge_qp.eq(reduce(operator.or_, [Mux(roce_l[i], q, 0) for i, q in enumerate(qp_l)]))
         done = Signal()
-        m.d.comb += done.eq(fresh & ~decided & (Cat(*complete).any() | fresh_last))
-        with m.If(fresh):
-            m.d.sync += decided.eq(Mux(fresh_last, 0, decided | done))
-        layout = Cat(tagged, *[hdr[ip][4:] == 6 for ip in (ETH_BYTES + VLAN_TAG_BYTES, ETH_BYTES)])
-        sel = Signal(2)  # index into LAYOUTS order: tagged * 2 + IPv6
-        m.d.comb += sel.eq(Cat(Mux(layout[0], layout[1], layout[2]), layout[0]))
-        is_roce = Signal()
-        m.d.comb += is_roce.eq(Cat(*roce).any())
-        sel_opcode, sel_qp, sel_ecn = Signal(8), Signal(self.qp_bits), Signal(2)
-        with m.Switch(sel):
-            for i in range(4):
-                with m.Case(i):
-                    m.d.comb += [sel_opcode.eq(opcode[i]), sel_qp.eq(dest_qp[i]), sel_ecn.eq(ecn[i])]
-        ce_hit = is_roce & (sel_ecn == ECN_CE) & (sel_opcode != OPCODE_CNP)
-        cnp_hit = is_roce & (sel_opcode == OPCODE_CNP)
-        m.d.comb += [self.ce.payload.eq(sel_qp), self.cnp.payload.eq(sel_qp),
+        m.d.comb += done.eq(judge & ~decided & (any_complete | judge_last))
+        with m.If(judge):
+            m.d.sync += decided.eq(Mux(judge_last, 0, decided | done))
+        m.d.comb += [self.ce.payload.eq(judge_qp), self.cnp.payload.eq(judge_qp),
                      self.ce.valid.eq(done & ce_hit), self.cnp.valid.eq(done & cnp_hit)]
-        with m.If(done & is_roce):
-            m.d.sync += self.roce_pkts.eq(self.roce_pkts + 1)
-        with m.If(self.ce.valid):
-            m.d.sync += self.ce_pkts.eq(self.ce_pkts + 1)
-        with m.If(self.cnp.valid):
-            m.d.sync += self.cnp_pkts.eq(self.cnp_pkts + 1)
-        with m.If((self.ce.valid & ~self.ce.ready) | (self.cnp.valid & ~self.cnp.ready)):
-            m.d.sync += self.dropped.eq(self.dropped + 1)
+        # the counters count registered pulses (a clock after the event): no counter enable sits behind the
+        # header decode
+        roce_ev, ce_ev, cnp_ev, drop_ev = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [roce_ev.eq(done & is_roce), ce_ev.eq(self.ce.valid), cnp_ev.eq(self.cnp.valid),
+                     drop_ev.eq((self.ce.valid & ~self.ce.ready) | (self.cnp.valid & ~self.cnp.ready))]
+        for event, count in ((roce_ev, self.roce_pkts), (ce_ev, self.ce_pkts), (cnp_ev, self.cnp_pkts),
+                             (drop_ev, self.dropped)):
+            with m.If(event):
+                m.d.sync += count.eq(count + 1)
         return m

@@ -19,16 +19,22 @@ from hw.int_ack import HpccAckFeeder
 from hw.synth import _cell_weight, _comb_inputs, net_drivers, synthesize
 
 
+def net_names(mod: dict) -> dict[int, str]:
+    """Net bit -> a readable name (a user-given name before yosys's ``$`` names), for printing paths."""
+    names: dict[int, str] = {}
+    for name, n in mod["netnames"].items():
+        for i, bit in enumerate(n["bits"]):
+            if isinstance(bit, int) and (bit not in names or (names[bit].startswith("$")
+                                                               and not name.startswith("$"))):
+                names[bit] = f"{name}[{i}]"
+    return names
+
+
 def worst_path(netlist: dict, top: str) -> list[tuple[str, str, float, str]]:
     """(cell, type, depth, driven net) from the path's start to its end, for the deepest path."""
     mod = netlist["modules"][top]
     cells = mod["cells"]
-    net_name = {}
-    for name, n in mod["netnames"].items():
-        for i, bit in enumerate(n["bits"]):
-            if isinstance(bit, int) and (bit not in net_name or (net_name[bit].startswith("$")
-                                                                   and not name.startswith("$"))):
-                net_name[bit] = f"{name}[{i}]"
+    net_name = net_names(mod)
     driver = net_drivers(cells)
     depth: dict[str, float] = {}
     best: dict[str, str | None] = {}
@@ -91,12 +97,7 @@ def deep_endpoints(netlist: dict, top: str, min_levels: float) -> list[tuple[flo
     deeper, one per end register."""
     mod = netlist["modules"][top]
     cells = mod["cells"]
-    net_name: dict[int, str] = {}
-    for name, n in mod["netnames"].items():
-        for i, bit in enumerate(n["bits"]):
-            if isinstance(bit, int) and (bit not in net_name or (net_name[bit].startswith("$")
-                                                                   and not name.startswith("$"))):
-                net_name[bit] = f"{name}[{i}]"
+    net_name = net_names(mod)
     driver = net_drivers(cells)
 
     def comb_preds(name: str) -> list[str]:

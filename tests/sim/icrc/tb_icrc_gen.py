@@ -83,6 +83,7 @@ async def test_generator_appends_icrc(dut):
 
     # 2: back to back with the output always ready: one output beat per clock, no bubbles
     sink.clear_pause_generator()
+    sink.pause = False  # clearing the generator keeps its last value: a final pause would hold tready low
     await ClockCycles(dut.clk, 4)
     want_beats = sum(-(-len(f) // bpb) for f in frames)
     busy, clocks, seen = 0, 0, 0

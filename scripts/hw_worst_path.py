@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,39 +29,46 @@ def net_names(mod: dict) -> dict[int, str]:
     return names
 
 
+def cell_depths(cells: dict) -> tuple[dict[str, float], dict[str, str | None]]:
+    """Each cell's depth (levels from a register or port to its output) and its deepest combinational input cell
+    (None at a path's start), walked without recursion; registers have depth 0."""
+    driver = net_drivers(cells)
+
+    def comb_preds(name: str) -> list[str]:
+        cell = cells[name]
+        preds = [driver[b] for p in _comb_inputs(cell["type"], cell.get("port_directions", {}))
+                 for b in cell["connections"].get(p, []) if isinstance(b, int) and b in driver]
+        return [p for p in preds if _cell_weight(cells[p]["type"]) is not None]
+
+    depth: dict[str, float] = {}
+    best: dict[str, str | None] = {}
+    for root in cells:
+        stack = [(root, False)]
+        while stack:
+            name, expanded = stack.pop()
+            if name in depth:
+                continue
+            weight = _cell_weight(cells[name]["type"])
+            if weight is None:
+                depth[name], best[name] = 0.0, None
+                continue
+            preds = comb_preds(name)
+            if expanded:
+                arg = max(preds, key=lambda p: depth.get(p, 0.0), default=None)
+                depth[name] = weight + (depth.get(arg, 0.0) if arg else 0.0)
+                best[name] = arg
+                continue
+            stack.append((name, True))
+            stack.extend((p, False) for p in preds if p not in depth)
+    return depth, best
+
+
 def worst_path(netlist: dict, top: str) -> list[tuple[str, str, float, str]]:
     """(cell, type, depth, driven net) from the path's start to its end, for the deepest path."""
     mod = netlist["modules"][top]
     cells = mod["cells"]
     net_name = net_names(mod)
-    driver = net_drivers(cells)
-    depth: dict[str, float] = {}
-    best: dict[str, str | None] = {}
-    sys.setrecursionlimit(100000)
-
-    def visit(name: str) -> float:
-        if name in depth:
-            return depth[name]
-        depth[name] = 0.0
-        cell = cells[name]
-        weight = _cell_weight(cell["type"])
-        if weight is None:
-            best[name] = None
-            return 0.0
-        preds = [driver[b] for p in _comb_inputs(cell["type"], cell.get("port_directions", {}))
-                 for b in cell["connections"].get(p, []) if isinstance(b, int) and b in driver]
-        preds = [p for p in preds if _cell_weight(cells[p]["type"]) is not None]
-        d, arg = 0.0, None
-        for p in preds:
-            dp = visit(p)
-            if dp > d or arg is None:
-                d, arg = dp, p
-        best[name] = arg
-        depth[name] = weight + d
-        return depth[name]
-
-    for c in cells:
-        visit(c)
+    depth, best = cell_depths(cells)
     end = max(depth, key=depth.get)
     path = []
     cur: str | None = end
@@ -99,33 +105,7 @@ def deep_endpoints(netlist: dict, top: str, min_levels: float) -> list[tuple[flo
     cells = mod["cells"]
     net_name = net_names(mod)
     driver = net_drivers(cells)
-
-    def comb_preds(name: str) -> list[str]:
-        cell = cells[name]
-        preds = [driver[b] for p in _comb_inputs(cell["type"], cell.get("port_directions", {}))
-                 for b in cell["connections"].get(p, []) if isinstance(b, int) and b in driver]
-        return [p for p in preds if _cell_weight(cells[p]["type"]) is not None]
-
-    depth: dict[str, float] = {}
-    best: dict[str, str | None] = {}
-    for root in cells:
-        stack = [(root, False)]
-        while stack:
-            name, expanded = stack.pop()
-            if name in depth:
-                continue
-            weight = _cell_weight(cells[name]["type"])
-            if weight is None:
-                depth[name], best[name] = 0.0, None
-                continue
-            preds = comb_preds(name)
-            if expanded:
-                arg = max(preds, key=lambda p: depth.get(p, 0.0), default=None)
-                depth[name] = weight + (depth.get(arg, 0.0) if arg else 0.0)
-                best[name] = arg
-                continue
-            stack.append((name, True))
-            stack.extend((p, False) for p in preds if p not in depth)
+    depth, best = cell_depths(cells)
     found: list[tuple[float, str, str, list[str]]] = []
 
     def out_net(cell_name: str) -> str:

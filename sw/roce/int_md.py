@@ -116,23 +116,46 @@ def _words_sum(data: bytes | bytearray | memoryview) -> int:
     return int.from_bytes(data, "big") % 0xFFFF
 
 
+def _ip_udp_lengths(frame: bytes | memoryview, ip_bytes: int) -> tuple[int, int]:
+    """The bytes the IP header announces after the Ethernet header (IPv4 total length, or 40 + IPv6 payload
+    length) and the UDP length."""
+    ip_len = struct.unpack_from(">H", frame, ETH_BYTES + 2)[0] if ip_bytes != IPV6_BYTES else \
+        IPV6_BYTES + struct.unpack_from(">H", frame, ETH_BYTES + 4)[0]
+    return ip_len, struct.unpack_from(">H", frame, ETH_BYTES + ip_bytes + 4)[0]
+
+
 def parse_int(frame: bytes | memoryview) -> tuple[list[IntHopRecord], int, int]:
-    """The hop records (newest first), the INT length in bytes and the original DSCP of an INT frame."""
+    """The hop records (newest first), the INT length in bytes and the original DSCP of an INT frame.
+
+    Raises a ``RoceFormatError`` unless the frame, its IP length and its UDP length all hold the whole stack
+    of whole 7-word hops (so ``strip_int`` can take it out)."""
     if not carries_int(frame):
         raise NotRoceError("frame is not an IPv4/IPv6 UDP packet marked with the INT DSCP", ETH_BYTES + 1)
-    shim = ETH_BYTES + _ip_header_bytes(frame) + UDP_BYTES
+    ip_bytes = _ip_header_bytes(frame)
+    if ip_bytes < IPV4_BYTES:
+        raise BadLengthError(f"IPv4 header length {ip_bytes} < {IPV4_BYTES}", ETH_BYTES)
+    shim = ETH_BYTES + ip_bytes + UDP_BYTES
     if len(frame) < shim + INT_SHIM_BYTES + INT_MD_BYTES:
         raise TruncatedFrameError("frame ends inside the INT shim/MD header", len(frame))
     int_bytes = frame[shim + 1] * 4
     orig_dscp = frame[shim + 2] & 0x3F
     hop_words = frame[shim + 4 + 2] & 0x1F
     stack_bytes = int_bytes - INT_SHIM_BYTES - INT_MD_BYTES
-    if int_bytes < INT_SHIM_BYTES + INT_MD_BYTES or (hop_words and stack_bytes % (hop_words * 4)):
-        raise BadLengthError(f"INT length {int_bytes} B does not hold whole {hop_words}-word hops", shim + 1)
-    if hop_words not in (0, INT_HOP_WORDS) and stack_bytes:
+    if stack_bytes < 0:
+        raise BadLengthError(f"INT length {int_bytes} B is shorter than its shim and MD header", shim + 1)
+    if stack_bytes and hop_words != INT_HOP_WORDS:
         raise BadLengthError(f"INT hop length {hop_words} words: only {INT_HOP_WORDS} is understood", shim + 6)
+    if stack_bytes % INT_HOP_BYTES:
+        raise BadLengthError(f"INT length {int_bytes} B does not hold whole {hop_words}-word hops", shim + 1)
     if len(frame) < shim + int_bytes:
         raise TruncatedFrameError(f"frame ends inside the INT stack ({int_bytes} B announced)", len(frame))
+    ip_len, udp_len = _ip_udp_lengths(frame, ip_bytes)
+    if ip_len < ip_bytes + UDP_BYTES + int_bytes:
+        raise BadLengthError(f"IP length {ip_len} does not hold the headers and the {int_bytes}-byte INT stack",
+                             ETH_BYTES + (4 if ip_bytes == IPV6_BYTES else 2))
+    if udp_len < UDP_BYTES + int_bytes:
+        raise BadLengthError(f"UDP length {udp_len} does not hold the {int_bytes}-byte INT stack",
+                             ETH_BYTES + ip_bytes + 4)
     hops = []
     for off in range(shim + INT_SHIM_BYTES + INT_MD_BYTES, shim + int_bytes, INT_HOP_BYTES):
         node, inp, outp, lat, qid, occ_hi, occ_lo, ts, tx = _HOP.unpack_from(frame, off)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from sw.cc.base import CongestionControl
@@ -48,15 +48,19 @@ class Port(Protocol):
 
 @dataclass
 class NicCounters:
-    """Frames the engine saw but no QP took: never a crash, always a count."""
+    """Every received frame counts once: taken by a QP, by PFC, or dropped (no QP, not RoCE, malformed by reason):
+    ``rx_frames == qp_frames + pfc_frames + unknown_qp_frames + non_roce_frames + malformed_frames``."""
 
     rx_frames: int = 0
     tx_frames: int = 0
+    qp_frames: int = 0  # handed to a QP (data, ACK, CNP)
+    pfc_frames: int = 0  # PFC frames consumed by the NIC's PFC (any priority)
     non_roce_frames: int = 0
     malformed_frames: int = 0
     unknown_qp_frames: int = 0
     int_frames: int = 0  # frames that arrived with an INT stack (stripped; the hops go to the QP)
     cnps_sent: int = 0
+    drop_reasons: dict[str, int] = field(default_factory=dict)  # RoceFormatError.kind -> frames (not_roce too)
 
 
 class Nic:
@@ -119,7 +123,15 @@ class Nic:
         return qp
 
     def destroy_qp(self, qp: QueuePair) -> None:
+        """ibv_destroy_qp: the QP leaves the NIC's table (its frames are no longer received or sent)."""
         self.qps.pop(qp.qp_num, None)
+
+    def close(self) -> None:
+        """ibv_close_device: release the port (its socket); the NIC moves no frames afterwards."""
+        self.qps.clear()
+        close = getattr(self.port, "close", None)
+        if close is not None:
+            close()
 
     def new_cc(self) -> CongestionControl:
         """A fresh CC model for a QP entering RTR."""
@@ -160,24 +172,29 @@ class Nic:
             pfc.on_rx_burst(len(frames), now_ns)
         for frame in frames:
             counters.rx_frames += 1
-            if pfc is not None and frame[12:14] == b"\x88\x08" and pfc.on_frame(frame, now_ns):
-                continue
             hops = None
             try:
+                if pfc is not None and frame[12:14] == b"\x88\x08" and pfc.on_frame(frame, now_ns):
+                    counters.pfc_frames += 1
+                    continue
                 if carries_int(frame):
                     frame, hops = strip_int(frame)  # the fabric left INT for us: HPCC's input
-                    counters.int_frames += 1
                 pkt = decode(frame)
-            except NotRoceError:
-                counters.non_roce_frames += 1
+            except RoceFormatError as exc:  # the one error every parser raises on bad bytes: count and drop
+                if isinstance(exc, NotRoceError):
+                    counters.non_roce_frames += 1
+                else:
+                    counters.malformed_frames += 1
+                reasons = counters.drop_reasons
+                reasons[exc.kind] = reasons.get(exc.kind, 0) + 1
                 continue
-            except RoceFormatError:
-                counters.malformed_frames += 1
-                continue
+            if hops is not None:
+                counters.int_frames += 1
             qp = qps.get(pkt.dest_qp)
             if qp is None:
                 counters.unknown_qp_frames += 1
                 continue
+            counters.qp_frames += 1
             if pkt.opcode == Opcode.CNP:
                 qp.on_cnp(now_ns)
                 continue

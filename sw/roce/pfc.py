@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from sw.roce.errors import TruncatedFrameError
+
 # PFC for every NIC a process opens (any tool: perf, incast, collectives): "PRIO" honours pauses of the
 # priority the NIC sends on, "PRIO,XOFF_FRAMES,XON_FRAMES" also pauses the switch on a receive backlog.
 ENV_NIC_PFC = "STARPULSE_NIC_PFC"
@@ -52,9 +54,13 @@ def pfc_frame(src_mac: bytes, priority: int, quanta: int) -> bytes:
 
 
 def parse_pfc(frame: bytes) -> dict[int, int] | None:
-    """{priority: quanta} of a PFC frame's enabled classes; None for any other frame."""
-    if len(frame) < 34 or frame[12:14] != MAC_CONTROL_ETHERTYPE:
+    """{priority: quanta} of a PFC frame's enabled classes; None for any other frame; a MAC control frame too
+    short for the PFC body raises ``TruncatedFrameError``."""
+    if frame[12:14] != MAC_CONTROL_ETHERTYPE:
         return None
+    if len(frame) < 12 + _BODY.size:
+        raise TruncatedFrameError(f"MAC control frame of {len(frame)} bytes is shorter than a PFC frame "
+                                  f"({12 + _BODY.size})", len(frame))
     _etype, opcode, vector, *times = _BODY.unpack_from(frame, 12)
     if opcode != PFC_OPCODE:
         return None

@@ -1,0 +1,108 @@
+"""Real frames of every kind a receive path meets (RoCE data/ACK/CNP, INT-carrying, PFC, IPv6), the two frames
+of issue 24 that killed a NIC, and a NIC pair on an in-memory wire in the middle of an RDMA WRITE: the shared
+material of the malformed-frame and fuzz tests."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from sw.clock import ManualClock
+from sw.roce.flow import Flow
+from sw.roce.int_md import IntHopRecord, insert_int
+from sw.roce.nic import Nic
+from sw.roce.nic_loopback import MemoryWire, run_until
+from sw.roce.opcodes import Opcode
+from sw.roce.pfc import pfc_frame
+from sw.roce.qp_connect import connect, qp_info
+from sw.roce.template import FlowTemplates
+from sw.roce.verbs import CompletionQueue, SendWr, WcStatus, WrOpcode
+
+MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+IP_A, IP_B = "10.9.0.1", "10.9.0.2"
+HOP = IntHopRecord(node_id=3, ingress_port=1, egress_port=2, hop_latency=40, queue_id=3, queue_occupancy=7,
+                   egress_timestamp=123_456, egress_tx_bytes=99_000)
+
+
+def templates(*, ipv6: bool = False, dst_qp: int = 0x11) -> FlowTemplates:
+    """Templates of a flow A -> B (IPv4, or IPv6 with the fabric's plan) towards QP ``dst_qp``."""
+    src, dst = ("fd00:5350::a09:1", "fd00:5350::a09:2") if ipv6 else (IP_A, IP_B)
+    return FlowTemplates(Flow(MAC_A, MAC_B, src, dst, 0x12, dst_qp))
+
+
+def real_frames() -> dict[str, bytes]:
+    """One well-formed frame of each kind a NIC, the switch or a collector receives."""
+    t4, t6 = templates(), templates(ipv6=True)
+    write = t4[Opcode.RDMA_WRITE_ONLY].build(5, bytes(range(64)), ackreq=True, va=0x1000, rkey=7, dma_len=64)
+    ack = t4[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1)
+    return {
+        "write": write,
+        "write_v6": t6[Opcode.RDMA_WRITE_ONLY].build(5, bytes(64), ackreq=True, va=0x1000, rkey=7, dma_len=64),
+        "send": t4[Opcode.SEND_ONLY].build(9, b"hello"),
+        "ack": ack,
+        "cnp": t4[Opcode.CNP].build(0, b""),
+        "int_write": insert_int(write, [HOP, HOP], echo=False, remaining_hop_cnt=2),
+        "int_ack_v6": insert_int(t6[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1), [HOP]),
+        "int_echo": insert_int(ack, [HOP, HOP, HOP]),
+        "pfc": pfc_frame(bytes.fromhex("02000000000b"), 3, 0xFFFF),
+    }
+
+
+def int_frame_short_ip_udp_length() -> bytes:
+    """Issue 24's 158-byte frame: a SEND with a 3-hop INT stack whose IPv4 total and UDP lengths still count
+    only the RoCE part (shorter than the INT stack), IPv4 checksum right."""
+    frame = bytearray(insert_int(templates()[Opcode.SEND_ONLY].build(1, b""), [HOP] * 3, echo=False))
+    assert len(frame) == 158
+    struct.pack_into(">H", frame, 14 + 2, 20 + 8 + 16)      # IPv4 total length: less than the INT stack
+    struct.pack_into(">H", frame, 14 + 20 + 4, 8 + 16)      # UDP length likewise
+    struct.pack_into(">H", frame, 14 + 10, 0)
+    struct.pack_into(">H", frame, 14 + 10, _ipv4_checksum(frame[14:34]))
+    return bytes(frame)
+
+
+def int_frame_ihl_zero() -> bytes:
+    """Issue 24's other killer: an INT-marked IPv4 frame whose header length (IHL) is 0."""
+    frame = bytearray(real_frames()["int_write"])
+    frame[14] = 0x40
+    return bytes(frame)
+
+
+def _ipv4_checksum(header: bytes | bytearray) -> int:
+    total = sum(struct.unpack(f">{len(header) // 2}H", header))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+class WritePair:
+    """NICs A and B on an in-memory wire (ManualClock), one connected QP each, and an RDMA WRITE A -> B of
+    ``size_bytes`` posted; ``inject`` puts frames into B's receive queue between the WRITE's frames."""
+
+    def __init__(self, size_bytes: int = 256 * 1024, seed: int = 1) -> None:
+        self.clock = ManualClock()
+        self.wire = MemoryWire(self.clock)
+        self.a = Nic(self.wire.ports[0], mac=MAC_A, ip=IP_A, line_rate_bps=10**9, clock=self.clock)
+        self.b = Nic(self.wire.ports[1], mac=MAC_B, ip=IP_B, line_rate_bps=10**9, clock=self.clock)
+        pd_a, pd_b = self.a.alloc_pd(), self.b.alloc_pd()
+        self.cq_a: CompletionQueue = self.a.create_cq()
+        qa, qb = self.a.create_qp(pd_a, self.cq_a), self.b.create_qp(pd_b, self.b.create_cq())
+        connect(qa, 1, qp_info(qb, 2), path_mtu=1024)
+        connect(qb, 2, qp_info(qa, 1), path_mtu=1024)
+        self.src = np.random.default_rng(seed).integers(0, 256, size_bytes, dtype=np.uint8)
+        self.dst = np.zeros_like(self.src)
+        ms, md = pd_a.reg_mr(self.src), pd_b.reg_mr(self.dst)
+        qa.post_send(SendWr(1, WrOpcode.RDMA_WRITE, ms.sge(), remote_addr=md.addr, rkey=md.rkey))
+
+    def inject(self, frames: list[bytes]) -> None:
+        """``frames`` arrive at B now, then both engines run one round (B's receive loop reads them)."""
+        self.wire.ports[1].inbox.extend(frames)
+        self.wire.deliver()
+        self.a.progress()
+        self.b.progress()
+
+    def finish(self) -> None:
+        """Run the WRITE to its completion; assert it succeeded with exact data."""
+        assert run_until(self.clock, self.wire, [self.a, self.b], lambda: len(self.cq_a) >= 1, 10 * 10**9)
+        assert [w.status for w in self.cq_a.poll()] == [WcStatus.SUCCESS]
+        assert np.array_equal(self.dst, self.src)

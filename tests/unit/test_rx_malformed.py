@@ -1,0 +1,56 @@
+"""Issue 24 item 1: one malformed frame must never kill a NIC.  The INT-marked frame whose IP/UDP lengths are
+shorter than its INT stack and the INT frame with IPv4 header length 0 raise the one RoCE format error in the
+INT parser, and a NIC in the middle of an RDMA WRITE counts them by reason, drops them and finishes the WRITE."""
+
+from __future__ import annotations
+
+import pytest
+
+from sw.roce.decode import decode
+from sw.roce.errors import BadLengthError, RoceFormatError
+from sw.roce.int_md import parse_int, strip_int
+from tests.unit.rx_frames import WritePair, int_frame_ihl_zero, int_frame_short_ip_udp_length, real_frames
+
+pytestmark = pytest.mark.unit
+
+KILLERS = {"short_ip_udp_length": int_frame_short_ip_udp_length, "ihl_zero": int_frame_ihl_zero}
+
+
+@pytest.mark.parametrize("name", sorted(KILLERS))
+def test_the_int_parser_raises_the_format_error_on_issue_24s_frames(name):
+    frame = KILLERS[name]()
+    with pytest.raises(BadLengthError):
+        strip_int(frame)
+    with pytest.raises(RoceFormatError):
+        parse_int(frame)
+    with pytest.raises(RoceFormatError):
+        decode(frame)
+
+
+def test_a_nic_mid_write_counts_and_drops_them_by_reason_and_the_write_completes():
+    pair = WritePair()
+    for _ in range(5):                               # the WRITE is under way
+        pair.wire.deliver()
+        pair.a.progress()
+        pair.b.progress()
+        pair.clock.advance_ns(20_000)
+    assert pair.b.counters.rx_frames > 0
+    before = pair.b.counters.malformed_frames
+    pair.inject([int_frame_short_ip_udp_length(), int_frame_ihl_zero()] * 3)
+    c = pair.b.counters
+    assert c.malformed_frames - before == 6
+    assert c.drop_reasons.get("bad_length", 0) == 6
+    assert c.int_frames == 0, "a stack that cannot be stripped is not counted as an INT frame"
+    pair.finish()
+
+
+def test_every_drop_reason_is_counted_once_per_frame_and_valid_frames_still_pass():
+    pair = WritePair()
+    frames = real_frames()
+    bad_icrc = bytearray(frames["send"])
+    bad_icrc[-1] ^= 1
+    pair.inject([frames["send"][:30], bytes(bad_icrc), b"", b"\xff" * 60, frames["pfc"][:20]])
+    c = pair.b.counters
+    assert c.drop_reasons == {"truncated": 2, "icrc_mismatch": 1, "not_roce": 2}
+    assert c.malformed_frames == 3 and c.non_roce_frames == 2
+    pair.finish()

@@ -12,8 +12,6 @@ that computes still acknowledges, returns credits and puts its last paced frames
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 from collections import deque
 from pathlib import Path
 
@@ -26,16 +24,16 @@ from sw.roce.nic_port import (
     PortError,
     RawSocketPort,
     env_pfc_options,
-    interface_ipv4,
     path_mtu_for,
 )
 from sw.roce.pfc import NicPfc
 from sw.roce.qp import QueuePair
 from sw.roce.qp_connect import connect, qp_info, random_psn
+from sw.roce.route import RouteError, interface_of, next_hop_mac
 from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
 
 from ..deadline import Deadline
-from ..errors import CollectiveUserError, PeerGoneError
+from ..errors import CollectiveTimeoutError, CollectiveUserError, PeerGoneError
 from ..store import FileStore
 from .base import ChannelTransport, StreamChannel
 
@@ -91,61 +89,6 @@ def _wr_id(kind: int, peer: int, slot: int) -> int:
 def _split_wr_id(wr_id: int) -> tuple[int, int, int]:
     return (wr_id >> _SLOT_BITS) & ((1 << _KIND_BITS) - 1), wr_id >> (_SLOT_BITS + _KIND_BITS), \
         wr_id & ((1 << _SLOT_BITS) - 1)
-
-
-def interface_of(addr: str) -> str:
-    """The interface of this namespace that holds IPv4 ``addr`` (the rank's rail NIC), or a clear error."""
-    for _, name in socket.if_nameindex():
-        try:
-            if interface_ipv4(name) == addr:
-                return name
-        except PortError:
-            continue
-    raise CollectiveUserError(f"NIC address {addr!r}: no interface here has it (set STARPULSE_NIC_ADDR to the "
-                              "IPv4 address of this rank's rail NIC)")
-
-
-def _ip_json(*argv: str) -> list[dict[str, object]]:
-    try:
-        out = subprocess.run(["ip", "-j", *argv], capture_output=True, text=True, timeout=5, check=False).stdout
-        return json.loads(out or "[]")
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return []
-
-
-def _neighbour_mac(ip: str, ifname: str) -> str | None:
-    for entry in _ip_json("neigh", "show", "to", ip, "dev", ifname):
-        mac = entry.get("lladdr")
-        if isinstance(mac, str) and mac:
-            return mac
-    return None
-
-
-def next_hop_mac(dest_ip: str, src_ip: str, ifname: str, peer_mac: str, timeout_s: float = 2.0,
-                 clock: Clock | None = None) -> str:
-    """Destination MAC of our frames to ``dest_ip``, as a RoCE NIC resolves a GID: the neighbour entry of the
-    next hop from the kernel's routes (a fabric's gateway, or the static entry it maps a peer to), else the
-    peer's own MAC when it is on-link.  Adapter around iproute2: ``sw.roce`` takes the MAC as given."""
-    routes = _ip_json("route", "get", dest_ip, "from", src_ip, "oif", ifname)
-    gateway = routes[0].get("gateway") if routes else None
-    hop = gateway if isinstance(gateway, str) else dest_ip
-    mac = _neighbour_mac(hop, ifname)
-    if mac is not None:
-        return mac
-    if hop == dest_ip:
-        return peer_mac
-    clock = clock or get_clock()
-    deadline = Deadline(timeout_s, clock)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # one datagram makes the kernel ARP
-        try:
-            probe.bind((src_ip, 0))
-            probe.sendto(b"", (dest_ip, 9))
-        except OSError:
-            pass  # unreachable: the wait below names the gateway that never answered
-    while (mac := _neighbour_mac(hop, ifname)) is None:
-        deadline.check(f"the MAC of gateway {hop} on {ifname} (route to {dest_ip})")
-        clock.sleep_ns(clock.net_duration_ns(20_000_000))
-    return mac
 
 
 class WirePort:
@@ -379,7 +322,10 @@ class RoceTransport(ChannelTransport):
         clock = clock or get_clock()
         if cc not in CCS:
             raise CollectiveUserError(f"RoCE congestion control {cc!r}: expected one of {', '.join(CCS)}")
-        ifname = interface_of(nic_addr)
+        try:
+            ifname = interface_of(nic_addr)
+        except RouteError as exc:
+            raise CollectiveUserError(f"{exc} (set STARPULSE_NIC_ADDR to this rank's rail NIC)") from None
         rate_bps = int(line_rate_bps) if line_rate_bps else link_speed_bps(ifname)
         try:
             pfc_options = env_pfc_options()   # a PFC fabric's class: the NIC honours (and may send) its pauses
@@ -410,7 +356,10 @@ class RoceTransport(ChannelTransport):
             for peer, ch in channels.items():
                 theirs = json.loads(store.get(f"{key}roce/{peer}", timeout_s))
                 info = dict(theirs["qps"][str(my_rank)])
-                info["mac"] = next_hop_mac(str(info["ip"]), nic.ip, ifname, str(info["mac"]), clock=clock)
+                try:
+                    info["mac"] = next_hop_mac(str(info["ip"]), nic.ip, ifname, str(info["mac"]), clock=clock)
+                except RouteError as exc:
+                    raise CollectiveTimeoutError(str(exc)) from None
                 connect(ch.qp, int(mine[str(peer)]["psn"]), info,  # type: ignore[call-overload]
                         path_mtu=min(path_mtu, int(info["path_mtu"])), timeout=QP_TIMEOUT)
                 ch.remote_credit_addr = int(theirs["credit_addr"]) + 8 * my_rank

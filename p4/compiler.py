@@ -11,7 +11,7 @@ import collections
 import random as _random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lark import Token, Tree
 
@@ -2379,6 +2379,7 @@ class Compiler:
             if bname not in table:
                 raise self.err(a, f"unknown {'parser' if role == 'parser' else 'control'} '{bname}'")
             blocks[role] = table[bname]
+        self.blocks = blocks                  # role -> parser/control declaration (read by later passes)
         pparams = _trees(_trees(blocks["parser"], "params")[0], "param")
         if len(pparams) != 4:
             raise self.err(blocks["parser"], "a v1model parser has 4 parameters (packet_in, out H, inout M, "
@@ -2513,21 +2514,32 @@ def _pop_front(S: list, base: int, esize: int, count: int, k: int) -> None:
 
 
 def compile_file(path: str | Path, *, include_dirs: list[Path] | None = None,
-                 defines: dict[str, str] | None = None, seed: int = 0) -> Program:
+                 defines: dict[str, str] | None = None, seed: int = 0,
+                 checks: tuple[CheckPass, ...] = ()) -> Program:
     """Preprocess, parse, type-check and compile a v1model P4 program (raises ``CompileError``)."""
     pre = preprocess(path, include_dirs, defines)
-    return compile_preprocessed(pre, Path(path).stem, seed)
+    return compile_preprocessed(pre, Path(path).stem, seed, checks=checks)
 
 
-def compile_source(text: str, name: str = "<string>", seed: int = 0) -> Program:
+def compile_source(text: str, name: str = "<string>", seed: int = 0,
+                   checks: tuple[CheckPass, ...] = ()) -> Program:
     """Compile P4 source text (for tests); ``#include <v1model.p4>`` works as usual."""
     from p4.preprocess import Preprocessor
 
     pre = Preprocessor().run_text(text, name)
-    return compile_preprocessed(pre, name, seed)
+    return compile_preprocessed(pre, name, seed, checks=checks)
 
 
-def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0) -> Program:
+class CheckPass(Protocol):
+    """An extra pass over a compiled program (e.g. ``p4.compat_bmv2``): raises ``CompileError`` on a finding."""
+
+    name: str
+
+    def run(self, c: Compiler, tree: Tree) -> None: ...
+
+
+def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
+                         checks: tuple[CheckPass, ...] = ()) -> Program:
     tree = parse(pre)
     c = Compiler(pre, name, seed)
     c.__dict__["_scopes_seen"] = []
@@ -2547,6 +2559,8 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0) -> Program
         node = getattr(c, "last_node", None)
         raise CompileError(f"internal compiler error ({type(exc).__name__}: {exc}) while compiling this; "
                            "please report it", c.pos(node) if node is not None else None) from exc
+    for check in checks:                   # after compiling: the program is well-formed and its names resolve
+        check.run(c, tree)
     err = prog.errors.index("StackOutOfBounds")
     prog.helpers["_sx"] = _make_stack_index(err)
     try:

@@ -3,7 +3,8 @@
 Network time runs k times slower than wall time when dilation k > 1: a 100 Mb/s emulated link behaves as a
 100 Gb/s link in slow motion.  Rates handed to the OS divide by k, durations multiply by k, and every figure
 read back is converted to network time.  This module is a leaf: every package (p4 and hw included) may import
-it, and nothing in the data path calls ``time.time()`` or ``time.sleep()`` directly.
+it, and nothing in the data path calls ``time.time()`` or ``time.sleep()`` directly.  ``sw.clock.lag`` measures
+how late each component serviced its events on this clock (the ``fidelity`` of a run's figures).
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ class Clock:
 
     def net_duration_ns(self, wall_duration_ns: float) -> float:
         return wall_duration_ns / self.dilation
+
+    def net_age_ns(self, realtime_ns: int) -> float:
+        """Network ns since ``realtime_ns``, a CLOCK_REALTIME stamp taken elsewhere (a kernel receive
+        timestamp): how long a frame waited before this process serviced it (lag accounting, ``lag``)."""
+        return (time.time_ns() - realtime_ns) / self.dilation
 
 
 class ManualClock(Clock):

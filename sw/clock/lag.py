@@ -1,0 +1,157 @@
+"""Lag accounting on the one clock: how late a component serviced the events it was due to service.
+
+A ``LagStats`` is a cheap, mergeable lateness histogram in network ns (16 sub-buckets per power of two, so a
+percentile is within 1/16 of its value) plus the exact count of events later than a bound (default: one MTU's
+serialization time at the component's link rate, ``mtu_serialization_ns``).  ``to_dict``/``from_dict`` make a
+small JSON-able dict, so switches, NIC pacers, link emulators and throttles can report it and a collector can
+merge it into one ``fidelity`` verdict (``fidelity``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MTU_WIRE_BYTES = 1500 + 14 + 24     # an IP MTU of 1500 as a frame on the wire: Ethernet header, FCS, preamble, gap
+OK_SHARE = 0.001                    # a component is within its bound when at most this share of events was late
+FIDELITY_KEYS = ("time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component", "ok")
+_SUB_BITS = 4                       # 2**4 sub-buckets per power of two
+_LINEAR = 2 << _SUB_BITS            # values below this have a bucket each
+
+
+def mtu_serialization_ns(rate_bps: float, wire_bytes: int = MTU_WIRE_BYTES) -> int:
+    """Network ns one MTU-sized frame takes on a link of ``rate_bps``: the default lateness bound."""
+    if not rate_bps > 0:
+        raise ValueError(f"link rate {rate_bps!r} bit/s: must be > 0")
+    return max(1, int(wire_bytes * 8 * 1_000_000_000 / rate_bps))
+
+
+def _bucket(value_ns: int) -> int:
+    if value_ns < _LINEAR:
+        return value_ns
+    shift = value_ns.bit_length() - _SUB_BITS - 1
+    return (shift << _SUB_BITS) + (value_ns >> shift)
+
+
+def _bucket_high_ns(index: int) -> int:
+    """Largest value that falls into bucket ``index`` (percentiles report it: never an underestimate)."""
+    if index < _LINEAR:
+        return index
+    shift, mant = divmod(index, 1 << _SUB_BITS)
+    shift -= 1
+    return ((mant + (1 << _SUB_BITS) + 1) << shift) - 1
+
+
+class LagStats:
+    """Lateness of one component's events in network ns: ``record(late_ns, n)`` per event (or n alike)."""
+
+    __slots__ = ("bound_ns", "events", "late", "max_ns", "_hist")
+
+    def __init__(self, bound_ns: int) -> None:
+        if bound_ns < 1:
+            raise ValueError(f"lateness bound {bound_ns} ns: must be >= 1")
+        self.bound_ns = int(bound_ns)
+        self.events = 0
+        self.late = 0
+        self.max_ns = 0
+        self._hist: dict[int, int] = {}
+
+    def record(self, late_ns: int | float, n: int = 1) -> None:
+        """``n`` events serviced ``late_ns`` after they were due (early or on time: 0)."""
+        late = int(late_ns)
+        if late <= 0:
+            late = 0
+        elif late > self.max_ns:
+            self.max_ns = late
+        if late > self.bound_ns:
+            self.late += n
+        self.events += n
+        b = late if late < _LINEAR else _bucket(late)
+        hist = self._hist
+        hist[b] = hist.get(b, 0) + n
+
+    def reset(self) -> None:
+        self.events = self.late = self.max_ns = 0
+        self._hist = {}
+
+    @property
+    def late_share(self) -> float:
+        return self.late / self.events if self.events else 0.0
+
+    def percentile_ns(self, q: float) -> int:
+        """The ``q`` quantile (0..1) of lateness, rounded up to its bucket's top (0 without events)."""
+        if not self.events:
+            return 0
+        rank = q * self.events
+        seen = 0
+        for b in sorted(self._hist):
+            seen += self._hist[b]
+            if seen >= rank:
+                return min(_bucket_high_ns(b), self.max_ns)
+        return self.max_ns
+
+    @property
+    def ok(self) -> bool:
+        return self.late <= OK_SHARE * self.events
+
+    def merge(self, other: LagStats) -> LagStats:
+        """Add ``other``'s events (its late count was judged against its own bound)."""
+        self.events += other.events
+        self.late += other.late
+        self.max_ns = max(self.max_ns, other.max_ns)
+        for b, n in other._hist.items():
+            self._hist[b] = self._hist.get(b, 0) + n
+        return self
+
+    def summary(self) -> dict[str, Any]:
+        """Figures for people and verdicts: events, late count and share, p50/p99/max, bound, ok."""
+        return {"events": self.events, "late": self.late, "late_share": round(self.late_share, 6),
+                "lag_p50_ns": self.percentile_ns(0.5), "lag_p99_ns": self.percentile_ns(0.99),
+                "lag_max_ns": self.max_ns, "bound_ns": self.bound_ns, "ok": self.ok}
+
+    def to_dict(self) -> dict[str, Any]:
+        """A small JSON-able form (sparse histogram) that ``from_dict`` reads back exactly."""
+        return {"bound_ns": self.bound_ns, "events": self.events, "late": self.late, "max_ns": self.max_ns,
+                "hist": {str(b): n for b, n in sorted(self._hist.items())}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LagStats:
+        try:
+            s = cls(int(data["bound_ns"]))
+            s.events, s.late, s.max_ns = int(data["events"]), int(data["late"]), int(data["max_ns"])
+            s._hist = {int(b): int(n) for b, n in data["hist"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError(f"not a lag-stats dict ({type(exc).__name__}: {exc})") from None
+        return s
+
+
+def fidelity(components: dict[str, LagStats], time_dilation: float) -> dict[str, Any]:
+    """The ``fidelity`` verdict of a run over its components' lag: ok when every one stayed within its bound
+    for >= 99.9 % of its events; the worst component is the one with the largest late share (then p99/bound)."""
+    worst_name, worst = None, None
+    for name in sorted(components):
+        s = components[name]
+        if not s.events:
+            continue
+        key = (s.late_share, s.percentile_ns(0.99) / s.bound_ns)
+        if worst is None or key > (worst.late_share, worst.percentile_ns(0.99) / worst.bound_ns):
+            worst_name, worst = name, s
+    counted = [s for s in components.values() if s.events]
+    return {
+        "time_dilation": time_dilation,
+        "bound_ns": worst.bound_ns if worst else None,
+        "late_share": round(worst.late_share, 6) if worst else 0.0,
+        "lag_p99_ns": max((s.percentile_ns(0.99) for s in counted), default=0),
+        "lag_max_ns": max((s.max_ns for s in counted), default=0),
+        "worst_component": worst_name,
+        "ok": all(s.ok for s in counted),
+    }
+
+
+def fidelity_warning(fid: dict[str, Any]) -> str | None:
+    """One line for text output when the verdict is not ok (None when it is)."""
+    if fid.get("ok", True):
+        return None
+    return (f"warning: fidelity: {fid['worst_component']} serviced {fid['late_share'] * 100:.2f} % of its events "
+            f"later than {fid['bound_ns']} ns (p99 {fid['lag_p99_ns']} ns, max {fid['lag_max_ns']} ns network "
+            f"time) at time dilation {fid['time_dilation']}: these figures are bent by CPU load; "
+            "use a higher --time-dilation")

@@ -1,0 +1,54 @@
+"""sw.clock.lag: the lateness histogram's percentiles, late share, merge/serialization and the fidelity verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sw.clock.lag import FIDELITY_KEYS, LagStats, fidelity, fidelity_warning, mtu_serialization_ns
+
+
+def test_percentiles_late_share_and_bound() -> None:
+    s = LagStats(bound_ns=1000)
+    for late in range(10_000):        # 0..9999 ns, 9000 of them later than 999 ns... and 8999 later than 1000
+        s.record(late)
+    s.record(-50)                     # early counts as on time
+    assert s.events == 10_001 and s.late == 8999 and s.max_ns == 9999
+    assert 4999 <= s.percentile_ns(0.5) <= 4999 * 17 // 16
+    assert 9899 <= s.percentile_ns(0.99) <= 9999
+    assert not s.ok and s.summary()["late_share"] == pytest.approx(8999 / 10_001, abs=1e-6)
+    ok = LagStats(bound_ns=1000)
+    ok.record(5, n=9990)
+    ok.record(50_000, n=9)            # 9 of 9999 late: within 99.9 %
+    assert ok.ok and ok.summary()["lag_max_ns"] == 50_000
+    ok.record(50_000, n=2)
+    assert not ok.ok
+
+
+def test_merge_and_dict_round_trip() -> None:
+    a, b = LagStats(200), LagStats(200)
+    a.record(10, 5)
+    b.record(300, 3)
+    b.record(1 << 40)
+    d = json.loads(json.dumps(a.merge(b).to_dict()))
+    back = LagStats.from_dict(d)
+    assert back.summary() == a.summary() and back.events == 9 and back.late == 4 and back.max_ns == 1 << 40
+    assert len(json.dumps(d)) < 200
+    with pytest.raises(ValueError, match="not a lag-stats dict"):
+        LagStats.from_dict({"bound_ns": 1})
+
+
+def test_fidelity_verdict_names_the_worst_component() -> None:
+    good, bad = LagStats(mtu_serialization_ns(100e9)), LagStats(mtu_serialization_ns(100e6))
+    assert good.bound_ns == 123 and bad.bound_ns == 123_040
+    good.record(50, 10_000)
+    bad.record(10, 900)
+    bad.record(500_000, 100)
+    fid = fidelity({"s1.tm": good, "h1.pacer": bad, "idle": LagStats(5)}, 20.0)
+    assert tuple(fid) == FIDELITY_KEYS
+    assert fid["ok"] is False and fid["worst_component"] == "h1.pacer" and fid["late_share"] == 0.1
+    assert fid["lag_max_ns"] == 500_000 and fid["bound_ns"] == 123_040 and fid["time_dilation"] == 20.0
+    line = fidelity_warning(fid)
+    assert line is not None and "h1.pacer" in line and "\n" not in line
+    assert fidelity_warning(fidelity({"s1.tm": good}, 1.0)) is None

@@ -2,6 +2,11 @@
 
 Written in Python rather than shelling out to ``cpp`` so that error positions map back to the original
 file and line exactly and the result does not depend on the host's C toolchain.
+
+Limits (each exceeded one is an error at file:line naming it, never a hang): includes nested
+``MAX_INCLUDE_DEPTH`` deep and ``MAX_INCLUDES`` inclusions in all; macros nested ``MAX_MACRO_DEPTH`` deep,
+``MAX_EXPANSIONS_PER_LINE`` expansions and ``MAX_LINE_CHARS`` characters of expanded text per source line; and
+``MAX_OUTPUT_CHARS`` characters of preprocessed text in all. ``#if`` is C integer arithmetic (``p4.ppexpr``).
 """
 
 from __future__ import annotations
@@ -11,6 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from p4.errors import CompileError, SourcePos
+from p4.ppexpr import ExprError, evaluate
+
+MAX_INCLUDE_DEPTH = 50
+MAX_INCLUDES = 1000
+MAX_MACRO_DEPTH = 200
+MAX_EXPANSIONS_PER_LINE = 100_000
+MAX_LINE_CHARS = 1 << 20
+MAX_OUTPUT_CHARS = 16 << 20
 
 INCLUDE_DIR = Path(__file__).with_name("include")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -43,7 +56,33 @@ class Preprocessed:
         return SourcePos("<input>", line, col)
 
 
-def _strip_comments(text: str) -> str:
+def read_source(path: Path, pos: SourcePos | None = None) -> str:
+    """A P4 source file as text: UTF-8 without NUL bytes, else one error at the first bad byte's line:col."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CompileError(f"cannot read {path}: {exc.strerror or exc}", pos) from None
+    nul = data.find(b"\0")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.start if nul < 0 else min(nul, exc.start)
+        what = "binary data (a NUL byte)" if bad == nul else f"byte 0x{data[bad]:02x} that is not UTF-8"
+        raise CompileError(f"{what}: P4 source must be UTF-8 text", _byte_pos(path, data, bad)) from None
+    if nul >= 0:
+        raise CompileError("binary data (a NUL byte): P4 source must be UTF-8 text", _byte_pos(path, data, nul))
+    return text
+
+
+def _byte_pos(path: Path, data: bytes, off: int) -> SourcePos:
+    line_start = data.rfind(b"\n", 0, off) + 1
+    line_end = data.find(b"\n", off)
+    shown = data[line_start : line_end if line_end >= 0 else len(data)][:200]
+    return SourcePos(str(path), data.count(b"\n", 0, off) + 1, off - line_start + 1,
+                     shown.decode("utf-8", "replace").replace("\0", "?"))
+
+
+def _strip_comments(text: str, name: str = "<input>") -> str:
     """Blank out // and /* */ comments, keeping newlines (so line numbers stay) and string literals."""
     out: list[str] = []
     i, n = 0, len(text)
@@ -61,7 +100,13 @@ def _strip_comments(text: str) -> str:
             i = j
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
+            if j < 0:
+                line = text.count("\n", 0, i) + 1
+                start = text.rfind("\n", 0, i) + 1
+                end = text.find("\n", i)
+                raise CompileError("unterminated comment: this '/*' has no matching '*/'",
+                                   SourcePos(name, line, i - start + 1, text[start : end if end >= 0 else n]))
+            j += 2
             out.append("".join("\n" if ch == "\n" else " " for ch in text[i:j]))
             i = j
         else:
@@ -77,19 +122,21 @@ class Preprocessor:
         self.include_dirs = [INCLUDE_DIR, *(include_dirs or [])]
         self.macros: dict[str, Macro] = {"__STARPULSE__": Macro("__STARPULSE__", "1")}
         for k, v in (defines or {}).items():
+            if not _IDENT.fullmatch(k) or not k.isascii():
+                raise CompileError(f"-D {k}={v}: invalid macro name {k!r} (a letter or '_', then letters, digits "
+                                   "or '_')")
             self.macros[k] = Macro(k, v)
         self.out_lines: list[str] = []
         self.out_map: list[tuple[str, int]] = []
         self.sources: dict[str, list[str]] = {}
         self._depth = 0
+        self._includes = 0
+        self._out_chars = 0
+        self._budget = [0, 0]      # expansions and characters left for the source line being expanded
 
     def run(self, path: str | Path) -> Preprocessed:
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise CompileError(f"cannot read {path}: {exc.strerror}") from None
-        self._file(str(path), text)
+        self._file(str(path), read_source(path))
         return Preprocessed("\n".join(self.out_lines) + "\n", self.out_map, self.sources)
 
     def run_text(self, text: str, name: str = "<string>") -> Preprocessed:
@@ -97,13 +144,14 @@ class Preprocessor:
         return Preprocessed("\n".join(self.out_lines) + "\n", self.out_map, self.sources)
 
     # --- files and directives -----------------------------------------------------------------------------
-    def _file(self, name: str, text: str) -> None:
+    def _file(self, name: str, text: str, pos: SourcePos | None = None) -> None:
         self._depth += 1
-        if self._depth > 50:
-            raise CompileError(f"{name}: #include nested too deeply (recursive include?)")
+        if self._depth > MAX_INCLUDE_DEPTH:
+            raise CompileError(f"#include nested more than {MAX_INCLUDE_DEPTH} levels deep (recursive include?)",
+                               pos)
         raw_lines = text.split("\n")
         self.sources[name] = raw_lines
-        lines = _strip_comments(text).split("\n")
+        lines = _strip_comments(text, name).split("\n")
         stack: list[list[bool]] = []  # [active, taken-already, parent-active]
         i = 0
         while i < len(lines):
@@ -168,6 +216,11 @@ class Preprocessor:
         self._depth -= 1
 
     def _emit(self, text: str, name: str, lineno: int) -> None:
+        self._out_chars += len(text) + 1
+        if self._out_chars > MAX_OUTPUT_CHARS:
+            src = self.sources.get(name, [])
+            raise CompileError(f"preprocessed program exceeds the limit of {MAX_OUTPUT_CHARS >> 20} MiB of text",
+                               SourcePos(name, lineno, 1, src[lineno - 1] if 0 < lineno <= len(src) else ""))
         self.out_lines.append(text)
         self.out_map.append((name, lineno))
 
@@ -180,7 +233,11 @@ class Preprocessor:
         for d in dirs:
             cand = d / target
             if cand.is_file():
-                self._file(str(cand), cand.read_text())
+                self._includes += 1
+                if self._includes > MAX_INCLUDES:
+                    raise CompileError(f"more than {MAX_INCLUDES} #include inclusions in all (the limit; an "
+                                       "include bomb?)", pos)
+                self._file(str(cand), read_source(cand, pos), pos)
                 return
         raise CompileError(f"include file {target!r} not found (searched {', '.join(map(str, dirs))})", pos)
 
@@ -193,22 +250,25 @@ class Preprocessor:
         self.macros[name] = Macro(name, m.group(4).strip(), plist)
 
     def _eval_if(self, expr: str, pos: SourcePos) -> bool:
+        """C's rule: ``defined`` first, then macros, then every remaining identifier is 0."""
         expr = re.sub(r"defined\s*\(\s*(\w+)\s*\)|defined\s+(\w+)",
                       lambda m: "1" if (m.group(1) or m.group(2)) in self.macros else "0", expr)
         expr = self._expand(expr, pos.file, pos.line)
-        expr = _IDENT.sub("0", expr)
-        expr = expr.replace("&&", " and ").replace("||", " or ")
-        expr = re.sub(r"!(?!=)", " not ", expr)
-        expr = re.sub(r"\b(\d+)[uUlL]+\b", r"\1", expr)
+        expr = re.sub(r"(?<![\w.])[A-Za-z_]\w*", "0", expr)     # not the suffix of a number such as 10UL
         try:
-            return bool(eval(expr, {"__builtins__": {}}, {}))  # noqa: S307 - digits/operators only
-        except Exception:
-            raise CompileError(f"cannot evaluate #if expression {expr.strip()!r}", pos) from None
+            return evaluate(expr) != 0
+        except ExprError as exc:
+            raise CompileError(f"cannot evaluate #if expression: {exc}", pos) from None
 
     # --- macro expansion ----------------------------------------------------------------------------------
     def _expand(self, line: str, name: str, lineno: int, hide: frozenset[str] = frozenset()) -> str:
         if not self.macros or not _IDENT.search(line):
             return line
+        if not hide:
+            self._budget = [MAX_EXPANSIONS_PER_LINE, MAX_LINE_CHARS]
+        elif len(hide) > MAX_MACRO_DEPTH:
+            raise self._macro_error(f"macros nested more than {MAX_MACRO_DEPTH} levels deep (the limit)", name,
+                                    lineno)
         toks = _TOKEN.findall(line)
         out: list[str] = []
         i = 0
@@ -219,6 +279,7 @@ class Preprocessor:
                 out.append(t)
                 i += 1
                 continue
+            self._spend(len(mac.body), name, lineno)
             if mac.params is None:
                 out.append(self._expand(mac.body, name, lineno, hide | {t}))
                 i += 1
@@ -254,10 +315,26 @@ class Preprocessor:
                                    SourcePos(name, lineno, 1))
             body_toks = _TOKEN.findall(mac.body)
             sub = dict(zip(mac.params, args, strict=True))
+            self._spend(sum(len(sub.get(b, b)) for b in body_toks), name, lineno)
             body = "".join(sub.get(b, b) for b in body_toks)
             out.append(self._expand(body, name, lineno, hide | {t}))
             i = j + 1
         return "".join(out)
+
+    def _spend(self, chars: int, name: str, lineno: int) -> None:
+        """One more macro expansion producing ``chars`` characters on this line, within the line's budget."""
+        self._budget[0] -= 1
+        self._budget[1] -= chars
+        if self._budget[0] < 0:
+            raise self._macro_error(f"macro expansion of this line exceeds the limit of {MAX_EXPANSIONS_PER_LINE:,} "
+                                    "expansions (a macro bomb?)", name, lineno)
+        if self._budget[1] < 0:
+            raise self._macro_error(f"macro expansion of this line exceeds the limit of {MAX_LINE_CHARS >> 20} MiB "
+                                    "of text (a macro bomb?)", name, lineno)
+
+    def _macro_error(self, msg: str, name: str, lineno: int) -> CompileError:
+        src = self.sources.get(name, [])
+        return CompileError(msg, SourcePos(name, lineno, 1, src[lineno - 1] if 0 < lineno <= len(src) else ""))
 
 
 def preprocess(path: str | Path, include_dirs: list[Path] | None = None,

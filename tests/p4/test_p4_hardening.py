@@ -1,0 +1,137 @@
+"""Bad P4 input ends in one P4 diagnostic with file:line (never a hang, a traceback or a silent acceptance):
+#if arithmetic, macro/include bombs, undecodable sources, limits, parser loops, misleading diagnostics."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from conftest import V1_PRELUDE
+
+from p4.compiler import compile_file, compile_source
+from p4.errors import CompileError
+from p4.preprocess import Preprocessor
+
+pytestmark = pytest.mark.unit
+
+BODY = """
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers { eth_t eth; }
+struct meta { }
+parser P(packet_in pkt, out headers h, inout meta m, inout standard_metadata_t sm) {
+    state start { pkt.extract(h.eth); transition accept; }
+}
+control VC(inout headers h, inout meta m) { apply { } }
+control I(inout headers h, inout meta m, inout standard_metadata_t sm) { apply { sm.egress_spec = 2; } }
+control E(inout headers h, inout meta m, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers h, inout meta m) { apply { } }
+control D(packet_out pkt, in headers h) { apply { pkt.emit(h.eth); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+MINIMAL = V1_PRELUDE + BODY
+
+
+def _if(expr: str) -> bool:
+    """Evaluate ``#if expr`` through the preprocessor: True when the guarded line survives."""
+    pre = Preprocessor().run_text(f"#if {expr}\nyes\n#endif\n", "t.p4")
+    return "yes" in pre.text
+
+
+def _error(text: str, name: str = "t.p4") -> CompileError:
+    with pytest.raises(CompileError) as exc:
+        compile_source(text, name)
+    return exc.value
+
+
+# --- item 2: #if is C integer arithmetic, evaluated by our own evaluator ------------------------------------
+@pytest.mark.parametrize(("expr", "want"), [
+    ("1/2", False), ("7/2 == 3", True), ("-7/2 == -3", True), ("-7%3 == -1", True), ("0x10 == 16", True),
+    ("010 == 8", True), ("10UL == 10", True), ("1 ? 2 : 0", True), ("0 ? 1 : 0", False), ("!0 && 1", True),
+    ("1 << 3 == 8", True), ("(1 | 2) ^ 3", False), ("~0 == -1", True), ("2 + 3 * 4 == 14", True),
+    ("defined(__STARPULSE__)", True), ("defined NOPE", False), ("NOPE == 0", True), ("1 > 0 && 0 >= 0", True),
+    ("0 && 1/0", False), ("1 || 1/0", True), ("-1 < 0u", False), ("1 << 100 == 0", True),
+])
+def test_if_is_c_integer_arithmetic(expr: str, want: bool) -> None:
+    assert _if(expr) is want
+
+
+@pytest.mark.parametrize(("expr", "what"), [
+    ("9**9**9", "unexpected"), ("1/0", "division by zero"), ("5 % 0", "division by zero"), ("(1", "')'"),
+    ("1 +", "end of"), ("'a'", "unexpected"), ("__import__", None), ("1 2", "unexpected"), ("", "no expression"),
+    ("(" * 5000 + "1" + ")" * 5000, "nested"),
+])
+def test_bad_if_expression_is_one_error_quickly(expr: str, what: str | None) -> None:
+    t0 = time.monotonic()
+    try:
+        got = _if(expr)
+    except CompileError as exc:
+        assert exc.pos is not None and exc.pos.file == "t.p4" and exc.pos.line == 1
+        if what:
+            assert what in exc.message, exc.message
+    else:
+        assert what is None and got is False      # an unknown name is 0, as in C
+    assert time.monotonic() - t0 < 2
+
+
+def test_macro_bomb_is_an_error_with_file_line() -> None:
+    defs = "#define X0 x\n" + "".join(f"#define X{i} X{i - 1} X{i - 1}\n" for i in range(1, 41))
+    t0 = time.monotonic()
+    err = _error(defs + "X40\n", "bomb.p4")
+    assert time.monotonic() - t0 < 5
+    assert err.pos is not None and (err.pos.file, err.pos.line) == ("bomb.p4", 42)
+    assert "macro expansion" in err.message and "limit" in err.message
+
+
+def test_deeply_nested_macros_are_an_error() -> None:
+    defs = "#define M0 0\n" + "".join(f"#define M{i} (M{i - 1})\n" for i in range(1, 2001))
+    err = _error(defs + "M2000\n", "deep.p4")
+    assert err.pos is not None and err.pos.line == 2002 and "nested" in err.message
+
+
+def test_include_bomb_is_an_error_with_file_line(tmp_path: Path) -> None:
+    for i in range(30):
+        (tmp_path / f"b{i}.p4").write_text(f'#include "b{i + 1}.p4"\n#include "b{i + 1}.p4"\n')
+    (tmp_path / "b30.p4").write_text("x\n")
+    t0 = time.monotonic()
+    with pytest.raises(CompileError) as exc:
+        compile_file(tmp_path / "b0.p4")
+    assert time.monotonic() - t0 < 10
+    assert exc.value.pos is not None and exc.value.pos.file.endswith(".p4") and "limit" in exc.value.message
+
+
+def test_recursive_include_names_the_include_line(tmp_path: Path) -> None:
+    (tmp_path / "self.p4").write_text('// comment\n#include "self.p4"\n')
+    with pytest.raises(CompileError) as exc:
+        compile_file(tmp_path / "self.p4")
+    assert exc.value.pos is not None and exc.value.pos.line == 2 and "nested" in exc.value.message
+
+
+# --- item 3: undecodable sources ------------------------------------------------------------------------------
+@pytest.mark.parametrize("junk", [b"\xff\xfe bad\n", b"ok\n\x00\x01\x02binary\n", b"caf\xe9\n"])
+def test_non_utf8_or_binary_source_is_one_error(tmp_path: Path, junk: bytes) -> None:
+    bad = tmp_path / "bad.p4"
+    bad.write_bytes(junk + MINIMAL.encode())
+    inc = tmp_path / "inc.p4"
+    inc.write_text('\n#include "bad.p4"\n')
+    for path in (bad, inc):
+        with pytest.raises(CompileError) as exc:
+            compile_file(path)
+        assert exc.value.pos is not None and exc.value.pos.file == str(bad), exc.value.render()
+        assert "UTF-8" in exc.value.message or "binary" in exc.value.message
+
+
+# --- item 7: -D names -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["1abc", "a-b", "", "x y", "défine"])
+def test_invalid_macro_name_in_define_is_rejected(name: str) -> None:
+    with pytest.raises(CompileError, match="-D"):
+        Preprocessor(defines={name: "2"})
+
+
+# --- item 8: diagnostics point at the real cause ---------------------------------------------------------------
+def test_unterminated_comment_points_at_its_start() -> None:
+    text = MINIMAL.replace("struct meta { }", "struct meta { }\n  /* never closed")
+    err = _error(text, "c.p4")
+    line = text.splitlines().index("  /* never closed") + 1
+    assert err.pos is not None and (err.pos.file, err.pos.line, err.pos.col) == ("c.p4", line, 3)
+    assert "unterminated comment" in err.message

@@ -5,6 +5,10 @@ halving-doubling, hierarchical rail-aware, rail-aligned all-to-all), tuner, and 
     comm.allreduce(grads, op="avg")
     work = comm.allgather(shard, out, async_op=True); ...; work.wait()
 
+A complete rank program: ``examples/collectives_hello.py``; launch it with ``starpulse run [--local] --servers 2
+--gpus-per-server 2 -- python examples/collectives_hello.py``.  ``help(Communicator)`` documents the calls and
+their errors; ``DTYPES``, ``REDUCE_OPS`` and ``ALGOS`` list the element types, reductions and algorithms.
+
 Environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (as torchrun), STARPULSE_STORE (fresh shared
 directory per job), optional STARPULSE_SERVER (else GROUP_RANK, else RANK // LOCAL_WORLD_SIZE),
 STARPULSE_NIC_ADDR (the rank's NIC address for TCP/RoCE, default 127.0.0.1), STARPULSE_ALGO ('ring' or
@@ -19,7 +23,7 @@ fabric by ``starpulse run``/``bench`` get roce and the fabric's link rate), STAR
 from .bootstrap import init_communicator, init_from_env
 from .comm import Communicator, Work
 from .config import CommConfig
-from .dtypes import bf16_to_f32, f32_to_bf16
+from .dtypes import DTYPES, REDUCE_OPS, bf16_to_f32, f32_to_bf16
 from .errors import (
     CollectiveMismatchError,
     CollectiveTimeoutError,
@@ -32,7 +36,7 @@ from .topology import Layout
 from .tuner import ALGOS
 
 __all__ = [
-    "ALGOS", "CollectiveMismatchError", "CollectiveTimeoutError", "CollectiveUserError", "CommAbortedError",
-    "CommConfig", "Communicator", "FileStore", "Layout", "PeerGoneError", "Work", "bf16_to_f32", "f32_to_bf16",
-    "init_communicator", "init_from_env",
+    "ALGOS", "DTYPES", "REDUCE_OPS", "CollectiveMismatchError", "CollectiveTimeoutError", "CollectiveUserError",
+    "CommAbortedError", "CommConfig", "Communicator", "FileStore", "Layout", "PeerGoneError", "Work", "bf16_to_f32",
+    "f32_to_bf16", "init_communicator", "init_from_env",
 ]

@@ -54,7 +54,12 @@ def job_digest(store_path: str, name: str = "world") -> str:
 def init_communicator(rank: int, world_size: int, store_path: str, *, server: int, local_rank: int,
                       config: CommConfig | None = None, name: str = "world", env: dict[str, str] | None = None,
                       clock: Clock | None = None, local_world_size: int | None = None) -> Communicator:
-    """Collective over ``world_size`` processes: returns this rank's communicator once every rank is connected."""
+    """Collective over ``world_size`` processes: returns this rank's communicator once every rank is connected.
+
+    ``store_path`` is a directory every rank sees (fresh per job); ``server`` and ``local_rank`` place the rank
+    (ranks of one server share memory, the others meet over ``config.net``: 'tcp' or 'roce').  Raises
+    ``CollectiveUserError`` for inconsistent arguments and ``CollectiveTimeoutError`` when a rank never shows up
+    within ``config.timeout_s``."""
     config = config or CommConfig()
     clock = clock or get_clock()
     if not 0 <= rank < world_size:
@@ -122,7 +127,12 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
 
 
 def init_from_env(env: dict[str, str] | None = None, config: CommConfig | None = None) -> Communicator:
-    """The communicator of a rank started by a launcher (torchrun-style variables, see the module doc)."""
+    """The communicator of a rank started by a launcher (``starpulse run``, torchrun-style variables).
+
+    Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and STARPULSE_STORE from ``env`` (default
+    ``os.environ``), optionally STARPULSE_SERVER / GROUP_RANK, and the settings of ``CommConfig.from_env`` (or
+    ``config``); see ``help(sw.collectives)`` for every variable.  A missing or bad variable raises
+    ``CollectiveUserError`` naming it; ranks that never show up raise ``CollectiveTimeoutError``."""
     env = dict(os.environ) if env is None else env
     rank = env_int(env, "RANK", minimum=0)
     world = env_int(env, "WORLD_SIZE", minimum=1)

@@ -26,14 +26,17 @@ from .dtypes import DTYPE_CODES, OP_CODES, check_op, dtype_name, finish_avg, red
 from .errors import CollectiveTimeoutError, CollectiveUserError, CommAbortedError
 from .net import Net
 from .topology import Layout
-from .tuner import Tuner
+from .tuner import ALGOS, Tuner
 
 _KIND = {"allreduce": 1, "broadcast": 2, "reduce": 3, "allgather": 4, "reducescatter": 5, "alltoall": 6,
          "barrier": 7, "p2p": 8, "calibrate": 9}
 
 
 class Work:
-    """Handle of an issued operation: ``wait()`` returns its result or raises its error."""
+    """Handle of an operation issued with ``async_op=True``: ``wait()`` returns its result (the output array) or
+    raises its error; ``is_completed()`` polls.  Operations of one communicator run one at a time in issue order
+    (a stream), so waiting on the last handle also means every earlier one has finished.  ``what`` names the
+    operation and the algorithm that runs it, e.g. ``'allgather(ring)'``."""
 
     def __init__(self, comm: Communicator, what: str) -> None:
         self._comm = comm
@@ -43,6 +46,7 @@ class Work:
         self._result: Any = None
 
     def is_completed(self) -> bool:
+        """True once the operation has finished (successfully or not); never blocks."""
         return self._event.is_set()
 
     def wait(self, timeout_s: float | None = None) -> Any:
@@ -77,7 +81,27 @@ def _addr(buf: np.ndarray) -> int:
 
 
 class Communicator:
-    """One rank's view of a group of ``world_size`` ranks laid out as servers x GPUs (rails)."""
+    """One rank's view of a group of ``world_size`` ranks laid out as servers x GPUs (rails); get one with
+    ``init_from_env()`` (a launched rank) or ``init_communicator(...)``.
+
+    Attributes: ``rank``, ``world_size``, ``local_rank`` (GPU = rail), ``server``, ``layout``, and
+    ``last_choice`` (algorithm, chunk bytes) of the latest call.
+
+    Collectives work on C-contiguous numpy arrays of float32, float16, int32, int64 or bfloat16 (uint16 bit
+    patterns: ``f32_to_bf16``/``bf16_to_f32``); every rank must call the same collectives in the same order with
+    the same sizes, dtypes, ops and roots.  Common arguments:
+
+    - ``recvbuf``: the output array; omitted (None) means in place where the collective allows it.
+    - ``op``: the reduction, one of ``REDUCE_OPS`` ('sum', 'prod', 'min', 'max', 'avg'; avg for float types).
+    - ``algo``: the schedule for this call, one of ``self.algorithms(coll)`` (``ALGOS`` lists them all); else
+      ``$STARPULSE_ALGO``, else the tuner's choice.  ``chunk_bytes``: the pipeline chunk for this call.
+    - ``async_op``: False (default) blocks and returns the output array; True returns a ``Work`` at once.
+
+    Errors: a bad call raises ``CollectiveUserError`` at once and nothing runs (the communicator stays usable);
+    ranks that disagree raise ``CollectiveMismatchError``; a dead or stuck peer raises ``PeerGoneError`` or
+    ``CollectiveTimeoutError`` (after ``$STARPULSE_TIMEOUT`` s without progress); after any failure of a running
+    operation every later call raises ``CommAbortedError``.  ``close()`` (or a ``with`` block) ends it.
+    """
 
     def __init__(self, rank: int, layout: Layout, net: Net, tuner: Tuner,
                  closers: list[Callable[[], None]] | None = None) -> None:
@@ -386,6 +410,12 @@ class Communicator:
         return self._submit("barrier", self._tag("barrier"), run, async_op)
 
     # --- bookkeeping ----------------------------------------------------------------------------------------
+    def algorithms(self, coll: str) -> tuple[str, ...]:
+        """The ``algo=`` names ``coll`` ('allreduce', 'alltoall', ...) can run with on this job's layout."""
+        if coll not in ALGOS:
+            raise CollectiveUserError(f"collective {coll!r}: unknown (allowed: {', '.join(ALGOS)})")
+        return self.tuner.available(coll)
+
     def counters(self) -> dict[str, int]:
         """Payload bytes this rank sent per link class (intra, rail, cross) since start or reset."""
         return dict(self.net.bytes_sent)
@@ -395,6 +425,7 @@ class Communicator:
         return dict(self.net.messages_sent)
 
     def reset_counters(self) -> None:
+        """Zero the byte and message counters."""
         for d in (self.net.bytes_sent, self.net.messages_sent):
             for k in d:
                 d[k] = 0

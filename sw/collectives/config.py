@@ -52,6 +52,8 @@ class CommConfig:
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> CommConfig:
+        """Settings from STARPULSE_TIMEOUT, _INTRA_RATE, _INTER_RATE, _SHM_BYTES, _NIC_ADDR, _CALIBRATE, _NET,
+        _ROCE_CC (``env``, default ``os.environ``); a bad value raises ``CollectiveUserError`` naming it."""
         env = dict(os.environ) if env is None else env
         kw: dict[str, object] = {}
         if env.get(ENV_TIMEOUT):

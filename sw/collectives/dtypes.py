@@ -16,7 +16,11 @@ BF16 = "bfloat16"
 DTYPE_CODES: dict[str, int] = {"float32": 1, "float16": 2, "int32": 3, "int64": 4, BF16: 5}
 """Wire codes of the element types (part of every message's tag, so ranks with different dtypes are caught)."""
 
+DTYPES = tuple(DTYPE_CODES)
+"""The element types collectives take (numpy dtype names; 'bfloat16' is a uint16 array of bit patterns)."""
+
 REDUCE_OPS = ("sum", "prod", "min", "max", "avg")
+"""The reductions (``op=``) of allreduce, reduce and reducescatter; 'avg' only for float types."""
 OP_CODES = {name: i + 1 for i, name in enumerate(REDUCE_OPS)}
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 
 class CollectiveUserError(ValueError):
-    """Bad input from the caller: a wrong dtype, size, algorithm name, rank or environment value."""
+    """Bad input from the caller: a wrong dtype, size, algorithm name, rank or environment value.  Raised by the
+    call itself before anything runs, so the communicator stays usable (unlike its subclass below)."""
 
     is_user_error = True
 
 
 class CollectiveMismatchError(CollectiveUserError):
-    """Ranks called different collectives, or the same one with different sizes/dtypes (seen on the wire)."""
+    """Ranks called different collectives, or the same one with different sizes/dtypes (seen on the wire while
+    the operation runs: the communicator is aborted afterwards)."""
 
 
 class CollectiveTimeoutError(TimeoutError):

@@ -42,6 +42,7 @@ class FileStore:
         os.replace(tmp, final)
 
     def try_get(self, key: str) -> bytes | None:
+        """The value of ``key`` if some rank has set it, else None (never waits)."""
         try:
             return self._file(key).read_bytes()
         except FileNotFoundError:

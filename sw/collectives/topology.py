@@ -43,10 +43,12 @@ class Layout:
 
     @property
     def world_size(self) -> int:
+        """Number of ranks."""
         return len(self.server_of)
 
     @property
     def servers(self) -> list[int]:
+        """Server indices that hold ranks, ascending."""
         return sorted(set(self.server_of))
 
     def local_ranks(self, server: int) -> list[int]:
@@ -64,9 +66,11 @@ class Layout:
 
     @property
     def gpus_per_server(self) -> int:
+        """GPUs (ranks) of the largest server."""
         return max(len(self.local_ranks(s)) for s in self.servers)
 
     def link_class(self, a: int, b: int) -> str:
+        """How ranks ``a`` and ``b`` are connected: 'intra', 'rail' or 'cross' (see ``LINK_CLASSES``)."""
         if self.server_of[a] == self.server_of[b]:
             return "intra"
         return "rail" if self.local_of[a] == self.local_of[b] else "cross"

@@ -13,6 +13,7 @@ stdout+stderr go to ``<logdir>/rank<r>.log``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -39,6 +40,7 @@ DEFAULT_NET = "roce"
 """Inter-server transport of ranks on a fabric: its NICs are RoCE NICs (TCP: $STARPULSE_NET=tcp or --net tcp)."""
 ENV_NET = "STARPULSE_NET"
 ENV_INTER_RATE = "STARPULSE_INTER_RATE"
+LOOPBACK_ADDR = "127.0.0.1"
 
 
 class LaunchError(RuntimeError):
@@ -104,6 +106,12 @@ def rank_plan(topo: Topology) -> list[RankPlan]:
                                 local_world_size=gpus, server_index=s, server=server, nic_addr=nic.ip,
                                 nic_ifname=nic.ifname))
     return sorted(out, key=lambda p: p.rank)
+
+
+def local_plan(topo: Topology) -> list[RankPlan]:
+    """``rank_plan`` for ranks on this box without a fabric (``launch`` with no namespaces): every rank's NIC
+    address is the loopback, so ranks of different servers meet over loopback TCP."""
+    return [dataclasses.replace(p, nic_addr=LOOPBACK_ADDR, nic_ifname="lo") for p in rank_plan(topo)]
 
 
 def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
@@ -241,11 +249,12 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)   # the rank's own session (start_new_session): only its processes
 
 
-def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: Path,
+def launch(topo: Topology, ns_pids: dict[str, int] | None, cmd: list[str], *, logdir: Path,
            env: dict[str, str] | None = None, timeout_s: float | None = None,
            echo: Callable[[str], None] | None = None, clock: Clock | None = None, tcp_ecn: bool = True,
            net: str | None = None, intra_rate: str | None = None) -> JobResult:
-    """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.
+    """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.  ``ns_pids``
+    None: every rank runs on this box, in our namespace, with TCP between servers (``local_plan``; no root).
 
     Ranks get the ``fabric_env`` of ``topo`` and ``clock`` (line rate, ``intra_rate``, dilation, transport ``net``).
 
@@ -256,13 +265,16 @@ def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: P
     SIGKILL after a grace period.  No process outlives this call; the store directory is removed."""
     clock = clock or get_clock()
     argv = resolve_command(cmd)
-    shared = fabric_env(topo.spec, clock.dilation, net, env, intra_rate)
-    plans = rank_plan(topo)
-    missing = [p.server for p in plans if p.server not in ns_pids]
-    if missing:
-        raise LaunchError(f"no namespace for server(s) {', '.join(sorted(set(missing)))}")
+    if ns_pids is None and net == "roce":
+        raise LaunchError("--net roce needs a fabric's NICs: drop --local (or use --net tcp)")
+    shared = fabric_env(topo.spec, clock.dilation, "tcp" if ns_pids is None else net, env, intra_rate)
+    plans = rank_plan(topo) if ns_pids is not None else local_plan(topo)
+    if ns_pids is not None:
+        missing = [p.server for p in plans if p.server not in ns_pids]
+        if missing:
+            raise LaunchError(f"no namespace for server(s) {', '.join(sorted(set(missing)))}")
     logdir.mkdir(parents=True, exist_ok=True)
-    if tcp_ecn:
+    if tcp_ecn and ns_pids is not None:
         set_tcp_ecn({p.server: ns_pids[p.server] for p in plans})
     store = tempfile.mkdtemp(prefix="starpulse-store-")
     ranks: list[_Rank] = []
@@ -271,7 +283,8 @@ def launch(topo: Topology, ns_pids: dict[str, int], cmd: list[str], *, logdir: P
         for plan in plans:
             log_path = logdir / f"rank{plan.rank}.log"
             with open(log_path, "wb") as log:
-                proc = subprocess.Popen(["mnexec", "-a", str(ns_pids[plan.server]), *argv], stdin=subprocess.DEVNULL,
+                enter = [] if ns_pids is None else ["mnexec", "-a", str(ns_pids[plan.server])]
+                proc = subprocess.Popen([*enter, *argv], stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=subprocess.STDOUT, env=rank_env(plan, store, env, shared),
                                         start_new_session=True)
             ranks.append(_Rank(plan, proc, log_path))

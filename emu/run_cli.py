@@ -1,6 +1,7 @@
 """``starpulse run --servers S --gpus G [fabric options] -- python script.py``: every GPU rank of a fabric runs
 the command in its server's namespace (``emu.launch``).  Uses the fabric of ``starpulse fabric up`` when one
-is running, else brings up a temporary one and tears it down; the exit code is the worst rank's."""
+is running, else brings up a temporary one and tears it down; ``--local`` runs the ranks on this box without a
+fabric (no root).  The exit code is the worst rank's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,9 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("launcher")
     g.add_argument("--gpus", type=int, default=None, metavar="G", help="GPUs per server (= --gpus-per-server)")
     g.add_argument("--name", default=DEFAULT_NAME, help=f"running fabric to use if up (default {DEFAULT_NAME})")
+    g.add_argument("--local", action="store_true",
+                   help="no fabric, no root: every rank runs on this box (shared memory in a server, loopback TCP "
+                        "throttled to --link-rate between servers)")
     g.add_argument("--logdir", default=None, metavar="DIR", help="per-rank logs rank<N>.log (default: a temp dir)")
     g.add_argument("--timeout", type=float, default=3600.0, metavar="S",
                    help="stop every rank after S wall seconds (default 3600)")
@@ -181,9 +185,23 @@ def run(args: argparse.Namespace) -> int:
     if not cmd:
         raise LaunchError("no command: usage: starpulse run [options] -- python script.py [args]")
     echo = None if args.quiet else (lambda line: print(line, flush=True))
+    if args.local:
+        return _run_local(args, cmd, echo)
     with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
         result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo,
                         tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
+        report(result, logdir, keep)
+    return result.exit_code
+
+
+def _run_local(args: argparse.Namespace, cmd: list[str], echo: Callable[[str], None] | None) -> int:
+    """``--local``: the ranks of the requested servers x GPUs on this box, in our namespace (no fabric)."""
+    _check_values(args)
+    clock = apply_dilation(args)
+    topo = Topology(spec_for(args))
+    with terminate_as_interrupt(), log_directory(args.logdir) as (logdir, keep):
+        result = launch(topo, None, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo, clock=clock,
+                        net=args.net, intra_rate=args.intra_rate)
         report(result, logdir, keep)
     return result.exit_code
 

@@ -45,6 +45,7 @@ class DropCounters:
     pipeline_drop_pkts: int = 0
     no_port_drop_pkts: int = 0
     pipeline_error_pkts: int = 0     # the pipeline raised (a target bug): logged, packet dropped, switch goes on
+    mac_control_pkts: int = 0        # MAC control frames (PFC) consumed here: honoured if PFC is on, never forwarded
 
 
 @dataclass
@@ -195,6 +196,7 @@ class P4Switch:
                 "tx_errors": c.tx_errors if c else 0,
                 "pipeline_drop_pkts": d.pipeline_drop_pkts, "queue_drop_pkts": q["queue_drop_pkts"],
                 "no_port_drop_pkts": d.no_port_drop_pkts, "pipeline_error_pkts": d.pipeline_error_pkts,
+                "mac_control_pkts": d.mac_control_pkts,
                 "qdepth_pkts": q["qdepth_pkts"], "high_water_pkts": q["high_water_pkts"],
                 **{k: v for k, v in self.pfc.port_totals(n, now_ns).items() if k in PORT_STATS_PFC},
             }
@@ -207,7 +209,8 @@ class P4Switch:
                 raise CommandError(f"port_stats {only}: no such port (ports: {sorted(stats)})")
             stats = {only: stats[only]}
         cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
-                "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "qdepth_pkts", "high_water_pkts",
+                "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "mac_control_pkts", "qdepth_pkts",
+                "high_water_pkts",
                 *PORT_STATS_PFC]
         rows = [["port", "iface", "up", *cols]]
         for n, s in stats.items():
@@ -232,6 +235,7 @@ class P4Switch:
         if self.trace:
             self.log.log(TRACE, "rx port %d: %s", port_num, frame_summary(frame))
         if is_mac_control(frame):          # a bridge consumes MAC control frames: PFC honoured, never forwarded
+            self._drop(port_num).mac_control_pkts += 1
             self.pfc.on_frame(port_num, frame, now_ns)
             return
         pfc = self.pfc

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from p4.switch.bench import BASIC_P4, udp_frame
+from p4.switch.pfc_frame import build_pfc_frame
 from p4.switch.pipeline import load_pipeline
 from p4.switch.switch import P4Switch, SwitchConfig
 from sw.clock import ManualClock
@@ -89,3 +90,22 @@ def test_batched_queued_path_counts_like_the_per_frame_path(tmp_path) -> None:
     assert stats[0] == stats[1]
     port2 = stats[1][0][2]
     assert port2["queue_drop_pkts"] > 0 and port2["no_port_drop_pkts"] > 0 and port2["high_water_pkts"] == 8
+
+
+def test_mac_control_frames_are_counted_whether_pfc_is_on_or_not(tmp_path) -> None:
+    """A bridge consumes MAC control frames (PFC pauses, short or unknown ones too): each counts in
+    ``mac_control_pkts`` of its port, on the queued path and with PFC off as well."""
+    clock = ManualClock()
+    pipe = load_pipeline(BASIC_P4, clock=clock)
+    sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
+    try:
+        sw.execute("set_port_rate 2 1G")                 # shaped: the queued path (per-frame MAC control)
+        pause = build_pfc_frame(bytes(6), {3: 0xFFFF})
+        frames = [pause, pause[:20], pause[:14], pause[:12] + b"\x88\x08\x00\x01" + bytes(44), udp_frame(64)]
+        sw._receive_queued(1, frames, clock.now_ns())
+        sw.receive(1, pause, clock.now_ns())
+        stats = sw.port_stats()[1]
+        assert stats["mac_control_pkts"] == 5 and stats["pipeline_error_pkts"] == 0
+        assert "mac_control_pkts" in sw.port_stats_text().splitlines()[0].split()
+    finally:
+        sw.close()

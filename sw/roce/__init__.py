@@ -1,4 +1,13 @@
-"""RoCEv2 on the wire: Scapy layers, ICRC, fast packet templates and a fast decoder (the transport uses them).
+"""RoCEv2 on the wire (Scapy layers, ICRC, fast packet templates, a fast decoder) and the verbs API above it.
+
+The verbs API (ibverbs names; see ``examples/rdma_write_read.py``), loaded on first use of a name:
+``open_device`` (a ``Nic`` on an interface: ``alloc_pd``, ``create_cq``, ``create_qp``, ``poll``, ``run_until``),
+``ProtectionDomain.reg_mr`` -> ``MemoryRegion`` (``addr``, ``lkey``, ``rkey``, ``sge()``), ``CompletionQueue.poll``
+-> ``WorkCompletion``, ``QueuePair`` (``QpState`` RESET -> INIT -> RTR -> RTS, ``modify``, ``post_send``,
+``post_recv``), work requests ``SendWr``/``RecvWr``/``Sge`` with ``WrOpcode``, ``Access`` flags, ``WcStatus``/
+``WcOpcode``; connection set-up through a rendezvous ``FileStore``: ``qp_info``, ``exchange``, ``connect``,
+``random_psn``; addressing: ``interface_of``, ``next_hop_mac``, ``path_mtu_for``; errors ``VerbsError``,
+``PortError``, ``RouteError``, ``StoreError``.
 
 Public entry points: ``Flow`` (addressing of one connection), ``FlowTemplates``/``PacketTemplate`` (fast
 build), ``decode``/``RocePacket`` (fast parse), ``scapy_packet`` (reference build), ``Opcode``, and the
@@ -17,6 +26,8 @@ Typical use on an AF_PACKET socket::
 
 from __future__ import annotations
 
+import importlib
+
 from sw.roce.decode import RocePacket, decode
 from sw.roce.errors import (
     BadLengthError,
@@ -33,7 +44,36 @@ from sw.roce.opcodes import LAYOUTS, Opcode
 from sw.roce.packets import scapy_frame, scapy_packet
 from sw.roce.template import FlowTemplates, PacketTemplate
 
+_VERBS_API = {
+    "sw.roce.verbs": ("ACCESS_ALL", "Access", "CompletionQueue", "DeviceAttr", "MemoryRegion", "ProtectionDomain",
+                      "QpCap", "RecvWr", "SendWr", "Sge", "VerbsError", "WcOpcode", "WcStatus", "WorkCompletion",
+                      "WrOpcode", "query_device"),
+    "sw.roce.nic": ("Nic",),
+    "sw.roce.nic_port": ("PortError", "open_device", "path_mtu_for"),
+    "sw.roce.qp": ("QpAttr", "QpState", "QueuePair"),
+    "sw.roce.qp_connect": ("connect", "exchange", "qp_info", "random_psn"),
+    "sw.roce.route": ("RouteError", "interface_of", "next_hop_mac"),
+    "sw.roce.store": ("FileStore", "StoreError"),
+}
+_LAZY = {name: module for module, names in _VERBS_API.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    """The verbs API names, imported on first use (``import sw.roce`` stays as cheap as the wire layer)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sw.roce' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
+    *sorted(_LAZY),
     "BadLengthError",
     "BadVersionError",
     "ECN_CE",

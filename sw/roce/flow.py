@@ -91,6 +91,7 @@ class Flow:
 
     @property
     def udp_sport(self) -> int:
+        """The UDP source port: ``sport`` if set, else derived from the QP pair (ECMP entropy)."""
         return udp_sport(self.src_qpn, self.dst_qpn) if self.sport is None else self.sport
 
     @property
@@ -100,10 +101,12 @@ class Flow:
 
     @property
     def src_mac_bytes(self) -> bytes:
+        """``src_mac`` as 6 bytes."""
         return _mac_bytes(self.src_mac)
 
     @property
     def dst_mac_bytes(self) -> bytes:
+        """``dst_mac`` as 6 bytes."""
         return _mac_bytes(self.dst_mac)
 
     def reversed(self) -> Flow:

@@ -64,7 +64,14 @@ class NicCounters:
 
 
 class Nic:
-    """One RoCEv2 NIC: owns the QP table of its interface (``mac``/``ip``) and moves their frames."""
+    """One RoCEv2 NIC: owns the QP table of its interface (``mac``/``ip``) and moves their frames.
+
+    Open one on an interface with ``sw.roce.nic_port.open_device`` (ibv_open_device).  Verbs: ``alloc_pd``,
+    ``create_cq``, ``create_qp``, ``destroy_qp``, ``close``.  The engine runs only when called: ``poll()`` (one
+    round, then wait briefly for a frame or a timer) or ``run_until(done, timeout_ns)``; call one of them while
+    waiting for completions, and keep calling on a passive side so it answers the peer's WRITEs and READs.
+    ``qp_counters()`` and ``counters`` explain every retransmission and dropped frame.
+    """
 
     def __init__(
         self,
@@ -103,9 +110,11 @@ class Nic:
 
     # --- verbs ---------------------------------------------------------------------------------------------
     def alloc_pd(self) -> ProtectionDomain:
+        """ibv_alloc_pd: a protection domain to register memory in and create QPs with."""
         return ProtectionDomain()
 
     def create_cq(self, depth: int = 1 << 16) -> CompletionQueue:
+        """ibv_create_cq: a completion queue holding up to ``depth`` entries."""
         return CompletionQueue(depth)
 
     def create_qp(

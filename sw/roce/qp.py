@@ -75,6 +75,7 @@ class QpAttr:
     traffic_class: int = DSCP_ROCE_DEFAULT << 2  # GRH traffic class: DSCP in bits 7..2 (PFC class); ECN is the NIC's
 
     def check(self) -> None:
+        """VerbsError naming the first attribute out of its range."""
         if self.path_mtu not in PATH_MTUS:
             raise VerbsError(f"path_mtu={self.path_mtu}: must be one of {', '.join(map(str, PATH_MTUS))}")
         for name, lo, hi in (
@@ -137,7 +138,15 @@ class QpCounters:
 
 
 class QueuePair:
-    """One reliable-connected QP of a NIC."""
+    """One reliable-connected QP of a NIC (``Nic.create_qp``), created in RESET.
+
+    State machine (``modify``, ibv_modify_qp): RESET -> INIT -> RTR (ready to receive: the peer's ``dest_qp_num``,
+    ``dest_mac``, ``dest_ip``/GID, ``path_mtu``, ``rq_psn``, ``max_dest_rd_atomic``) -> RTS (ready to send:
+    ``sq_psn``, ``timeout``, ``retry_cnt``, ``rnr_retry``, ``max_rd_atomic``); any state -> ERROR (flushes the
+    queued work requests with WR_FLUSH_ERR) or -> RESET.  ``sw.roce.qp_connect.connect`` walks the three steps
+    from the peer's ``qp_info``.  ``post_recv`` needs RTR or RTS, ``post_send`` needs RTS; completions go to
+    ``send_cq`` / ``recv_cq``.  Attributes: ``qp_num``, ``state``, ``attr`` (``QpAttr``), ``counters``.
+    """
 
     def __init__(
         self,
@@ -233,17 +242,21 @@ class QueuePair:
 
     # --- verbs ---------------------------------------------------------------------------------------------
     def post_send(self, wr: SendWr) -> None:
+        """ibv_post_send: queue a SEND, RDMA WRITE/READ or atomic (``SendWr``); its completion goes to ``send_cq``
+        if ``wr.signaled``.  VerbsError unless in RTS, or for a bad SGE / opcode."""
         if self.state != QpState.RTS or self.req is None:
             raise VerbsError(f"post_send on QP {self.qp_num} in state {self.state.name}: needs RTS")
         self.req.post(wr)
 
     def post_recv(self, wr: RecvWr) -> None:
+        """ibv_post_recv: a buffer for the next incoming SEND (completion on ``recv_cq``); needs RTR or RTS."""
         if self.state not in (QpState.RTR, QpState.RTS) or self.resp is None:
             raise VerbsError(f"post_recv on QP {self.qp_num} in state {self.state.name}: needs RTR or RTS")
         self.resp.post_recv(wr)
 
     # --- engine interface ----------------------------------------------------------------------------------
     def on_packet(self, pkt: RocePacket, now_ns: int) -> None:
+        """Engine: a decoded packet for this QP (to the requester or the responder half)."""
         self.counters.rx_packets += 1
         if self.state not in (QpState.RTR, QpState.RTS):
             return
@@ -260,14 +273,17 @@ class QueuePair:
             self.resp.on_request(pkt, now_ns)
 
     def on_cnp(self, now_ns: int) -> None:
+        """Engine: a CNP arrived for this QP (its congestion control slows the pacer)."""
         self.counters.cnps_received += 1
         if self.pacer is not None:
             self.pacer.on_cnp(now_ns)
 
     def timer_deadline_ns(self) -> int | None:
+        """Engine: when the retransmission / RNR timer fires next (network ns), or None."""
         return self.req.timer_ns if self.req is not None and self.state == QpState.RTS else None
 
     def on_timer(self, now_ns: int) -> None:
+        """Engine: the timer fired (retransmit from the oldest unacknowledged PSN)."""
         if self.req is not None and self.state == QpState.RTS:
             self.req.on_timer(now_ns)
 

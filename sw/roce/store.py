@@ -36,6 +36,7 @@ class FileStore:
         return self.root / f"{key}.json"
 
     def set(self, key: str, value: Any) -> None:
+        """Publish ``value`` (anything JSON can hold) under ``key``, atomically."""
         path = self._path(key)
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".tmp-")
         with os.fdopen(fd, "w") as fh:
@@ -43,12 +44,14 @@ class FileStore:
         os.replace(tmp, path)
 
     def get(self, key: str) -> Any | None:
+        """The value of ``key``, or None if nobody has set it yet (never waits)."""
         try:
             return json.loads(self._path(key).read_text())
         except FileNotFoundError:
             return None
 
     def delete(self, key: str) -> None:
+        """Remove ``key`` (no error if absent)."""
         self._path(key).unlink(missing_ok=True)
 
     def wait(self, key: str, timeout_ns: int, *, poll_ns: int = 2_000_000) -> Any:

@@ -1,5 +1,7 @@
 """Verbs objects with the names RDMA programmers know: PD, MR over numpy buffers, CQ, work requests and
-completions.
+completions.  The device and its QPs are ``sw.roce.nic.Nic`` (``sw.roce.nic_port.open_device``) and
+``sw.roce.qp.QueuePair``; ``import sw.roce`` gives every verbs name in one place (``help(sw.roce)``), and
+``examples/rdma_write_read.py`` is a complete two-host program.
 
 Memory regions get a virtual address range and lkey/rkey like a real HCA's; the transport looks them up by key
 and checks bounds and access flags on every local and remote access.  A work request carries one SGE or a list
@@ -135,6 +137,7 @@ class SendWr:
 
     @property
     def sg_list(self) -> tuple[Sge, ...]:
+        """The scatter/gather elements as a tuple (one or more)."""
         return _sg_tuple(self.sge)
 
 
@@ -151,6 +154,7 @@ class RecvWr:
 
     @property
     def sg_list(self) -> tuple[Sge, ...]:
+        """The scatter/gather elements as a tuple (one or more)."""
         return _sg_tuple(self.sge)
 
 
@@ -254,19 +258,27 @@ class ProtectionDomain:
         return mr
 
     def dereg_mr(self, mr: MemoryRegion) -> None:
+        """ibv_dereg_mr: its keys stop working (work requests still naming it fail with a protection error)."""
         mr.registered = False
         self._by_lkey.pop(mr.lkey, None)
         self._by_rkey.pop(mr.rkey, None)
 
     def by_lkey(self, lkey: int) -> MemoryRegion | None:
+        """The registered MR with local key ``lkey``, or None."""
         return self._by_lkey.get(lkey)
 
     def by_rkey(self, rkey: int) -> MemoryRegion | None:
+        """The registered MR with remote key ``rkey``, or None."""
         return self._by_rkey.get(rkey)
 
 
 class CompletionQueue:
-    """Completions in the order the transport produced them; ``poll`` takes up to ``max_entries``."""
+    """Completions in the order the transport produced them; ``poll`` takes up to ``max_entries``.
+
+    The NIC is software: completions appear only while its engine runs (``Nic.poll()`` / ``Nic.run_until``),
+    so a program polls the CQ and progresses the NIC in one loop, as a busy-polling verbs application does.
+    ``len(cq)`` is the number of completions waiting; completions beyond ``depth`` are dropped and counted in
+    ``overflows``."""
 
     def __init__(self, depth: int = 1 << 16) -> None:
         self.depth = depth
@@ -274,12 +286,14 @@ class CompletionQueue:
         self.overflows = 0
 
     def push(self, wc: WorkCompletion) -> None:
+        """Add a completion (the transport's side)."""
         if len(self._entries) >= self.depth:
             self.overflows += 1
             return
         self._entries.append(wc)
 
     def poll(self, max_entries: int = 16) -> list[WorkCompletion]:
+        """ibv_poll_cq: take up to ``max_entries`` completions, oldest first (an empty list if none)."""
         out = []
         while self._entries and len(out) < max_entries:
             out.append(self._entries.popleft())

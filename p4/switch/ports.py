@@ -64,6 +64,10 @@ class Port:
         self.counters = PortCounters()
         self.up = True
         self.last_error = ""
+        # CLOCK_REALTIME ns at which the kernel received the first and last frame of the last ring batch
+        # (0: no ring, no timestamps); the switch's lag accounting reads them
+        self.rx_first_ts_ns = 0
+        self.rx_last_ts_ns = 0
         try:
             ifindex = socket.if_nametoindex(ifname)
         except OSError:
@@ -159,10 +163,14 @@ class Port:
         fb, n, head = self._frame_bytes, self._frames, self._head
         c = self.counters
         nbytes = 0
+        first_ts = last_sec = last_nsec = -1
         while len(frames) < max_frames:
             off = head * fb
             if not u32[off >> 2] & TP_STATUS_USER:
                 break
+            last_sec, last_nsec = u32[(off + 16) >> 2], u32[(off + 20) >> 2]     # tp_sec, tp_nsec
+            if first_ts < 0:
+                first_ts = last_sec * 1_000_000_000 + last_nsec
             length, snap, mac = u32[(off + 4) >> 2], u32[(off + 8) >> 2], u16[(off + 12) >> 1]
             if snap == length:
                 frames.append(ring[off + mac: off + mac + snap])   # type: ignore[index]
@@ -174,6 +182,9 @@ class Port:
         self._head = head
         c.rx_pkts += len(frames)
         c.rx_bytes += nbytes
+        if first_ts >= 0:              # the kernel's receive timestamps of the batch's first and last frame
+            self.rx_first_ts_ns = first_ts
+            self.rx_last_ts_ns = last_sec * 1_000_000_000 + last_nsec
         if not frames:
             # woken without frames: consume a pending socket error (ENETDOWN when the link goes down), else
             # poll() would report it forever; a deleted interface takes the port down for good

@@ -17,6 +17,7 @@ from typing import Any
 
 from p4.errors import CommandError, P4Error
 from p4.switch.control import ControlServer
+from p4.switch.lag import LAG_COMMANDS, SwitchLag
 from p4.switch.pcap import PcapWriter
 from p4.switch.pfc import PFC_COMMANDS, PfcManager
 from p4.switch.pfc_frame import is_mac_control
@@ -80,6 +81,7 @@ class P4Switch:
                                  default_depth_pkts=config.queue_depth_pkts)
         pipeline.attach_traffic_manager(self.tm, self)
         self.pfc = PfcManager(self.tm, self.transmit, device_id=config.device_id, log=self.log)
+        self.lag = SwitchLag()               # how late ingress and the TM serviced their events (lag_stats)
         self._rx_port: int | None = None     # ingress port of the packet being processed (PFC accounting)
         self._rx_pfc_prio = 0                # its priority by the DSCP map (when the program sets none)
         self._prio_slot = pipeline.pipe.program.sm.get("priority")   # standard_metadata.priority in a packet
@@ -138,14 +140,20 @@ class P4Switch:
             return self.pfc.execute(words, self.clock.now_ns())
         if words[0] in TM_COMMANDS:
             return self.tm.execute(words, self.clock.now_ns())
+        if words[0] in LAG_COMMANDS:
+            return self.lag.execute(words)
         if words == ["help"]:
-            return self.pipeline.execute(line) + "\n" + "\n".join([*PFC_COMMANDS.values(), *TM_COMMANDS.values()])
-        return self.pipeline.execute(line)
+            return self.pipeline.execute(line) + "\n" + "\n".join([*PFC_COMMANDS.values(), *TM_COMMANDS.values(),
+                                                                   *LAG_COMMANDS.values()])
+        out = self.pipeline.execute(line)
+        if words[0] == "set_port_rate":       # a line rate changed: so did one MTU's serialization time
+            self.lag.follow_port_rates([r for r in map(self.tm.port_rate_Bps, self.tm.ports) if r])
+        return out
 
     def describe(self) -> dict[str, list[str]]:
         """Command and object names for the shell: the pipeline's plus this switch's PFC and TM commands."""
         info = self.pipeline.describe()
-        return {**info, "commands": sorted({*info["commands"], *PFC_COMMANDS, *TM_COMMANDS})}
+        return {**info, "commands": sorted({*info["commands"], *PFC_COMMANDS, *TM_COMMANDS, *LAG_COMMANDS})}
 
     def complete(self, line: str) -> list[str]:
         """Tab completion: command names (the PFC and TM ones too), their keywords and port numbers, else the
@@ -155,6 +163,10 @@ class P4Switch:
             prefix = words[0] if words else ""
             return [c for c in self.describe()["commands"] if c.startswith(prefix)]
         cmd = words[0]
+        if cmd in LAG_COMMANDS:
+            arg = len(words) - 1 if line.endswith(" ") else len(words) - 2
+            prefix = "" if line.endswith(" ") else words[-1]
+            return [c for c in ("json", "reset", "bound") if c.startswith(prefix)] if arg == 0 else []
         if cmd not in PFC_COMMANDS and cmd not in TM_COMMANDS:
             return self.pipeline.complete(line)
         arg = len(words) - 1 if line.endswith(" ") else len(words) - 2      # index of the argument being typed
@@ -177,6 +189,7 @@ class P4Switch:
         self.drops.clear()
         self.tm.reset_counters()
         self.pfc.reset_counters()
+        self.lag.execute(["lag_stats", "reset"])
 
     def port_stats(self) -> dict[int, dict[str, Any]]:
         """Per port: interface, rx/tx packets and bytes, drops by cause, queue depth and high-water mark."""
@@ -391,6 +404,14 @@ class P4Switch:
             due = tm.dequeue_due(now_ns, RX_BATCH_FRAMES)
             if not due:
                 return
+            # lateness vs the departures the schedule gave them: the batch's first is the latest, its last the
+            # least late (half the batch counted at each: two records, not one per packet)
+            n, lag = len(due), self.lag.tm
+            if n > 1:
+                lag.record(now_ns - due[0].deq_timestamp_ns, n - (n >> 1))
+                lag.record(now_ns - due[-1].deq_timestamp_ns, n >> 1)
+            else:
+                lag.record(now_ns - due[0].deq_timestamp_ns)
             pfc = self.pfc
             if not (pfc.active or self.trace):     # batched egress: same order and results, less per packet
                 for qp in due:
@@ -461,6 +482,8 @@ class P4Switch:
                     if frames:
                         num = data.port_num
                         now_ns = clock.now_ns()
+                        if data.rx_first_ts_ns:
+                            self._rx_lag(data, len(frames))
                         if not (tm.queued_pkts or tm.any_shaped or self.trace or self.pfc.classifying) and \
                                 self._receive_batch(num, frames, now_ns):
                             continue
@@ -482,6 +505,16 @@ class P4Switch:
             if now_ns - self._last_flush_ns >= PCAP_FLUSH_NS:
                 self._housekeeping(now_ns)
         self.log.info("switch %d stopping", self.config.device_id)
+
+    def _rx_lag(self, port: Port, n: int) -> None:
+        """Ingress lateness of a received batch: now vs the kernel's receive times of its first (the latest
+        serviced) and last frame, half the batch counted at each."""
+        age, lag = self.clock.net_age_ns, self.lag.ingress
+        if n > 1:
+            lag.record(age(port.rx_first_ts_ns), n - (n >> 1))
+            lag.record(age(port.rx_last_ts_ns), n >> 1)
+        else:
+            lag.record(age(port.rx_first_ts_ns))
 
     def _port_gone(self, port: Port) -> None:
         self.log.warning("port %d: interface %s is gone (%s); other ports keep forwarding",

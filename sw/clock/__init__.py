@@ -60,10 +60,10 @@ class Clock:
     def net_duration_ns(self, wall_duration_ns: float) -> float:
         return wall_duration_ns / self.dilation
 
-    def net_age_ns(self, realtime_ns: int) -> float:
+    def net_age_ns(self, realtime_ns: int) -> int:
         """Network ns since ``realtime_ns``, a CLOCK_REALTIME stamp taken elsewhere (a kernel receive
         timestamp): how long a frame waited before this process serviced it (lag accounting, ``lag``)."""
-        return (time.time_ns() - realtime_ns) / self.dilation
+        return int((time.time_ns() - realtime_ns) / self.dilation)
 
 
 class ManualClock(Clock):

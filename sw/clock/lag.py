@@ -16,6 +16,7 @@ OK_SHARE = 0.001                    # a component is within its bound when at mo
 FIDELITY_KEYS = ("time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component", "ok")
 _SUB_BITS = 4                       # 2**4 sub-buckets per power of two
 _LINEAR = 2 << _SUB_BITS            # values below this have a bucket each
+_BUCKETS = (64 - _SUB_BITS) << _SUB_BITS   # up to 2**63 ns
 
 
 def mtu_serialization_ns(rate_bps: float, wire_bytes: int = MTU_WIRE_BYTES) -> int:
@@ -23,13 +24,6 @@ def mtu_serialization_ns(rate_bps: float, wire_bytes: int = MTU_WIRE_BYTES) -> i
     if not rate_bps > 0:
         raise ValueError(f"link rate {rate_bps!r} bit/s: must be > 0")
     return max(1, int(wire_bytes * 8 * 1_000_000_000 / rate_bps))
-
-
-def _bucket(value_ns: int) -> int:
-    if value_ns < _LINEAR:
-        return value_ns
-    shift = value_ns.bit_length() - _SUB_BITS - 1
-    return (shift << _SUB_BITS) + (value_ns >> shift)
 
 
 def _bucket_high_ns(index: int) -> int:
@@ -53,25 +47,27 @@ class LagStats:
         self.events = 0
         self.late = 0
         self.max_ns = 0
-        self._hist: dict[int, int] = {}
+        self._hist = [0] * _BUCKETS
 
-    def record(self, late_ns: int | float, n: int = 1) -> None:
-        """``n`` events serviced ``late_ns`` after they were due (early or on time: 0)."""
-        late = int(late_ns)
-        if late <= 0:
-            late = 0
-        elif late > self.max_ns:
-            self.max_ns = late
-        if late > self.bound_ns:
-            self.late += n
+    def record(self, late_ns: int, n: int = 1) -> None:
+        """``n`` events serviced ``late_ns`` (an int) after they were due (early or on time: 0)."""
         self.events += n
-        b = late if late < _LINEAR else _bucket(late)
-        hist = self._hist
-        hist[b] = hist.get(b, 0) + n
+        if late_ns <= 0:
+            self._hist[0] += n
+            return
+        if late_ns > self.max_ns:
+            self.max_ns = late_ns
+        if late_ns > self.bound_ns:
+            self.late += n
+        if late_ns < _LINEAR:
+            self._hist[late_ns] += n
+        else:
+            shift = late_ns.bit_length() - _SUB_BITS - 1
+            self._hist[(shift << _SUB_BITS) + (late_ns >> shift)] += n
 
     def reset(self) -> None:
         self.events = self.late = self.max_ns = 0
-        self._hist = {}
+        self._hist = [0] * _BUCKETS
 
     @property
     def late_share(self) -> float:
@@ -83,9 +79,9 @@ class LagStats:
             return 0
         rank = q * self.events
         seen = 0
-        for b in sorted(self._hist):
-            seen += self._hist[b]
-            if seen >= rank:
+        for b, n in enumerate(self._hist):
+            seen += n
+            if n and seen >= rank:
                 return min(_bucket_high_ns(b), self.max_ns)
         return self.max_ns
 
@@ -98,8 +94,7 @@ class LagStats:
         self.events += other.events
         self.late += other.late
         self.max_ns = max(self.max_ns, other.max_ns)
-        for b, n in other._hist.items():
-            self._hist[b] = self._hist.get(b, 0) + n
+        self._hist = [a + b for a, b in zip(self._hist, other._hist, strict=True)]
         return self
 
     def summary(self) -> dict[str, Any]:
@@ -111,15 +106,16 @@ class LagStats:
     def to_dict(self) -> dict[str, Any]:
         """A small JSON-able form (sparse histogram) that ``from_dict`` reads back exactly."""
         return {"bound_ns": self.bound_ns, "events": self.events, "late": self.late, "max_ns": self.max_ns,
-                "hist": {str(b): n for b, n in sorted(self._hist.items())}}
+                "hist": {str(b): n for b, n in enumerate(self._hist) if n}}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LagStats:
         try:
             s = cls(int(data["bound_ns"]))
             s.events, s.late, s.max_ns = int(data["events"]), int(data["late"]), int(data["max_ns"])
-            s._hist = {int(b): int(n) for b, n in data["hist"].items()}
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            for b, n in data["hist"].items():
+                s._hist[int(b)] += int(n)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ValueError(f"not a lag-stats dict ({type(exc).__name__}: {exc})") from None
         return s
 

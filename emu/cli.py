@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from emu.topology import TopologySpec
+from p4.switch.trace import LEVELS
 from sw.cli import call_guarded
 from sw.clock import get_clock
-from sw.units import parse_duration_ns, parse_rate_bps
+from sw.units import float_flag, int_flag, parse_duration_ns, parse_rate_bps
 
 STATE_ENV = "STARPULSE_STATE_DIR"
 DEFAULT_PFC_PRIORITY = 3
@@ -30,6 +31,9 @@ DEFAULT_NAME = "default"
 DOWN_TIMEOUT_NS = 120_000_000_000
 SERVE_POLL_S = 0.5
 MAX_REQUEST_BYTES = 1 << 20
+MAX_NAME_CHARS = 48            # the control socket's path must fit a Unix socket address (108 bytes)
+PFC_MAX_BYTES = 1 << 24        # XOFF/XON/headroom: 16 MiB, more than a shallow-buffer switch port ever holds
+PFC_MAX_WATCHDOG_MS = 60_000.0
 
 
 class FabricCliError(RuntimeError):
@@ -54,16 +58,17 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
                    help="P4 target: our embedded switch or BMv2 simple_switch (default embedded)")
     g.add_argument("--oversubscription", type=float, default=1.0, metavar="X",
                    help="leaf downlink/uplink capacity ratio, >= 1 (default 1)")
-    g.add_argument("--seed", type=int, default=1, metavar="N", help="seed of randomized choices (default 1)")
+    g.add_argument("--seed", type=int_flag(0, 2**32 - 1), default=1, metavar="N",
+                   help="seed of randomized choices (default 1)")
     g.add_argument("--pfc", default="off", metavar="on|off", help="priority flow control on every switch port "
                    "(embedded backend; default off)")
-    g.add_argument("--pfc-xoff", type=int, default=48_000, metavar="BYTES",
+    g.add_argument("--pfc-xoff", type=int_flag(1, PFC_MAX_BYTES), default=None, metavar="BYTES",
                    help="PFC: pause the upstream when an ingress port x priority holds this much (default 48000)")
-    g.add_argument("--pfc-xon", type=int, default=24_000, metavar="BYTES",
+    g.add_argument("--pfc-xon", type=int_flag(1, PFC_MAX_BYTES), default=None, metavar="BYTES",
                    help="PFC: resume it at this much (default 24000)")
-    g.add_argument("--pfc-headroom", type=int, default=32_000, metavar="BYTES",
+    g.add_argument("--pfc-headroom", type=int_flag(0, PFC_MAX_BYTES), default=None, metavar="BYTES",
                    help="PFC: in-flight allowance above XOFF before dropping (default 32000)")
-    g.add_argument("--pfc-watchdog", type=float, default=0.0, metavar="MS",
+    g.add_argument("--pfc-watchdog", type=float_flag(0, PFC_MAX_WATCHDOG_MS, unit="ms"), default=None, metavar="MS",
                    help="PFC: stop honouring pauses on a port paused longer than MS (default 0 = off)")
     g.add_argument("--pfc-priority", type=int, default=DEFAULT_PFC_PRIORITY, metavar="P",
                    help="PFC: the lossless priority: RoCE (DSCP 26) goes there, CNPs (DSCP 48) to strict priority 6, "
@@ -93,15 +98,20 @@ def pfc_from_args(args: argparse.Namespace) -> Any:
     pfc = getattr(args, "pfc", "off")
     if pfc not in ("on", "off"):
         raise FabricCliError(f"--pfc {pfc}: allowed on or off")
+    given = {f"--pfc-{k}": getattr(args, f"pfc_{k}", None) for k in ("xoff", "xon", "headroom", "watchdog")}
     if pfc == "off":
+        for flag, value in given.items():
+            if value is not None:
+                raise FabricCliError(f"{flag} {value:g}: PFC is off; add --pfc on (or drop {flag})")
         return PfcSettings()
-    if not 0 < args.pfc_xon <= args.pfc_xoff:
-        raise FabricCliError(f"--pfc-xon {args.pfc_xon} / --pfc-xoff {args.pfc_xoff}: need 0 < XON <= XOFF bytes")
-    if args.pfc_headroom < 0 or args.pfc_watchdog < 0:
-        raise FabricCliError("--pfc-headroom and --pfc-watchdog: must be >= 0")
+    d = PfcSettings()
+    xoff, xon, headroom, watchdog = (d_ if v is None else v for v, d_ in zip(
+        given.values(), (d.xoff_bytes, d.xon_bytes, d.headroom_bytes, d.watchdog_ms), strict=True))
+    if not 0 < xon <= xoff:
+        raise FabricCliError(f"--pfc-xon {xon} / --pfc-xoff {xoff}: need 0 < XON <= XOFF bytes")
     if args.backend != "embedded":
         raise FabricCliError(f"--pfc on: needs --backend embedded (backend {args.backend} has no PFC)")
-    return PfcSettings(True, args.pfc_xoff, args.pfc_xon, args.pfc_headroom, args.pfc_watchdog)
+    return PfcSettings(True, xoff, xon, headroom, watchdog)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,8 +128,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     up.add_argument("--impairable", metavar="LINKS", help="links built through a link emulator so loss/delay "
                     "faults work on them: A:B[,A:B...] or 'all' (one process per link; --delay implies all)")
     up.add_argument("--cli", action="store_true", help="drop into the Mininet CLI; leaving it tears down")
-    up.add_argument("--log-level", default="warn", help="switch log level (default warn)")
-    up.add_argument("--pcap", metavar="DIR", help="every switch writes <iface>_in/_out.pcap per port into DIR")
+    up.add_argument("--log-level", default="warn", choices=sorted(LEVELS, key=LEVELS.__getitem__),
+                    help="switch log level (default warn)")
+    up.add_argument("--pcap", metavar="DIR", help="every switch writes <iface>_in/_out.pcap per port into DIR "
+                    "(created if missing, only inside an existing directory)")
     named(up)
 
     st = sub.add_parser("status", help="per-port counters, queue high-water marks, ECN marks, drops")
@@ -146,9 +158,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- state --------------------------------------------------------------------------------------------------
 def state_dir(name: str) -> Path:
     base = Path(os.environ.get(STATE_ENV) or "/tmp/starpulse-state")
-    if not name.replace("-", "").replace("_", "").isalnum():
-        raise FabricCliError(f"--name {name!r}: use letters, digits, '-' and '_'")
+    shown = name if len(name) <= MAX_NAME_CHARS else f"{name[:MAX_NAME_CHARS]}... ({len(name)} characters)"
+    if not name.replace("-", "").replace("_", "").isalnum() or not name.isascii():
+        raise FabricCliError(f"--name {shown!r}: use letters, digits, '-' and '_'")
+    if len(name) > MAX_NAME_CHARS:
+        raise FabricCliError(f"--name {shown!r}: at most {MAX_NAME_CHARS} characters (the control socket's path "
+                             "must fit a Unix socket address)")
     return base / f"fabric-{name}"
+
+
+def output_dir(flag: str, path: str, *, create: bool = True) -> Path:
+    """``path`` of an output flag (``--pcap``, ``--logdir``) as a directory, created (``create``) only inside an
+    existing one: a typo such as /nonexisting/x must not grow a tree."""
+    d = Path(path).expanduser().resolve()
+    if d.is_dir():
+        return d
+    if d.exists():
+        raise FabricCliError(f"{flag} {path}: exists and is not a directory")
+    if not d.parent.is_dir():
+        raise FabricCliError(f"{flag} {path}: its parent {d.parent} does not exist (only the last level is created)")
+    if not create:
+        return d
+    try:
+        d.mkdir()
+    except OSError as exc:
+        raise FabricCliError(f"{flag} {path}: cannot create it ({exc.strerror})") from None
+    return d
 
 
 def _pid_alive(pid: int) -> bool:
@@ -262,19 +297,23 @@ def _summary_line(fab: Any) -> str:
 
 def _up(args: argparse.Namespace) -> int:
     name = args.name
+    d = state_dir(name)
     existing = read_state(name)
     if existing is not None:
         raise FabricCliError(f"a fabric named {name!r} is already running (pid {existing['pid']}); "
                              "run `starpulse fabric down` first or pick another --name")
-    d = state_dir(name)
-    d.mkdir(parents=True, exist_ok=True)
     fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"),
-                       wired_links=args.impairable, pcap_dir=str(Path(args.pcap).resolve()) if args.pcap else None)
+                       wired_links=args.impairable)   # every flag is checked before anything is created
+    if args.pcap:
+        fab.pcap_dir = str(output_dir("--pcap", args.pcap))
+    d.mkdir(parents=True, exist_ok=True)
     stop = {"flag": False}
 
     def on_signal(signum: int, _frame: object) -> None:
         stop["flag"] = True
         if signum == signal.SIGINT and not args.cli:
+            raise KeyboardInterrupt
+        if stop.get("shell"):   # wakes the CLI at its prompt; it sees the flag and returns
             raise KeyboardInterrupt
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -295,9 +334,14 @@ def _up(args: argparse.Namespace) -> int:
         server.settimeout(SERVE_POLL_S)
         _write_state(d, fab, sock_path)
         if args.cli:
-            from mininet.cli import CLI
+            from emu.fabric_shell import FabricShell
 
-            CLI(fab.net.net)
+            stop["shell"] = True
+            try:
+                FabricShell(fab, name=name, stop_requested=lambda: stop["flag"],
+                            on_fault=lambda: _write_state(d, fab, sock_path))
+            finally:
+                stop["shell"] = False
         else:
             suffix = "" if name == DEFAULT_NAME else f" --name {name}"
             print(f"running; `starpulse fabric status|fault|down{suffix}` from another shell", flush=True)
@@ -405,8 +449,14 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=2))
         return 0
+    print_status(args.name, status)
+    return 0
+
+
+def print_status(fabric_name: str, status: dict[str, Any]) -> None:
+    """The table `fabric status` prints (the CLI's `status` too)."""
     t = status["totals"]
-    print(f"fabric {args.name!r} ({status['backend']}): rx {t['rx_pkts']} tx {t['tx_pkts']} packets, "
+    print(f"fabric {fabric_name!r} ({status['backend']}): rx {t['rx_pkts']} tx {t['tx_pkts']} packets, "
           f"ECN marks {t['ecn_marks']}, drops {t['drops']}")
     faults = status.get("faults") or {}
     if any(faults.values()):
@@ -425,7 +475,6 @@ def _status(args: argparse.Namespace) -> int:
             print(f"{name:<6} drops: {', '.join(f'{k}={v}' for k, v in drops.items())}")
     if status.get("pfc"):
         _print_pfc(status)
-    return 0
 
 
 def _print_pfc(status: dict[str, Any]) -> None:
@@ -465,10 +514,15 @@ def _fault(args: argparse.Namespace) -> int:
             raise FabricCliError("fault: give ACTION TARGET [VALUE] (e.g. link_down p0l0:sp0) or --script FILE")
         reply = request(args.name, {"op": "fault", "action": args.action, "target": args.target,
                                     "value": args.value})
-    for e in reply["events"]:
+    print_fault_events(reply["events"])
+    return 0
+
+
+def print_fault_events(events: list[dict[str, Any]]) -> None:
+    """One line per applied fault event (as `fabric fault` and the CLI's `fault`/`link` print them)."""
+    for e in events:
         print(f"{e['time_utc']} {e['action']} {e['target']}{' ' + e['value'] if e['value'] else ''}: ok"
               f"{' (changed: ' + ', '.join(e['changed']) + ')' if e['changed'] else ''}")
-    return 0
 
 
 def _test(args: argparse.Namespace) -> int:

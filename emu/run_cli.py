@@ -15,15 +15,25 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from emu.cli import DEFAULT_NAME, add_topology_arguments, read_state, spec_from_args
-from emu.launch import NETS, JobResult, LaunchError, launch, namespace_pids_from_state, terminate_as_interrupt
+from emu.cli import DEFAULT_NAME, add_topology_arguments, output_dir, read_state, spec_from_args
+from emu.launch import (
+    NETS,
+    JobResult,
+    LaunchError,
+    launch,
+    namespace_pids_from_state,
+    resolve_command,
+    terminate_as_interrupt,
+)
 from emu.topology import Topology, TopologySpec
 from sw.cli import call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
+from sw.units import float_flag
 
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2
+MAX_TIMEOUT_S = 7 * 86400.0   # --timeout: a week of wall time at most
 
 
 def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +47,8 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
                    help="no fabric, no root: every rank runs on this box (shared memory in a server, loopback TCP "
                         "throttled to --link-rate between servers)")
     g.add_argument("--logdir", default=None, metavar="DIR", help="per-rank logs rank<N>.log (default: a temp dir)")
-    g.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+    g.add_argument("--timeout", type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"), default=3600.0,
+                   metavar="S",
                    help="stop every rank after S wall seconds (default 3600)")
     g.add_argument("--time-dilation", type=float, default=None, metavar="K",
                    help=f"network time runs K times slower (sets ${ENV_DILATION} for switches and ranks)")
@@ -92,6 +103,8 @@ def _check_values(args: argparse.Namespace) -> None:
         raise LaunchError(f"--time-dilation {args.time_dilation}: must be > 0")
     if getattr(args, "intra_rate", None):
         intra_rate_for(args.intra_rate, 1e9)   # the syntax, before a fabric comes up (the rate needs its links)
+    if getattr(args, "logdir", None):
+        args.logdir = str(output_dir("--logdir", args.logdir, create=False))   # created when the ranks start
 
 
 def spec_for(args: argparse.Namespace, default_servers: int = DEFAULT_SERVERS,
@@ -184,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         raise LaunchError("no command: usage: starpulse run [options] -- python script.py [args]")
+    resolve_command(cmd)   # a missing program fails here, before any fabric comes up
     echo = None if args.quiet else (lambda line: print(line, flush=True))
     if args.local:
         return _run_local(args, cmd, echo)

@@ -5,7 +5,13 @@ A leaf module like ``sw.clock``: every package and CLI may import it.
 
 from __future__ import annotations
 
+import argparse
+import math
 import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 _SI = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 _BIN = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -48,6 +54,55 @@ def parse_duration_ns(text: str, *, what: str = "duration", default_unit: str = 
         raise UnitError(f"{what} {text!r}: expected a duration like 500ns, 10us, 2ms or 1s")
     unit = m.group(2) or default_unit
     return int(round(float(m.group(1)) * _TIME_NS[unit]))
+
+
+def parse_number(text: str, *, what: str = "value", lo: float | None = None, hi: float | None = None,
+                 integer: bool = False, lo_exclusive: bool = False, unit: str = "") -> Any:
+    """A finite number (an int with ``integer``) within ``lo``..``hi`` (``lo_exclusive``: above ``lo``); nan, inf
+    and values out of range raise ``UnitError`` naming the value and the allowed range."""
+    allowed = _range_text(lo, hi, integer, lo_exclusive, unit)
+    try:
+        value: float = int(str(text).strip(), 10) if integer else float(text)
+    except ValueError:
+        raise UnitError(f"{what} {text!r}: expected {allowed}".strip()) from None
+    if (not math.isfinite(value) or (lo is not None and (value <= lo if lo_exclusive else value < lo))
+            or (hi is not None and value > hi)):
+        raise UnitError(f"{what} {text!r}: must be {allowed}".strip())
+    return value
+
+
+def _range_text(lo: float | None, hi: float | None, integer: bool, lo_exclusive: bool, unit: str) -> str:
+    kind = "an integer" if integer else "a number"
+    unit = f" ({unit})" if unit else ""
+    if lo is not None and hi is not None and not lo_exclusive:
+        return f"{kind} within {lo:g}..{hi:g}{unit}"
+    bounds = [f"{'>' if lo_exclusive else '>='} {lo:g}"] if lo is not None else []
+    bounds += [f"<= {hi:g}"] if hi is not None else []
+    return f"{kind} {' and '.join(bounds)}{unit}" if bounds else f"a finite {kind[2:].lstrip()}{unit}"
+
+
+def flag_type(parse: Callable[..., T], **limits: Any) -> Callable[[str], T]:
+    """An argparse ``type=`` from one of this module's parsers: a bad value becomes argparse's own error, which
+    names the flag (``argument --timeout: 'nan': must be a number > 0 ...``) and exits 2 before anything runs."""
+    def convert(text: str) -> T:
+        try:
+            return parse(text, what="", **limits)
+        except UnitError as exc:
+            raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def int_flag(lo: int | None = None, hi: int | None = None, unit: str = "") -> Callable[[str], int]:
+    """``type=int_flag(1, 64)``: an integer flag within lo..hi."""
+    return flag_type(parse_number, lo=lo, hi=hi, integer=True, unit=unit)
+
+
+def float_flag(lo: float | None = None, hi: float | None = None, *, lo_exclusive: bool = False,
+               unit: str = "") -> Callable[[str], float]:
+    """``type=float_flag(0, 3600, lo_exclusive=True)``: a finite number flag within its range."""
+    return flag_type(parse_number, lo=lo, hi=hi, lo_exclusive=lo_exclusive, unit=unit)
 
 
 def format_rate_bps(rate_bps: float) -> str:

@@ -35,10 +35,12 @@ def test_pfc_flags_become_switch_commands() -> None:
                     "pfc_enable 2 1", "pfc_thresholds 2 9000 3000 6000", "pfc_watchdog 2 20"]
     assert PfcSettings().commands([1]) == []
     for bad in (["--pfc", "yes"], ["--pfc", "on", "--pfc-xon", "9000", "--pfc-xoff", "100"],
-                ["--pfc", "on", "--pfc-headroom", "-1"], ["--pfc", "on", "--backend", "bmv2"]):
+                ["--pfc-xoff", "9000"], ["--pfc", "on", "--backend", "bmv2"]):
         with pytest.raises(FabricCliError) as exc:
             pfc_from_args(_args(*bad))
         assert exc.value.is_user_error and "\n" not in str(exc.value)
+    with pytest.raises(SystemExit):                 # out of its range: argparse's own error, exit 2
+        _args("--pfc", "on", "--pfc-headroom", "-1")
 
 
 @pytest.mark.unit

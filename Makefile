@@ -19,7 +19,7 @@ test-fast: bootstrap
 	$(PY) -m pytest -m unit tests
 
 lint: bootstrap
-	$(VENV)/bin/ruff check hw p4 emu sw tests scripts
+	$(VENV)/bin/ruff check hw p4 emu sw tests scripts examples
 
 doctor: bootstrap
 	$(VENV)/bin/starpulse doctor

@@ -38,7 +38,8 @@ def test_collective_example_runs_locally_without_a_fabric(tmp_path) -> None:  # 
                           capture_output=True, text=True, timeout=150)
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in range(4):
-        assert f"[rank {rank}] rank {rank}/4: ok" in done.stdout, done.stdout
+        assert f"[rank {rank}] rank {rank}/4: ok (norm 316.228; allreduce algorithms here: ('ring', 'tree', 'rhd', " \
+               "'hier'))" in done.stdout, done.stdout
         assert f"[rank {rank}] rank {rank}: refused as expected: op 'avg'" in done.stdout, done.stdout
 
 
@@ -74,3 +75,22 @@ def test_verbs_api_is_importable_from_sw_roce_without_loading_it_eagerly() -> No
             "print(eager, QueuePair.__module__, open_device.__module__)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "sw.roce.qp", "sw.roce.nic_port"], done.stdout + done.stderr
+
+
+def _algorithms(comm):  # type: ignore[no-untyped-def]
+    from sw.collectives import CollectiveUserError
+
+    try:
+        comm.algorithms("allgatherv")
+    except CollectiveUserError as exc:
+        return comm.algorithms("allgather"), comm.algorithms("allreduce"), str(exc)
+    return None
+
+
+def test_communicator_lists_the_algorithms_its_layout_can_run() -> None:
+    from sw.collectives.local import run_local
+
+    results = run_local(1, 3, _algorithms, timeout_s=60)   # 3 ranks: no recursive halving-doubling allgather
+    assert results == [(("ring",), ("ring", "tree", "rhd", "hier"),
+                        "collective 'allgatherv': unknown (allowed: allreduce, broadcast, reduce, allgather, "
+                        "reducescatter, alltoall)")] * 3

@@ -263,6 +263,9 @@ def configure_hosts(fnet: FabricNet) -> None:
         out = host.cmd(f"sysctl -qw {' '.join(HOST_SYSCTLS)} ; ip -batch {batch} 2>&1 ; echo rc=$?")
         if not out.strip().endswith("rc=0"):
             raise NetBuildError(f"host {server}: configuring with {batch} failed: {out.strip()[-500:]}")
+        for nic in fnet.topo.nics_of(server):   # Mininet's own view: node.IP() is the rail-0 NIC's (eth0 is
+            intf = host.intf(nic.ifname)        # the default interface), `dump` shows every NIC's address
+            intf.ip, intf.prefixLen = nic.ip, nic.prefix_len
 
 
 def configure_switch_ports(fnet: FabricNet) -> None:

@@ -19,7 +19,7 @@ import select
 import socket
 import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from sw.clock import Clock, get_clock
 
@@ -236,6 +236,7 @@ class Prober:
                 "rev_hops": stack.hops if stack else None,
                 "rev_node_ids": list(stack.node_ids) if stack else [],
                 "rev_queue_occupancy": list(stack.queue_occupancy) if stack else [],
+                "rev_int": [asdict(h) for h in stack.hop_list] if stack else [],   # every field, last hop first
             })
         self.replies.clear()
         return out

@@ -20,12 +20,14 @@ import sys
 from dataclasses import asdict, dataclass, field
 
 from sw.clock import Clock, get_clock
+from sw.clock.lag import DEFAULT_RATE_BPS, LagStats, mtu_serialization_ns, register, write_lag_file
 from sw.units import UnitError, parse_duration_ns, parse_rate_bps
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 MAX_FRAME_BYTES = 65536
 ETH_OVERHEAD_BYTES = 24  # preamble + SFD + FCS + inter-frame gap, counted in serialization as a NIC does
+LAG_WRITE_WALL_NS = 1_000_000_000  # how often the lag of a running emulator lands in $STARPULSE_LAG_DIR
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class _Direction:
     heap: list[tuple[int, int, bytes]] = field(default_factory=list)
     link_free_ns: int = 0
     seq: int = 0
+    lag: LagStats | None = None     # frames released vs their release times (sw.clock.lag)
 
     def admit(self, frame: bytes, now_ns: int) -> None:
         p = self.profile
@@ -105,8 +108,11 @@ class _Direction:
             heapq.heappush(self.heap, (release_ns, self.seq, frame))
 
     def release(self, now_ns: int) -> None:
+        lag = self.lag
         while self.heap and self.heap[0][0] <= now_ns:
-            _, _, frame = heapq.heappop(self.heap)
+            release_ns, _, frame = heapq.heappop(self.heap)
+            if lag is not None:
+                lag.record(now_ns - release_ns)
             try:
                 self.tx.send(frame)
                 self.counters.tx_frames += 1
@@ -135,6 +141,9 @@ class Wire:
             sock_a.fileno(): _Direction(sock_a, sock_b, a_to_b, random.Random(seed)),
             sock_b.fileno(): _Direction(sock_b, sock_a, b_to_a, random.Random(seed + 1)),
         }
+        for fd, (name, prof) in zip(self.dirs, ((f"{if_a}>{if_b}", a_to_b), (f"{if_b}>{if_a}", b_to_a)), strict=True):
+            bound = mtu_serialization_ns(prof.rate_bps or DEFAULT_RATE_BPS)
+            self.dirs[fd].lag = register(f"wire {name}", LagStats(bound))
         self.running = True
 
     def counters(self) -> dict[str, dict[str, int]]:
@@ -145,10 +154,15 @@ class Wire:
         """Forward until stopped (SIGTERM/SIGINT via ``stop()``) or ``duration_ns`` of network time passed."""
         start_ns = self.clock.now_ns()
         fds = list(self.dirs)
+        lag_every_ns = self.clock.net_duration_ns(LAG_WRITE_WALL_NS)
+        lag_written_ns = start_ns
         while self.running:
             now_ns = self.clock.now_ns()
             if duration_ns is not None and now_ns - start_ns >= duration_ns:
                 break
+            if now_ns - lag_written_ns >= lag_every_ns:
+                write_lag_file()
+                lag_written_ns = now_ns
             next_ns = min((d.heap[0][0] for d in self.dirs.values() if d.heap), default=now_ns + 50_000_000)
             timeout_s = max(0.0, self.clock.wall_duration_ns(next_ns - now_ns) / 1e9)
             readable, _, _ = select.select(fds, [], [], min(timeout_s, 0.05))

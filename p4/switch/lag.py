@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 
 from p4.errors import CommandError
-from sw.clock.lag import LagStats, mtu_serialization_ns
+from sw.clock.lag import DEFAULT_RATE_BPS, LagStats, mtu_serialization_ns
 
-DEFAULT_RATE_BPS = 10_000_000_000
 LAG_COMMANDS = {
     "lag_stats": "lag_stats [json|reset|bound NS]  (how late the switch serviced its events, in network ns: "
                  "ingress vs the frame's arrival, TM dequeue vs the port's schedule; p50/p99/max, share later "

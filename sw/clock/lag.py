@@ -4,13 +4,19 @@ A ``LagStats`` is a cheap, mergeable lateness histogram in network ns (16 sub-bu
 percentile is within 1/16 of its value) plus the exact count of events later than a bound (default: one MTU's
 serialization time at the component's link rate, ``mtu_serialization_ns``).  ``to_dict``/``from_dict`` make a
 small JSON-able dict, so switches, NIC pacers, link emulators and throttles can report it and a collector can
-merge it into one ``fidelity`` verdict (``fidelity``).
+merge it into one ``fidelity`` verdict (``fidelity``).  Processes ``register`` their components; at exit (or on
+``write_lag_file``) they land in $STARPULSE_LAG_DIR as ``<pid>.json``, which ``read_lag_dir`` collects.
 """
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
+from pathlib import Path
 from typing import Any
 
+DEFAULT_RATE_BPS = 10_000_000_000  # a link of unknown rate: a veth's 10 Gb/s
 MTU_WIRE_BYTES = 1500 + 14 + 24     # an IP MTU of 1500 as a frame on the wire: Ethernet header, FCS, preamble, gap
 OK_SHARE = 0.001                    # a component is within its bound when at most this share of events was late
 FIDELITY_KEYS = ("time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component", "ok")
@@ -151,3 +157,53 @@ def fidelity_warning(fid: dict[str, Any]) -> str | None:
             f"later than {fid['bound_ns']} ns (p99 {fid['lag_p99_ns']} ns, max {fid['lag_max_ns']} ns network "
             f"time) at time dilation {fid['time_dilation']}: these figures are bent by CPU load; "
             "use a higher --time-dilation")
+
+
+# --- reporting: a process's components, dumped where the run's collector reads them -------------------------
+ENV_LAG_DIR = "STARPULSE_LAG_DIR"
+_registry: dict[str, LagStats] = {}
+
+
+def register(name: str, stats: LagStats) -> LagStats:
+    """Report ``stats`` as component ``name`` of this process (``write_lag_file``, at exit); returns it."""
+    if not _registry:
+        atexit.register(write_lag_file)
+    base, k = name, 2
+    while name in _registry and _registry[name] is not stats:     # another one of that name: keep both
+        name, k = f"{base} #{k}", k + 1
+    _registry[name] = stats
+    return stats
+
+
+def write_lag_file(directory: str | None = None) -> Path | None:
+    """This process's registered components as ``<dir>/<pid>.json`` ({name: to_dict()}), written atomically;
+    ``dir`` defaults to $STARPULSE_LAG_DIR (nothing written when neither is set or nothing is registered)."""
+    directory = directory or os.environ.get(ENV_LAG_DIR)
+    if not directory or not _registry:
+        return None
+    path = Path(directory) / f"{os.getpid()}.json"
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_text(json.dumps({name: s.to_dict() for name, s in _registry.items()}))
+        tmp.replace(path)
+    except OSError:
+        return None             # a run's directory removed under us: nothing to report to
+    return path
+
+
+def read_lag_dir(directory: str | Path) -> dict[str, LagStats]:
+    """Every component the processes of a run reported into ``directory`` (one ``LagStats`` per name, merged
+    when several processes used the same name)."""
+    out: dict[str, LagStats] = {}
+    for path in sorted(Path(directory).glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            items = [(name, LagStats.from_dict(d)) for name, d in data.items()]
+        except (OSError, ValueError, AttributeError):
+            continue            # a file being replaced or not ours
+        for name, s in items:
+            if name in out:
+                out[name].merge(s)
+            else:
+                out[name] = s
+    return out

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from sw.cc.base import CongestionControl
 from sw.clock import Clock, get_clock
+from sw.clock.lag import LagStats, mtu_serialization_ns, register
 from sw.roce.decode import decode
 from sw.roce.errors import NotRoceError, RoceFormatError
 from sw.roce.flow import ECN_CE
@@ -103,6 +104,8 @@ class Nic:
         self._next_qpn = 0x11
         self.np = make_np()  # CNP spacing of the host's DCQCN (sw.roce.pacer)
         self.counters = NicCounters()
+        # how late the pacers of this NIC's QPs sent frames vs their token schedules (sw.clock.lag)
+        self.lag = register(f"nic {ip} pacer", LagStats(mtu_serialization_ns(line_rate_bps)))
         # PFC (sw.roce.pfc): honour pauses of the priority we send on; pause the switch on a receive backlog
         self.pfc = None if pfc_priority is None else NicPfc(
             mac=mac, line_rate_bps=line_rate_bps, send=port.send, priority=pfc_priority,

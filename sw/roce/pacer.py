@@ -19,6 +19,7 @@ from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import Hpcc, HpccParams
 from sw.cc.pacer import UNITS_PER_BYTE, CcPacer
+from sw.clock.lag import LagStats
 from sw.roce.int_md import IntHopRecord
 
 ETH_WIRE_OVERHEAD_BYTES = 24  # preamble + SFD (8), FCS (4), inter-frame gap (12)
@@ -136,8 +137,11 @@ def make_np() -> DcqcnNp:
 class QpPacer:
     """sw.cc CcPacer of one QP, charged with frame sizes on the wire; CNPs and ACKs reach the model here."""
 
-    def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 64 * 1024) -> None:
+    def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 64 * 1024,
+                 lag: LagStats | None = None) -> None:
         self.cc = cc
+        self.lag = lag              # the NIC's pacer lateness: a frame sent vs when its token schedule allowed it
+        self._due_ns: int | None = None  # a frame waits on the bucket until then (None: not waiting on the pacer)
         self._pacer = CcPacer(cc, burst_bytes, now_ns)
         # Start with an empty bucket: an initial burst would become a standing queue in front of a link that
         # we then pace at exactly its rate, and every go-back-N retransmission would pay for that queue.
@@ -176,12 +180,16 @@ class QpPacer:
     def may_send(self, now_ns: int, inflight_bytes: int = 0) -> bool:
         """May a frame leave now: the window (if the model has one) is open and the bucket holds a frame."""
         if not self._pacer.window_open(inflight_bytes):
+            self._due_ns = None      # waiting on ACKs, not on the token schedule
             return False
         # Fast path: until the time computed at the last charge the bucket is in deficit for sure (a CNP can
         # only lower the rate; a rate increase is seen at most one packet time late).
         if now_ns < self._next_ns:
+            self._due_ns = self._next_ns
             return False
-        if self._pacer.next_send_ns(now_ns, inflight_bytes) != now_ns:
+        due = self._pacer.next_send_ns(now_ns, inflight_bytes)
+        if due != now_ns:
+            self._due_ns = due
             return False
         if self._idle:
             # Credit saved while the QP had nothing to send is not a backlog to catch up: clip it, so a
@@ -194,9 +202,14 @@ class QpPacer:
     def mark_idle(self) -> None:
         """The QP had nothing it could send (no work, window closed): its saved credit is not a backlog."""
         self._idle = True
+        self._due_ns = None
 
     def charge(self, frame_bytes: int, now_ns: int) -> None:
         """A frame of ``frame_bytes`` (no FCS) leaves at ``now_ns``; call only after ``may_send`` said yes."""
+        if self._due_ns is not None:
+            if self.lag is not None:    # this frame waited on the bucket: sent now, due at _due_ns
+                self.lag.record(now_ns - self._due_ns)
+            self._due_ns = None
         self._pacer.try_send(frame_bytes + ETH_WIRE_OVERHEAD_BYTES, now_ns)
         self._next_ns = self._pacer.bucket.next_eligible_ns(now_ns)
 
@@ -204,6 +217,8 @@ class QpPacer:
         self.cnps += 1
         self._pacer.on_cnp(now_ns)
         self._next_ns = self._pacer.bucket.next_eligible_ns(now_ns)
+        if self._due_ns is not None and self._due_ns < self._next_ns:
+            self._due_ns = self._next_ns     # the cut rate pushed the waiting frame's due time back
 
     def on_ack(self, acked_bytes: int, sent_bytes: int, now_ns: int, hops: tuple[IntHop, ...] = ()) -> None:
         """Cumulative bytes acknowledged / sent, and the INT hops the ACK echoed (HPCC's input; empty

@@ -202,7 +202,8 @@ class QueuePair:
             flow = self._flow(new_attr)
             self.templates = FlowTemplates(flow)
             self.pacer = QpPacer(
-                self.nic.new_cc(), self.nic.clock.now_ns(), burst_bytes=self.nic.pacer_burst_bytes
+                self.nic.new_cc(), self.nic.clock.now_ns(), burst_bytes=self.nic.pacer_burst_bytes,
+                lag=self.nic.lag,
             )
             self.resp = Responder(self, new_attr.rq_psn)
         elif state == QpState.RTS:

@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import CollectiveMismatchError
-from .throttle import Throttle
+from .throttle import WAKE_BYTES, Throttle
 
 HEADER = struct.Struct("<QQ")
 """Message header: tag (operation sequence, kind, dtype) and payload length in bytes."""
@@ -133,7 +133,7 @@ class ThrottledChannelTransport(ChannelTransport):
         """When throttled with sends queued: network ns until a useful amount of tokens is back."""
         if self.throttle is None or not any(ch._sendq for ch in self.channels.values()):
             return None
-        return self.throttle.ready_in_ns(16 * 1024)
+        return self.throttle.ready_in_ns(WAKE_BYTES)
 
 
 class StreamChannel:

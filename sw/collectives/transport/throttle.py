@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 from sw.clock import Clock, get_clock
+from sw.clock.lag import LagStats, mtu_serialization_ns, register
 
 JITTER_WALL_NS = 4_000_000
 """Scheduling jitter the default burst absorbs: a process descheduled this long on a busy machine does not
@@ -10,6 +13,8 @@ lose link capacity (the long-run rate stays exact; a burst only lets a late send
 IDLE_BURST_BYTES = 64 * 1024
 """Most a sender may bank while it has nothing queued: a link at rest does not store capacity (with the jitter
 burst, a message sent after a pause would leave at memcpy speed instead of the configured rate)."""
+WAKE_BYTES = 16 * 1024
+"""What a sender held back waits for: the transports wake when this much (or what they want) is granted again."""
 
 
 class Throttle:
@@ -34,6 +39,9 @@ class Throttle:
         self.backlogged = False
         self._tokens = float(self.idle_burst_bytes)
         self._last_ns = self.clock.now_ns()
+        # lateness: a sender held back is due again when WAKE_BYTES (or what it wanted) are back in the bucket
+        self.lag = register(f"throttle pid {os.getpid()}", LagStats(mtu_serialization_ns(self.rate_bps)))
+        self._due_ns: float | None = None
 
     def grant(self, want_bytes: int) -> int:
         """How many of ``want_bytes`` may go now (0..want); the granted bytes are spent."""
@@ -41,9 +49,14 @@ class Throttle:
         cap = self.burst_bytes if self.backlogged else self.idle_burst_bytes
         self._tokens = min(cap, self._tokens + (now - self._last_ns) * self.rate_bps / 8e9)
         self._last_ns = now
-        n = min(want_bytes, int(self._tokens))
+        n = max(min(want_bytes, int(self._tokens)), 0)
         self._tokens -= n
-        return max(n, 0)
+        if n and self._due_ns is not None:
+            self.lag.record(int(now - self._due_ns))
+            self._due_ns = None
+        if n < want_bytes and self._due_ns is None:
+            self._due_ns = now + self.ready_in_ns(min(want_bytes - n, WAKE_BYTES))
+        return n
 
     def ready_in_ns(self, nbytes: int) -> float:
         """Network ns until ``nbytes`` of tokens will be there (0 if they are now)."""

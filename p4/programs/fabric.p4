@@ -139,6 +139,7 @@ struct metadata_t {
     bit<16> ecmp_group;
     bit<16> ecmp_size;
     bit<16> ecmp_index;
+    bit<1>  ecmp_chosen;  /* the route is an ECMP group: ecmp_group picks the member */
     bit<8>  int_words_left;
     @field_list(1)   /* = INT_REPORT_FIELDS */
     bit<1>  int_source;
@@ -318,7 +319,7 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
                          { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol, hdr.udp.src_port,
                            hdr.udp.dst_port },
                          (bit<32>) meta.ecmp_size);
-                    ecmp_group.apply();
+                    meta.ecmp_chosen = 1;
                 }
             }
             if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
@@ -336,7 +337,7 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
                          { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr, hdr.ipv6.flow_label,
                            hdr.udp.src_port, hdr.udp.dst_port },
                          (bit<32>) meta.ecmp_size);
-                    ecmp_group.apply();
+                    meta.ecmp_chosen = 1;
                 }
             }
             if (hdr.udp.isValid() && !hdr.int_shim.isValid()) {
@@ -345,6 +346,11 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
         } else {
             drop_with(DROP_NO_ROUTE);
             return;
+        }
+        /* one ecmp_group apply for both families: p4c's BMv2 back end rejects a table applied on two paths with
+           different successors (each table has one set of next tables in BMv2's pipeline graph) */
+        if (meta.ecmp_chosen == 1) {
+            ecmp_group.apply();
         }
         /* INT sink toward a host in report mode: an ingress-to-egress clone carries the stack to the collector
            (its egress adds this hop, and the shim too when this switch is also the source, hence the preserved

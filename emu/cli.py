@@ -282,10 +282,26 @@ def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-un
     from emu.p4switch import missing_bmv2_tools
 
     spec = spec_from_args(args)
+    if args.backend == "bmv2":
+        _check_bmv2_compat()
     if args.backend == "bmv2" and missing_bmv2_tools():
         raise FabricCliError(f"--backend bmv2: needs {', '.join(missing_bmv2_tools())} on PATH (not installed "
                              "here); use --backend embedded")
     return Fabric(spec, backend=args.backend, int_sink=args.int_sink, pfc=pfc_from_args(args), **kwargs)
+
+
+def _check_bmv2_compat() -> None:
+    """Before building anything: the fabric program must be one p4c's BMv2 back end accepts (file:line:col if not)."""
+    from emu import fabric
+    from p4.compat_bmv2 import check_pass
+    from p4.compiler import compile_file
+    from p4.errors import P4Error
+
+    try:
+        compile_file(fabric.FABRIC_P4, checks=(check_pass("bmv2"),))
+    except P4Error as exc:
+        first = f"{exc.pos}: error: {exc.message}" if exc.pos else exc.message
+        raise FabricCliError(f"--backend bmv2: {first}") from None
 
 
 def _summary_line(fab: Any) -> str:

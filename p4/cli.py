@@ -24,6 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c = sub.add_parser("check", help="compile only: exit 0, or 2 with file:line:col and a caret line")
     common(c)
     c.add_argument("--dump", action="store_true", help="print the generated Python")
+    c.add_argument("--target-compat", metavar="bmv2", choices=("bmv2",),
+                   help="also report (file:line:col, exit 2) what p4c's back end for this target would reject")
 
     s = sub.add_parser("sim", help="feed pcaps through ingress -> queues -> egress -> deparser")
     common(s)
@@ -67,8 +69,13 @@ def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     path = Path(args.program)
     if not path.is_file():
         raise P4Error(f"{args.program}: no such file")
+    checks = ()
+    if getattr(args, "target_compat", None):
+        from p4.compat_bmv2 import check_pass
+
+        checks = (check_pass(args.target_compat),)
     return compile_file(path, include_dirs=[Path(d) for d in args.include], defines=_defines(args.define),
-                        seed=getattr(args, "seed", 0))
+                        seed=getattr(args, "seed", 0), checks=checks)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,8 +100,9 @@ def _check(args: argparse.Namespace) -> int:
     prog = _compile(args)
     if args.dump:
         print(prog.source)
+    compat = f", compatible with {args.target_compat}" if getattr(args, "target_compat", None) else ""
     print(f"{args.program}: ok ({len(prog.tables)} tables, {len(prog.actions)} actions, "
-          f"{len(prog.init_state)} state slots)")
+          f"{len(prog.init_state)} state slots{compat})")
     return 0
 
 

@@ -59,6 +59,19 @@ class IntHop:
 _HOP7 = struct.Struct("!IHHIIQI")   # node, in port, out port, latency, queue id|occupancy, egress ts, tx bytes
 
 
+class IntFormatError(ValueError):
+    """An INT-marked packet or INT report this tool cannot parse; ``kind`` names the drop counter it counts in."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        super().__init__(why)
+        self.kind = kind
+
+
+def count_drop(drops: dict[str, int], exc: IntFormatError) -> None:
+    """One more packet dropped for ``exc.kind``."""
+    drops[exc.kind] = drops.get(exc.kind, 0) + 1
+
+
 @dataclass(frozen=True)
 class IntStack:
     """The per-hop INT data a packet carried, newest hop (the last switch) first."""
@@ -79,17 +92,23 @@ class IntStack:
 
 
 def parse_int(tos: int, payload: bytes) -> tuple[IntStack | None, bytes]:
-    """Split an INT-MD stack (present when the DSCP is the INT marker) from the UDP payload."""
-    if (tos >> 2) != DSCP_INT or len(payload) < INT_SHIM_BYTES + INT_MD_BYTES:
+    """Split an INT-MD stack (present when the DSCP is the INT marker) from the UDP payload; an INT-marked
+    payload whose stack is cut short or whose lengths do not add up raises ``IntFormatError``."""
+    if (tos >> 2) != DSCP_INT:
         return None, payload
+    if len(payload) < INT_SHIM_BYTES + INT_MD_BYTES:
+        raise IntFormatError("truncated", f"INT-marked payload of {len(payload)} bytes has no INT shim/MD header")
     length_words = payload[1]
     int_bytes = length_words * 4
     md_word0 = struct.unpack_from("!I", payload, INT_SHIM_BYTES)[0]
     hop_words = (md_word0 >> 8) & 0x1F
-    if hop_words == 0 or int_bytes > len(payload) or length_words < INT_MD_WORDS:
-        return None, payload
+    if int_bytes > len(payload):
+        raise IntFormatError("truncated", f"INT stack of {int_bytes} bytes in a payload of {len(payload)}")
+    stack_words = length_words - INT_MD_WORDS
+    if stack_words < 0 or (stack_words and (hop_words == 0 or stack_words % hop_words)):
+        raise IntFormatError("bad_length", f"INT length {length_words} words with {hop_words}-word hops")
     hops = []
-    for h in range((length_words - INT_MD_WORDS) // hop_words):
+    for h in range(stack_words // hop_words if hop_words else 0):
         off = INT_SHIM_BYTES + INT_MD_BYTES + h * hop_words * 4
         if hop_words * 4 == _HOP7.size:
             node, inp, outp, lat, q, ts, txb = _HOP7.unpack_from(payload, off)
@@ -132,7 +151,10 @@ def sink(addr: str, port: int, idle_ms: int, max_packets: int, clock: Clock | No
                 break
             data, anc, _flags, _peer = s.recvmsg(65536, socket.CMSG_SPACE(4))
             tos = next((c[0] for lvl, kind, c in anc if lvl == socket.IPPROTO_IP and kind == socket.IP_TOS and c), 0)
-            stack, body = parse_int(tos, data)
+            try:
+                stack, body = parse_int(tos, data)
+            except IntFormatError:
+                continue                       # not one of our probes' packets: the sink records only those
             if not body.startswith(MAGIC):
                 continue
             hop = stack.hop_list[0] if stack and stack.hop_list else IntHop(0)
@@ -157,6 +179,7 @@ class Prober:
         self.by_fd = {s.fileno(): (a, s) for a, s in self.socks.items()}
         self.replies: dict[int, tuple[int, IntStack | None, int]] = {}
         self.answered = 0
+        self.drops: dict[str, int] = {}   # packets on the probe port this prober could not parse, by reason
         self.epoch = 0   # high bits of the sequence number: late replies to an earlier round never count
 
     def _drain(self, timeout_s: float) -> None:
@@ -171,7 +194,11 @@ class Prober:
                 for level, kind, cdata in anc:
                     if level == socket.IPPROTO_IP and kind == socket.IP_TOS and cdata:
                         tos = cdata[0]
-                stack, body = parse_int(tos, data)
+                try:
+                    stack, body = parse_int(tos, data)
+                except IntFormatError as exc:
+                    count_drop(self.drops, exc)
+                    continue
                 if len(body) < _HDR.size:
                     continue
                 magic, msg_kind, seq, seen = _HDR.unpack_from(body)
@@ -258,23 +285,31 @@ def send_flows(src: str, dst: str, port: int, count: int, seed: int) -> int:
     return sent
 
 
-def parse_report(frame: bytes) -> dict | None:
-    """An INT report as the collector sees it: the original IPv4/UDP packet with the INT stack still inside."""
-    if len(frame) < 14 + 20 + 8 or frame[12:14] != b"\x08\x00":
-        return None
+def parse_report(frame: bytes) -> dict:
+    """An INT report as the collector sees it: the original IPv4/UDP packet with the INT stack still inside;
+    anything else raises ``IntFormatError`` (kind ``not_report`` for frames that are no INT report at all)."""
+    if len(frame) < 14 or frame[12:14] != b"\x08\x00":
+        raise IntFormatError("not_report", "not an IPv4 frame")
+    if len(frame) < 14 + 20 + 8:
+        raise IntFormatError("truncated", f"IPv4 frame of {len(frame)} bytes ends inside the IP/UDP headers")
     ip = frame[14:]
     ihl = (ip[0] & 0x0F) * 4
+    if ip[0] >> 4 != 4 or ihl < 20:
+        raise IntFormatError("bad_length", f"IPv4 version/header length byte 0x{ip[0]:02x}")
     if ip[9] != socket.IPPROTO_UDP:
-        return None
+        raise IntFormatError("not_report", f"IP protocol {ip[9]} is not UDP")
+    if len(ip) < ihl + 8:
+        raise IntFormatError("truncated", f"IPv4 header of {ihl} bytes leaves no UDP header in {len(ip)} bytes")
     stack, body = parse_int(ip[1], ip[ihl + 8:])
     if stack is None:
-        return None
+        raise IntFormatError("not_report", "UDP packet without the INT DSCP")
     return {"src": socket.inet_ntoa(ip[12:16]), "dst": socket.inet_ntoa(ip[16:20]), "hops": stack.hops,
             "node_ids": list(stack.node_ids), "probe": body.startswith(MAGIC)}
 
 
-def collect(ifnames: list[str], stdin, max_reports: int = 100_000) -> list[dict]:
-    """Capture INT reports on the collector's NICs until ``quit`` (or EOF) on ``stdin``."""
+def collect(ifnames: list[str], stdin, max_reports: int = 100_000) -> dict:
+    """Capture INT reports on the collector's NICs until ``quit`` (or EOF) on ``stdin``:
+    ``{"reports": [...], "drops": {reason: frames}}`` (frames that were no INT report or could not be parsed)."""
     socks = {}
     for ifname in ifnames:
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -284,6 +319,7 @@ def collect(ifnames: list[str], stdin, max_reports: int = 100_000) -> list[dict]
         socks[s] = ifname
     print("ready", flush=True)
     reports: list[dict] = []
+    drops: dict[str, int] = {}
     try:
         while len(reports) < max_reports:
             ready, _, _ = select.select([stdin, *socks], [], [], 1.0)
@@ -291,20 +327,21 @@ def collect(ifnames: list[str], stdin, max_reports: int = 100_000) -> list[dict]
                 if s is stdin:
                     line = stdin.readline()
                     if not line or line.strip() in (b"quit", "quit"):
-                        return reports
+                        return {"reports": reports, "drops": drops}
                     continue
                 while True:
                     try:
                         frame = s.recv(65536)
                     except BlockingIOError:
                         break
-                    report = parse_report(frame)
-                    if report is not None:
-                        reports.append({"iface": socks[s], **report})
+                    try:
+                        reports.append({"iface": socks[s], **parse_report(frame)})
+                    except IntFormatError as exc:
+                        count_drop(drops, exc)
     finally:
         for s in socks:
             s.close()
-    return reports
+    return {"reports": reports, "drops": drops}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                         req = json.loads(line)
                         results = prober.probe([tuple(p) for p in req["pairs"]], timeout_ms=req.get("timeout_ms", 500),
                                                retries=req.get("retries", 3))
-                        print(json.dumps({"results": results, "answered": prober.answered}), flush=True)
+                        print(json.dumps({"results": results, "answered": prober.answered, "drops": prober.drops}),
+                              flush=True)
             prober.serve_once(0.0)
     finally:
         prober.close()

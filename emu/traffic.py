@@ -118,6 +118,7 @@ class ReportCollector:
     def __init__(self, fab: Fabric) -> None:
         self.fab = fab
         self.reports: list[dict[str, Any]] = []
+        self.drops: dict[str, int] = {}     # frames the collector could not parse as INT reports, by reason
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> ReportCollector:
@@ -138,7 +139,8 @@ class ReportCollector:
             assert proc.stdin is not None
             proc.stdin.write(b"quit\n")
             proc.stdin.flush()
-            self.reports = json.loads(read_line(self.fab.clock, proc, "collector", None, PROBE_READY_TIMEOUT_NS))
+            out = json.loads(read_line(self.fab.clock, proc, "collector", None, PROBE_READY_TIMEOUT_NS))
+            self.reports, self.drops = out["reports"], out["drops"]
         finally:
             stop_proc(proc)
             self.fab.helper_procs.remove(proc)

@@ -4,12 +4,16 @@ material of the malformed-frame and fuzz tests."""
 
 from __future__ import annotations
 
+import random
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
 from sw.clock import ManualClock
+from sw.roce.errors import RoceFormatError
 from sw.roce.flow import Flow
+from sw.roce.icrc import icrc, icrc_bytes
 from sw.roce.int_md import IntHopRecord, insert_int
 from sw.roce.nic import Nic
 from sw.roce.nic_loopback import MemoryWire, run_until
@@ -31,9 +35,9 @@ def templates(*, ipv6: bool = False, dst_qp: int = 0x11) -> FlowTemplates:
     return FlowTemplates(Flow(MAC_A, MAC_B, src, dst, 0x12, dst_qp))
 
 
-def real_frames() -> dict[str, bytes]:
-    """One well-formed frame of each kind a NIC, the switch or a collector receives."""
-    t4, t6 = templates(), templates(ipv6=True)
+def real_frames(dst_qp: int = 0x11) -> dict[str, bytes]:
+    """One well-formed frame of each kind a NIC, the switch or a collector receives (RoCE ones to ``dst_qp``)."""
+    t4, t6 = templates(dst_qp=dst_qp), templates(ipv6=True, dst_qp=dst_qp)
     write = t4[Opcode.RDMA_WRITE_ONLY].build(5, bytes(range(64)), ackreq=True, va=0x1000, rkey=7, dma_len=64)
     ack = t4[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1)
     return {
@@ -106,3 +110,80 @@ class WritePair:
         assert run_until(self.clock, self.wire, [self.a, self.b], lambda: len(self.cq_a) >= 1, 10 * 10**9)
         assert [w.status for w in self.cq_a.poll()] == [WcStatus.SUCCESS]
         assert np.array_equal(self.dst, self.src)
+
+
+# --- mutations -----------------------------------------------------------------------------------------------
+JUMBO_BYTES = 9216
+# Ethernet type; IPv4 version/IHL, TOS, total length, flags/fragment, protocol, checksum; IPv6 payload length and
+# next header; UDP ports and length after IPv4 and IPv6; BTH opcode/flags and the INT shim length and hop words
+# (after IPv4 and IPv6 UDP); PFC opcode and class vector share 14 and 16.  The IP lengths come twice: they
+# matter most.
+FIELD_OFFSETS = (12, 14, 15, 16, 18, 20, 23, 24, 34, 36, 38, 42, 43, 46, 48, 54, 56, 58, 63, 68, 16, 18)
+FIELD_VALUES = (0, 1, 4, 5, 8, 0x0F, 0x10, 20, 28, 44, 0x40, 0x44, 0x46, 0x4F, 0x60, 0x17 << 2, 0x80, 0xFF,
+                0x100, 0x7FFF, 0xFFFF)
+Op = tuple[str, int, int]
+
+
+def mutate(frame: bytes, ops: Sequence[Op]) -> bytes:
+    """``frame`` after ``ops`` in order: ("cut", n, _) keeps n bytes; ("flip", i, bit) and ("byte", i, value)
+    edit byte i (modulo the length); ("u8"/"u16", k, value) write FIELD_OFFSETS[k], ("sub", k, d) takes d off the
+    16-bit field there (a length shorter than what it covers); ("grow", n, seed) appends n
+    seeded random bytes (at most to JUMBO_BYTES); ("fix", _, _) makes the IPv4 checksum and the ICRC right again
+    so that the frame gets past them."""
+    f = bytearray(frame)
+    for kind, a, b in ops:
+        if kind == "cut":
+            del f[a:]
+        elif kind in ("flip", "byte") and f:
+            f[a % len(f)] = f[a % len(f)] ^ (1 << (b & 7)) if kind == "flip" else b & 0xFF
+        elif kind in ("u8", "u16", "sub"):
+            off = FIELD_OFFSETS[a % len(FIELD_OFFSETS)]
+            if kind == "u8" and off < len(f):
+                f[off] = b & 0xFF
+            elif kind == "u16" and off + 2 <= len(f):
+                struct.pack_into(">H", f, off, b & 0xFFFF)
+            elif kind == "sub" and off + 2 <= len(f):
+                struct.pack_into(">H", f, off, (struct.unpack_from(">H", f, off)[0] - b) & 0xFFFF)
+        elif kind == "grow":
+            f += random.Random(b).randbytes(max(0, min(a, JUMBO_BYTES - len(f))))
+        elif kind == "fix":
+            _fix_checksums(f)
+    return bytes(f)
+
+
+def _fix_checksums(f: bytearray) -> None:
+    if len(f) < 34 or f[12:14] not in (b"\x08\x00", b"\x86\xdd"):
+        return
+    ipv4 = f[12:14] == b"\x08\x00"
+    ihl = (f[14] & 0x0F) * 4 if ipv4 else 40
+    if ipv4 and 20 <= ihl and 14 + ihl <= len(f):
+        struct.pack_into(">H", f, 24, 0)
+        struct.pack_into(">H", f, 24, _ipv4_checksum(f[14:14 + ihl]))
+    if len(f) < 20:
+        return
+    end = 14 + (struct.unpack_from(">H", f, 16)[0] if ipv4 else 40 + struct.unpack_from(">H", f, 18)[0])
+    if end <= len(f):
+        try:
+            f[end - 4:end] = icrc_bytes(icrc(f[14:end]))
+        except RoceFormatError:
+            pass
+
+
+def random_ops(rng: random.Random) -> list[Op]:
+    """One to four mutations as the live fuzz draws them (the hypothesis tests draw the same kinds)."""
+    ops: list[Op] = []
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.choice(("cut", "flip", "flip", "byte", "u8", "u16", "sub", "sub", "grow", "fix"))
+        if kind == "cut":
+            ops.append((kind, rng.choice((0, 1, 13, 14, 20, 33, 34, 41, 42, 54, 58, 62, rng.randrange(200))), 0))
+        elif kind in ("flip", "byte"):
+            ops.append((kind, rng.randrange(256), rng.randrange(256)))
+        elif kind in ("u8", "u16"):
+            ops.append((kind, rng.randrange(len(FIELD_OFFSETS)), rng.choice((*FIELD_VALUES, rng.randrange(1 << 16)))))
+        elif kind == "sub":
+            ops.append((kind, rng.randrange(len(FIELD_OFFSETS)), rng.choice((1, 4, 16, 28, rng.randrange(1, 256)))))
+        elif kind == "fix":
+            ops.append((kind, 0, 0))
+        else:
+            ops.append((kind, rng.choice((1, 100, 1500, JUMBO_BYTES)), rng.randrange(1 << 16)))
+    return ops

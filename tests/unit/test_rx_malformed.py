@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from emu.probe import IntFormatError, count_drop, parse_report
 from sw.roce.decode import decode
 from sw.roce.errors import BadLengthError, RoceFormatError
 from sw.roce.int_md import parse_int, strip_int
@@ -54,3 +55,17 @@ def test_every_drop_reason_is_counted_once_per_frame_and_valid_frames_still_pass
     assert c.drop_reasons == {"truncated": 2, "icrc_mismatch": 1, "not_roce": 2}
     assert c.malformed_frames == 3 and c.non_roce_frames == 2
     pair.finish()
+
+
+def test_the_int_collector_counts_what_is_no_report_by_reason():
+    frames = real_frames()
+    assert parse_report(frames["int_write"])["hops"] == 2
+    too_long = bytearray(frames["int_write"])
+    too_long[14 + 20 + 8 + 1] = 0xFF                 # INT shim: 255 words, more than the frame holds
+    drops: dict[str, int] = {}
+    for frame in (b"", frames["pfc"], frames["write_v6"], int_frame_ihl_zero(), frames["int_write"][:40],
+                  bytes(too_long), frames["write"]):
+        with pytest.raises(IntFormatError) as exc:
+            parse_report(frame)
+        count_drop(drops, exc.value)
+    assert drops == {"not_report": 4, "bad_length": 1, "truncated": 2}

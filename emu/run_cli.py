@@ -26,7 +26,7 @@ from emu.launch import (
     terminate_as_interrupt,
 )
 from emu.topology import Topology, TopologySpec
-from sw.cli import call_guarded
+from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
 from sw.units import float_flag
@@ -222,7 +222,7 @@ def _run_local(args: argparse.Namespace, cmd: list[str], echo: Callable[[str], N
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m emu.run_cli ...``: the same command without the ``starpulse`` dispatcher (user errors exit 2)."""
-    parser = argparse.ArgumentParser(prog="starpulse run")
+    parser = ArgumentParser(prog="starpulse run")
     add_arguments(parser)
     return call_guarded("starpulse run", run, parser.parse_args(argv))
 

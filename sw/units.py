@@ -72,12 +72,15 @@ def parse_number(text: str, *, what: str = "value", lo: float | None = None, hi:
 
 
 def _range_text(lo: float | None, hi: float | None, integer: bool, lo_exclusive: bool, unit: str) -> str:
+    def num(v: float) -> str:
+        return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
     kind = "an integer" if integer else "a number"
     unit = f" ({unit})" if unit else ""
     if lo is not None and hi is not None and not lo_exclusive:
-        return f"{kind} within {lo:g}..{hi:g}{unit}"
-    bounds = [f"{'>' if lo_exclusive else '>='} {lo:g}"] if lo is not None else []
-    bounds += [f"<= {hi:g}"] if hi is not None else []
+        return f"{kind} within {num(lo)}..{num(hi)}{unit}"
+    bounds = [f"{'>' if lo_exclusive else '>='} {num(lo)}"] if lo is not None else []
+    bounds += [f"<= {num(hi)}"] if hi is not None else []
     return f"{kind} {' and '.join(bounds)}{unit}" if bounds else f"a finite {kind[2:].lstrip()}{unit}"
 
 

@@ -17,7 +17,12 @@ from sw.cc.errors import CcParamError
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import HpccParams
 from sw.cc.sim import CC_NAMES, SimConfig, SimResult, simulate
-from sw.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
+from sw.units import int_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
+
+SIM_FLAGS = {"n_flows": "--flows", "link_kbps": "--link-rate", "mtu_bytes": "--mtu", "duration_ns": "--duration",
+             "warmup_ns": "--warmup", "to_switch_ns": "--prop-delay", "to_receiver_ns": "--prop-delay",
+             "back_ns": "--prop-delay", "start_gap_ns": "--start-gap", "flow_bytes": "--flow-size"}
+"""The flag behind each ``SimConfig`` field, so a range error names what the user typed."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--start-gap", default="0ns", help="flow i starts at i * GAP")
     sim.add_argument("--prop-delay", default="2us",
                      help="one-way propagation per leg: sender->switch and switch->receiver; ACKs/CNPs take 2x")
-    sim.add_argument("--seed", type=int, default=1, help="seed of the switch's RED marking draws")
+    sim.add_argument("--seed", type=int_flag(0, 2**32 - 1), default=1, help="seed of the switch's RED marking draws")
     sim.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     params = sub.add_parser("params", help="print the default DCQCN and HPCC parameters")
     params.add_argument("--json", action="store_true")
@@ -73,7 +78,7 @@ def _run_sim(args: argparse.Namespace) -> int:
     prop = parse_duration_ns(args.prop_delay, what="--prop-delay")
     rows = []
     for name in names:
-        cfg = SimConfig(
+        cfg = _sim_config(
             cc=name, n_flows=args.flows, link_kbps=link_kbps, mtu_bytes=parse_size_bytes(args.mtu, what="--mtu"),
             duration_ns=duration, warmup_ns=warmup,
             flow_bytes=flow_bytes,
@@ -99,6 +104,17 @@ def _run_sim(args: argparse.Namespace) -> int:
               f"{row['jain']:>7.4f} {row['ecn_marks']:>7} {row['cnps']:>6} {fct:>11} {row['events']:>8} "
               f"{row['wall_s']:>7}")
     return 0
+
+
+def _sim_config(**fields: object) -> SimConfig:
+    """``SimConfig(**fields)``; its range errors are prefixed with the flag that set the field."""
+    try:
+        return SimConfig(**fields)  # type: ignore[arg-type]
+    except CcParamError as exc:
+        field = str(exc).split("=", 1)[0].removeprefix("sim.")
+        if field in SIM_FLAGS:
+            raise CcParamError(f"{SIM_FLAGS[field]}: {exc}") from None
+        raise
 
 
 def _run_params(args: argparse.Namespace) -> int:

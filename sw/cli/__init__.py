@@ -15,6 +15,7 @@ import importlib
 import sys
 import traceback
 from collections.abc import Callable
+from typing import NoReturn
 
 # name -> (module, one-line help).  Later issues add their commands here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -32,9 +33,17 @@ EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 70
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are one line (``prog: error: argument --x: ...``, exit 2), as every other bad input
+    is: the usage block stays in ``--help``.  Subcommand parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USER_ERROR, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def _top_parser() -> argparse.ArgumentParser:
     epilog = "commands:\n" + "\n".join(f"  {name:<8} {help_}" for name, (_, help_) in COMMANDS.items())
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="starpulse",
         description="StarPulse Lab: an emulated rail-optimized RoCEv2 AI-cluster fabric on one Linux box.",
         epilog=epilog,
@@ -50,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     top = _top_parser().parse_args(argv[:1])
     module_name, help_ = COMMANDS[top.command]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"starpulse {top.command}", description=help_)
+    parser = ArgumentParser(prog=f"starpulse {top.command}", description=help_)
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
     return call_guarded(f"starpulse {top.command}", module.run, args)

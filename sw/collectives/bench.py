@@ -21,6 +21,7 @@ from sw.clock import Clock, get_clock
 
 from .comm import Communicator
 from .dtypes import DTYPE_CODES, REDUCE_OPS, bf16_to_f32, f32_to_bf16
+from .tuner import ALGOS
 
 OPS = ("allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall")
 REDUCTIONS = ("allreduce", "reduce", "reducescatter")
@@ -102,6 +103,8 @@ class BenchParams:
             raise BenchError(f"-w {self.warmup}: must be >= 0")
         if self.root < 0:
             raise BenchError(f"-r {self.root}: must be a rank >= 0")
+        if self.algo is not None and self.algo not in ALGOS[self.op]:
+            raise BenchError(f"-A {self.algo}: unknown for {self.op} (allowed: {', '.join(ALGOS[self.op])})")
         sweep_bytes(self.min_bytes, self.max_bytes, self.factor)
 
     @property

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sw.cli import call_guarded
-from sw.units import UnitError, parse_rate_bps, parse_size_bytes
+from sw.cli import ArgumentParser, call_guarded
+from sw.units import UnitError, float_flag, int_flag, parse_rate_bps, parse_size_bytes
 
 from .bench import OPS, ROOTED, BenchError, BenchParams, dtype_from_flag, run_bench
 from .config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, intra_rate_for
@@ -26,6 +26,8 @@ from .config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, 
 ENV_LINE_RATE = "STARPULSE_BENCH_LINE_RATE"
 """Per-rail line rate (bit/s) the ranks of a launched bench report against (set by the outer command)."""
 DEFAULT_LOCAL_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 7 * 86400.0
+MAX_ITERS = 1_000_000
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2
 
@@ -35,9 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("sweep (as nccl-tests)")
     g.add_argument("-b", "--minbytes", default="8K", metavar="SIZE", help="smallest size (default 8K)")
     g.add_argument("-e", "--maxbytes", default="64M", metavar="SIZE", help="largest size (default 64M)")
-    g.add_argument("-f", "--stepfactor", type=int, default=2, metavar="F", help="size multiplier (default 2)")
-    g.add_argument("-n", "--iters", type=int, default=20, metavar="N", help="timed iterations (default 20)")
-    g.add_argument("-w", "--warmup_iters", type=int, default=5, metavar="N", help="warm-up iterations (default 5)")
+    g.add_argument("-f", "--stepfactor", type=int_flag(2, 1024), default=2,
+                   metavar="F", help="size multiplier (default 2)")
+    g.add_argument("-n", "--iters", type=int_flag(1, MAX_ITERS), default=20,
+                   metavar="N", help="timed iterations (default 20)")
+    g.add_argument("-w", "--warmup_iters", type=int_flag(0, MAX_ITERS), default=5,
+                   metavar="N", help="warm-up iterations (default 5)")
     g.add_argument("-c", "--check", type=int, default=1, metavar="0|1", help="check results (default 1)")
     g.add_argument("-o", "--op", dest="redop", default="sum", metavar="OP",
                    help="reduction: sum, prod, min, max, avg (default sum)")
@@ -67,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--name", default="default", help="use this running fabric if it is up (default 'default')")
     r.add_argument("--time-dilation", type=float, default=None, metavar="K",
                    help="network time runs K times slower than wall time (switches and ranks)")
-    r.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="stop the job after S wall seconds")
+    r.add_argument("--timeout", type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"), default=3600.0,
+                   metavar="S", help="stop the job after S wall seconds")
     r.add_argument("--net", choices=("roce", "tcp"), default=None,
                    help="ranks' inter-server transport on a fabric: roce (RC QPs, DCQCN) or tcp "
                         "(default: $STARPULSE_NET, else roce)")
@@ -146,14 +152,16 @@ def _local_rank(comm: Any, p: BenchParams) -> dict[str, Any]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from .local import run_local
+    from emu.run_cli import spec_for  # the topology flags' checks (no fabric: nothing of emu starts)
+
+    from .local import check_local_ranks, run_local
 
     line_rate = _line_rate(args)
     p = params_from_args(args, line_rate)
-    servers = DEFAULT_SERVERS if args.servers is None else args.servers
-    gpus = DEFAULT_GPUS if args.gpus_per_server is None else args.gpus_per_server
-    if servers < 1 or gpus < 1:
-        raise BenchError(f"--servers {servers} --gpus {gpus}: both must be >= 1")
+    args.gpus = None
+    spec = spec_for(args, DEFAULT_SERVERS, DEFAULT_GPUS)
+    servers, gpus = spec.servers, spec.gpus_per_server
+    check_local_ranks(servers * gpus, f"--servers {servers} x --gpus {gpus}")
     if p.op in ROOTED and p.root >= servers * gpus:
         raise BenchError(f"-r {p.root}: must be a rank in 0..{servers * gpus - 1}")
     if args.time_dilation is not None:
@@ -262,7 +270,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m sw.collectives.bench_cli``: what launched ranks run (user errors: one line, exit 2)."""
-    parser = argparse.ArgumentParser(prog="starpulse bench")
+    parser = ArgumentParser(prog="starpulse bench")
     add_arguments(parser)
     return call_guarded("starpulse bench", run, parser.parse_args(argv))
 

@@ -4,6 +4,7 @@ shared memory inside each emulated server, TCP on loopback between servers.  Tes
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import shutil
 import tempfile
 import traceback
@@ -15,7 +16,30 @@ from .bootstrap import init_communicator, job_digest
 from .comm import Communicator
 from .config import CommConfig
 from .deadline import Deadline
+from .errors import CollectiveUserError
 from .transport.shm import SHM_DIR
+
+RANKS_PER_CPU = 16
+RANK_MEMORY_BYTES = 128 << 20   # what one forked rank may come to hold (interpreter, numpy, buffers)
+
+
+def max_local_ranks() -> int:
+    """How many ranks this machine may fork: 16 per CPU, and one per 128 MiB of available memory."""
+    try:
+        avail = int(next(ln.split()[1] for ln in open("/proc/meminfo") if ln.startswith("MemAvailable:"))) * 1024
+    except (OSError, StopIteration, ValueError, IndexError):
+        avail = RANKS_PER_CPU * (os.cpu_count() or 1) * RANK_MEMORY_BYTES
+    return max(1, min(RANKS_PER_CPU * (os.cpu_count() or 1), avail // RANK_MEMORY_BYTES))
+
+
+def check_local_ranks(world: int, flags: str) -> None:
+    """Refuse more local ranks than the machine can hold (each is a process), explaining the limit."""
+    cap = max_local_ranks()
+    if world > cap:
+        raise CollectiveUserError(
+            f"{flags} = {world} local ranks: at most {cap} on this machine (every rank is a process: "
+            f"{RANKS_PER_CPU} per CPU x {os.cpu_count()} CPUs, and {RANK_MEMORY_BYTES >> 20} MiB of available memory "
+            "each)")
 
 
 class RankFailure(RuntimeError):
@@ -53,6 +77,7 @@ def run_local(servers: int, gpus: int | Sequence[int], fn: Callable[..., Any], *
     if len(per_server) != servers or min(per_server, default=0) < 1:
         raise ValueError(f"gpus {gpus!r}: need one count >= 1 for each of {servers} servers")
     placement = [(s, g) for s, count in enumerate(per_server) for g in range(count)]
+    check_local_ranks(len(placement), f"{servers} servers x {gpus} GPUs")
     config = replace(config or CommConfig(), timeout_s=min((config or CommConfig()).timeout_s, timeout_s))
     ctx = mp.get_context("fork")
     store = tempfile.mkdtemp(prefix="spcoll-store-")

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sw.cli import call_guarded
+from sw.cli import ArgumentParser, call_guarded
 from sw.clock import get_clock
 from sw.roce.gid import interface_ipv6, path_mtu_headroom_bytes
 from sw.roce.nic import Nic
@@ -32,8 +32,10 @@ from sw.roce.transport_rules import PATH_MTUS
 from sw.roce.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
 from sw.units import (
     UnitError,
+    float_flag,
     format_rate_bps,
     format_size_bytes,
+    int_flag,
     parse_duration_ns,
     parse_rate_bps,
     parse_size_bytes,
@@ -44,6 +46,8 @@ DEFAULT_SELFTEST_SIZE = "16M"
 DEFAULT_SWEEP = "64,256,1K,4K,16K,64K,256K,1M"
 DEFAULT_ITERS = 1000
 DEFAULT_TX_DEPTH = 64
+MAX_ITERS = 1_000_000
+MAX_TIMEOUT_S = 7 * 86400.0
 SELFTEST_IF_MTU = 9000
 IMPAIRED_DELAY_NS = 20_000
 REORDER_DELAY_NS = 1_000_000
@@ -86,7 +90,7 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"messages per size, at most (default {DEFAULT_ITERS}; selftest: --size messages, default one)",
     )
     parser.add_argument(
-        "--lat-iters", type=int, default=20, help="latency samples per size (default 20; 0 = off)"
+        "--lat-iters", type=int_flag(0, MAX_ITERS), default=20, help="latency samples per size (default 20; 0 = off)"
     )
     parser.add_argument(
         "--tx-depth", type=int, help=f"outstanding work requests (default {DEFAULT_TX_DEPTH}; selftest: 1 per transfer)"
@@ -110,7 +114,9 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--base-rtt", default="1ms", help="HPCC's base RTT T (window = line rate x T; default 1ms)"
     )
-    parser.add_argument("--mtu", type=int, help="RoCE path MTU (default: the largest the interface carries)")
+    parser.add_argument(
+        "--mtu", type=int, choices=PATH_MTUS, help="RoCE path MTU (default: the largest the interface carries)"
+    )
     parser.add_argument("--dev", help="network interface of this host's NIC (server/client)")
     parser.add_argument(
         "--store",
@@ -118,10 +124,15 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
         help="rendezvous directory shared by server and client",
     )
     parser.add_argument("--name", default="perf", help="session name in the store (default perf)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds before giving up (default 120)")
+    parser.add_argument(
+        "--timeout",
+        type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"),
+        default=120.0,
+        help="seconds before giving up (default 120)",
+    )
     parser.add_argument(
         "--qp-timeout",
-        type=int,
+        type=int_flag(1, 31),
         default=13,
         help="local ACK timeout exponent: 4.096 us * 2^N (default 13 = 33.5 ms)",
     )
@@ -168,9 +179,7 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
     if not args.dev:
         raise PerfArgError(f"perf {args.role}: --dev IFNAME is required (the interface of this host's NIC)")
     rate = parse_rate_bps(args.link_rate, what="--link-rate")
-    base_rtt_ns = parse_duration_ns(args.base_rtt, what="--base-rtt")
-    if base_rtt_ns < 1000:
-        raise PerfArgError(f"--base-rtt {args.base_rtt}: must be at least 1us")
+    base_rtt_ns = _base_rtt_ns(args)
     ip = interface_ipv6(args.dev) if args.ipv6 else None
     nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc, base_rtt_ns=base_rtt_ns, ip=ip)
     mtu = path_mtu_for(interface_mtu(args.dev) - path_mtu_headroom_bytes(nic.ip))
@@ -181,6 +190,13 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
             )
         mtu = args.mtu
     return nic, mtu
+
+
+def _base_rtt_ns(args: argparse.Namespace) -> int:
+    base_rtt_ns = parse_duration_ns(args.base_rtt, what="--base-rtt")
+    if base_rtt_ns < 1000:
+        raise PerfArgError(f"--base-rtt {args.base_rtt}: must be at least 1us")
+    return base_rtt_ns
 
 
 def _atomic_size(args: argparse.Namespace) -> None:
@@ -344,6 +360,7 @@ def _selftest_in_lab(
 
 def _selftest(args: argparse.Namespace) -> dict[str, Any]:
     rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
+    _base_rtt_ns(args)
     _atomic_size(args)
     _rd_atomic(args)
     _iters(args)
@@ -426,7 +443,7 @@ def run_perf(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="starpulse roce perf", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="starpulse roce perf", description=__doc__.splitlines()[0])
     add_perf_arguments(parser)
     return call_guarded("starpulse roce perf", run_perf, parser.parse_args(argv))
 

@@ -182,8 +182,9 @@ def test_bad_flag_is_one_line_exit_2_before_anything_is_built(argv, names, nothi
     assert code == 2, err
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert "error" in last and names in last, err
+    assert len(err.strip().splitlines()) == 1 and "error" in last and names in last, err
     state = tmp_path / "state"
     assert not state.exists() or not any(state.iterdir()), "a rejected command left a state directory"
-    assert not any((tmp_path / "tmp").iterdir()), "a rejected command left a temporary directory"
+    left = [p.name for p in (tmp_path / "tmp").iterdir() if p.is_dir()]   # (files: e.g. the P4 parser's cache)
+    assert not left, f"a rejected command left temporary directories {left}"
     assert not any(os.path.exists(p) for p in ("/nonexistent/pcaps", "/nonexistent/logs"))

@@ -3,6 +3,13 @@
 Compilation happens once; per packet only the generated functions run.  All packet state lives in one
 list ``S`` (see ``p4.types``): every field access compiles to ``S[<constant>]``, every header extract to
 one ``int.from_bytes`` plus shifts and masks, every operator to Python arithmetic with explicit wrap-around.
+
+Limits (an error naming the limit at the construct, never a crash or a runaway allocation): bit widths and
+integer literals ``MAX_WIDTH_BITS`` (2048); compile-time integer values ``MAX_CONST_BITS``; register, counter and
+meter arrays ``MAX_EXTERN_ENTRIES``; header stacks ``MAX_STACK_SIZE`` elements; ``MAX_STATE_SLOTS`` state slots
+per packet. A parser whose states loop runs at most ``MAX_PARSER_STEPS`` state transitions per packet, then
+stops with ``error.ParserTimeout`` (the packet goes on to ingress with ``parser_error`` set, as after any parser
+error in v1model); a loop through states that neither extract nor advance is warned about at compile time.
 """
 
 from __future__ import annotations
@@ -60,6 +67,11 @@ from p4.types import (
 )
 
 BOOL, INFINT, ERROR, STRING, VOID = BoolT(), InfIntT(), ErrorT(), StringT(), VoidT()
+MAX_CONST_BITS = 4096
+MAX_EXTERN_ENTRIES = 1 << 22
+MAX_STACK_SIZE = 4096
+MAX_STATE_SLOTS = 1 << 20
+MAX_PARSER_STEPS = 16384
 V1_BLOCKS = ("parser", "verify", "ingress", "egress", "compute", "deparser")
 
 
@@ -259,6 +271,8 @@ class Compiler:
         self.in_parser = False
         self.in_action = False
         self.pending_functions: list[list[str]] = []
+        self.decl_pos: dict[str, SourcePos | None] = {}     # declared type/parser/control name -> where
+        self.warnings: list[str] = []                        # rendered "file:line:col: warning: ..."
 
     # --- errors and positions -----------------------------------------------------------------------------
     def pos(self, node: Any) -> SourcePos | None:
@@ -276,11 +290,24 @@ class Compiler:
         return f"_{prefix}{self.uid}"
 
     # --- pass 1: declarations -----------------------------------------------------------------------------
+    def declare_once(self, d: Tree) -> None:
+        """A second declaration of a type, parser or control name is an error at the second one."""
+        node = _trees(d, "name")[0]
+        name = _name(node)
+        if name in self.decl_pos:
+            first = self.decl_pos[name]
+            raise self.err(node, f"duplicate declaration of '{name}'" + (f" (first declared at {first})" if first
+                                                                           else ""))
+        self.decl_pos[name] = self.pos(node)
+
     def collect(self, tree: Tree) -> None:
         for d in tree.children:
             if not isinstance(d, Tree):
                 continue
             kind = d.data
+            if kind in ("typedef_decl", "header_decl", "struct_decl", "union_decl", "enum_decl", "parser_decl",
+                        "control_decl"):
+                self.declare_once(d)
             if kind == "const_decl":
                 t = self.resolve_type(_trees(d, "type_ref")[0])
                 name = _name(_trees(d, "name")[0])
@@ -412,6 +439,8 @@ class Compiler:
             if not (isinstance(elem, StructLike) and elem.is_header):
                 raise self.err(t, f"header stacks must contain headers, not {elem}")
             n = self.const_value(self.expr(kids[-1]), INFINT, t).const
+            if not 1 <= int(n) <= MAX_STACK_SIZE:
+                raise self.err(t, f"header stack size {n} out of range 1..{MAX_STACK_SIZE} (this target's limit)")
             return StackT(elem, int(n))
         if d == "tuple_type":
             args = [c for c in _trees(t, "type_args")[0].children if isinstance(c, Tree)]
@@ -448,6 +477,9 @@ class Compiler:
     def alloc(self, t: P4Type, node: Any = None) -> Ref:
         """Reserve slots for a value of type ``t`` and fill the initial state."""
         base = len(self.init)
+        if base + t.size > MAX_STATE_SLOTS:
+            raise self.err(node, f"the program's packet state would exceed {MAX_STATE_SLOTS:,} slots (this "
+                                 f"target's limit; a value of type {t} takes {t.size:,})")
         try:
             self.init.extend(self._initial(t))
         except CompileError as exc:
@@ -642,6 +674,9 @@ class Compiler:
             t = a.type
             if isinstance(t, InfIntT):
                 if a.const is not None and b.const is not None:
+                    if op == "<<" and a.const and a.const.bit_length() + b.const > MAX_CONST_BITS:
+                        raise self.err(node, f"constant {a.const} << {b.const} exceeds {MAX_CONST_BITS} bits (this "
+                                             "target's limit for compile-time integers)")
                     v = a.const << b.const if op == "<<" else a.const >> b.const
                     return E(repr(v), INFINT, const=v)
                 return E(f"({a.src} {op} {b.src})", INFINT)
@@ -699,6 +734,8 @@ class Compiler:
         if op in ("/", "%"):
             if t.signed:
                 raise self.err(node, f"'{op}' is not defined for signed int<N> in P4")
+            if b.const == 0:
+                raise self.err(node, f"division by zero ('{op}' by the constant 0)")
             pyop = "//" if op == "/" else "%"
             return E(f"({a.src} {pyop} {b.src} if {b.src} else 0)", t)
         if op == "|+|":
@@ -1810,6 +1847,12 @@ class Compiler:
                 raise self.err(d, f"{tname} argument {i + 1} must be a compile-time constant")
             return int(cargs[i].const)
 
+        def entries(i: int) -> int:
+            n = cint(i)
+            if not 0 <= n <= MAX_EXTERN_ENTRIES:
+                raise self.err(d, f"{tname} size {n} out of range 0..{MAX_EXTERN_ENTRIES:,} (this target's limit)")
+            return n
+
         def enum_member(i: int) -> str:
             e = cargs[i]
             return next(k for k, v in e.type.members.items() if v == e.const)  # type: ignore[union-attr]
@@ -1825,18 +1868,18 @@ class Compiler:
             elem = targs[0] if targs else BitT(32)
             if not isinstance(elem, BitT):
                 raise self.err(d, f"register element type must be bit<N>/int<N>, not {elem}")
-            obj: Any = Register(full, cint(0), elem.width, elem.signed)
+            obj: Any = Register(full, entries(0), elem.width, elem.signed)
             inst["elem"] = elem
             self.registers[full] = obj
         elif tname == "counter":
-            obj = Counter(full, cint(0), enum_member(1))
+            obj = Counter(full, entries(0), enum_member(1))
             self.counters[full] = obj
         elif tname == "direct_counter":
             obj = Counter(full, 0, enum_member(0), direct=True)
             inst["kind"] = "counter"
             self.counters[full] = obj
         elif tname == "meter":
-            obj = Meter(full, cint(0), enum_member(1))
+            obj = Meter(full, entries(0), enum_member(1))
             self.meters[full] = obj
         elif tname == "direct_meter":
             obj = Meter(full, 0, enum_member(0), direct=True)
@@ -2182,14 +2225,20 @@ class Compiler:
                 saved("        return o, exc.code")
                 self.in_parser = False
                 return
+        self.warn_parser_loops(states)
+        if "ParserTimeout" not in self.errors:
+            self.errors.append("ParserTimeout")
         out = self.out
         out("def _parser(S, pkt):")
         out.indent()
-        out("o = 0; n = len(pkt); st = 0")
+        out("o = 0; n = len(pkt); st = 0; steps = 0")
         out("try:")
         out.indent()
         out("while True:")
         out.indent()
+        out("steps += 1")
+        out(f"if steps > {MAX_PARSER_STEPS}:")
+        out(f"    raise _PE({self.errors.index('ParserTimeout')})  # error.ParserTimeout")
         for i, (name, s) in enumerate(states.items()):
             out(("if" if i == 0 else "elif") + f" st == {ids[name]}:  # state {name}")
             out.indent()
@@ -2230,16 +2279,59 @@ class Compiler:
         self.value_sets[full] = vs
         scope[name] = Sym("value_set", value={"var": var, "obj": vs})
 
+    def warn_parser_loops(self, states: dict[str, Tree]) -> None:
+        """Warn about each cycle of states none of which extracts, advances or calls a sub-parser: a packet that
+        enters it can only leave by a select, and if it loops it ends in error.ParserTimeout."""
+        consuming = {"extract", "advance", "apply"}
+        idle = {n for n, st in states.items() if not any(str(v) in consuming for v in st.scan_values(
+            lambda v: isinstance(v, Token)))}
+        succ = {n: self._successors(states[n]) & idle for n in idle}
+        seen: set[str] = set()
+        for start in states:                       # declaration order, so warnings come in source order
+            if start not in idle or start in seen:
+                continue
+            cycle = self._cycle_from(start, succ)
+            if cycle is None:
+                continue
+            seen.update(cycle)
+            path = " -> ".join([*cycle, cycle[0]])
+            pos = self.pos(_trees(states[start], "name")[0])
+            self.warnings.append(f"{pos}: warning: parser state '{start}' can loop ({path}) without extracting or "
+                                 f"advancing; a packet that keeps looping stops after {MAX_PARSER_STEPS} states "
+                                 "with error.ParserTimeout")
+
+    @staticmethod
+    def _successors(st: Tree) -> set[str]:
+        out = set()
+        for t in st.iter_subtrees():
+            if t.data in ("trans_direct", "select_case"):
+                out.add(_name(t.children[-1] if t.data == "select_case" else t.children[0]))
+        return out
+
+    @staticmethod
+    def _cycle_from(start: str, succ: dict[str, set[str]]) -> list[str] | None:
+        """A shortest cycle through ``start`` in ``succ`` (breadth-first), or None."""
+        prev: dict[str, str] = {}
+        frontier = [start]
+        while frontier:
+            nxt = []
+            for n in frontier:
+                for m in sorted(succ.get(n, ())):
+                    if m == start:
+                        path = [n]
+                        while path[-1] != start:
+                            path.append(prev[path[-1]])
+                        return path[::-1]
+                    if m not in prev:
+                        prev[m] = n
+                        nxt.append(m)
+            frontier = nxt
+        return None
+
     @staticmethod
     def _acyclic(states: dict[str, Tree]) -> bool:
         """True if no state can reach itself (then states are inlined into straight-line code)."""
-        succ: dict[str, set[str]] = {}
-        for name, st in states.items():
-            targets = set()
-            for t in st.iter_subtrees():
-                if t.data in ("trans_direct", "select_case"):
-                    targets.add(_name(t.children[-1] if t.data == "select_case" else t.children[0]))
-            succ[name] = targets & set(states)
+        succ = {name: Compiler._successors(st) & set(states) for name, st in states.items()}
         color: dict[str, int] = {}
 
         def visit(n: str) -> bool:
@@ -2561,6 +2653,7 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
                            "please report it", c.pos(node) if node is not None else None) from exc
     for check in checks:                   # after compiling: the program is well-formed and its names resolve
         check.run(c, tree)
+    prog.warnings = c.warnings
     err = prog.errors.index("StackOutOfBounds")
     prog.helpers["_sx"] = _make_stack_index(err)
     try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+_SHOWN_CHARS = 160        # at most this much of a source line under an error
+
 
 @dataclass(frozen=True)
 class SourcePos:
@@ -34,7 +36,11 @@ class P4Error(Exception):
         out = f"{self.pos}: error: {self.message}"
         if self.pos.text:
             line = self.pos.text.rstrip("\n").expandtabs(1)
-            out += f"\n{line}\n{' ' * max(self.pos.col - 1, 0)}^"
+            col = max(self.pos.col - 1, 0)
+            if len(line) > _SHOWN_CHARS:          # a huge line: show a window around the column
+                start = max(0, min(col - _SHOWN_CHARS // 2, len(line) - _SHOWN_CHARS))
+                line, col = line[start : start + _SHOWN_CHARS], col - start
+            out += f"\n{line}\n{' ' * col}^"
         return out
 
 

@@ -16,6 +16,33 @@ from p4.preprocess import Preprocessed
 _GRAMMAR = Path(__file__).with_name("p4.lark")
 _TYPE_INTRO = {"header", "struct", "header_union", "enum", "extern", "parser", "control", "package"}
 _BUILTIN_TYPES = {"packet_in", "packet_out"}
+MAX_WIDTH_BITS = 2048          # the widest bit<W>/int<W>; also the largest integer literal, in bits
+_BASES = {"0x": 16, "0b": 2, "0o": 8, "0d": 10}
+
+
+class _BadToken(Exception):
+    """A token the grammar accepts but this target cannot hold (raised in the post-lexer, reported with pos)."""
+
+    def __init__(self, tok: Token, message: str) -> None:
+        super().__init__(message)
+        self.tok, self.message = tok, message
+
+
+def check_integer_literal(tok: Token) -> None:
+    """Reject literals wider than ``MAX_WIDTH_BITS`` (and width prefixes beyond it) before converting them."""
+    text = str(tok).replace("_", "")
+    width, sep, digits = text.partition("w") if "w" in text else text.partition("s")
+    if not sep:
+        width, digits = "", text
+    if width:
+        if len(width) > 5 or not 1 <= int(width) <= MAX_WIDTH_BITS:
+            raise _BadToken(tok, f"integer literal width {width[:12]} out of range 1..{MAX_WIDTH_BITS}")
+    base = _BASES.get(digits[:2].lower(), 10)
+    body = (digits[2:] if base != 10 or digits[:2].lower() == "0d" else digits).lstrip("0")
+    per_digit = {16: 4, 8: 3, 2: 1, 10: 3.33}[base]
+    if len(body) * per_digit > MAX_WIDTH_BITS + 4 or int(body or "0", base).bit_length() > MAX_WIDTH_BITS:
+        raise _BadToken(tok, f"integer literal too large ({len(body):,} digits): the limit is {MAX_WIDTH_BITS} "
+                             "bits, the widest bit<W>")
 
 
 class TypeNamePostLex:
@@ -43,6 +70,8 @@ class TypeNamePostLex:
         angle = 0                      # open TLTs
         for tok in stream:
             val = tok.value
+            if tok.type == "INTEGER":
+                check_integer_literal(tok)
             if tok.type == "NAME" and val in self.types:
                 tok = Token.new_borrow_pos("TYPE_NAME", val, tok)
             if tok.type == "LT" and prev is not None and self._opens_type_args(prev, prev2):
@@ -144,6 +173,8 @@ def _parse_locked(pre: Preprocessed) -> Tree:
     _POSTLEX.types = set(_BUILTIN_TYPES)
     try:
         return parser.parse(pre.text)
+    except _BadToken as exc:
+        raise CompileError(exc.message, pre.pos(exc.tok.line or 0, exc.tok.column or 0)) from None
     except UnexpectedToken as exc:
         tok = exc.token
         expected = sorted({_terminal_text(parser, e) for e in exc.expected if not e.startswith("__")})[:10]

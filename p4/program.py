@@ -105,6 +105,7 @@ class Program:
     digest_layouts: list[DigestLayout] = field(default_factory=list)
     meta_range: tuple[int, int] = (0, 0)          # user metadata slots [lo, hi)
     headers_range: tuple[int, int] = (0, 0)
+    warnings: list[str] = field(default_factory=list)   # "file:line:col: warning: ..." from the compiler
 
     @property
     def tables(self) -> dict[str, Table]:

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import V1_PRELUDE
+from conftest import V1_PRELUDE, Switch
 
 from p4.compiler import compile_file, compile_source
 from p4.errors import CompileError
@@ -135,3 +135,73 @@ def test_unterminated_comment_points_at_its_start() -> None:
     line = text.splitlines().index("  /* never closed") + 1
     assert err.pos is not None and (err.pos.file, err.pos.line, err.pos.col) == ("c.p4", line, 3)
     assert "unterminated comment" in err.message
+
+
+# --- item 2: a parser loop that extracts nothing -----------------------------------------------------------------
+LOOP = MINIMAL.replace(
+    "state start { pkt.extract(h.eth); transition accept; }",
+    "state start { pkt.extract(h.eth); transition spin; }\n"
+    "    state spin { transition select(h.eth.type) { 0x0800: spin; default: accept; } }")
+
+
+def test_parser_loop_is_warned_and_times_out_per_packet_as_parser_timeout() -> None:
+    prog = compile_source(LOOP, "loop.p4")
+    warns = [w for w in prog.warnings if "loop.p4:" in w]
+    assert len(warns) == 1 and "spin" in warns[0] and "ParserTimeout" in warns[0], prog.warnings
+    sw = Switch(prog)
+    frame = bytes(12) + b"\x08\x00" + bytes(50)
+    t0 = time.monotonic()
+    out = sw.send(1, frame)
+    assert time.monotonic() - t0 < 2
+    assert out == [(2, frame)]                    # v1model: the packet goes on to ingress with parser_error set
+    assert sw.pipe.parser_errors == {"ParserTimeout": 1}
+    assert sw.send(1, bytes(12) + b"\x86\xdd" + bytes(50))        # the loop not taken: no error
+    assert sw.pipe.parser_errors == {"ParserTimeout": 1}
+
+
+def test_parser_loop_that_extracts_is_not_warned() -> None:
+    text = MINIMAL.replace("struct headers { eth_t eth; }", "header tag_t { bit<16> type; }\n"
+                           "struct headers { eth_t eth; tag_t[4] tags; }").replace(
+        "state start { pkt.extract(h.eth); transition accept; }",
+        "state start { pkt.extract(h.eth); transition select(h.eth.type) { 0x8100: tag; default: accept; } }\n"
+        "    state tag { pkt.extract(h.tags.next); transition select(h.tags.last.type) { 0x8100: tag; "
+        "default: accept; } }")
+    prog = compile_source(text, "tags.p4")
+    assert not [w for w in prog.warnings if "tags.p4:" in w]
+    sw = Switch(prog)
+    sw.send(1, bytes(12) + b"\x81\x00" * 40)
+    assert sw.pipe.parser_errors == {"StackOutOfBounds": 1}
+
+
+# --- item 4: limits and constant division by zero ------------------------------------------------------------------
+@pytest.mark.parametrize(("old", "new", "what"), [
+    ("struct meta { }", "const bit<32> BIG = " + "9" * 100_000 + ";\nstruct meta { }", "2048 bits"),
+    ("struct meta { }", "const bit<32> BIG = 32w0x" + "f" * 600 + ";\nstruct meta { }", "2048 bits"),
+    ("struct meta { }", "const bit<32> BIG = 5000w1;\nstruct meta { }", "1..2048"),
+    ("struct meta { }", "const int BIG = 1 << 4000000000;\nstruct meta { }", "bits"),
+    ("apply { sm.egress_spec = 2; }", "register<bit<32>>(4000000000) r;\n apply { sm.egress_spec = 2; }",
+     "4,194,304"),
+    ("apply { sm.egress_spec = 2; }", "counter(5000000, CounterType.packets) c;\n apply { sm.egress_spec = 2; }",
+     "4,194,304"),
+    ("struct headers { eth_t eth; }", "struct headers { eth_t eth; eth_t[100000000] st; }", "4096"),
+    ("sm.egress_spec = 2;", "sm.egress_spec = (bit<9>)(16w0x800 / 16w0);", "division by zero"),
+    ("sm.egress_spec = 2;", "sm.egress_spec = 9w7 % 0;", "division by zero"),
+])
+def test_limits_are_named_errors_at_the_construct(old: str, new: str, what: str) -> None:
+    assert old in MINIMAL
+    text = MINIMAL.replace(old, new)
+    t0 = time.monotonic()
+    err = _error(text, "big.p4")
+    assert time.monotonic() - t0 < 5
+    assert err.pos is not None and err.pos.file == "big.p4" and err.pos.line > 2, err.render()[:300]
+    assert what in err.message and "internal" not in err.message, err.message[:300]
+    assert len(err.render()) < 1000                                  # the caret line is cut, not 100k digits
+
+
+# --- item 8: a duplicate declaration is named as such ----------------------------------------------------------
+def test_duplicate_header_declaration_points_at_the_second() -> None:
+    text = MINIMAL.replace("struct headers", "header eth_t { bit<8> x; }\nstruct headers")
+    err = _error(text, "dup.p4")
+    line = text.splitlines().index("header eth_t { bit<8> x; }") + 1
+    assert err.pos is not None and (err.pos.file, err.pos.line) == ("dup.p4", line)
+    assert "duplicate declaration of 'eth_t'" in err.message and "dup.p4:4:" in err.message

@@ -16,13 +16,15 @@ import shutil
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from emu.topology import TopologySpec
 from p4.switch.trace import LEVELS
-from sw.cli import call_guarded
+from sw.cli import ArgumentParser, call_guarded
 from sw.clock import get_clock
+from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
 from sw.units import float_flag, int_flag, parse_duration_ns, parse_rate_bps
 
 STATE_ENV = "STARPULSE_STATE_DIR"
@@ -136,6 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     st = sub.add_parser("status", help="per-port counters, queue high-water marks, ECN marks, drops")
     st.add_argument("--json", action="store_true", help="print JSON")
+    add_strict_fidelity_flag(st)
     named(st)
 
     dn = sub.add_parser("down", help="tear the running fabric down")
@@ -352,12 +355,17 @@ def _up(args: argparse.Namespace) -> int:
         if args.cli:
             from emu.fabric_shell import FabricShell
 
+            lock = threading.RLock()   # the CLI's commands vs faults from other shells
+            serving = threading.Thread(target=_serve, args=(server, fab, stop, lock), daemon=True)
             stop["shell"] = True
+            serving.start()            # status/fault/down from other shells (starpulse run/bench too)
             try:
-                FabricShell(fab, name=name, stop_requested=lambda: stop["flag"],
+                FabricShell(fab, name=name, lock=lock, stop_requested=lambda: stop["flag"],
                             on_fault=lambda: _write_state(d, fab, sock_path))
             finally:
                 stop["shell"] = False
+                stop["flag"] = True
+                serving.join(timeout=30)
         else:
             suffix = "" if name == DEFAULT_NAME else f" --name {name}"
             print(f"running; `starpulse fabric status|fault|down{suffix}` from another shell", flush=True)
@@ -391,8 +399,9 @@ def _write_state(d: Path, fab: Any, sock_path: Path) -> None:
     tmp.replace(d / "state.json")
 
 
-def _serve(server: socket.socket, fab: Any, stop: dict[str, bool]) -> None:
-    """Answer status/fault/down requests, one connection at a time, until ``down`` or a signal."""
+def _serve(server: socket.socket, fab: Any, stop: dict[str, bool], fault_lock: Any = None) -> None:
+    """Answer status/fault/down requests, one connection at a time, until ``down`` or a signal; faults take
+    ``fault_lock`` (the CLI's: a fault and a CLI command never drive a node's shell at once)."""
     while not stop["flag"]:
         try:
             conn, _ = server.accept()
@@ -409,13 +418,17 @@ def _serve(server: socket.socket, fab: Any, stop: dict[str, bool]) -> None:
                     if not chunk:
                         break
                     buf += chunk
-                reply = _handle(fab, json.loads(buf), stop)
-                if reply.get("events"):   # a switch may have restarted: record its new process
-                    _write_state(Path(server.getsockname()).parent, fab, Path(server.getsockname()))
+                req = json.loads(buf)
+                with fault_lock if fault_lock and req.get("op") in ("fault", "script") else contextlib.nullcontext():
+                    reply = _handle(fab, req, stop)
+                    if reply.get("events"):   # a switch may have restarted: record its new process
+                        _write_state(Path(server.getsockname()).parent, fab, Path(server.getsockname()))
             except (OSError, json.JSONDecodeError) as exc:
                 reply = {"ok": False, "error": f"bad request: {exc}"}
             with contextlib.suppress(OSError):
                 conn.sendall(json.dumps(reply).encode() + b"\n")
+        if stop["flag"] and stop.get("shell"):   # `fabric down` while the CLI runs: wake it at its prompt
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _handle(fab: Any, req: dict[str, Any], stop: dict[str, bool]) -> dict[str, Any]:
@@ -464,9 +477,9 @@ def _status(args: argparse.Namespace) -> int:
     status = request(args.name, {"op": "status"})["status"]
     if args.json:
         print(json.dumps(status, indent=2))
-        return 0
-    print_status(args.name, status)
-    return 0
+    else:
+        print_status(args.name, status)
+    return fidelity_exit(status.get("fidelity"), args.strict_fidelity)
 
 
 def print_status(fabric_name: str, status: dict[str, Any]) -> None:
@@ -481,7 +494,8 @@ def print_status(fabric_name: str, status: dict[str, Any]) -> None:
           f"{'q_hw':>5} {'q_drop':>6} {'ecn':>6}")
     for name, sw in status["switches"].items():
         if not sw["running"]:
-            print(f"{name:<6} (stopped)")
+            why = sw.get("state", "stopped") + (f", exit {sw['exit_code']}" if sw.get("exit_code") is not None else "")
+            print(f"{name:<6} ({why.upper() if sw.get('state') == 'dead' else why})")
             continue
         for port, p in sw["ports"].items():
             print(f"{name:<6} {port:>4} {p['iface']:<12} {p['peer']:<10} {int(p['up']):>2} {p['rx_pkts']:>9} "
@@ -491,6 +505,10 @@ def print_status(fabric_name: str, status: dict[str, Any]) -> None:
             print(f"{name:<6} drops: {', '.join(f'{k}={v}' for k, v in drops.items())}")
     if status.get("pfc"):
         _print_pfc(status)
+    fid = status.get("fidelity")
+    if fid:
+        print(f"fidelity: {'ok' if fid['ok'] else 'NOT ok'} at time dilation {fid['time_dilation']:g} (worst "
+              f"{fid['worst_component']}: {fid['late_share'] * 100:.2f} % late, lag p99 {fid['lag_p99_ns']} ns)")
 
 
 def _print_pfc(status: dict[str, Any]) -> None:
@@ -570,7 +588,7 @@ def _test(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m emu.cli ...``: the same command without the ``starpulse`` dispatcher (user errors exit 2)."""
-    parser = argparse.ArgumentParser(prog="starpulse fabric")
+    parser = ArgumentParser(prog="starpulse fabric")
     add_arguments(parser)
     return call_guarded("starpulse fabric", run, parser.parse_args(argv))
 

@@ -9,6 +9,7 @@ it started.  ``status()`` reads per-port counters, queue high-water marks, ECN m
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -34,7 +35,9 @@ from emu.status import fabric_status, parse_port_stats, parse_table
 from emu.topology import Topology, TopologySpec
 from emu.traffic import PROBE_PORT
 from emu.wire import WireProfile
+from p4.switch.lag import parse_lag_json
 from sw.clock import Clock, get_clock
+from sw.clock.lag import ENV_LAG_DIR, LagStats, fidelity, read_lag_dir, write_lag_file
 
 if TYPE_CHECKING:
     from emu.faults import FaultInjector
@@ -133,6 +136,7 @@ class Fabric:
         self.faults: FaultInjector | None = None
         self.footprint: Footprint | None = None
         self.helper_procs: list[subprocess.Popen] = []
+        self.lag_dir: Path | None = None
 
     def _wired_keys(self, links: list[str] | str | None) -> set[frozenset[str]]:
         """Links to build through a link emulator: 'all', a list of 'A:B' names, or none."""
@@ -168,6 +172,10 @@ class Fabric:
         t0 = clock.now_ns()
         self.workdir = Path(self._workdir_arg or tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
         self.workdir.mkdir(parents=True, exist_ok=True)
+        # lag accounting: link emulators and ranks started from here report into the fabric's lag directory
+        self.lag_dir = self.workdir / "lag"
+        self.lag_dir.mkdir(exist_ok=True)
+        os.environ[ENV_LAG_DIR] = str(self.lag_dir)
         try:
             t = clock.now_ns()
             report = self.int_cfg.enabled and self.int_cfg.sink_mode == "report"
@@ -206,6 +214,8 @@ class Fabric:
         if self.fnet is not None:
             stop_net(self.fnet)
             self.fnet = None
+        if self.lag_dir is not None and os.environ.get(ENV_LAG_DIR) == str(self.lag_dir):
+            del os.environ[ENV_LAG_DIR]
         if self._workdir_arg is None and self.workdir.name.startswith(WORKDIR_PREFIX):
             shutil.rmtree(self.workdir, ignore_errors=True)   # ours: switch logs, command files, batches
         self.timings.down_s = _wall_s(self.clock, t0)
@@ -309,6 +319,26 @@ class Fabric:
                          "priority": prio, "lossless_priorities": list(range(8)) if prio is None else [prio],
                          "dscp_map": {} if prio is None else {str(d): p for d, p in dscp_priority_map(prio).items()},
                          "totals": totals, "totals_by_priority": by_prio}
+
+    def lag(self) -> dict[str, LagStats]:
+        """Every component's lateness so far: each running embedded switch's ingress and TM (``lag_stats``)
+        and what link emulators, NICs and throttles of this fabric's processes reported into ``lag_dir``."""
+        out: dict[str, LagStats] = {}
+        if self.backend == "embedded" and self.fnet is not None:
+            for name, sw in self.fnet.switches.items():
+                try:
+                    comps = parse_lag_json(sw.cli("lag_stats json"))
+                except Exception:  # noqa: BLE001 - a stopped switch has no lag to report (status says so)
+                    continue
+                out.update({f"{name} {comp}": s for comp, s in comps.items()})
+        if self.lag_dir is not None and self.lag_dir.is_dir():
+            write_lag_file(str(self.lag_dir))       # this process's own components (NICs driven from here)
+            out.update(read_lag_dir(self.lag_dir))
+        return out
+
+    def fidelity(self) -> dict[str, Any]:
+        """The run's ``fidelity`` verdict over every component (``sw.clock.lag.fidelity``)."""
+        return fidelity(self.lag(), self.clock.dilation)
 
     # --- traffic (``emu.traffic``) -------------------------------------------------------------------------------
     def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int = 400, retries: int = 4,

@@ -7,6 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from emu.topology import TopologySpec
+from p4.switch.control import ControlAddressError
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
@@ -33,6 +34,8 @@ def fabric_status(fab: Fabric) -> dict[str, Any]:
     out["totals"] = totals
     out["links"] = _link_status(fab, out["switches"])
     out["faults"] = fab.faults.active() if fab.faults else {}
+    out["fidelity"] = fab.fidelity()
+    out["lag_dir"] = str(fab.lag_dir) if fab.lag_dir else None   # where the fabric's processes report lag
     return out
 
 
@@ -66,8 +69,21 @@ def _port_peers(fab: Fabric) -> dict[str, dict[int, str]]:
 
 
 def _switch_status(fab: Fabric, name: str, sw: Any, peers: dict[int, str]) -> dict[str, Any]:
+    """One switch's counters; a stopped, dead (killed from outside) or silent switch is marked, not fatal:
+    ``alive`` and ``state`` (running, stopped, dead, not answering) say which."""
     if sw.proc is None:
-        return {"running": False, "ports": {}, "drop_reasons": {}}
+        return {"running": False, "alive": False, "state": "stopped", "ports": {}, "drop_reasons": {}}
+    if not sw.alive():
+        return {"running": False, "alive": False, "state": "dead", "exit_code": sw.proc.returncode, "ports": {},
+                "drop_reasons": {}}
+    try:
+        return _live_switch_status(fab, name, sw, peers)
+    except (OSError, ControlAddressError) as exc:   # its control socket refused or timed out
+        return {"running": False, "alive": sw.alive(), "state": "not answering", "error": str(exc), "ports": {},
+                "drop_reasons": {}}
+
+
+def _live_switch_status(fab: Fabric, name: str, sw: Any, peers: dict[int, str]) -> dict[str, Any]:
     ports: dict[str, dict[str, Any]] = {}
     stats = parse_port_stats(sw.cli("port_stats")) if fab.backend == "embedded" else {}
     for port in fab.topo.ports_of(name):
@@ -87,7 +103,7 @@ def _switch_status(fab: Fabric, name: str, sw: Any, peers: dict[int, str]) -> di
         }
     drops = {reason: _counter(sw.cli(f"counter_read FabricIngress.drop_reasons {i}"))[0]
              for i, reason in DROP_REASONS.items()}
-    return {"running": True, "ports": ports, "drop_reasons": drops}
+    return {"running": True, "alive": True, "state": "running", "ports": ports, "drop_reasons": drops}
 
 
 def _counter(text: str) -> tuple[int, int]:
@@ -121,7 +137,7 @@ def priority_status(fab: Fabric) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """Per switch: PFC counters per port x priority (``pfc_stats``) and TM queues per port x priority
     (``queue_stats``: depth, high-water mark, drops, pauses that held the queue)."""
     return {name: {"pfc": parse_table(sw.cli("pfc_stats")), "queues": parse_table(sw.cli("queue_stats"))}
-            for name, sw in fab.net.switches.items() if sw.proc is not None}
+            for name, sw in fab.net.switches.items() if sw.alive()}
 
 
 def spec_dict(spec: TopologySpec) -> dict[str, Any]:

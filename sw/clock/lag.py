@@ -10,9 +10,11 @@ merge it into one ``fidelity`` verdict (``fidelity``).  Processes ``register`` t
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +159,26 @@ def fidelity_warning(fid: dict[str, Any]) -> str | None:
             f"later than {fid['bound_ns']} ns (p99 {fid['lag_p99_ns']} ns, max {fid['lag_max_ns']} ns network "
             f"time) at time dilation {fid['time_dilation']}: these figures are bent by CPU load; "
             "use a higher --time-dilation")
+
+
+STRICT_FIDELITY_EXIT = 3
+
+
+def add_strict_fidelity_flag(parser: argparse.ArgumentParser) -> None:
+    """``--strict-fidelity``: the one spelling every command that reports ``fidelity`` accepts."""
+    parser.add_argument("--strict-fidelity", action="store_true",
+                        help=f"exit {STRICT_FIDELITY_EXIT} when the run's fidelity is not ok (some component "
+                             "serviced more than 0.1 %% of its events later than its bound)")
+
+
+def fidelity_exit(fid: dict[str, Any] | None, strict: bool) -> int:
+    """Print the warning line (stderr) when ``fid`` is not ok; the exit code ``--strict-fidelity`` asks for
+    (``STRICT_FIDELITY_EXIT``, else 0)."""
+    line = fidelity_warning(fid) if fid else None
+    if line is None:
+        return 0
+    print(line, file=sys.stderr, flush=True)
+    return STRICT_FIDELITY_EXIT if strict else 0
 
 
 # --- reporting: a process's components, dumped where the run's collector reads them -------------------------

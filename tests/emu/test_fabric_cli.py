@@ -75,6 +75,8 @@ def test_up_status_fault_down_from_other_processes(tmp_path: Path) -> None:
         status = _cli("status", "--json", "--name", name, env=env, timeout=60)
         assert status.returncode == 0, status.stderr
         assert set(json.loads(status.stdout)["switches"]) == {"p0l0", "p0l1", "sp0", "sp1"}
+        assert list(json.loads(status.stdout)["fidelity"]) == ["time_dilation", "bound_ns", "late_share",
+                                                               "lag_p99_ns", "lag_max_ns", "worst_component", "ok"]
 
         fault = _cli("fault", "link_down", "p0l0:sp0", "--name", name, env=env, timeout=60)
         assert fault.returncode == 0 and "link_down p0l0:sp0: ok" in fault.stdout, fault.stderr

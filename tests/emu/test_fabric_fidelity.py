@@ -1,0 +1,54 @@
+"""The fabric's ``fidelity`` verdict (issue 16): every switch's ingress/TM lag and the link emulators' reach
+``status()["fidelity"]`` with exactly the contracted keys; a switch starved of CPU (SIGSTOP while probes cross
+it) turns it to ok: false with that switch named, one warning line, and exit 3 under --strict-fidelity."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from emu.cli import print_status
+from emu.fabric import Fabric
+from emu.topology import TopologySpec
+from sw.clock.lag import FIDELITY_KEYS, STRICT_FIDELITY_EXIT, fidelity_exit, mtu_serialization_ns
+
+pytestmark = pytest.mark.emu
+
+
+def test_fidelity_in_status_and_a_stalled_switch_is_reported(capsys) -> None:
+    fab = Fabric(TopologySpec(servers=2, gpus_per_server=1, spines=1, delay_ns=2_000))   # wired: emu.wire too
+    with fab:
+        a, b = fab.topo.nics[0].ip, fab.topo.nics[1].ip
+        assert all(r["ok"] for r in fab.probe([(a, b)]))
+        status = fab.status()
+        fid = status["fidelity"]
+        assert tuple(fid) == FIDELITY_KEYS and isinstance(fid["ok"], bool)
+        comps = fab.lag()
+        assert {"p0l0 ingress", "p0l0 tm"} <= set(comps) and comps["p0l0 ingress"].events > 0
+        assert any(name.startswith("wire ") for name in comps)          # the delay lines reported too
+        fastest_bps = max(fab.link_rates_bps("p0l0").values())         # one MTU at the leaf's fastest link
+        assert comps["p0l0 tm"].bound_ns == mtu_serialization_ns(fastest_bps)
+
+        leaf = fab.net.switches["p0l0"].proc
+        assert leaf is not None
+        leaf.send_signal(signal.SIGSTOP)          # the leaf starved for 0.5 s while a probe waits at it
+        try:
+            t = threading.Thread(target=fab.probe, args=([(a, b)],), kwargs={"retries": 1, "timeout_ms": 2000})
+            t.start()
+            time.sleep(0.5)
+        finally:
+            leaf.send_signal(signal.SIGCONT)
+        t.join(timeout=30)
+        status = fab.status()
+    fid = status["fidelity"]
+    assert fid["ok"] is False and fid["worst_component"] == "p0l0 ingress", fid
+    assert fid["lag_max_ns"] >= 300_000_000 and fid["late_share"] > 0.001
+    capsys.readouterr()
+    print_status("t", status)
+    assert "fidelity: NOT ok" in capsys.readouterr().out
+    assert fidelity_exit(fid, strict=True) == STRICT_FIDELITY_EXIT and fidelity_exit(fid, strict=False) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("p0l0 ingress" in line and line.startswith("warning: fidelity:") for line in err)

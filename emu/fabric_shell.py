@@ -16,6 +16,7 @@ import re
 import select
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from mininet.util import quietRun
 from emu.checks import fabric_pairs
 from emu.topology import Nic, Topology
 from emu.traffic import ProbeSession
-from sw.units import UnitError, format_rate_bps, parse_rate_bps
+from sw.units import UnitError, format_rate_bps, parse_number, parse_rate_bps
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
@@ -38,6 +39,7 @@ IPERF_PORT = 5001
 IPERF_SECONDS = 5             # Mininet's default test length (wall seconds)
 IPERF_UDP_BW = "10M"          # Mininet's default UDP rate (network rate here)
 IPERF_START_TIMEOUT_S = 10.0  # wall seconds for the iperf server to listen and, after the test, to report
+MAX_TEST_S = 3600.0           # longest iperf test / ping timeout the shell accepts
 _NIC_NAME = re.compile(r"^(s\d+)(?::(\d+)|-eth(\d+))?$")
 _SUBSTITUTED = re.compile(r"^s\d+(?::\d+)?$")   # in node commands s0-eth1 stays an interface name
 _PING_RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
@@ -133,6 +135,14 @@ def ping_pairs(fab: Fabric, pairs: list[tuple[Nic, Nic]], timeout_s: float = PIN
     return [done[i] for i in range(len(pairs))]
 
 
+def _number(text: str, what: str, hi: float) -> float:
+    """A number of seconds in (0, hi]; anything else is a ``ShellError`` naming it and the range."""
+    try:
+        return float(parse_number(text, what=what, lo=0, hi=hi, lo_exclusive=True, unit="s"))
+    except UnitError as exc:
+        raise ShellError(str(exc)) from None
+
+
 def _pct(lost: int, total: int) -> str:
     return f"{100.0 * lost / total:.3g}" if total else "0"
 
@@ -209,9 +219,11 @@ class FabricShell(CLI):
     )
 
     def __init__(self, fab: Fabric, *, name: str = "default", stop_requested: Callable[[], bool] | None = None,
-                 on_fault: Callable[[], None] | None = None, **kwargs: Any) -> None:
-        """Runs the shell until exit; ``stop_requested`` ends it early, ``on_fault`` runs after a fault applied."""
+                 on_fault: Callable[[], None] | None = None, lock: Any = None, **kwargs: Any) -> None:
+        """Runs the shell until exit; ``stop_requested`` ends it early, ``on_fault`` runs after a fault applied;
+        every command holds ``lock`` (shared with whoever else drives the fabric's nodes, e.g. its socket)."""
         self.fab = fab
+        self.lock = lock or threading.RLock()
         self.fabric_name = name
         self.stop_requested = stop_requested or (lambda: False)
         self.on_fault = on_fault or (lambda: None)
@@ -235,13 +247,13 @@ class FabricShell(CLI):
                 self.cmdloop()
                 break
             except KeyboardInterrupt:
-                if not self.stop_requested():
-                    output("\nInterrupt\n")
+                output("\n*** Stop requested: leaving the CLI\n" if self.stop_requested() else "\nInterrupt\n")
 
     def onecmd(self, line: str) -> Any:
         """One command; whatever it raises (but Ctrl-C) becomes a one-line error and the prompt comes back."""
         try:
-            return super().onecmd(line)
+            with self.lock:
+                return super().onecmd(line)
         except KeyboardInterrupt:
             raise
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a CLI command must never end the fabric
@@ -270,7 +282,7 @@ class FabricShell(CLI):
 
     # --- reachability ------------------------------------------------------------------------------------------
     def _ping(self, pairs: list[tuple[Nic, Nic]], timeout_arg: str, full: bool) -> None:
-        timeout_s = float(timeout_arg) if timeout_arg.strip() else PING_TIMEOUT_S
+        timeout_s = _number(timeout_arg, "TIMEOUT_S", MAX_TEST_S) if timeout_arg.strip() else PING_TIMEOUT_S
         if not pairs:
             raise ShellError("no NIC pairs of two different servers to ping (one server only?)")
         rails = self.fab.spec.gpus_per_server
@@ -324,12 +336,9 @@ class FabricShell(CLI):
         seconds: float = IPERF_SECONDS
         if "-t" in words:
             i = words.index("-t")
-            try:
-                seconds = float(words[i + 1])
-            except (IndexError, ValueError):
-                raise ShellError("-t: give the test length in seconds, e.g. -t 3") from None
-            if not 0 < seconds <= 3600:
-                raise ShellError(f"-t {words[i + 1]}: allowed 0 < seconds <= 3600")
+            if i + 1 == len(words):
+                raise ShellError("-t: give the test length in seconds, e.g. -t 3")
+            seconds = _number(words[i + 1], "-t", MAX_TEST_S)
             del words[i:i + 2]
         bw = None
         if with_bw:

@@ -60,6 +60,9 @@ def test_mininet_cli_on_the_fabric(tmp_path: Path) -> None:
         out = sh.run("pingall")
         assert "*** Results: 0% dropped (8/8 received; 4 NIC pairs on their own rail, 4 across rails)" in out, out
         assert "s0-eth0 -> s1-eth0 s1-eth1" in out
+        other = subprocess.run([sys.executable, "-m", "emu.cli", "status", "--name", name], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=60)   # other shells reach it meanwhile
+        assert other.returncode == 0 and "p0l0-eth1" in other.stdout, other.stderr
 
         # TCP goodput over 1500-byte frames is at most ~94 % of the line rate the switches shape to; more than
         # the line rate would mean the shaper is gone, under half a broken path (load costs a little, not half)

@@ -314,6 +314,16 @@ def check_int_report(fab: Fabric) -> CheckResult:
                                                   "wrong": wrong[:10], "missing": missing[:10]})
 
 
+def check_switches_alive(fab: Fabric) -> CheckResult:
+    """Every switch process still runs (one killed or crashed is named)."""
+    dead = {name: sw.proc.returncode if sw.proc is not None else None
+            for name, sw in fab.net.switches.items() if not sw.alive()}
+    if not dead:
+        return CheckResult("switches", True, f"all {len(fab.net.switches)} switch processes run")
+    names = ", ".join(f"{n} ({'stopped' if rc is None else f'exit {rc}'})" for n, rc in sorted(dead.items()))
+    return CheckResult("switches", False, f"dead switch(es): {names}", {"dead": sorted(dead)})
+
+
 def run_checks(fab: Fabric) -> list[CheckResult]:
     """Every check of ``starpulse fabric test``, in order."""
     pairs = fabric_pairs(fab)
@@ -329,4 +339,5 @@ def run_checks(fab: Fabric) -> list[CheckResult]:
         if fab.int_cfg.enabled and fab.int_cfg.sink_mode == "host":
             run = congest(fab)
             checks += [check_ecn_curve(fab, run), check_int_queue(fab, run)]
+    checks.append(check_switches_alive(fab))   # last: a switch that died during the checks is named too
     return checks

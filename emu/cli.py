@@ -199,7 +199,11 @@ def _pid_alive(pid: int) -> bool:
 
 
 def read_state(name: str) -> dict[str, Any] | None:
-    """The running fabric's state (pid, socket, topology) or None; stale state of a dead process is removed."""
+    """The running fabric's state (pid, socket, topology) or None; stale state of a dead process is removed, and
+    what runs killed before writing theirs left behind is reaped (``emu.reap``)."""
+    from emu.reap import reap_dead
+
+    reap_dead()
     path = state_dir(name) / "state.json"
     try:
         state = json.loads(path.read_text())
@@ -215,7 +219,7 @@ def _reap_orphans(name: str, state: dict[str, Any]) -> None:
     """The ``up`` process died without tearing down (e.g. SIGKILL): stop the switch processes and node shells
     it recorded (only those exact processes), so their namespaces and veths go too; then forget the state."""
     from emu.fabric import WORKDIR_PREFIX
-    from emu.net import stop_tracked
+    from emu.reap import stop_tracked
 
     procs = [(int(p), int(t)) for p, t in state.get("processes", [])]
     stopped = stop_tracked(procs, get_clock()) if procs else 0
@@ -326,6 +330,7 @@ def _up(args: argparse.Namespace) -> int:
     if args.pcap:
         fab.pcap_dir = str(output_dir("--pcap", args.pcap))
     d.mkdir(parents=True, exist_ok=True)
+    fab.owned["state_dir"] = str(d)   # killed before it writes its state: the next run removes the directory
     stop = {"flag": False}
 
     def on_signal(signum: int, _frame: object) -> None:

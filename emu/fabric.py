@@ -30,7 +30,9 @@ from emu.net import (
     footprint,
     start_switches,
     stop_net,
+    tracked_processes,
 )
+from emu.reap import owned_tempdir, record
 from emu.status import fabric_status, parse_port_stats, parse_table
 from emu.topology import Topology, TopologySpec
 from emu.traffic import PROBE_PORT
@@ -136,6 +138,7 @@ class Fabric:
         self.faults: FaultInjector | None = None
         self.footprint: Footprint | None = None
         self.helper_procs: list[subprocess.Popen] = []
+        self.owned: dict[str, Any] = {}   # more for the workdir's owned.json (e.g. the CLI's state directory)
         self.lag_dir: Path | None = None
 
     def _wired_keys(self, links: list[str] | str | None) -> set[frozenset[str]]:
@@ -170,8 +173,9 @@ class Fabric:
             raise FabricError("fabric is already up")
         clock = self.clock
         t0 = clock.now_ns()
-        self.workdir = Path(self._workdir_arg or tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
+        self.workdir = Path(self._workdir_arg or owned_tempdir(WORKDIR_PREFIX))   # owned: see emu.reap
         self.workdir.mkdir(parents=True, exist_ok=True)
+        record(self.workdir, **self.owned)
         # lag accounting: link emulators and ranks started from here report into the fabric's lag directory
         self.lag_dir = self.workdir / "lag"
         self.lag_dir.mkdir(exist_ok=True)
@@ -184,6 +188,7 @@ class Fabric:
                                   collector_port=self.int_cfg.collector_port if report else None,
                                   wired=self.wired)
             self.timings.build_s = _wall_s(clock, t)
+            record(self.workdir, processes=tracked_processes(self.fnet))   # node shells: their namespaces
             t = clock.now_ns()
             configure_hosts(self.fnet)
             configure_switch_ports(self.fnet)
@@ -194,6 +199,7 @@ class Fabric:
             self.timings.configure_s = _wall_s(clock, t)
             t = clock.now_ns()
             start_switches(self.fnet)
+            record(self.workdir, processes=tracked_processes(self.fnet))
             self.footprint = footprint(self.fnet)
             self.timings.start_switches_s = _wall_s(clock, t)
             t = clock.now_ns()

@@ -265,8 +265,9 @@ class FaultInjector:
 
     def _switch_start(self, name: str) -> list[str]:
         sw = self._switch(name)
-        if name not in self.stopped_switches:
+        if name not in self.stopped_switches and sw.alive():
             raise FaultError(f"switch_start {name}: it is running")
+        sw.stop_process()   # a switch killed from outside: reap its process before starting a new one
         sw.start([])
         self.stopped_switches.discard(name)
         fab = self.fabric

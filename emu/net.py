@@ -15,9 +15,7 @@ without a source address, a destination on rail r leaves by the host's NIC on ra
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,8 +26,8 @@ from mininet.net import Mininet
 
 from emu.linkemu import WiredLink
 from emu.p4switch import P4Host, P4Switch
+from emu.reap import start_time as _start_time
 from emu.topology import Nic, Topology, switch_port_mac
-from sw.clock import Clock
 
 FABRIC_PRIORITY_QUEUES = 8   # embedded switches: one TM queue per PFC priority (a pause holds only its own)
 
@@ -121,36 +119,12 @@ def leftovers(fp: Footprint) -> list[str]:
     return out
 
 
-def _start_time(pid: int) -> int | None:
-    """Kernel start time of ``pid`` (clock ticks since boot): with the pid it names one process for good."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def tracked_processes(fnet: FabricNet) -> list[tuple[int, int]]:
     """(pid, start time) of every switch process and node shell of the fabric, for a later ``stop_tracked``."""
     pids = [sw.proc.pid for sw in fnet.switches.values() if sw.proc is not None]
     pids += [w.proc.pid for w in fnet.wires.values() if w.proc is not None]
     pids += [n.pid for n in fnet.nodes()]
     return [(pid, t) for pid in pids if (t := _start_time(pid)) is not None]
-
-
-def stop_tracked(procs: list[tuple[int, int]], clock: Clock, timeout_ns: int = 5_000_000_000) -> int:
-    """SIGTERM (then SIGKILL) exactly these processes if they still run (same pid and start time); how many."""
-    alive = [pid for pid, t in procs if _start_time(pid) == t]
-    for pid in alive:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = clock.now_ns() + timeout_ns
-    while clock.now_ns() < deadline and any(_start_time(pid) == t for pid, t in procs):
-        clock.sleep_ns(50_000_000)
-    for pid, t in procs:
-        if _start_time(pid) == t:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    return len(alive)
 
 
 def host_batch(topo: Topology, server: str) -> list[str]:

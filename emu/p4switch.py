@@ -14,12 +14,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from mininet.node import Host, Switch
 
+from emu.reap import owned_tempdir
 from p4.switch.control import ControlClient
 
 BACKENDS = ("embedded", "bmv2")
@@ -76,7 +76,7 @@ class P4Switch(Switch):
         self.backend = backend
         self.commands = commands
         self.device_id = device_id if device_id is not None else int(self.dpid, 16)
-        self._workdir = Path(tempfile.mkdtemp(prefix=f"starpulse-{name}-"))
+        self._workdir = owned_tempdir(f"starpulse-{name}-")   # a killed run's is reaped by the next (emu.reap)
         self.ctl = ctl or str(self._workdir / "ctl.sock")
         self.thrift_port = thrift_port or 9090 + self.device_id
         self.pcap_dir = pcap_dir
@@ -169,6 +169,10 @@ class P4Switch(Switch):
         if self.proc is None or self.proc.stderr is None or self.proc.poll() is None:
             return ""
         return self.proc.stderr.read().decode(errors="replace").strip()[-2000:]
+
+    def alive(self) -> bool:
+        """True while the switch process runs (one killed from outside keeps its ``proc`` object, not its life)."""
+        return self.proc is not None and self.proc.poll() is None
 
     def stop_process(self) -> None:
         if self.proc is None:

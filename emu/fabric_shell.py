@@ -156,6 +156,7 @@ def run_iperf(fab: Fabric, src: Nic, dst: Nic, seconds: float, udp_bps: int | No
     server = fab.net.hosts[dst.server].popen(
         ["iperf", "-s", *proto, "-B", dst.ip, "-p", str(IPERF_PORT), "-y", "C"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    client: subprocess.Popen | None = None
     try:
         _wait_listening(fab, dst, bool(udp_bps))
         rate = ["-b", str(max(1, int(clock.wall_rate_bps(udp_bps))))] if udp_bps else []
@@ -165,8 +166,6 @@ def run_iperf(fab: Fabric, src: Nic, dst: Nic, seconds: float, udp_bps: int | No
         try:
             out, err = client.communicate(timeout=seconds + IPERF_START_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            client.kill()
-            client.wait()
             raise ShellError(f"iperf client on {src.server}: no result within "
                              f"{seconds + IPERF_START_TIMEOUT_S:g} s") from None
         rows = [ln.split(",") for ln in out.decode(errors="replace").splitlines() if ln.count(",") >= 8]
@@ -174,7 +173,10 @@ def run_iperf(fab: Fabric, src: Nic, dst: Nic, seconds: float, udp_bps: int | No
             raise ShellError(f"iperf {src.ip} -> {dst.ip}: {err.decode(errors='replace').strip() or 'no result'}")
         ready, _, _ = select.select([server.stdout], [], [], IPERF_START_TIMEOUT_S)
         server_row = server.stdout.readline().decode(errors="replace").split(",") if ready else []  # type: ignore[union-attr]
-    finally:
+    finally:   # also on Ctrl-C: neither end outlives the command
+        if client is not None and client.poll() is None:
+            client.kill()
+            client.wait()
         server.terminate()
         try:
             server.wait(timeout=3)

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from sw.clock import ENV_DILATION, Clock, get_clock
+from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
 from sw.roce.pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
 from sw.roce.qp_connect import connect, qp_info
 from sw.roce.store import FileStore
@@ -272,6 +273,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
             outs = [p.communicate(timeout=wall_timeout_s) for p in procs]
             stats = fab.port_counters(leaf)
             ecn_marks = _ecn_marks(fab, leaf, rx_nic.leaf_port) - marks_before
+            fid = fab.fidelity()      # the switches since port_stats_reset, the roles' NIC pacers, emulators
         finally:
             for p in procs:
                 stop_proc(p)
@@ -316,7 +318,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         "ecn_marks": ecn_marks, "ce_packets_rx": rx["ce_packets"], "cnps": rx["cnps_sent"],
         "cnps_received": [s["cnps_received"] for s in senders], "cnps_applied": [s["cnps_applied"] for s in senders],
         "int_echoes": sum(s["int_echoes"] for s in senders),
-        "final_rate_bps": [s["final_rate_bps"] for s in senders],
+        "final_rate_bps": [s["final_rate_bps"] for s in senders], "fidelity": fid,
     } | ({"rate_traces": [s["rate_trace"] for s in senders]} if args.trace else {})
 
 
@@ -386,6 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", action="store_true",
                    help="add each flow's rate trajectory to the JSON ([ns since its start, rate_bps] per change)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_strict_fidelity_flag(p)
     p.add_argument("--store", help=argparse.SUPPRESS)
     p.add_argument("--dev", help=argparse.SUPPRESS)
     p.add_argument("--gateway-mac", help=argparse.SUPPRESS)
@@ -432,14 +435,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.plot:
         plot(runs, args.plot)
+    fid = combine_fidelity([r["fidelity"] for r in runs])
     if args.json:
-        print(json.dumps({"runs": runs}, indent=1))
+        print(json.dumps({"runs": runs, "fidelity": fid}, indent=1))
     else:
         for r in runs:
             print(f"{r['cc']:6s} drops {r['drops']:5d}  util {r['utilization']:.3f}"
                   f"  goodput {r['goodput_utilization']:.3f}  maxq {r['max_queue_pkts']:3d} pkts"
                   f"  Jain {r['jain']:.4f}  data_ok {r['data_ok']}")
-    return 0 if all(r["data_ok"] for r in runs) else 1
+    return (0 if all(r["data_ok"] for r in runs) else 1) or fidelity_exit(fid, args.strict_fidelity)
 
 
 if __name__ == "__main__":

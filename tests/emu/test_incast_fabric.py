@@ -31,7 +31,8 @@ def runs() -> dict[str, dict]:
             os.environ.pop(ENV_DILATION, None)
         else:
             os.environ[ENV_DILATION] = old
-    keys = ("drops", "utilization", "max_queue_pkts", "jain", "completion_ns", "ecn_marks", "cnps", "int_echoes")
+    keys = ("drops", "utilization", "max_queue_pkts", "jain", "completion_ns", "ecn_marks", "cnps", "int_echoes",
+            "fidelity")
     print(json.dumps({cc: {k: r[k] for k in keys} for cc, r in out.items()}))
     return out
 
@@ -40,6 +41,9 @@ def test_every_flow_arrives_exactly(runs):
     for cc, r in runs.items():
         assert r["data_ok"], f"{cc}: data did not verify"
         assert len(r["completion_ns"]) == 8 and all(t > 0 for t in r["completion_ns"])
+        assert list(r["fidelity"]) == ["time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns",
+                                       "worst_component", "ok"]
+        assert r["fidelity"]["time_dilation"] == DILATION and r["fidelity"]["worst_component"] is not None
 
 
 def test_dcqcn_closes_the_loop_through_the_fabric(runs):

@@ -100,6 +100,12 @@ def _statements(body: Tree) -> Iterator[Tree]:
             yield t
 
 
+def _empty(s: Any) -> bool:
+    """A statement that runs nothing (an empty block, or blocks of them)."""
+    return isinstance(s, Tree) and s.data in ("block", "annotated_block") and \
+        all(_empty(c) for c in s.children if isinstance(c, Tree) and c.data != "annotation")
+
+
 def _is_literal_bool(e: Any) -> bool | None:
     if isinstance(e, Tree) and e.data in ("true_lit", "false_lit"):
         return e.data == "true_lit"
@@ -194,6 +200,8 @@ class _Cfg:
                 branch = then if const else other
                 return self.stmt(branch, live, sc) if branch is not None else live
             table, positive = self.hit_test(cond, sc)
+            if not table and _empty(then) and (other is None or _empty(other)):
+                return self.hidden_applies(cond, live, sc)      # p4c drops an if that does nothing
             if table:
                 n = self.add("table", cond, live, table)
             else:
@@ -269,7 +277,8 @@ class Bmv2Compat:
                        for role in ("verify", "ingress", "egress", "compute", "deparser")}
         for check in (self.tables_applied_once, self.deparser_only_emits, self.checksum_controls,
                       self.conditionals_in_actions, self.clone_and_resubmit_blocks, self.action_data_types,
-                      self.headers_struct, self.table_properties):
+                      self.headers_struct, self.table_properties, self.direct_counters_and_meters,
+                      self.parser_statements):
             check()
         if self.findings:
             seen: set[str] = set()
@@ -541,6 +550,60 @@ class Bmv2Compat:
                         if _args(ref):
                             self.flag(ref, f"action {_name(_trees(ref, 'name')[0])} is listed with arguments in "
                                            f"table {sc.prefix}.{tname}: BMv2 takes only action names there")
+
+
+    def direct_counters_and_meters(self) -> None:
+        """p4c backends/bmv2/common/control.h (convertTable: 'counters') and simple_switch/simpleSwitch.cpp
+        (ExternConverter_direct_meter): a direct counter belongs to one table only, and a direct meter that an action
+        reads must be attached to a table by its 'meters' property."""
+        for sc in self._all_scopes():
+            owner: dict[str, tuple[str, str]] = {}
+            for tname, decl in sc.tables.items():
+                for prop in _trees(decl, "simple_prop"):
+                    pname, value = _name(_trees(prop, "name")[0]), prop.children[-1]
+                    if not (isinstance(value, Tree) and value.data == "name_ref"):
+                        continue
+                    ref = str(value.children[0])
+                    if pname == "counters" and sc.instances.get(ref) == "direct_counter":
+                        if ref in owner and owner[ref][0] == "counters":
+                            self.flag(prop, f"direct counter {ref} is already the counters of table "
+                                            f"{sc.prefix}.{owner[ref][1]}: on BMv2 a direct counter belongs to one "
+                                            f"table (declare one per table)")
+                        owner.setdefault(ref, (pname, tname))
+                    elif pname == "meters":
+                        owner.setdefault(ref, (pname, tname))
+            for d in _trees(sc.decl, "instantiation"):
+                name = _name(_trees(d, "name")[0])
+                if sc.instances.get(name) != "direct_meter" or name in owner:
+                    continue
+                if any(_callee(s) == (name, "read") for s in _statements(sc.decl) if s.data == "call_stmt"):
+                    self.flag(d, f"direct meter {name} is read but no table has it as 'meters': BMv2 needs the "
+                                 f"table it meters (add 'meters = {name};' to that table)")
+
+    def parser_statements(self) -> None:
+        """p4c backends/bmv2/common/parser.cpp (convertParserStatement): a BMv2 parser state runs assignments,
+        extract/lookahead/advance, verify/assert/assume/log_msg and header validity or stack operations; any
+        other extern call (hash, random, counters, registers, mark_to_drop, ...) is refused there."""
+        decl = self.c.blocks["parser"]
+        pkt = ""
+        for prm in _trees(_trees(decl, "params")[0], "param"):
+            if _type_text(_trees(prm, "type_ref")[0]) == "packet_in":
+                pkt = _name(_trees(prm, "name")[0])
+        for state in _trees(decl, "parser_state"):
+            for s in _statements(state):
+                if s.data not in ("call_stmt", "generic_call_stmt"):
+                    continue
+                head = s.children[0]
+                method = _name(head.children[1]) if head.data == "lv_member" else _callee(s)[1]
+                obj = _callee(s)[0]
+                if (obj == pkt and method in ("extract", "lookahead", "advance")) or \
+                        (head.data == "lv_member" and obj != pkt and
+                         method in ("setValid", "setInvalid", "push_front", "pop_front")) or \
+                        (not obj and method in ("verify", "assert", "assume", "log_msg")) or \
+                        (not obj and method in self.c.global_functions):
+                    continue
+                self.flag(s, f"{method}() in a parser state: BMv2 parsers only extract, assign, verify and set "
+                             f"headers valid; call it in ingress instead")
 
 
 def check_pass(target: str) -> Bmv2Compat:

@@ -32,7 +32,12 @@ struct headers_t {
 }
 struct meta_t { bit<8> x; bit<8> y; }
 parser P(packet_in pkt, out headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.eth); pkt.extract(hdr.ip); transition accept; }
+    state start {
+        pkt.extract(hdr.eth);
+        pkt.extract(hdr.ip);
+        $parser
+        transition accept;
+    }
 }
 control V(inout headers_t hdr, inout meta_t meta) {
     apply {
@@ -66,7 +71,7 @@ control D(packet_out pkt, in headers_t hdr) {
 }
 V1Switch(P(), V(), I(), E(), C(), D()) main;
 """)
-DEFAULTS = {"headers": "", "verify": "", "ingress_locals": "", "ingress": "t1.apply();", "egress": "",
+DEFAULTS = {"headers": "", "parser": "", "verify": "", "ingress_locals": "", "ingress": "t1.apply();", "egress": "",
             "compute": "", "deparser": "pkt.emit(hdr.eth);\n        pkt.emit(hdr.ip);"}
 
 
@@ -83,8 +88,8 @@ CASES = [
      {"ingress": "if (meta.x == 1) {\n            t1.apply();\n            meta.y = 1;\n        } else {\n"
                  "            t1.apply(); /*<-*/\n        }\n        t2.apply();"},
      "t1.apply", "different next step",
-     {"ingress": "if (meta.x == 1) {\n            t1.apply();\n        } else {\n            t1.apply();\n"
-                 "        }\n        t2.apply();"}),
+     {"ingress": "if (meta.x == 1) {\n            t1.apply();\n            if (meta.y == 1) { }\n        } else {\n"
+                 "            t1.apply();\n        }\n        t2.apply();"}),
     ("table_after_its_own_switch",
      {"ingress": "switch (t1.apply().action_run) {\n            fwd: { t2.apply(); }\n        }\n"
                  "        if (meta.x == 2) {\n            t2.apply(); /*<-*/\n        }"},
@@ -137,6 +142,31 @@ CASES = [
       "ingress": "t3.apply();"}),
     ("scalar_in_headers_struct",
      {"headers": "bit<8> scratch; /*<-*/"}, "bit<8> scratch", "headers struct", {"headers": ""}),
+    ("direct_counter_on_two_tables",
+     {"ingress_locals": "direct_counter(CounterType.packets) dc;\n"
+                        "    table t3 { key = { hdr.eth.type: exact; } actions = { NoAction; } counters = dc; }\n"
+                        "    table t4 {\n        key = { hdr.eth.dst: exact; }\n        actions = { NoAction; }\n"
+                        "        counters = dc; /*<-*/\n    }",
+      "ingress": "t3.apply();\n        t4.apply();"},
+     "counters", "belongs to one table",
+     {"ingress_locals": "direct_counter(CounterType.packets) dc;\n    direct_counter(CounterType.packets) dc4;\n"
+                        "    table t3 { key = { hdr.eth.type: exact; } actions = { NoAction; } counters = dc; }\n"
+                        "    table t4 { key = { hdr.eth.dst: exact; } actions = { NoAction; } counters = dc4; }",
+      "ingress": "t3.apply();\n        t4.apply();"}),
+    ("direct_meter_without_table",
+     {"ingress_locals": "direct_meter<bit<8>>(MeterType.packets) dm; /*<-*/\n"
+                        "    action m() { dm.read(meta.y); }\n"
+                        "    table t3 { key = { hdr.eth.type: exact; } actions = { m; } }",
+      "ingress": "t3.apply();"},
+     "direct_meter", "no table has it",
+     {"ingress_locals": "direct_meter<bit<8>>(MeterType.packets) dm;\n"
+                        "    action m() { dm.read(meta.y); }\n"
+                        "    table t3 { key = { hdr.eth.type: exact; } actions = { m; } meters = dm; }",
+      "ingress": "t3.apply();"}),
+    ("extern_call_in_parser",
+     {"parser": "hash(meta.x, HashAlgorithm.crc16, 8w0, { hdr.ip.ttl }, 8w255); /*<-*/"},
+     "hash", "parser state",
+     {"parser": "meta.x = hdr.ip.ttl;\n        verify(hdr.ip.ttl != 0, error.NoMatch);"}),
     ("two_lpm_keys",
      {"ingress_locals": "table t3 {\n        key = {\n            hdr.eth.dst: lpm;\n"
                         "            hdr.eth.src: lpm; /*<-*/\n        }\n        actions = { fwd; }\n    }",

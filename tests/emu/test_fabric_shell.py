@@ -97,6 +97,8 @@ def test_mininet_cli_on_the_fabric(tmp_path: Path) -> None:
         child.expect_exact(PROMPT, timeout=10)
         assert "1 received" in sh.run("s0 ping -c 1 -W 2 s1:1")
         assert "p0l0-eth1" in sh.run("p4 p0l0 port_stats")
+        out = sh.run("status")
+        assert f"fabric '{name}' (embedded)" in out and "sp1-eth2" in out, out
 
         child.sendline("exit")
         child.expect_exact(f"fabric '{name}' down", timeout=60)

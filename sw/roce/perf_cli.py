@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from typing import Any
 
 from sw.cli import ArgumentParser, call_guarded
 from sw.clock import get_clock
+from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity, fidelity_exit, read_lag_dir
 from sw.roce.gid import interface_ipv6, path_mtu_headroom_bytes
 from sw.roce.nic import Nic
 from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
@@ -137,6 +139,7 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
         help="local ACK timeout exponent: 4.096 us * 2^N (default 13 = 33.5 ms)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_strict_fidelity_flag(parser)
 
 
 def _pct(flag: str, value: float) -> float:
@@ -370,8 +373,18 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
     if not 1 <= size < 1 << 31:
         raise PerfArgError(f"--size {args.size}: must be 1 .. 2G-1 bytes")
     loss, dup, reorder = _pct("--loss", args.loss), _pct("--dup", args.dup), _pct("--reorder", args.reorder)
-    with tempfile.TemporaryDirectory(prefix="sp-roce-perf-") as tmp:
-        report, link, wire_counters = _selftest_in_lab(args, tmp, rate_bps, size, loss, dup, reorder)
+    from emu.reap import owned_tempdir  # named with its owner: a later run reaps it if this one is killed
+
+    tmp = owned_tempdir("sp-roce-perf-")
+    lag_dir = Path(tmp) / "lag"
+    lag_dir.mkdir()
+    os.environ[ENV_LAG_DIR] = str(lag_dir)      # both ends' NIC pacers and the link emulator report here
+    try:
+        report, link, wire_counters = _selftest_in_lab(args, str(tmp), rate_bps, size, loss, dup, reorder)
+        fid = fidelity(read_lag_dir(lag_dir), get_clock().dilation)
+    finally:
+        del os.environ[ENV_LAG_DIR]
+        shutil.rmtree(tmp, ignore_errors=True)
     row = report["results"][0]
     result: dict[str, Any] = {
         "goodput_bps": row["bw_bps"],
@@ -414,6 +427,7 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
                 result[key] = row[key]
     if wire_counters is not None:
         result["wire_counters"] = wire_counters
+    result["fidelity"] = fid
     return result
 
 
@@ -425,7 +439,7 @@ def run_perf(args: argparse.Namespace) -> int:
                 raise PerfArgError(f"perf --selftest runs both sides itself: drop {args.role!r}")
             result = _selftest(args)
             print(json.dumps(result, indent=None if args.json else 2))
-            return 0 if result["data_ok"] else 1
+            return (0 if result["data_ok"] else 1) or fidelity_exit(result["fidelity"], args.strict_fidelity)
         if not args.role:
             raise PerfArgError("perf: give a role (server or client) or --selftest")
         report = _run_role(args)

@@ -310,6 +310,10 @@ def test_perf_selftest_prints_one_json_object_with_the_contract_keys(python_env,
     assert {"goodput_bps", "link_rate_bps", "retransmissions", "data_ok"} <= set(result)
     assert result["data_ok"] is True
     assert 0 < result["goodput_bps"] <= result["link_rate_bps"]
+    fid = result["fidelity"]
+    assert list(fid) == ["time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component",
+                         "ok"]
+    assert fid["worst_component"] is not None      # the NICs' pacers (and the emulator of a lossy link) reported
     if "--loss" in argv:
         assert (
             result["wire_counters"]["b_to_a"]["lost_frames"]

@@ -71,6 +71,7 @@ class _Scope:
 
 
 def _type_text(t: Tree) -> str:
+    """The name a ``type_ref`` spells (``packet_in``, a struct name, ...), '' for built-in types."""
     inner = _trees(t)[0] if _trees(t) else t
     return str(inner.children[0]) if inner.children and isinstance(inner.children[0], Token) else ""
 
@@ -88,6 +89,7 @@ def _callee(s: Tree) -> tuple[str, str]:
 
 
 def _args(s: Tree) -> list[Any]:
+    """The argument expressions of a call (statement, expression or action reference)."""
     a = _trees(s, "args")
     return _nonnull(a[0].children) if a else []
 
@@ -107,6 +109,7 @@ def _empty(s: Any) -> bool:
 
 
 def _is_literal_bool(e: Any) -> bool | None:
+    """True/False for a ``true``/``false`` literal (p4c folds such ifs away), None for anything else."""
     if isinstance(e, Tree) and e.data in ("true_lit", "false_lit"):
         return e.data == "true_lit"
     return None
@@ -116,6 +119,8 @@ def _is_literal_bool(e: Any) -> bool | None:
 # the control-flow graph of a pipeline control, as p4c's BMv2 back end builds it
 @dataclass(eq=False)
 class _Node:
+    """One node of the graph; nodes compare by identity, two applies of one table by ``table``."""
+
     kind: str                       # table | cond | stmt | exit
     at: Any                         # tree node (position of the apply / statement)
     table: str = ""                 # control-plane name of an applied table
@@ -126,9 +131,10 @@ Live = list[tuple[_Node, object]]     # edges waiting for the next node: (from, 
 
 
 class _Cfg:
-    """One node per table apply, per condition and per run of plain statements (p4c moves those into synthesized
-    tables, backends/bmv2/simple_switch/simpleSwitch.cpp: SynthesizeActions, MoveActionsToTables), edges as
-    p4c's CFGBuilder draws them (backends/bmv2/common/controlFlowGraph.cpp)."""
+    """One node per table apply, per condition and per plain statement (p4c moves those into synthesized tables,
+    backends/bmv2/simple_switch/simpleSwitch.cpp: SynthesizeActions, MoveActionsToTables; such a node is never
+    shared, so one per statement or per run of statements decides the same), edges as p4c's CFGBuilder draws them
+    (backends/bmv2/common/controlFlowGraph.cpp)."""
 
     def __init__(self, top: _Scope, c: Compiler) -> None:
         self.c = c
@@ -279,7 +285,10 @@ class Bmv2Compat:
                       self.conditionals_in_actions, self.clone_and_resubmit_blocks, self.action_data_types,
                       self.headers_struct, self.table_properties, self.direct_counters_and_meters,
                       self.parser_statements):
-            check()
+            try:
+                check()
+            except RecursionError:
+                raise CompileError(f"{c.prog_name}: program nests too deeply for the {self.name} check") from None
         if self.findings:
             seen: set[str] = set()
             unique = []
@@ -321,8 +330,8 @@ class Bmv2Compat:
 
         def dfs(n: _Node, stack: set[str]) -> bool:
             if n.kind == "table" and n.table in stack:
-                self.flag(n.at, f"table {n.table} is applied twice on one path through {sc.prefix}; BMv2 runs a "
-                                f"table at most once per packet and pass")
+                self.flag(n.at, f"table {n.table} is applied twice on one path through {sc.prefix}; BMv2 applies "
+                                f"a table at most once per pass through a control")
                 return False
             if id(n) in visited:
                 return True
@@ -392,14 +401,18 @@ class Bmv2Compat:
             self.flag(s, f"only {allowed[0]}() and {allowed[1]}() calls may appear in the {role} checksum control "
                          f"on BMv2 (no ifs or other statements: put the condition in the call's first argument)")
 
-    def _simple_field_list(self, e: Any, fn: str) -> None:
-        simple = {"list_expr", "struct_expr", "kv_pair", "name", "name_ref", "member_expr", "member", "index_expr",
-                  "int_lit", "type_member", "error_member"}
-        for t in e.iter_subtrees_topdown() if isinstance(e, Tree) else ():
-            if t.data not in simple:
-                self.flag(t, f"a computed value in the field list of {fn}(): BMv2 checksums take only fields and "
-                             f"constants (compute it into a metadata field in ingress or egress)")
-                return
+    def _simple_field_list(self, e: Any, fn: str) -> bool:
+        """Flags the first computation in a checksum's field list (a cast of a literal folds to a constant)."""
+        if not isinstance(e, Tree):
+            return True
+        if e.data == "cast" and isinstance(e.children[-1], Tree) and e.children[-1].data == "int_lit":
+            return True
+        if e.data not in ("list_expr", "struct_expr", "kv_pair", "name", "name_ref", "member_expr", "member",
+                          "index_expr", "int_lit", "type_member", "error_member"):
+            self.flag(e, f"a computed value in the field list of {fn}(): BMv2 checksums take only fields and "
+                         f"constants (compute it into a metadata field in ingress or egress)")
+            return False
+        return all(self._simple_field_list(c, fn) for c in e.children)
 
     # --- actions --------------------------------------------------------------------------------------------
     def _all_scopes(self, roles: tuple[str, ...] = ("ingress", "egress")) -> list[_Scope]:

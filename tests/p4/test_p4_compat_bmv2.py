@@ -114,7 +114,7 @@ CASES = [
      {"verify": "verify_checksum(hdr.ip.isValid(),\n            { hdr.ip.ttl + 8w1, /*<-*/\n"
                 "              hdr.ip.proto }, hdr.ip.csum, HashAlgorithm.csum16);"},
      "hdr.ip.ttl +", "field list",
-     {"verify": "verify_checksum(hdr.ip.isValid(),\n            { hdr.ip.ttl, 8w1,\n"
+     {"verify": "verify_checksum(hdr.ip.isValid(),\n            { hdr.ip.ttl, (bit<8>) 1,\n"
                 "              hdr.ip.proto }, hdr.ip.csum, HashAlgorithm.csum16);"}),
     ("call_under_if_in_action",
      {"ingress_locals": "action maybe_drop() {\n        if (meta.x == 1) {\n            mark_to_drop(sm); /*<-*/\n"

@@ -5,10 +5,24 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from p4.errors import P4Error
 from p4.pipeline import Pipeline
 from p4.program import Program
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
+
+MIN_FRAME_BYTES = 14 + 20 + 8         # Ethernet + IPv4 + UDP headers
+MAX_FRAME_BYTES = 9216                # the largest common jumbo frame
+MAX_PACKETS = 10_000_000              # frames are referenced from one list: ~80 MB at this count
+
+
+def check_bench_args(packets: int, size: int) -> None:
+    """``--packets`` and ``--size`` within what the bench can build; else one P4Error naming the flag."""
+    if not 1 <= packets <= MAX_PACKETS:
+        raise P4Error(f"--packets {packets}: allowed 1..{MAX_PACKETS}")
+    if not MIN_FRAME_BYTES <= size <= MAX_FRAME_BYTES:
+        raise P4Error(f"--size {size}: allowed {MIN_FRAME_BYTES}..{MAX_FRAME_BYTES} bytes (Ethernet + IPv4 + UDP "
+                      "headers up to a jumbo frame)")
 
 
 def _frames(count: int, size: int) -> list[tuple[int, bytes]]:
@@ -33,6 +47,7 @@ def _frames(count: int, size: int) -> list[tuple[int, bytes]]:
 def run_bench(prog: Program, *, packets: int = 50000, size: int = 64, mode: str = "both",
               commands: str | None = None) -> dict[str, Any]:
     """Time ``process`` per packet and/or ``process_batch``; returns figures (nothing asserted here)."""
+    check_bench_args(packets, size)
     pipe = Pipeline(prog, clock=ManualClock())
     cli = RuntimeCLI(pipe)
     if commands:

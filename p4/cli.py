@@ -74,8 +74,11 @@ def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         from p4.compat_bmv2 import check_pass
 
         checks = (check_pass(args.target_compat),)
-    return compile_file(path, include_dirs=[Path(d) for d in args.include], defines=_defines(args.define),
+    prog = compile_file(path, include_dirs=[Path(d) for d in args.include], defines=_defines(args.define),
                         seed=getattr(args, "seed", 0), checks=checks)
+    for warning in prog.warnings:
+        print(warning, file=sys.stderr)
+    return prog
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,8 +136,9 @@ def _sim(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from p4.bench import run_bench
+    from p4.bench import check_bench_args, run_bench
 
+    check_bench_args(args.packets, args.size)          # before compiling: a bad flag fails at once
     prog = _compile(args)
     results = run_bench(prog, packets=args.packets, size=args.size, mode=args.mode, commands=args.commands)
     if args.json:

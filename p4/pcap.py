@@ -42,38 +42,54 @@ def read_pcap(path: str | Path) -> Iterator[tuple[float, bytes]]:
 
 
 def _read_pcapng(data: bytes, path: str) -> Iterator[tuple[float, bytes]]:
-    """Enhanced/simple packet blocks of a pcapng file (timestamps per interface resolution)."""
+    """Enhanced/simple packet blocks of a pcapng file (timestamps per interface resolution).
+
+    A block whose length is not a multiple of 4, runs past the file, or is too short for its own header or the
+    packet it claims is one ``P4Error`` naming the block's byte offset."""
     endian = "<" if data[8:12] == b"\x4d\x3c\x2b\x1a" else ">"
     off = 0
     resolutions: list[float] = []
     while off + 12 <= len(data):
         btype, blen = struct.unpack_from(endian + "II", data, off)
-        if blen < 12 or off + blen > len(data):
-            raise P4Error(f"{path}: corrupt pcapng block at byte {off}")
+        if blen < 12 or blen % 4 or off + blen > len(data):
+            raise P4Error(f"{path}: corrupt pcapng block at byte {off} (length {blen})")
         body = data[off + 8 : off + blen - 4]
+
         if btype == 0x0A0D0D0A:                       # section header: may switch byte order
+            _need(path, off, body, 4, "section header")
             endian = "<" if body[:4] == b"\x4d\x3c\x2b\x1a" else ">"
             resolutions = []
         elif btype == 1:                              # interface description
+            _need(path, off, body, 8, "interface description")
             res = 1e-6
             opt = 8
             while opt + 4 <= len(body):
                 code, olen = struct.unpack_from(endian + "HH", body, opt)
                 if code == 0:
                     break
+                _need(path, off, body, opt + 4 + olen, f"option {code}")
                 if code == 9 and olen >= 1:           # if_tsresol
                     v = body[opt + 4]
                     res = 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0 ** -v
                 opt += 4 + ((olen + 3) & ~3)
             resolutions.append(res)
         elif btype == 6:                              # enhanced packet
+            _need(path, off, body, 20, "enhanced packet header")
             iface, ts_hi, ts_lo, caplen, _orig = struct.unpack_from(endian + "IIIII", body, 0)
+            _need(path, off, body, 20 + caplen, f"a {caplen}-byte packet")
             res = resolutions[iface] if iface < len(resolutions) else 1e-6
             yield ((ts_hi << 32) | ts_lo) * res, body[20 : 20 + caplen]
         elif btype == 3:                              # simple packet
+            _need(path, off, body, 4, "simple packet header")
             (orig,) = struct.unpack_from(endian + "I", body, 0)
             yield 0.0, body[4 : 4 + orig]
         off += blen
+
+
+def _need(path: str, off: int, body: bytes, n: int, what: str) -> None:
+    if len(body) < n:
+        raise P4Error(f"{path}: corrupt pcapng block at byte {off}: {what} needs {n} bytes, the block holds "
+                      f"{len(body)}")
 
 
 class PcapWriter:

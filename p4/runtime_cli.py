@@ -8,12 +8,14 @@ offline (``starpulse p4 sim --commands``) and, later, over the switch's control 
 from __future__ import annotations
 
 import ipaddress
+import math
 import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 from p4.errors import CommandError
 from p4.pipeline import Pipeline
+from p4.program import DROP_PORT
 from p4.tables import ActionSpec, Table
 
 COMMANDS_HELP = {
@@ -88,6 +90,45 @@ def parse_value(text: str, width: int, what: str) -> int:
     return v
 
 
+def read_command_file(path: str | Path, flag: str = "--commands") -> list[str]:
+    """The lines of a command file; a directory, an unreadable, binary or non-UTF-8 file is one CommandError."""
+    p = Path(path)
+    if p.is_dir():
+        raise CommandError(f"{flag} {path}: is a directory, not a command file")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise CommandError(f"{flag} {path}: cannot read it: {exc.strerror or exc}") from None
+    return command_lines(data, str(path))
+
+
+def command_lines(data: bytes, name: str) -> list[str]:
+    """Decode command text (UTF-8, no NUL bytes) into lines; errors name ``name:line``."""
+    nul = data.find(b"\0")
+    try:
+        text, bad = data.decode("utf-8"), -1
+    except UnicodeDecodeError as exc:
+        text, bad = "", exc.start
+    if nul >= 0 and (bad < 0 or nul <= bad):
+        line = data.count(b"\n", 0, nul) + 1
+        raise CommandError(f"{name}:{line}: binary data (a NUL byte); command files are UTF-8 text")
+    if bad >= 0:
+        line = data.count(b"\n", 0, bad) + 1
+        raise CommandError(f"{name}:{line}: byte 0x{data[bad]:02x} is not UTF-8; command files are UTF-8 text")
+    return text.splitlines()
+
+
+def finite_float(text: str, what: str) -> float:
+    """A finite number (no nan/inf), else a CommandError naming ``what``."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v):
+        raise CommandError(f"{what}: expected a finite number, not {text!r}")
+    return v
+
+
 class RuntimeCLI:
     """Executes simple_switch_CLI commands against one pipeline."""
 
@@ -128,10 +169,7 @@ class RuntimeCLI:
     def run_file(self, path: str | Path) -> list[str]:
         """Run every line of a command file; errors name the file and line."""
         outputs = []
-        text = Path(path).read_text() if Path(path).exists() else None
-        if text is None:
-            raise CommandError(f"cannot read command file {path}")
-        for lineno, line in enumerate(text.splitlines(), 1):
+        for lineno, line in enumerate(read_command_file(path), 1):
             try:
                 out = self.execute(line)
             except CommandError as exc:
@@ -201,6 +239,13 @@ class RuntimeCLI:
             return int(text, 0)
         except ValueError:
             raise CommandError(f"{what} must be an integer, not {text!r}") from None
+
+    def _port(self, text: str, what: str = "port") -> int:
+        """A switch port: 0..510 (511 is v1model's drop port, as in BMv2 simple_switch)."""
+        port = self._int(text, what)
+        if not 0 <= port < DROP_PORT:
+            raise CommandError(f"{what} {text}: allowed 0..{DROP_PORT - 1}")
+        return port
 
     def _nargs(self, args: list[str], n: int | tuple[int, int], cmd: str) -> None:
         lo, hi = (n, n) if isinstance(n, int) else n
@@ -544,7 +589,7 @@ class RuntimeCLI:
                 raise CommandError(f"meter rate {w!r}: expected RATE:BURST (rate per microsecond)")
             r, b = w.split(":", 1)
             try:
-                out.append((float(r), int(b)))
+                out.append((finite_float(r, f"meter rate {w!r}"), int(b)))
             except ValueError:
                 raise CommandError(f"meter rate {w!r}: expected RATE:BURST, e.g. 0.5:10") from None
         return out
@@ -572,7 +617,7 @@ class RuntimeCLI:
     # --- PRE, mirroring, queues -----------------------------------------------------------------------------
     def _mirroring_add(self, args: list[str]) -> str:
         self._nargs(args, 2, "mirroring_add")
-        self.pipeline.mirror_sessions[self._int(args[0], "session id")] = self._int(args[1], "port")
+        self.pipeline.mirror_sessions[self._int(args[0], "session id")] = self._port(args[1])
         return ""
 
     def _mirroring_delete(self, args: list[str]) -> str:
@@ -593,7 +638,7 @@ class RuntimeCLI:
         return ""
 
     def _ports(self, words: list[str]) -> list[int]:
-        return [self._int(w, "port") for w in words]
+        return [self._port(w) for w in words]
 
     def _mc_node_create(self, args: list[str]) -> str:
         if len(args) < 1:
@@ -635,7 +680,7 @@ class RuntimeCLI:
 
     def _set_queue_depth(self, args: list[str]) -> str:
         self._nargs(args, (1, 3), "set_queue_depth")
-        port = self._int(args[1], "egress port") if len(args) >= 2 else None
+        port = self._port(args[1], "egress port") if len(args) >= 2 else None
         depth = self._int(args[0], "queue depth")
         if depth < 1:
             raise CommandError(f"set_queue_depth: depth must be >= 1 packet, not {depth}")
@@ -647,12 +692,8 @@ class RuntimeCLI:
 
     def _set_queue_rate(self, args: list[str]) -> str:
         self._nargs(args, (1, 3), "set_queue_rate")
-        port = self._int(args[1], "egress port") if len(args) >= 2 else None
-        try:
-            rate = float(args[0])
-        except ValueError:
-            raise CommandError(f"set_queue_rate: rate must be a number of packets per second, not {args[0]!r}") \
-                from None
+        port = self._port(args[1], "egress port") if len(args) >= 2 else None
+        rate = finite_float(args[0], "set_queue_rate: rate in packets per second")
         if rate < 0:
             raise CommandError(f"set_queue_rate: rate must be >= 0 packets per second, not {args[0]}")
         if len(args) == 3:

@@ -68,6 +68,7 @@ def _build_config(args: argparse.Namespace):
 
 def run_switch(args: argparse.Namespace) -> int:
     """Load (from cache) the program, open the ports, print ``ready`` and forward until SIGTERM/SIGINT."""
+    from p4.runtime_cli import read_command_file
     from p4.switch.pipeline import load_pipeline
     from p4.switch.switch import P4Switch
 
@@ -78,14 +79,9 @@ def run_switch(args: argparse.Namespace) -> int:
         defines[name] = value or "1"
     pipeline = load_pipeline(args.program, device_id=args.device_id,
                              include_dirs=[Path(d) for d in getattr(args, "include", [])], defines=defines)
-    if args.commands:
-        try:
-            with open(args.commands) as f:
-                lines = f.read().splitlines()
-        except OSError as exc:
-            raise SwitchArgumentError(f"--commands {args.commands}: {exc.strerror}") from None
-    else:
-        lines = []
+    for warning in pipeline.pipe.program.warnings:
+        print(warning, file=sys.stderr)
+    lines = read_command_file(args.commands) if args.commands else []
     switch = P4Switch(pipeline, config)
     try:
         for lineno, line in enumerate(lines, 1):
@@ -114,7 +110,11 @@ def run_cli(args: argparse.Namespace) -> int:
         elif sys.stdin.isatty():
             return interactive(client)
         else:
-            failures = run_script(client, sys.stdin, sys.stdout, sys.stderr)
+            try:
+                failures = run_script(client, sys.stdin, sys.stdout, sys.stderr)
+            except UnicodeDecodeError as exc:
+                raise SwitchArgumentError(f"stdin: byte 0x{exc.object[exc.start]:02x} is not UTF-8; commands are "
+                                          "UTF-8 text") from None
     if failures:
         print(f"{failures} command(s) failed", file=sys.stderr)
         return 2

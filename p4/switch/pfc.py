@@ -12,6 +12,7 @@ All times are network ns handed in by the switch (``sw.clock``), so tests drive 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -178,6 +179,8 @@ class PfcManager:
         cfg.xoff_bytes, cfg.xon_bytes, cfg.headroom_bytes = xoff_bytes, xon_bytes, headroom_bytes
 
     def set_watchdog(self, port: int, bound_ms: float) -> None:
+        if not math.isfinite(bound_ms):
+            raise CommandError(f"pfc_watchdog: bound {bound_ms} ms must be a finite number of ms >= 0 (0 = off)")
         if bound_ms < 0:
             raise CommandError(f"pfc_watchdog: bound {bound_ms} ms must be >= 0 (0 = off)")
         self._state(port).config.watchdog_ns = int(bound_ms * NS_PER_MS)

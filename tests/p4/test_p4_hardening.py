@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import V1_PRELUDE, Switch
 
 from p4.compiler import compile_file, compile_source
 from p4.errors import CompileError
 from p4.preprocess import Preprocessor
+from tests.p4.conftest import V1_PRELUDE, Switch
 
 pytestmark = pytest.mark.unit
 

@@ -27,6 +27,7 @@ PACKET_MULTICAST = 2
 PACKET_OUTGOING = 4
 PACKET_IGNORE_OUTGOING = 23  # linux/if_packet.h, Linux >= 4.20
 SOL_PACKET = 263
+PACKET_STATISTICS = 6
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 SIOCGIFADDR = 0x8915
@@ -51,6 +52,7 @@ class PortCounters:
     tx_errors: int = 0
     outgoing_skipped: int = 0
     not_for_us: int = 0
+    rx_kernel_drops: int = 0  # frames the kernel dropped for this socket (receive buffer full); see poll_kernel_drops
 
 
 def interface_ipv4(ifname: str) -> str:
@@ -152,6 +154,15 @@ class RawSocketPort:
 
     def wait(self, timeout_ns: int) -> None:
         select.select([self.sock], [], [], max(0.0, timeout_ns / 1e9))
+
+    def poll_kernel_drops(self) -> int:
+        """Add the kernel's drop count for this socket (PACKET_STATISTICS; reading resets it) to the counters."""
+        try:
+            _packets, drops = struct.unpack("II", self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))
+        except OSError:
+            drops = 0
+        self.counters.rx_kernel_drops += drops
+        return self.counters.rx_kernel_drops
 
     def close(self) -> None:
         self.sock.close()

@@ -89,7 +89,11 @@ def first_u64(buf: np.ndarray) -> int:
 
 
 def _port_counters(nic: Nic) -> dict[str, int]:
-    """Frames the OS refused or the port skipped (an AF_PACKET port has them; an in-memory one has none)."""
+    """Frames the OS refused or dropped, or the port skipped (an AF_PACKET port has them; an in-memory one has
+    none)."""
+    poll = getattr(nic.port, "poll_kernel_drops", None)
+    if poll is not None:
+        poll()
     counters = getattr(nic.port, "counters", None)
     return dict(vars(counters)) if counters is not None else {}
 

@@ -13,6 +13,7 @@ import numpy as np
 from sw.clock import ManualClock
 from sw.roce.errors import RoceFormatError
 from sw.roce.flow import Flow
+from sw.roce.gid import fabric_ipv6
 from sw.roce.icrc import icrc, icrc_bytes
 from sw.roce.int_md import IntHopRecord, insert_int
 from sw.roce.nic import Nic
@@ -29,15 +30,19 @@ HOP = IntHopRecord(node_id=3, ingress_port=1, egress_port=2, hop_latency=40, que
                    egress_timestamp=123_456, egress_tx_bytes=99_000)
 
 
-def templates(*, ipv6: bool = False, dst_qp: int = 0x11) -> FlowTemplates:
-    """Templates of a flow A -> B (IPv4, or IPv6 with the fabric's plan) towards QP ``dst_qp``."""
-    src, dst = ("fd00:5350::a09:1", "fd00:5350::a09:2") if ipv6 else (IP_A, IP_B)
-    return FlowTemplates(Flow(MAC_A, MAC_B, src, dst, 0x12, dst_qp))
+def templates(*, ipv6: bool = False, dst_qp: int = 0x11, macs: tuple[str, str] = (MAC_A, MAC_B),
+              ips: tuple[str, str] = (IP_A, IP_B)) -> FlowTemplates:
+    """Templates of a flow between ``macs``/``ips`` (IPv4, or IPv6 in the fabric's plan) towards QP ``dst_qp``."""
+    src, dst = (fabric_ipv6(ips[0]), fabric_ipv6(ips[1])) if ipv6 else ips
+    return FlowTemplates(Flow(macs[0], macs[1], src, dst, 0x12, dst_qp))
 
 
-def real_frames(dst_qp: int = 0x11) -> dict[str, bytes]:
-    """One well-formed frame of each kind a NIC, the switch or a collector receives (RoCE ones to ``dst_qp``)."""
-    t4, t6 = templates(dst_qp=dst_qp), templates(ipv6=True, dst_qp=dst_qp)
+def real_frames(dst_qp: int = 0x11, *, macs: tuple[str, str] = (MAC_A, MAC_B),
+                ips: tuple[str, str] = (IP_A, IP_B)) -> dict[str, bytes]:
+    """One well-formed frame of each kind a NIC, the switch or a collector receives (RoCE ones to ``dst_qp``,
+    from ``macs[0]``/``ips[0]`` to ``macs[1]``/``ips[1]``)."""
+    t4 = templates(dst_qp=dst_qp, macs=macs, ips=ips)
+    t6 = templates(ipv6=True, dst_qp=dst_qp, macs=macs, ips=ips)
     write = t4[Opcode.RDMA_WRITE_ONLY].build(5, bytes(range(64)), ackreq=True, va=0x1000, rkey=7, dma_len=64)
     ack = t4[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1)
     return {
@@ -49,7 +54,7 @@ def real_frames(dst_qp: int = 0x11) -> dict[str, bytes]:
         "int_write": insert_int(write, [HOP, HOP], echo=False, remaining_hop_cnt=2),
         "int_ack_v6": insert_int(t6[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1), [HOP]),
         "int_echo": insert_int(ack, [HOP, HOP, HOP]),
-        "pfc": pfc_frame(bytes.fromhex("02000000000b"), 3, 0xFFFF),
+        "pfc": pfc_frame(bytes.fromhex(macs[0].replace(":", "")), 3, 0xFFFF),
     }
 
 
@@ -187,3 +192,17 @@ def random_ops(rng: random.Random) -> list[Op]:
         else:
             ops.append((kind, rng.choice((1, 100, 1500, JUMBO_BYTES)), rng.randrange(1 << 16)))
     return ops
+
+
+def fuzz_frames(base: dict[str, bytes], count: int, seed: int) -> list[bytes]:
+    """``count`` frames for a live fuzz: mutations of ``base``'s frames (one to four ``random_ops`` each), one in
+    twenty raw random bytes of any size, and the extremes (0 bytes, a jumbo frame) first."""
+    rng = random.Random(seed)
+    names = sorted(base)
+    out = [b"", mutate(base[names[0]], [("grow", JUMBO_BYTES, seed)])]
+    while len(out) < count:
+        if rng.randrange(20) == 0:
+            out.append(rng.randbytes(rng.choice((rng.randrange(64), rng.randrange(JUMBO_BYTES + 1)))))
+        else:
+            out.append(mutate(base[rng.choice(names)], random_ops(rng)))
+    return out[:count]

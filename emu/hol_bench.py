@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from sw.clock import ENV_DILATION, Clock, get_clock
+from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
 from sw.units import parse_rate_bps, parse_size_bytes
 
 SCENARIOS = ("alone", "pfc", "pfc_dcqcn", "pfc_own_priority")
@@ -242,7 +243,7 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
     return {
         "scenario": name, "cc": cc, "victim_dscp": victim_dscp, "victim_priority": victim_prio,
         "incast_priority": DSCP_PRIORITY[ROCE_DSCP], "senders": cfg.senders if with_incast else 0,
-        "link_rate_bps": cfg.link_rate_bps, "time_dilation": clock.dilation,
+        "link_rate_bps": cfg.link_rate_bps, "time_dilation": clock.dilation, "fidelity": status["fidelity"],
         "victim_bytes": cfg.victim_bytes, "victim_bytes_ok": bool(victim["ok"] and victim_rx["data_ok"]),
         "victim_completion_ns": victim["completion_ns"],
         "victim_throughput_bps": cfg.victim_bytes * 8e9 / max(1, victim["completion_ns"]),
@@ -315,16 +316,17 @@ def run_bench(args: argparse.Namespace) -> int:
     runs = [run_scenario(n, cfg, clock) for n in names]
     if args.plot:
         plot(runs, args.plot)
+    fid = combine_fidelity([r["fidelity"] for r in runs])
     if args.json:
-        print(json.dumps({"runs": runs}, indent=1))
-        return 0
+        print(json.dumps({"runs": runs, "fidelity": fid}, indent=1))
+        return fidelity_exit(fid, args.strict_fidelity)
     for r in runs:
         print(f"{r['scenario']:17s} victim {r['victim_throughput_bps'] / 1e6:7.2f} Mb/s "
               f"({r['victim_completion_ns'] / 1e6:7.1f} ms, bytes ok {r['victim_bytes_ok']}), "
               f"pauses sent {r['pauses_sent']:4d} (victim's priority {r['victim_priority_pauses_sent']}), "
               f"victim NIC paused {r['victim_nic_pauses_rx']}x, drops {r['drops']}, "
               f"incast done in {r['incast_completion_ns'] / 1e6:.1f} ms")
-    return 0
+    return fidelity_exit(fid, args.strict_fidelity)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -341,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds of network time per run (default 60)")
     p.add_argument("--plot", help="write a PNG of the victim's throughput per scenario here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_strict_fidelity_flag(p)
     p.add_argument("--cc", default="none", help=argparse.SUPPRESS)
     p.add_argument("--dscp", type=int, default=ROCE_DSCP, help=argparse.SUPPRESS)
     p.add_argument("--store", help=argparse.SUPPRESS)

@@ -41,6 +41,9 @@ def test_victim_in_the_incast_priority_is_delivered_while_pauses_flow(runs) -> N
     assert r["victim_bytes_ok"] and r["incast_data_ok"]
     assert r["pauses_sent"] > 0 and r["incast_queue_pauses"] > 0
     assert r["victim_queue_pauses"] == r["incast_queue_pauses"]      # one priority: the same queues
+    assert list(r["fidelity"]) == ["time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns",
+                                   "worst_component", "ok"]
+    assert r["fidelity"]["time_dilation"] == CFG.dilation and r["fidelity"]["worst_component"] is not None
 
 
 def test_victim_on_its_own_priority_is_never_paused(runs) -> None:

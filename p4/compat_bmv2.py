@@ -549,9 +549,18 @@ class Bmv2Compat:
 
     def table_properties(self) -> None:
         """p4c backends/bmv2/common/control.h (ControlConverter::convertTable): at most one lpm key per table, and
-        no arguments bound in a table's action list."""
+        no arguments bound in a table's action list; midend/validateProperties.h as the BMv2 mid end configures it
+        (backends/bmv2/common/midend.cpp): v1model tables take no properties beyond key, actions, default_action,
+        entries, implementation, size, counters, meters and support_timeout."""
+        legal = {"key", "actions", "default_action", "entries", "implementation", "size", "counters", "meters",
+                 "support_timeout"}
         for sc in self._all_scopes():
             for tname, decl in sc.tables.items():
+                for prop in _trees(decl, "simple_prop"):
+                    pname = _name(_trees(prop, "name")[0])
+                    if pname not in legal:
+                        self.flag(prop, f"table property '{pname}' of {sc.prefix}.{tname}: p4c's BMv2 back end "
+                                        f"knows only {', '.join(sorted(legal))}")
                 lpm = [k for p in _trees(decl, "key_prop") for k in _trees(p, "key_elem")
                        if _name(_trees(k, "name")[0]) == "lpm"]
                 if len(lpm) > 1:

@@ -142,6 +142,14 @@ CASES = [
       "ingress": "t3.apply();"}),
     ("scalar_in_headers_struct",
      {"headers": "bit<8> scratch; /*<-*/"}, "bit<8> scratch", "headers struct", {"headers": ""}),
+    ("unknown_table_property",
+     {"ingress_locals": "table t3 {\n        key = { hdr.eth.type: exact; }\n        actions = { fwd; }\n"
+                        "        max_group_size = 8; /*<-*/\n    }",
+      "ingress": "t3.apply();"},
+     "max_group_size", "table property",
+     {"ingress_locals": "table t3 {\n        key = { hdr.eth.type: exact; }\n        actions = { fwd; }\n"
+                        "        size = 8;\n    }",
+      "ingress": "t3.apply();"}),
     ("direct_counter_on_two_tables",
      {"ingress_locals": "direct_counter(CounterType.packets) dc;\n"
                         "    table t3 { key = { hdr.eth.type: exact; } actions = { NoAction; } counters = dc; }\n"

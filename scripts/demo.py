@@ -16,6 +16,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from sw.clock.lag import combine_fidelity, fidelity_exit
+
 ROOT = Path(__file__).resolve().parent.parent
 STARPULSE = [sys.executable, "-m", "sw.cli"]
 
@@ -58,7 +60,7 @@ def step_roce_perf(outdir: Path) -> dict:
     if not result["data_ok"]:
         raise RuntimeError("RDMA WRITE data did not verify")
     return {k: result[k] for k in ("goodput_bps", "link_rate_bps", "goodput_fraction", "retransmissions",
-                                   "data_ok", "pps_per_core")}
+                                   "data_ok", "pps_per_core", "fidelity")}
 
 
 def step_fabric(outdir: Path) -> dict:
@@ -129,6 +131,7 @@ def step_collectives(outdir: Path) -> dict:
             "drops": rep["drops"], "ecn_marks": rep["ecn_marks"]}
     figures["drops"] = allreduce["drops"] + alltoall["drops"]
     figures["ecn_marks"] = allreduce["ecn_marks"] + alltoall["ecn_marks"]
+    figures["fidelity"] = combine_fidelity([allreduce["fidelity"], alltoall["fidelity"]])
     return figures
 
 
@@ -222,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         figures = {k: v for k, v in data.items() if k not in ("ok", "trace", "seconds")}
         table.add_row(name, "[green]ok[/]" if data["ok"] else "[red]FAILED[/]", "  ".join(_flatten(figures)))
     console.print(table)
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=2))
+    # the emulated figures' verdict over every step that ran on the emulator (sw.clock.lag)
+    verdicts = [data["fidelity"] for data in summary.values() if data.get("fidelity")]
+    fid = combine_fidelity(verdicts) if verdicts else None
+    (outdir / "summary.json").write_text(json.dumps({**summary, "fidelity": fid}, indent=2))
+    fidelity_exit(fid, strict=False)
     console.print(f"results: {outdir / 'summary.json'}")
     return 1 if failed else 0
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sw.clock import Clock, get_clock
+from sw.roce.errors import DROP_REASONS
 
 from .comm import Communicator
 from .dtypes import DTYPE_CODES, REDUCE_OPS, bf16_to_f32, f32_to_bf16
@@ -305,6 +306,19 @@ def measure_intra(comm: Communicator, clock: Clock, nbytes: int = INTRA_PROBE_BY
     return configured, measured
 
 
+def nic_rx_drops(comm: Communicator) -> dict[str, int]:
+    """Frames the ranks' RoCE NICs received and could not parse, summed over ranks by reason (only the
+    reasons that occurred); every rank calls it."""
+    local = dict.fromkeys(DROP_REASONS, 0)
+    for transport in comm.net.transports:
+        rx_drops = getattr(transport, "rx_drops", None)
+        for reason, n in (rx_drops() if rx_drops else {}).items():
+            local[reason] = local.get(reason, 0) + n
+    buf = np.array([local[r] for r in DROP_REASONS], np.int64)
+    comm.allreduce(buf, op="sum")
+    return {r: int(n) for r, n in zip(DROP_REASONS, buf, strict=True) if n}
+
+
 # --- the sweep ------------------------------------------------------------------------------------------------
 def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], None] | None = None,
               clock: Clock | None = None) -> dict[str, Any]:
@@ -343,6 +357,7 @@ def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], Non
     report = summary(p, comm, rows)
     report["intra_rate_bps"] = intra_rate
     report["intra_measured_bps"] = intra_measured
+    report["nic_rx_drops"] = nic_rx_drops(comm)
     for line in footer_lines(report):
         emit(line)
     return report
@@ -407,4 +422,6 @@ def footer_lines(report: dict[str, Any]) -> list[str]:
             out.append(f"# busiest NIC at {report['max_size_bytes']} B: {report['max_size_nic_bps'] / 1e6:.1f} Mb/s "
                        f"of payload = {report['max_size_nic_frac_line'] or 0.0:.3f} of line rate (hierarchical and "
                        "rail-aligned algorithms keep part of busbw inside the server)")
+    if report.get("nic_rx_drops"):
+        out.append("# NIC frames dropped unparsed: " + ", ".join(f"{r} {n}" for r, n in report["nic_rx_drops"].items()))
     return out

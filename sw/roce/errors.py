@@ -60,3 +60,7 @@ class IcrcMismatchError(RoceFormatError):
         super().__init__(reason, offset)
         self.wire_icrc = wire_icrc
         self.computed_icrc = computed_icrc
+
+
+DROP_REASONS = tuple(cls.kind for cls in RoceFormatError.__subclasses__())
+"""Every drop-reason counter a receive path keeps (``NicCounters.drop_reasons`` keys), in a fixed order."""

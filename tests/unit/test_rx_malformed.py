@@ -4,9 +4,13 @@ INT parser, and a NIC in the middle of an RDMA WRITE counts them by reason, drop
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from emu.probe import IntFormatError, count_drop, parse_report
+from sw.collectives import bench_cli
+from sw.collectives.bench import footer_lines
 from sw.roce.decode import decode
 from sw.roce.errors import BadLengthError, RoceFormatError
 from sw.roce.int_md import parse_int, strip_int
@@ -69,3 +73,16 @@ def test_the_int_collector_counts_what_is_no_report_by_reason():
             parse_report(frame)
         count_drop(drops, exc.value)
     assert drops == {"not_report": 4, "bad_length": 1, "truncated": 2}
+
+
+def test_the_collectives_bench_reports_its_nics_receive_drops(tmp_path, capfd):
+    """Ranks sum their RoCE NICs' drop reasons into the bench report (none here: local ranks have no RoCE NIC);
+    the footer names them when there are any."""
+    out_json = tmp_path / "out.json"
+    code = bench_cli.main(["allreduce", "-b", "8K", "-e", "8K", "--local", "--servers", "2", "--gpus", "1",
+                           "-n", "1", "-w", "0", "-J", str(out_json)])
+    assert code == 0, capfd.readouterr().out
+    report = json.loads(out_json.read_text())
+    assert report["nic_rx_drops"] == {}
+    lines = footer_lines({**report, "nic_rx_drops": {"bad_length": 6, "icrc_mismatch": 1}})
+    assert lines[-1] == "# NIC frames dropped unparsed: bad_length 6, icrc_mismatch 1"

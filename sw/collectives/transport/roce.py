@@ -435,6 +435,10 @@ class RoceTransport(ChannelTransport):
                  if h is not None]
         return min(hints, default=None)
 
+    def rx_drops(self) -> dict[str, int]:
+        """Frames the rail NIC received and could not parse, by reason (counted and dropped, never fatal)."""
+        return dict(self.nic.counters.drop_reasons)
+
     def readable_fds(self) -> list[int]:
         """The NIC port's raw socket: frames for any QP of this rank make it readable."""
         return [self.wire.port.sock.fileno()] if self.channels else []

@@ -4,6 +4,9 @@ A pass over what ``p4.compiler`` built (its parse tree, its declarations and typ
 Every check follows one restriction of the p4c sources named in its docstring (p4lang/p4c, ``backends/bmv2/...``,
 ``midend/...``, ``p4include/v1model.p4``); the wording of the messages is ours. p4c itself is not installed here,
 so these checks are how a program that BMv2 would refuse fails our tests.
+
+Not restrictions, so not checked: a table's hit/miss inside a larger condition (p4c first evaluates it into a
+temporary: midend/tableHit.h), a switch on a plain value (midend/eliminateSwitch.h makes it a table).
 """
 
 from __future__ import annotations

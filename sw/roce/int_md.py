@@ -108,7 +108,7 @@ def _set_ip_fields(ip: bytearray, dscp: int, delta_bytes: int) -> None:
     ip[1] = (dscp << 2) | (ip[1] & 0x03)
     struct.pack_into(">H", ip, 2, struct.unpack_from(">H", ip, 2)[0] + delta_bytes)
     struct.pack_into(">H", ip, 10, 0)
-    struct.pack_into(">H", ip, 10, _ipv4_checksum(ip))
+    struct.pack_into(">H", ip, 10, ipv4_checksum(ip))
 
 
 def _words_sum(data: bytes | bytearray | memoryview) -> int:
@@ -219,7 +219,8 @@ def insert_int(
     return bytes(frame[:ETH_BYTES]) + bytes(ip) + bytes(udp) + bytes(stack) + bytes(frame[shim:])
 
 
-def _ipv4_checksum(header: bytes | bytearray) -> int:
+def ipv4_checksum(header: bytes | bytearray) -> int:
+    """The checksum field value of an IPv4 header whose checksum field is 0."""
     total = sum(struct.unpack(f">{len(header) // 2}H", header))
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)

@@ -15,7 +15,7 @@ from sw.roce.errors import RoceFormatError
 from sw.roce.flow import Flow
 from sw.roce.gid import fabric_ipv6
 from sw.roce.icrc import icrc, icrc_bytes
-from sw.roce.int_md import IntHopRecord, insert_int
+from sw.roce.int_md import IntHopRecord, insert_int, ipv4_checksum
 from sw.roce.nic import Nic
 from sw.roce.nic_loopback import MemoryWire, run_until
 from sw.roce.opcodes import Opcode
@@ -66,7 +66,7 @@ def int_frame_short_ip_udp_length() -> bytes:
     struct.pack_into(">H", frame, 14 + 2, 20 + 8 + 16)      # IPv4 total length: less than the INT stack
     struct.pack_into(">H", frame, 14 + 20 + 4, 8 + 16)      # UDP length likewise
     struct.pack_into(">H", frame, 14 + 10, 0)
-    struct.pack_into(">H", frame, 14 + 10, _ipv4_checksum(frame[14:34]))
+    struct.pack_into(">H", frame, 14 + 10, ipv4_checksum(frame[14:34]))
     return bytes(frame)
 
 
@@ -75,13 +75,6 @@ def int_frame_ihl_zero() -> bytes:
     frame = bytearray(real_frames()["int_write"])
     frame[14] = 0x40
     return bytes(frame)
-
-
-def _ipv4_checksum(header: bytes | bytearray) -> int:
-    total = sum(struct.unpack(f">{len(header) // 2}H", header))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 class WritePair:
@@ -163,7 +156,7 @@ def _fix_checksums(f: bytearray) -> None:
     ihl = (f[14] & 0x0F) * 4 if ipv4 else 40
     if ipv4 and 20 <= ihl and 14 + ihl <= len(f):
         struct.pack_into(">H", f, 24, 0)
-        struct.pack_into(">H", f, 24, _ipv4_checksum(f[14:14 + ihl]))
+        struct.pack_into(">H", f, 24, ipv4_checksum(f[14:14 + ihl]))
     if len(f) < 20:
         return
     end = 14 + (struct.unpack_from(">H", f, 16)[0] if ipv4 else 40 + struct.unpack_from(">H", f, 18)[0])

@@ -5,15 +5,21 @@ the middle of an RDMA WRITE counts each frame exactly once and finishes the WRIT
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from emu.control import IntConfig, switch_commands
 from emu.probe import IntFormatError, parse_report
 from emu.probe import parse_int as probe_parse_int
+from emu.topology import Topology, TopologySpec
 from p4.switch.pfc_frame import frame_dscp, is_mac_control, parse_pfc_frame
+from p4.switch.pipeline import load_pipeline
+from p4.switch.switch import P4Switch, SwitchConfig
+from sw.clock import ManualClock
 from sw.roce.decode import RocePacket, decode
 from sw.roce.ecn import ecn_of, mark_ce
 from sw.roce.errors import RoceFormatError
@@ -24,6 +30,8 @@ from tests.unit.rx_frames import FIELD_OFFSETS, FIELD_VALUES, JUMBO_BYTES, Write
 
 pytestmark = pytest.mark.unit
 
+FABRIC_P4 = Path(__file__).resolve().parents[2] / "p4" / "programs" / "fabric.p4"
+OTHER_QP = 0xABCDEF
 FRAMES = real_frames()
 NAMES = sorted(FRAMES)
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,7 +126,7 @@ def _assert_every_frame_counted_once(nic: Nic) -> None:
 def test_a_nic_mid_write_counts_every_mutated_frame_once_and_finishes_the_write():
     """Mutations of frames to another QP of the receiver (so no forged frame can take part in the WRITE)."""
     pair = WritePair()
-    frames = real_frames(dst_qp=0xABCDEF)
+    frames = real_frames(dst_qp=OTHER_QP)
 
     @FUZZ
     @given(st.lists(mutated(frames), min_size=1, max_size=6))
@@ -146,3 +154,37 @@ def test_mutated_frames_that_reach_a_qp_never_raise_in_the_transport():
 
     feed()
     assert pair.b.counters.qp_frames > 0
+
+
+def test_the_fabric_switch_forwards_or_drops_every_mutated_frame_by_a_counted_reason(tmp_path):
+    """fabric.p4 on the embedded switch (a leaf, INT and ECN on): every mutated frame is forwarded (here: to a
+    port without an interface, counted as ``no_port_drop_pkts``) or dropped with a counted reason; the program
+    never raises (``pipeline_error_pkts`` stays 0)."""
+    topo = Topology(TopologySpec(servers=2, gpus_per_server=1, spines=0))
+    a, b = topo.nics
+    clock = ManualClock()
+    switch = P4Switch(load_pipeline(FABRIC_P4, clock=clock, device_id=topo.switch(a.leaf).device_id),
+                      SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
+    for line in switch_commands(topo, a.leaf, None, IntConfig(sink_mode="host")):
+        switch.execute(line)
+    frames = real_frames(OTHER_QP, macs=(a.mac, a.gateway_mac), ips=(a.ip, b.ip))
+    sent = [0]
+
+    @FUZZ
+    @given(st.lists(mutated(frames), min_size=1, max_size=4))
+    def feed(batch):
+        for frame in batch:
+            switch.receive(a.leaf_port, frame, clock.now_ns())
+        sent[0] += len(batch)
+        stats = switch.port_stats()
+        assert stats[a.leaf_port]["pipeline_error_pkts"] == 0
+        counted = sum(s[k] for s in stats.values() for k in ("pipeline_drop_pkts", "no_port_drop_pkts",
+                                                              "queue_drop_pkts", "mac_control_pkts", "qdepth_pkts"))
+        assert counted == sent[0]
+
+    try:
+        feed()
+        stats = switch.port_stats()
+        assert stats[b.leaf_port]["no_port_drop_pkts"] > 0 and stats[a.leaf_port]["pipeline_drop_pkts"] > 0
+    finally:
+        switch.close()

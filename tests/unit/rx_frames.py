@@ -17,7 +17,7 @@ from sw.roce.gid import fabric_ipv6
 from sw.roce.icrc import icrc, icrc_bytes
 from sw.roce.int_md import IntHopRecord, insert_int, ipv4_checksum
 from sw.roce.nic import Nic
-from sw.roce.nic_loopback import MemoryWire, run_until
+from sw.roce.nic_loopback import LinkProfile, MemoryWire, run_until
 from sw.roce.opcodes import Opcode
 from sw.roce.pfc import pfc_frame
 from sw.roce.qp_connect import connect, qp_info
@@ -81,10 +81,11 @@ class WritePair:
     """NICs A and B on an in-memory wire (ManualClock), one connected QP each, and an RDMA WRITE A -> B of
     ``size_bytes`` posted; ``inject`` puts frames into B's receive queue between the WRITE's frames."""
 
-    def __init__(self, size_bytes: int = 256 * 1024, seed: int = 1) -> None:
+    def __init__(self, size_bytes: int = 256 * 1024, seed: int = 1, *, cc: str = "none",
+                 a_to_b: LinkProfile | None = None, b_to_a: LinkProfile | None = None) -> None:
         self.clock = ManualClock()
-        self.wire = MemoryWire(self.clock)
-        self.a = Nic(self.wire.ports[0], mac=MAC_A, ip=IP_A, line_rate_bps=10**9, clock=self.clock)
+        self.wire = MemoryWire(self.clock, a_to_b, b_to_a)
+        self.a = Nic(self.wire.ports[0], mac=MAC_A, ip=IP_A, line_rate_bps=10**9, clock=self.clock, cc=cc)
         self.b = Nic(self.wire.ports[1], mac=MAC_B, ip=IP_B, line_rate_bps=10**9, clock=self.clock)
         pd_a, pd_b = self.a.alloc_pd(), self.b.alloc_pd()
         self.cq_a: CompletionQueue = self.a.create_cq()

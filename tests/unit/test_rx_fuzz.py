@@ -5,6 +5,7 @@ the middle of an RDMA WRITE counts each frame exactly once and finishes the WRIT
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,18 @@ from sw.clock import ManualClock
 from sw.roce.decode import RocePacket, decode
 from sw.roce.ecn import ecn_of, mark_ce
 from sw.roce.errors import RoceFormatError
-from sw.roce.int_md import carries_int, parse_int, strip_int
+from sw.roce.int_md import (
+    INT_HOP_BYTES,
+    INT_MD_BYTES,
+    INT_SHIM_BYTES,
+    IntHopRecord,
+    carries_int,
+    insert_int,
+    parse_int,
+    strip_int,
+)
 from sw.roce.nic import Nic
+from sw.roce.nic_loopback import LinkProfile
 from sw.roce.pfc import parse_pfc
 from tests.unit.rx_frames import FIELD_OFFSETS, FIELD_VALUES, JUMBO_BYTES, WritePair, mutate, real_frames
 
@@ -188,3 +199,31 @@ def test_the_fabric_switch_forwards_or_drops_every_mutated_frame_by_a_counted_re
         assert stats[b.leaf_port]["no_port_drop_pkts"] > 0 and stats[a.leaf_port]["pipeline_drop_pkts"] > 0
     finally:
         switch.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**32), st.lists(st.tuples(st.integers(0, 2 * INT_HOP_BYTES - 1), st.integers(0, 255)),
+                                       min_size=1, max_size=12))
+def test_hpcc_on_echoed_int_with_garbage_hop_records_still_finishes_the_write(seed, edits):
+    """Data frames gain two INT hops on the way (as a switch stamps them) and the receiver echoes them; on the
+    way back the hop records (which no ICRC covers) are overwritten with garbage: the sender's HPCC takes
+    whatever it gets and the WRITE completes with exact data."""
+    rng = random.Random(seed)
+
+    def stamp(frame: bytes) -> bytes:
+        hops = [IntHopRecord(1, 1, 2, rng.randrange(1 << 32), 0, rng.randrange(1 << 24), rng.randrange(1 << 64),
+                             rng.randrange(1 << 32)) for _ in range(2)]
+        return insert_int(frame, hops, echo=False, remaining_hop_cnt=2) if len(frame) > 60 else frame
+
+    def garble(frame: bytes) -> bytes:
+        if not carries_int(frame):
+            return frame
+        f = bytearray(frame)
+        for at, value in edits:
+            f[14 + 20 + 8 + INT_SHIM_BYTES + INT_MD_BYTES + at] = value
+        return bytes(f)
+
+    pair = WritePair(64 * 1024, cc="hpcc", a_to_b=LinkProfile(transform=stamp), b_to_a=LinkProfile(transform=garble))
+    pair.finish()
+    assert pair.a.counters.int_frames > 0 and pair.a.counters.malformed_frames == 0
+    assert sum(qp.pacer.int_echoes for qp in pair.a.qps.values()) > 0, "HPCC took the garbled echoes"

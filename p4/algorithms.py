@@ -8,32 +8,13 @@ from __future__ import annotations
 
 import zlib
 
-
-def _crc16_table() -> list[int]:
-    # CRC-16/ARC: polynomial 0x8005 reflected (0xA001), init 0, no final xor - BMv2's "crc16".
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xA001 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC16 = _crc16_table()
+from sw.hashes import crc16  # the one CRC-16 (a leaf; the flow-level simulator hashes ECMP with it)
 
 
 def to_bytes(value: int, nbits: int) -> bytes:
     """Field-list bits, left-aligned in whole bytes."""
     nbytes = (nbits + 7) // 8
     return (value << (nbytes * 8 - nbits)).to_bytes(nbytes, "big")
-
-
-def crc16(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc = (crc >> 8) ^ _CRC16[(crc ^ b) & 0xFF]
-    return crc
 
 
 def crc32(data: bytes) -> int:

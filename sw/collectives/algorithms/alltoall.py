@@ -8,6 +8,8 @@ switch hop instead of three) and overlaps its shared-memory shuffle with the rai
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import CollectiveUserError
@@ -20,6 +22,17 @@ def _pieces(width: int, chunk: int | None) -> list[tuple[int, int]]:
     return chunk_ranges(0, width, chunk or width) or [(0, 0)]
 
 
+def pairwise_peers(p: Any, n: int) -> list[tuple[Any, Any]]:
+    """Pairwise all-to-all's schedule for position ``p`` of ``n`` (an int or a numpy array): (send to, receive
+    from) per step s = 1..n-1, one block each way."""
+    return [((p + s) % n, (p - s) % n) for s in range(1, n)]
+
+
+def rail_order(mine: int, nserv: int) -> list[int]:
+    """Rail-aligned all-to-all's forwarding order of server ``mine`` of ``nserv``: mine+1, mine+2, ..."""
+    return [(mine + k) % nserv for k in range(1, nserv)]
+
+
 def pairwise_alltoall(net: Net, send: np.ndarray, recv: np.ndarray, chunk: int | None = None) -> None:
     """Step s exchanges with p+s and p-s; every block is posted at once (eager buffering, no deadlock), as
     messages of at most ``chunk`` elements, chunk k of every step before chunk k+1 of any."""
@@ -29,9 +42,9 @@ def pairwise_alltoall(net: Net, send: np.ndarray, recv: np.ndarray, chunk: int |
     blocks_s, blocks_r = send.reshape(n, width), recv.reshape(n, width)
     reqs = []
     for lo, hi in _pieces(width, chunk):
-        for s in range(1, n):
-            reqs.append(net.irecv((p - s) % n, blocks_r[(p - s) % n, lo:hi]))
-            reqs.append(net.isend((p + s) % n, blocks_s[(p + s) % n, lo:hi]))
+        for to, frm in pairwise_peers(p, n):
+            reqs.append(net.irecv(frm, blocks_r[frm, lo:hi]))
+            reqs.append(net.isend(to, blocks_s[to, lo:hi]))
     blocks_r[p] = blocks_s[p]
     net.waitall(reqs)
 
@@ -60,7 +73,7 @@ def rail_alltoall(net: Net, send: np.ndarray, recv: np.ndarray, trace: dict[str,
     ngpu = len(local)
     rails = [layout.rail_ranks(g) for g in range(ngpu)]  # rails[g][i]: rank of GPU g on server index i
     mine = servers.index(my_server)
-    remote = [(mine + k) % nserv for k in range(1, nserv)]  # server indexes in my forwarding order
+    remote = rail_order(mine, nserv)  # server indexes in my forwarding order
     others = [g for g in range(ngpu) if g != my_gpu]
     pieces = _pieces(width, chunk)
     # inbox[i, g]: the block from GPU g of server i for me; posted first so nothing waits in eager buffers

@@ -3,12 +3,20 @@ owned segment, intra-server allgather.  Only same-rail traffic leaves a server, 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import CollectiveUserError
 from ..net import Net
 from .common import Reduce, segment_bounds
 from .ring import ring
+
+
+def hier_owned_segment(local_pos: Any, g: int) -> Any:
+    """The segment (of ``g``) GPU ``local_pos`` owns after the intra-server reduce-scatter (ring, ``off=0``) and
+    allreduces over its rail; an int or a numpy array of positions."""
+    return (local_pos + 1) % g
 
 
 def hier_allreduce(net: Net, x: np.ndarray, reduce: Reduce, chunk_elems: int) -> None:
@@ -20,7 +28,7 @@ def hier_allreduce(net: Net, x: np.ndarray, reduce: Reduce, chunk_elems: int) ->
     g = len(local)
     bounds = segment_bounds(len(x), g)
     ring(net, local, x, chunk_elems, reduce, rs=True, ag=False, off=0, bounds=bounds)
-    lo, hi = bounds[(local.index(net.rank) + 1) % g]  # the segment this rank owns after the reduce-scatter
+    lo, hi = bounds[hier_owned_segment(local.index(net.rank), g)]
     ring(net, rail, x[lo:hi], chunk_elems, reduce, rs=True, ag=True)
     ring(net, local, x, chunk_elems, None, rs=False, ag=True, off=0, bounds=bounds)
 

@@ -7,11 +7,24 @@ Each chunk moves on to the next step as soon as it has been received and reduced
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..net import Net
 from ..transport.base import Request
 from .common import Reduce, chunk_ranges, segment_bounds
+
+
+def ring_steps(p: Any, n: int, rs: bool, ag: bool, off: int = 0) -> list[tuple[bool, Any, Any]]:
+    """The ring's schedule for position ``p`` of ``n``: (reducing, send segment, recv segment) per step; position
+    p sends to p+1.  ``p`` may be a numpy array of positions (the flow-level simulator asks for all at once)."""
+    steps: list[tuple[bool, Any, Any]] = []
+    if rs:
+        steps += [(True, (p - k + off) % n, (p - k - 1 + off) % n) for k in range(n - 1)]
+    if ag:
+        steps += [(False, (p + 1 + off - j) % n, (p + off - j) % n) for j in range(n - 1)]
+    return steps
 
 
 def ring(net: Net, group: list[int], x: np.ndarray, chunk_elems: int, reduce: Reduce | None,
@@ -23,11 +36,7 @@ def ring(net: Net, group: list[int], x: np.ndarray, chunk_elems: int, reduce: Re
     p = group.index(net.rank)
     right, left = group[(p + 1) % n], group[(p - 1) % n]
     bounds = bounds or segment_bounds(len(x), n)
-    steps: list[tuple[bool, int, int]] = []  # (reducing, send segment, recv segment)
-    if rs:
-        steps += [(True, (p - k + off) % n, (p - k - 1 + off) % n) for k in range(n - 1)]
-    if ag:
-        steps += [(False, (p + 1 + off - j) % n, (p + off - j) % n) for j in range(n - 1)]
+    steps = ring_steps(p, n, rs, ag, off)
     scratch = np.empty(max(hi - lo for lo, hi in bounds), dtype=x.dtype) if rs else x
     sends: list[Request] = [net.isend(right, x[a:b]) for a, b in chunk_ranges(*bounds[steps[0][1]], chunk_elems)]
     for k, (reducing, _, recv_seg) in enumerate(steps):

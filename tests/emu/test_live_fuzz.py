@@ -1,6 +1,6 @@
 """Live fuzz (issue 24): 10,000 frames mutated from real RoCE/INT/PFC/CNP frames (0 bytes to jumbo) into a running
 fabric's leaf switch port, and 10,000 straight onto the wire of a NIC that is in the middle of an RDMA WRITE
-(`roce perf server`), both while the WRITE runs.  No process dies; the WRITE completes with exact data; every
+(`roce perf server`), both while the WRITE (96 MiB) runs.  No process dies; the WRITE completes with exact data; every
 frame is accounted for: the sender's kernel took it or rejected it (shorter than an Ethernet header), the switch
 counted every frame its port received as forwarded or dropped by reason, and the NIC counted every frame that
 reached its wire once (taken by the QP, by PFC, or dropped by reason)."""
@@ -19,7 +19,7 @@ import pytest
 from emu.fabric import Fabric
 from emu.topology import TopologySpec
 from emu.traffic import stop_proc
-from tests.unit.rx_frames import fuzz_frames, real_frames
+from tests.unit.rx_frames import JUMBO_BYTES, fuzz_frames, real_frames
 
 pytestmark = pytest.mark.emu
 
@@ -93,20 +93,24 @@ def test_ten_thousand_fuzzed_frames_into_a_switch_port_and_into_a_nic_mid_write(
         perf = [sys.executable, "-m", "sw.roce.perf_cli", "--store", str(tmp_path / "store"), "--name", "fuzz",
                 "--link-rate", "100M", "--timeout", "120", "--json"]
         server_if0 = _if_stats(server_host, server.ifname)
-        srv = server_host.popen([*perf, "server", "--dev", server.ifname, "--size", "1M"], cwd=str(REPO),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        cli = fab.net.hosts[client.server].popen(
-            [*perf, "client", "--dev", client.ifname, "--op", "write", "--size", "1M", "--iters", "160",
-             "--lat-iters", "0"], cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        senders = {
-            "switch": fuzz_host.popen([sys.executable, "-c", SENDER, fuzzer.ifname, str(tmp_path / "switch.bin")],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
-            "nic": leaf.popen([sys.executable, "-c", SENDER, leaf_if, str(tmp_path / "nic.bin")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE),
-        }
-        procs = [srv, cli, *senders.values()]
-        fab.helper_procs.extend(procs)
+        procs: list[subprocess.Popen] = []
+
+        def start(node: Any, argv: list[str], **kw: Any) -> subprocess.Popen:
+            proc = node.popen(argv, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+            procs.append(proc)
+            fab.helper_procs.append(proc)        # the fabric's teardown stops it should the test fail
+            return proc
+
         try:
+            srv = start(server_host, [*perf, "server", "--dev", server.ifname, "--size", "1M"], text=True)
+            cli = start(fab.net.hosts[client.server], [*perf, "client", "--dev", client.ifname, "--op", "write",
+                                                      "--size", "1M", "--iters", "96", "--lat-iters", "0"], text=True)
+            senders = {
+                "switch": start(fuzz_host, [sys.executable, "-c", SENDER, fuzzer.ifname, str(tmp_path / "switch.bin")],
+                                stdin=subprocess.PIPE),
+                "nic": start(leaf, [sys.executable, "-c", SENDER, leaf_if, str(tmp_path / "nic.bin")],
+                             stdin=subprocess.PIPE),
+            }
             for proc in senders.values():
                 assert proc.stdout.readline().strip() == b"ready", proc.stderr.read()
             _wait(lambda: fab.port_counters(server.leaf)[server.leaf_port]["tx_pkts"] > 200, 60,
@@ -114,6 +118,7 @@ def test_ten_thousand_fuzzed_frames_into_a_switch_port_and_into_a_nic_mid_write(
             before = fab.port_counters(server.leaf)
             fuzz_if0 = _if_stats(fuzz_host, fuzzer.ifname)
             sent = {name: [0, 0] for name in senders}
+            fuzz_t0 = time.monotonic()
             for _ in range(FRAMES_PER_PATH // BATCH_FRAMES):
                 for proc in senders.values():
                     proc.stdin.write(b"%d\n" % BATCH_FRAMES)
@@ -126,7 +131,8 @@ def test_ten_thousand_fuzzed_frames_into_a_switch_port_and_into_a_nic_mid_write(
                 _wait(lambda: (lambda p: p["rx_pkts"] + p["rx_kernel_drops"])(
                     fab.port_counters(server.leaf)[fuzzer.leaf_port]) - before[fuzzer.leaf_port]["rx_pkts"]
                     - before[fuzzer.leaf_port]["rx_kernel_drops"] >= sent["switch"][0], 30, "the switch to read")
-            assert cli.poll() is None, "the WRITE was still running when the last fuzzed frame went out"
+            fuzz_s = time.monotonic() - fuzz_t0
+            assert cli.poll() is None, f"the WRITE ended before the fuzz did: {cli.stderr.read()[-800:]}"
             out, err = cli.communicate(timeout=180)
             assert cli.returncode == 0, err
             srv_out, srv_err = srv.communicate(timeout=60)
@@ -143,7 +149,9 @@ def test_ten_thousand_fuzzed_frames_into_a_switch_port_and_into_a_nic_mid_write(
     report, served = json.loads(out), json.loads(srv_out)
     assert [r["data_ok"] for r in report["results"]] == [True], "the WRITE completed with exact data"
 
-    # every frame left the sender or was rejected by its kernel (only frames shorter than an Ethernet header)
+    # 0 bytes to jumbo; every frame left the sender or was rejected by its kernel (only those shorter than an
+    # Ethernet header)
+    assert min(map(len, to_switch + to_nic)) == 0 and max(map(len, to_switch + to_nic)) == JUMBO_BYTES
     rejected_ok = {n: sum(1 for f in frames if len(f) < 14) for n, frames in (("switch", to_switch), ("nic", to_nic))}
     for name in senders:
         assert sent[name] == [FRAMES_PER_PATH - rejected_ok[name], rejected_ok[name]], (name, sent[name])
@@ -172,7 +180,8 @@ def test_ten_thousand_fuzzed_frames_into_a_switch_port_and_into_a_nic_mid_write(
     # the client's NIC (the WRITE's requester) got what the switch forwarded of the fuzz: counted likewise
     _assert_counted_once(report["nic_counters"], report["port_counters"])
     row = report["results"][0]
-    print(json.dumps({"frames_per_path": FRAMES_PER_PATH, "sent_ok_rejected": sent, "switch_port_drops": fuzz_drops,
+    print(json.dumps({"frames_per_path": FRAMES_PER_PATH, "fuzz_s": round(fuzz_s, 1), "sent_ok_rejected": sent,
+                      "switch_port_drops": fuzz_drops,
                       "switch_rx_kernel_drops": _delta(after, before, port, "rx_kernel_drops"),
                       "server_nic": nic, "server_port": port_c, "client_nic": report["nic_counters"],
                       "write": {k: row[k] for k in ("size_bytes", "iters", "elapsed_s", "retransmissions")}}))

@@ -19,12 +19,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from emu.reap import owned_tempdir
 from emu.topology import Topology, TopologySpec
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import ENV_INTRA_RATE, intra_rate_for
@@ -276,7 +276,7 @@ def launch(topo: Topology, ns_pids: dict[str, int] | None, cmd: list[str], *, lo
     logdir.mkdir(parents=True, exist_ok=True)
     if tcp_ecn and ns_pids is not None:
         set_tcp_ecn({p.server: ns_pids[p.server] for p in plans})
-    store = tempfile.mkdtemp(prefix="starpulse-store-")
+    store = str(owned_tempdir("starpulse-store-"))
     ranks: list[_Rank] = []
     timed_out = False
     try:

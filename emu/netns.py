@@ -8,11 +8,13 @@ failures.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from emu.reap import owned_tempdir, record
 from emu.wire import WireProfile
 from sw.clock import Clock, get_clock
 
@@ -73,6 +75,7 @@ class NetnsLab:
         self.hosts: list[Host] = []
         self.links: list[Link] = []
         self.processes: list[subprocess.Popen] = []
+        self.owned = owned_tempdir("starpulse-netns-")   # names what we create before we create it (emu.reap)
 
     def __enter__(self) -> NetnsLab:
         return self
@@ -83,6 +86,7 @@ class NetnsLab:
     # --- building -----------------------------------------------------------------------------------------
     def add_host(self, short_name: str) -> Host:
         name = f"{self.prefix}-{short_name}"
+        record(self.owned, netns=[name])
         _run(["ip", "netns", "add", name])
         host = Host(name, self)
         self.hosts.append(host)
@@ -98,6 +102,7 @@ class NetnsLab:
                 raise NetnsError(f"interface name {ifname!r} is longer than {IFNAME_MAX} characters")
         n = len(self.links)
         tmp_a, tmp_b = f"{self.prefix}a{n}"[:IFNAME_MAX], f"{self.prefix}b{n}"[:IFNAME_MAX]
+        record(self.owned, links=[tmp_a] + [ifname for host, ifname in ((a, ifname_a), (b, ifname_b)) if host is None])
         _run(["ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b])
         link = Link(a, ifname_a, b, ifname_b)
         self.links.append(link)
@@ -187,3 +192,4 @@ class NetnsLab:
         for host in reversed(self.hosts):
             _run(["ip", "netns", "delete", host.name], check=False)
         self.hosts.clear()
+        shutil.rmtree(self.owned, ignore_errors=True)

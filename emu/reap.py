@@ -1,13 +1,14 @@
 """What a run killed with SIGKILL leaves behind (processes, namespaces, veths, temporary directories), found and
 removed by the next run.
 
-Every temporary directory a run makes is named with its owner, ``<prefix>o<pid>.<start time>-XXXX`` (the pair
-names one process for good: pids are reused, start times are not).  A directory may hold ``owned.json``: the
-processes (pid, start time), named network namespaces and root-namespace interfaces the run created, recorded
-before it creates them.  ``reap_dead()`` finds directories whose owner no longer runs, kills every process in
-the network namespaces of their recorded processes (switches, link emulators, ranks: all inside), then the
-processes themselves, deletes their namespaces and interfaces and the directory.  It never touches what a live
-process owns, so parallel runs are safe.
+The owner of a run is named ``o<pid>.<start time>`` (the pair names one process for good: pids are reused, start
+times are not).  The first ``owned_tempdir()`` of a process exports its name as ``$STARPULSE_OWNER``, so every
+process it starts (node shells, switches, link emulators, probes, ranks: whatever namespace they run in) carries
+it; every temporary directory it makes is named ``<prefix>o<pid>.<start>-XXXX`` and may hold ``owned.json``: the
+named network namespaces, root-namespace interfaces and state directory the run creates, recorded before it
+creates them.  ``reap_dead()`` kills the processes whose owner no longer runs, deletes the namespaces and
+interfaces their directories name, and the directories.  It never touches what a live process owns, so parallel
+runs are safe.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from sw.clock import Clock, get_clock
 
 RECORD = "owned.json"
+OWNER_ENV = "STARPULSE_OWNER"
 _OWNED_RE = re.compile(r"^(?:starpulse|sp)-.*?-o(\d+)\.(\d+)-[^/]+$")
 
 
@@ -46,6 +48,7 @@ def owned_tempdir(prefix: str) -> Path:
     """A new temporary directory named with this process as its owner (``prefix`` starts with 'starpulse-' or
     'sp-'); first reaps what dead runs left."""
     reap_dead()
+    os.environ[OWNER_ENV] = owner_tag()   # inherited by every process started from here on
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{owner_tag()}-"))
 
 
@@ -71,9 +74,35 @@ def _owner_dead(name: str) -> bool:
     return m is not None and start_time(int(m.group(1))) != int(m.group(2))
 
 
-def reap_dead(clock: Clock | None = None) -> list[str]:
-    """Reap every owned temporary directory whose owner is gone (see the module doc); what was removed."""
+def _orphans() -> list[tuple[int, int]]:
+    """(pid, start time) of every process whose ``$STARPULSE_OWNER`` no longer runs."""
     out = []
+    dead: dict[bytes, bool] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            env = (p / "environ").read_bytes()
+        except OSError:
+            continue
+        i = env.find(f"{OWNER_ENV}=o".encode())
+        if i < 0 or (i and env[i - 1] != 0):
+            continue
+        tag = env[i + len(OWNER_ENV) + 2:].split(b"\0", 1)[0]
+        if tag not in dead:
+            pid_s, _, start_s = tag.partition(b".")
+            dead[tag] = not (pid_s.isdigit() and start_s.isdigit()) or start_time(int(pid_s)) != int(start_s)
+        if dead[tag] and (t := start_time(int(p.name))) is not None:
+            out.append((int(p.name), t))
+    return out
+
+
+def reap_dead(clock: Clock | None = None) -> list[str]:
+    """Reap what owners that are gone left (see the module doc); what was removed."""
+    clock = clock or get_clock()
+    orphans = _orphans()
+    out = [f"{len(orphans)} process(es)"] if orphans else []
+    stop_tracked(orphans, clock, timeout_ns=1_000_000_000)
     for entry in sorted(Path(tempfile.gettempdir()).iterdir()):
         if not _owner_dead(entry.name) or not entry.is_dir():
             continue
@@ -81,22 +110,22 @@ def reap_dead(clock: Clock | None = None) -> list[str]:
             data = json.loads((entry / RECORD).read_text())
         except (OSError, json.JSONDecodeError):
             data = {}
-        reap_record(data, clock or get_clock())
+        if data.get("keep"):   # e.g. the logs of a failed run, whose path the user was given
+            continue
+        reap_record(data, clock)
         shutil.rmtree(entry, ignore_errors=True)
         out.append(str(entry))
     return out
 
 
 def reap_record(data: dict[str, Any], clock: Clock) -> int:
-    """Kill what an ``owned.json`` names (processes in its processes' namespaces first), delete its named
-    namespaces and interfaces, and remove the stale state directory it names; how many processes were stopped."""
+    """Kill the processes an ``owned.json`` names and those left in its named namespaces, delete those and its
+    interfaces, and remove the stale state directory it names; how many processes were stopped."""
     procs = [(int(p), int(t)) for p, t in data.get("processes", [])]
-    inodes = {_netns_inode(pid) for pid, t in procs if start_time(pid) == t} - {_netns_inode(os.getpid()), None}
     for ns in data.get("netns", []):
         out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
         procs += [(int(p), t) for p in out.stdout.split() if (t := start_time(int(p))) is not None]
-    procs += [(pid, t) for pid in _pids_in(inodes) if (t := start_time(pid)) is not None]
-    stopped = stop_tracked(sorted(set(procs)), clock)
+    stopped = stop_tracked(sorted(set(procs)), clock, timeout_ns=1_000_000_000)
     for ifname in data.get("links", []):
         subprocess.run(["ip", "link", "delete", ifname], capture_output=True)
     for ns in data.get("netns", []):
@@ -120,20 +149,6 @@ def _remove_stale_state(d: Path) -> None:
             (d / f).unlink()
     with contextlib.suppress(OSError):
         d.rmdir()
-
-
-def _netns_inode(pid: int) -> int | None:
-    try:
-        return os.stat(f"/proc/{pid}/ns/net").st_ino
-    except OSError:
-        return None
-
-
-def _pids_in(inodes: set[int | None]) -> list[int]:
-    """Every process whose network namespace is one of ``inodes``."""
-    if not inodes:
-        return []
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _netns_inode(int(p.name)) in inodes]
 
 
 def stop_tracked(procs: list[tuple[int, int]], clock: Clock, timeout_ns: int = 5_000_000_000) -> int:

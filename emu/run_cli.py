@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from emu.launch import (
     resolve_command,
     terminate_as_interrupt,
 )
+from emu.reap import owned_tempdir, record
 from emu.topology import Topology, TopologySpec
 from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
@@ -173,7 +173,7 @@ def log_directory(logdir: str | None) -> Iterator[tuple[Path, bool]]:
     if logdir:
         yield Path(logdir), True
         return
-    yield Path(tempfile.mkdtemp(prefix="starpulse-run-")), False
+    yield owned_tempdir("starpulse-run-"), False   # named with its owner: reaped if this run is killed
 
 
 def report(result: JobResult, logdir: Path, keep: bool) -> None:
@@ -182,6 +182,8 @@ def report(result: JobResult, logdir: Path, keep: bool) -> None:
         if not keep:
             shutil.rmtree(logdir, ignore_errors=True)
         return
+    if not keep:
+        record(logdir, keep=True)   # a temporary log dir the user is pointed to: never reaped
     for r in result.ranks:
         if r.returncode and not r.stopped_by_launcher:
             print(f"starpulse run: rank {r.rank} ({r.server}) exited with {r.returncode}; log {r.log_path}",

@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +210,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from emu.launch import ENV_NET, fabric_env, launch, terminate_as_interrupt
+    from emu.reap import owned_tempdir
     from emu.run_cli import fabric_target, log_directory, report
 
     p = params_from_args(args, _line_rate(args))   # validate every flag before bringing anything up
@@ -222,7 +222,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
             raise BenchError(f"-r {p.root}: must be a rank in 0..{spec.servers * spec.gpus_per_server - 1}")
         dilation = target.clock.dilation if target.clock is not None else 1.0
         net = fabric_env(spec, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
-        json_path = str(Path(tempfile.mkdtemp(prefix="starpulse-bench-")) / "rank0.json")
+        json_path = str(owned_tempdir("starpulse-bench-") / "rank0.json")
         before = _fabric_counters(target, args.name)
         console = Console(stderr=True)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),

@@ -18,7 +18,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from emu.topology import TopologySpec
 from p4.switch.trace import LEVELS
@@ -116,6 +116,22 @@ def pfc_from_args(args: argparse.Namespace) -> Any:
     return PfcSettings(True, xoff, xon, headroom, watchdog)
 
 
+def add_up_arguments(up: argparse.ArgumentParser) -> None:
+    """Every flag of ``fabric up`` but ``--cli``: the topology, INT sink, impairable links, logs, pcaps, name
+    (``emu.fabric.Fabric``'s keyword options are parsed by these, so the API and the CLI check alike)."""
+    add_topology_arguments(up)
+    up.add_argument("--int-sink", choices=("host", "report"), default="host",
+                    help="INT at the last hop: leave the stack for the receiver (host) or strip it and send a "
+                         "report to a collector host wired to every leaf (report)")
+    up.add_argument("--impairable", metavar="LINKS", help="links built through a link emulator so loss/delay "
+                    "faults work on them: A:B[,A:B...] or 'all' (one process per link; --delay implies all)")
+    up.add_argument("--log-level", default="warn", choices=sorted(LEVELS, key=LEVELS.__getitem__),
+                    help="switch log level (default warn)")
+    up.add_argument("--pcap", metavar="DIR", help="every switch writes <iface>_in/_out.pcap per port into DIR "
+                    "(created if missing, only inside an existing directory)")
+    up.add_argument("--name", default=DEFAULT_NAME, help=f"which running fabric (default {DEFAULT_NAME})")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="fabric_command", metavar="SUBCOMMAND", required=True)
 
@@ -123,18 +139,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--name", default=DEFAULT_NAME, help=f"which running fabric (default {DEFAULT_NAME})")
 
     up = sub.add_parser("up", help="bring a fabric up; runs until `starpulse fabric down` (or --cli exits)")
-    add_topology_arguments(up)
-    up.add_argument("--int-sink", choices=("host", "report"), default="host",
-                    help="INT at the last hop: leave the stack for the receiver (host) or strip it and send a "
-                         "report to a collector host wired to every leaf (report)")
-    up.add_argument("--impairable", metavar="LINKS", help="links built through a link emulator so loss/delay "
-                    "faults work on them: A:B[,A:B...] or 'all' (one process per link; --delay implies all)")
+    add_up_arguments(up)
     up.add_argument("--cli", action="store_true", help="drop into the Mininet CLI; leaving it tears down")
-    up.add_argument("--log-level", default="warn", choices=sorted(LEVELS, key=LEVELS.__getitem__),
-                    help="switch log level (default warn)")
-    up.add_argument("--pcap", metavar="DIR", help="every switch writes <iface>_in/_out.pcap per port into DIR "
-                    "(created if missing, only inside an existing directory)")
-    named(up)
 
     st = sub.add_parser("status", help="per-port counters, queue high-water marks, ECN marks, drops")
     st.add_argument("--json", action="store_true", help="print JSON")
@@ -286,6 +292,13 @@ def run(args: argparse.Namespace) -> int:
 def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-untyped-def]
     """The ``Fabric`` the topology flags describe (not yet up)."""
     from emu.fabric import Fabric
+
+    return Fabric(**fabric_options(args), **kwargs)
+
+
+def fabric_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``Fabric`` keyword arguments (spec, backend, int_sink, pfc) of checked topology flags; a one-line user
+    error names the first bad flag."""
     from emu.p4switch import missing_bmv2_tools
 
     spec = spec_from_args(args)
@@ -294,7 +307,34 @@ def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-un
     if args.backend == "bmv2" and missing_bmv2_tools():
         raise FabricCliError(f"--backend bmv2: needs {', '.join(missing_bmv2_tools())} on PATH (not installed "
                              "here); use --backend embedded")
-    return Fabric(spec, backend=args.backend, int_sink=args.int_sink, pfc=pfc_from_args(args), **kwargs)
+    return {"spec": spec, "backend": args.backend, "int_sink": args.int_sink, "pfc": pfc_from_args(args)}
+
+
+class _OptionParser(ArgumentParser):
+    """``fabric up``'s flags for Python callers: a bad value raises ``FabricCliError`` with argparse's line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise FabricCliError(message)
+
+
+def parse_up_options(options: dict[str, Any]) -> argparse.Namespace:
+    """``fabric up``'s flags from keyword options (``link_rate="1G"`` is ``--link-rate 1G``, ``pfc=True`` is
+    ``--pfc on``), parsed and checked by the CLI's own parser; an unknown option names the allowed ones."""
+    parser = _OptionParser(prog="starpulse fabric up", add_help=False)
+    add_up_arguments(parser)
+    known = {a.dest for a in parser._actions}
+    argv: list[str] = []
+    for key, value in options.items():
+        if key not in known:
+            raise FabricCliError(f"Fabric({key}=...): unknown option (allowed: {', '.join(sorted(known))})")
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        elif isinstance(value, list | tuple):
+            value = ",".join(map(str, value))
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    return parser.parse_args(argv)
 
 
 def _check_bmv2_compat() -> None:
@@ -318,13 +358,37 @@ def _summary_line(fab: Any) -> str:
             f"backend {fab.backend}")
 
 
-def _up(args: argparse.Namespace) -> int:
-    name = args.name
+def claim_state_dir(name: str) -> Path:
+    """The state directory of a fabric about to come up as ``name``; an error if one by that name runs."""
     d = state_dir(name)
     existing = read_state(name)
     if existing is not None:
         raise FabricCliError(f"a fabric named {name!r} is already running (pid {existing['pid']}); "
                              "run `starpulse fabric down` first or pick another --name")
+    return d
+
+
+def open_control(d: Path, fab: Any) -> socket.socket:
+    """Bind the fabric's control socket in its state directory ``d`` and write its state.json, so other
+    processes (``fabric status|fault|down``, ``starpulse run|bench --name``) reach it; serve with ``_serve``."""
+    sock_path = d / "fabric.sock"
+    with contextlib.suppress(OSError):
+        sock_path.unlink()
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(sock_path))
+        server.listen(8)
+        server.settimeout(SERVE_POLL_S)
+        _write_state(d, fab, sock_path)
+    except BaseException:
+        server.close()
+        raise
+    return server
+
+
+def _up(args: argparse.Namespace) -> int:
+    name = args.name
+    d = claim_state_dir(name)
     fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"),
                        wired_links=args.impairable)   # every flag is checked before anything is created
     if args.pcap:
@@ -350,13 +414,7 @@ def _up(args: argparse.Namespace) -> int:
             print(f"  {nic.server} {nic.ifname} {nic.ip} -> {nic.leaf} port {nic.leaf_port}")
         if len(fab.topo.nics) > 8:
             print(f"  ... {len(fab.topo.nics) - 8} more NICs (addresses 10.<pod>.<rail>.<slot+1>)")
-        with contextlib.suppress(OSError):
-            sock_path.unlink()
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        server.bind(str(sock_path))
-        server.listen(8)
-        server.settimeout(SERVE_POLL_S)
-        _write_state(d, fab, sock_path)
+        server = open_control(d, fab)
         if args.cli:
             from emu.fabric_shell import FabricShell
 
@@ -469,7 +527,8 @@ def _down(args: argparse.Namespace) -> int:
             os.kill(pid, signal.SIGTERM)
     clock = get_clock()
     deadline = clock.now_ns() + DOWN_TIMEOUT_NS
-    while _pid_alive(pid):
+    state_file = state_dir(args.name) / "state.json"
+    while _pid_alive(pid) and state_file.exists():   # a script's fabric (emu.fabric) goes, its process stays
         if clock.now_ns() > deadline:
             raise FabricCliError(f"fabric {args.name!r} (pid {pid}) did not stop within "
                                  f"{DOWN_TIMEOUT_NS / 1e9:.0f} s")

@@ -9,10 +9,12 @@ it started.  ``status()`` reads per-port counters, queue high-water marks, ECN m
 
 from __future__ import annotations
 
+import _thread
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,13 +109,50 @@ def _wall_s(clock: Clock, start_ns: int) -> float:
 
 
 class Fabric:
-    """A running emulated fabric built from a ``TopologySpec``; use as a context manager (``up``/``down``)."""
+    """The rail-optimized fabric of ``starpulse fabric up`` as a Python object; the entry point of scripts and tests.
 
-    def __init__(self, spec: TopologySpec, *, backend: str = "embedded", ecn: EcnConfig | None = None,
-                 int_cfg: IntConfig | None = None, program: str = FABRIC_P4, log_level: str = "warn",
-                 workdir: str | None = None, fault_log: str | None = None, pcap_dir: str | None = None,
-                 int_sink: str = "host", wired_links: list[str] | str | None = None,
-                 clock: Clock | None = None, pfc: PfcSettings | None = None) -> None:
+    Give the topology as ``fabric up``'s flags in keyword form (``link_rate="1G"`` is ``--link-rate 1G``;
+    ``pfc=True`` or ``"on"`` is ``--pfc on``; ``impairable="s0:p0l0"``, ``pcap_dir``, ``log_level``,
+    ``int_sink``, ``backend``): they are parsed and checked by the CLI's own parser, so a bad value raises
+    ``FabricCliError`` with the line the CLI prints (``--servers 0: must be within 1..250``).  Or give a
+    ``TopologySpec`` (then ``pfc`` is a ``PfcSettings``).  ``name="x"`` publishes the running fabric as
+    ``fabric up --name x`` does (state file and control socket: ``starpulse fabric status|fault|down --name x``
+    and ``starpulse run|bench --name x`` reach it; ``fabric down`` interrupts the script with KeyboardInterrupt).
+
+        with Fabric(servers=2, gpus_per_server=2, spines=1, link_rate="100M") as fab:
+            print(fab.run("s0", "ping -c1 s1:1"))        # a command in a node's namespace
+            fab.fault("link_down", "p0l0:sp0")          # emu.faults; logged to fab.faults.log_path
+            fab.launch(["python", "train.py"])          # every GPU rank, as `starpulse run` does
+            fab.cli()                                   # the fabric-aware Mininet CLI until exit
+
+    ``up()``/``down()`` do what the ``with`` block does; ``down`` removes every process, namespace, interface
+    and temporary file the fabric made, also when the block ends by an exception or Ctrl-C.  Read it with
+    ``status()``, ``port_counters()``, ``probe()``, ``int_collector()``, ``switch_cli()``, ``fidelity()``.
+    """
+
+    def __init__(self, spec: TopologySpec | None = None, *, backend: str = "embedded",
+                 ecn: EcnConfig | None = None, int_cfg: IntConfig | None = None, program: str = FABRIC_P4,
+                 log_level: str = "warn", workdir: str | None = None, fault_log: str | None = None,
+                 pcap_dir: str | None = None, int_sink: str = "host", wired_links: list[str] | str | None = None,
+                 clock: Clock | None = None, pfc: PfcSettings | bool | str | None = None, name: str | None = None,
+                 **options: Any) -> None:
+        from emu import cli
+
+        self._pcap_flag: str | None = None
+        if spec is None:    # keyword flags: the CLI's parser and checks, so errors read as the CLI's
+            args = cli.parse_up_options({"backend": backend, "int_sink": int_sink, "log_level": log_level,
+                                         "impairable": wired_links, "pfc": pfc, **options})
+            opts = cli.fabric_options(args)
+            spec, pfc, wired_links, log_level = opts["spec"], opts["pfc"], args.impairable, args.log_level
+            self._pcap_flag, pcap_dir = pcap_dir, None    # created (like --pcap) when the fabric comes up
+        elif options or isinstance(pfc, bool | str):
+            raise FabricError(f"Fabric(spec, ...): topology options {sorted(options) or ['pfc']} need spec=None "
+                              "(give either a TopologySpec or fabric up's flags)")
+        self.name = name
+        if name is not None:
+            cli.state_dir(name)          # the --name check: letters, digits, '-', '_', at most 48 characters
+        self.lock = threading.RLock()    # node shells: run(), fault(), cli() and the control socket's faults
+        self._serving: dict[str, Any] = {"flag": False}
         self.spec = spec
         self.pfc = pfc or PfcSettings(enabled=spec.pfc_priority is not None)
         if self.pfc.enabled and backend != "embedded":
@@ -167,10 +206,19 @@ class Fabric:
 
     def up(self) -> None:
         """Build, configure, start and program the whole fabric; on any failure tear down what exists."""
+        from emu import cli
         from emu.faults import FaultInjector
 
         if self.fnet is not None:
             raise FabricError("fabric is already up")
+        state_dir = None
+        if self.name is not None:        # as `fabric up --name`: one fabric per name, faults logged beside it
+            state_dir = cli.claim_state_dir(self.name)
+            state_dir.mkdir(parents=True, exist_ok=True)
+            self.owned["state_dir"] = str(state_dir)   # killed before its state is written: the next run reaps it
+            self.fault_log = self.fault_log or str(state_dir / "faults.jsonl")
+        if self._pcap_flag:
+            self.pcap_dir = str(cli.output_dir("--pcap", self._pcap_flag))
         clock = self.clock
         t0 = clock.now_ns()
         self.workdir = Path(self._workdir_arg or owned_tempdir(WORKDIR_PREFIX))   # owned: see emu.reap
@@ -210,10 +258,51 @@ class Fabric:
             raise
         self.faults = FaultInjector(self, log_path=self.fault_log or str(self.workdir / "faults.jsonl"))
         self.timings.up_s = _wall_s(clock, t0)
+        if state_dir is not None:
+            try:
+                self._publish(state_dir)
+            except BaseException:
+                self.down()
+                raise
+
+    def _publish(self, state_dir: Path) -> None:
+        """State file and control socket as ``fabric up`` has them, served by a thread until ``down``."""
+        from emu import cli
+
+        server = cli.open_control(state_dir, self)
+        self._serving = {"flag": False, "server": server, "state_dir": state_dir}
+
+        def serve() -> None:
+            cli._serve(server, self, self._serving, self.lock)
+            if not self._serving.get("closing"):   # `fabric down --name` from elsewhere: end the script's block
+                _thread.interrupt_main()
+
+        self._serving["thread"] = threading.Thread(target=serve, name=f"fabric-{self.name}-ctl", daemon=True)
+        self._serving["thread"].start()
+
+    def _republish(self) -> None:
+        """Rewrite the state file (a fault may have restarted a switch: its new process is recorded)."""
+        from emu import cli
+
+        if self._serving.get("server") is not None:
+            cli._write_state(self._serving["state_dir"], self, self._serving["state_dir"] / "fabric.sock")
+
+    @property
+    def stop_requested(self) -> bool:
+        """True once ``starpulse fabric down --name NAME`` asked this (published) fabric to stop."""
+        return bool(self._serving["flag"]) and not self._serving.get("closing")
 
     def down(self) -> None:
         """Stop every process we started and remove every namespace and veth (idempotent)."""
+        from emu import cli
+
         t0 = self.clock.now_ns()
+        serving, self._serving = self._serving, {"flag": False}
+        if serving.get("server") is not None:   # published: stop answering before the nodes go
+            serving["closing"] = serving["flag"] = True
+            if serving["thread"] is not threading.current_thread():
+                serving["thread"].join(timeout=30)
+            serving["server"].close()
         for proc in self.helper_procs:
             traffic.stop_proc(proc)
         self.helper_procs.clear()
@@ -224,6 +313,9 @@ class Fabric:
             del os.environ[ENV_LAG_DIR]
         if self._workdir_arg is None and self.workdir.name.startswith(WORKDIR_PREFIX):
             shutil.rmtree(self.workdir, ignore_errors=True)   # ours: switch logs, command files, batches
+        if self.name is not None and self.owned.get("state_dir"):
+            cli._remove_state(self.name)
+            self.owned.pop("state_dir")
         self.timings.down_s = _wall_s(self.clock, t0)
 
     @property
@@ -279,6 +371,52 @@ class Fabric:
         if switch not in self.net.switches:
             raise FabricError(f"no switch named {switch!r} (switches: {', '.join(self.net.switches)})")
         return self.net.switches[switch].cli(command)
+
+    # --- scripting: commands in nodes, faults, ranks, the Mininet CLI -----------------------------------------
+    def run(self, node: str, command: str) -> str:
+        """Run a shell command in ``node``'s namespace (a server ``s0``, a switch ``p0l0``, ...) and return its
+        output (stdout and stderr).  As in the Mininet CLI's ``NODE CMD``, server/NIC names among the words
+        become NIC addresses: ``fab.run("s0", "ping -c1 s1:1")`` pings s1's rail-1 NIC."""
+        from emu.fabric_shell import substitute
+
+        nodes = {n.name: n for n in self.net.nodes()}
+        if node not in nodes:
+            raise FabricError(f"no node named {node!r} (servers s0..s{len(self.topo.servers) - 1}, switches "
+                              f"{', '.join(self.net.switches)})")
+        with self.lock:
+            return nodes[node].cmd(" ".join(substitute(self.topo, w) for w in command.split(" ")))
+
+    def fault(self, action: str, target: str, value: str | float | None = None) -> Any:
+        """Inject a fault as ``starpulse fabric fault ACTION TARGET [VALUE]`` does (``emu.faults``: link_down,
+        link_up, slow_link, restore_link, loss, delay, switch_stop, switch_start); returns the logged
+        ``FaultEvent``.  A bad action, link or value raises ``FaultError`` with the CLI's line."""
+        if self.faults is None:
+            raise FabricError("fabric is not up")
+        with self.lock:
+            event = self.faults.apply(action, target, None if value is None else str(value))
+        self._republish()
+        return event
+
+    def launch(self, command: list[str], *, logdir: str | None = None, timeout_s: float | None = None,
+               echo: Any = print, **kwargs: Any) -> Any:
+        """Run ``command`` once per GPU rank in its server's namespace with the env ``starpulse run`` gives
+        (RANK, WORLD_SIZE, STARPULSE_STORE, STARPULSE_NIC_ADDR, ...; ``emu.launch.launch``, whose keyword
+        options ``net``/``intra_rate``/``env`` pass through); returns the ``JobResult`` (``exit_code``).  Rank
+        output lines go to ``echo`` prefixed ``[rank N]``; logs to ``logdir`` (default: the fabric's workdir)."""
+        from emu.launch import launch
+
+        pids = self.net.node_pids()
+        return launch(self.topo, {s: pids[s] for s in self.topo.servers}, command,
+                      logdir=Path(logdir) if logdir else self.workdir / "ranks", timeout_s=timeout_s,
+                      echo=echo, clock=self.clock, **kwargs)
+
+    def cli(self) -> None:
+        """Drop into the fabric-aware Mininet CLI (``emu.fabric_shell``, the shell of ``fabric up --cli``) until
+        exit, quit or Ctrl-D; the fabric stays up afterwards (``down``/the ``with`` block ends it)."""
+        from emu.fabric_shell import FabricShell
+
+        FabricShell(self, name=self.name or "script", lock=self.lock,
+                    stop_requested=lambda: self.stop_requested, on_fault=self._republish)
 
     # --- status ---------------------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

@@ -25,9 +25,44 @@ class LinkEmulatorError(RuntimeError):
     """A link emulator would not start; the message names the link and what it printed."""
 
 
+def add_wired_link(net: Any, node_a: Any, node_b: Any, *, index: int, port_a: int | None = None,
+                   port_b: int | None = None, ifname_a: str | None = None, ifname_b: str | None = None,
+                   mac_a: str | None = None, mac_b: str | None = None, name: str | None = None) -> WiredLink:
+    """Add a shaped/impaired link ``node_a <-> node_b`` to a Mininet ``net`` (before it is built): an emulator
+    node ``w<index>`` (its own namespace) spliced in, the ends keeping ports, interface names and MACs as asked.
+
+        wl = add_wired_link(net, h1, s1, index=0, port_b=1)
+        net.start(); wl.configure(mtu=1500 + 256)
+        wl.start(WireProfile(rate_bps=10_000_000, delay_ns=2_000_000, loss_pct=1.0), get_clock(), seed=1)
+    """
+    from mininet.link import Link
+
+    from emu.p4switch import P4Host
+
+    w = f"w{index}"
+    wnode = net.addHost(w, cls=P4Host, ip=None, mac=None, inNamespace=True)
+    net.addLink(node_a, wnode, port1=port_a, port2=0, intfName1=ifname_a, intfName2=f"{w}-eth0", addr1=mac_a,
+                addr2=_wire_mac(index, 0), cls=Link)
+    net.addLink(wnode, node_b, port1=1, port2=port_b, intfName1=f"{w}-eth1", intfName2=ifname_b,
+                addr1=_wire_mac(index, 1), addr2=mac_b, cls=Link)
+    return WiredLink(frozenset((node_a.name, node_b.name)), name or f"{node_a.name}:{node_b.name}", wnode,
+                     f"{w}-eth0", f"{w}-eth1")
+
+
+def _wire_mac(index: int, side: int) -> str:
+    return f"02:53:fd:{index >> 8:02x}:{index & 0xff:02x}:{side:02x}"
+
+
 @dataclass
 class WiredLink:
-    """One link spliced through an emulator node: its names, the running process and its current profile."""
+    """A shaped/impaired link: one link spliced through a link-emulator node (``add_wired_link``).
+
+    ``start(WireProfile(...), clock, seed)`` runs ``emu.wire`` in the node with that profile in both
+    directions: ``rate_bps`` (serialization at the link rate), ``delay_ns`` + ``jitter_ns``, ``loss_pct``,
+    ``dup_pct``, ``reorder_pct`` and a ``queue_pkts`` FIFO, all in network time of ``clock`` (its dilation) and
+    seeded so runs repeat; ``start`` again changes the profile, ``stop`` ends the emulator (the link then
+    carries nothing).  The ends see an ordinary link: names, MACs and addresses are theirs.
+    """
 
     key: frozenset[str]
     name: str                 # "A:B" as faults name links
@@ -58,7 +93,15 @@ class WiredLink:
             raise LinkEmulatorError(f"link {self.name}: emulator did not start: {err or line.strip() or 'timeout'}")
         self.profile = profile
 
+    def configure(self, mtu: int) -> None:
+        """Both emulator interfaces up with ``mtu`` (their offloads are off: the node is a ``P4Host``)."""
+        out = self.node.cmd(f"ip link set dev {self.if_a} mtu {mtu} up; ip link set dev {self.if_b} mtu {mtu} up;"
+                            " echo rc=$?")
+        if not out.strip().endswith("rc=0"):
+            raise LinkEmulatorError(f"link {self.name}: configuring its emulator node failed: {out.strip()[-500:]}")
+
     def stop(self) -> None:
+        """Stop the emulator process (the link carries nothing until ``start``)."""
         proc, self.proc = self.proc, None
         if proc is None:
             return

@@ -15,16 +15,19 @@ without a source address, a destination on rail r leaves by the host's NIC on ra
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
+import tempfile
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mininet.link import Link
 from mininet.net import Mininet
 
-from emu.linkemu import WiredLink
+from emu.linkemu import WiredLink, add_wired_link
 from emu.p4switch import P4Host, P4Switch
 from emu.reap import start_time as _start_time
 from emu.topology import Nic, Topology, switch_port_mac
@@ -47,7 +50,7 @@ class FabricNet:
 
     topo: Topology
     net: Mininet
-    hosts: dict[str, P4Host] = field(default_factory=dict)
+    hosts: dict[str, RoceHost] = field(default_factory=dict)
     switches: dict[str, P4Switch] = field(default_factory=dict)
     workdir: Path = field(default_factory=Path)
     collector: P4Host | None = None          # INT report collector: one NIC per leaf (report mode only)
@@ -128,37 +131,96 @@ def tracked_processes(fnet: FabricNet) -> list[tuple[int, int]]:
 
 
 def host_batch(topo: Topology, server: str) -> list[str]:
-    """``ip -batch`` lines that configure one server: addresses, static neighbours, per-rail routing.
+    """``ip -batch`` lines that configure one server of ``topo``: every NIC's ``nic_batch`` with its leaf's other
+    NICs as static neighbours and the other pods' subnets of its rail routed through its gateway."""
+    spec = topo.spec
+    lines: list[str] = []
+    for nic in topo.nics_of(server):
+        lines += nic_batch(nic, spec.mtu, peer_ips=[p.ip for p in _subnet_peers(topo, nic)],
+                           routes=[f"10.{pod}.{nic.rail}.0/24" for pod in range(spec.pods) if pod != nic.pod])
+    return lines
+
+
+def nic_batch(nic: Nic, mtu: int, *, peer_ips: Iterable[str] = (), routes: Iterable[str] = ()) -> list[str]:
+    """``ip -batch`` lines giving one NIC the fabric's settings: MTU + ``INT_HEADROOM_BYTES``, its MAC and
+    address, static neighbours (``nud permanent``: the gateway and ``peer_ips``, all at the gateway's MAC),
+    its rail's routing table ``100 + rail`` (``FABRIC_SUPERNET`` via the gateway, rule ``from <ip>``) and
+    ``routes`` (subnets) via the gateway.
 
     The NIC's MTU leaves room for INT stacks the switches add to packets in flight, while every route locks
-    the path MTU at the fabric's MTU, so the host itself never sends more than ``--mtu`` bytes of IP.
+    the path MTU at ``mtu``, so the host itself never sends more than ``mtu`` bytes of IP.
     """
-    nics = topo.nics_of(server)
-    spec = topo.spec
-    mtu = f"mtu lock {spec.mtu}"
-    lines: list[str] = []
-    for nic in nics:
-        table = RAIL_TABLE_BASE + nic.rail
-        subnet = f"{nic.ip.rsplit('.', 1)[0]}.0/{nic.prefix_len}"
-        lines += [
-            f"link set dev {nic.ifname} mtu {spec.mtu + INT_HEADROOM_BYTES}",
-            f"link set dev {nic.ifname} address {nic.mac}",
-            f"addr replace {nic.ip}/{nic.prefix_len} dev {nic.ifname}",
-            f"link set dev {nic.ifname} up",
-            f"route replace {subnet} dev {nic.ifname} proto kernel scope link src {nic.ip} {mtu}",
-            f"neigh replace {nic.gateway_ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent",
-        ]
-        for peer in _subnet_peers(topo, nic):
-            lines.append(f"neigh replace {peer.ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent")
-        lines += [
-            f"route replace {FABRIC_SUPERNET} via {nic.gateway_ip} dev {nic.ifname} src {nic.ip} table {table} {mtu}",
-            f"rule add from {nic.ip} lookup {table} pref {RAIL_RULE_PREF_BASE + nic.rail}",
-        ]
-        for pod in range(spec.pods):
-            if pod != nic.pod:   # the own pod's /24 is the connected route
-                lines.append(f"route replace 10.{pod}.{nic.rail}.0/24 via {nic.gateway_ip} dev {nic.ifname}"
-                             f" src {nic.ip} {mtu}")
+    lock = f"mtu lock {mtu}"
+    table = RAIL_TABLE_BASE + nic.rail
+    subnet = str(ipaddress.ip_interface(f"{nic.ip}/{nic.prefix_len}").network)
+    lines = [
+        f"link set dev {nic.ifname} mtu {mtu + INT_HEADROOM_BYTES}",
+        f"link set dev {nic.ifname} address {nic.mac}",
+        f"addr replace {nic.ip}/{nic.prefix_len} dev {nic.ifname}",
+        f"link set dev {nic.ifname} up",
+        f"route replace {subnet} dev {nic.ifname} proto kernel scope link src {nic.ip} {lock}",
+        f"neigh replace {nic.gateway_ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent",
+    ]
+    lines += [f"neigh replace {ip} lladdr {nic.gateway_mac} dev {nic.ifname} nud permanent" for ip in peer_ips]
+    lines += [
+        f"route replace {FABRIC_SUPERNET} via {nic.gateway_ip} dev {nic.ifname} src {nic.ip} table {table} {lock}",
+        f"rule add from {nic.ip} lookup {table} pref {RAIL_RULE_PREF_BASE + nic.rail}",
+    ]
+    lines += [f"route replace {r} via {nic.gateway_ip} dev {nic.ifname} src {nic.ip} {lock}" for r in routes]
     return lines
+
+
+def host_nic(ifname: str, address: str, gateway_mac: str, *, rail: int = 0, gateway_ip: str | None = None,
+             mac: str | None = None) -> Nic:
+    """A NIC of a ``RoceHost`` in a topology of your own: ``host_nic("h1-eth0", "10.0.1.1/24", "02:..")``.
+    ``gateway_ip`` defaults to ``.254`` of the NIC's /24 (the fabric's plan); ``mac`` to the interface's own."""
+    iface = ipaddress.ip_interface(address)
+    if iface.network.prefixlen == 32:
+        raise NetBuildError(f"NIC {ifname}: address {address!r}: give ADDR/PREFIX, e.g. 10.0.1.1/24")
+    gw = gateway_ip or str(iface.network.network_address + (254 if iface.network.prefixlen <= 24 else 1))
+    return Nic(server=ifname.split("-eth")[0], rail=rail, pod=0, slot=0, ifname=ifname, ip=str(iface.ip),
+               mac=mac or "", prefix_len=iface.network.prefixlen, gateway_ip=gw, gateway_mac=gateway_mac,
+               leaf="", leaf_port=0)
+
+
+class RoceHost(P4Host):
+    """A Mininet host with the fabric servers' NIC settings: a ``P4Host`` (checksum/segmentation offloads off,
+    IPv6 off) whose NICs get the MTU plus INT headroom, static neighbours (no ARP: frames go to the gateway's
+    MAC), per-rail policy routing (table ``100 + rail``, traffic leaves by the NIC of its source address) and
+    the sysctls a multi-homed RoCE host needs (no reverse-path filter, ARP only on the asked interface).
+
+    Every server of ``Fabric`` is one.  In a topology of your own, after ``net.build()`` (or ``net.start()``)::
+
+        h1 = net.addHost("h1", cls=RoceHost, ip=None)
+        net.addLink(h1, sw, intfName1="h1-eth0", port2=1)
+        net.start()
+        h1.setup_nics([host_nic("h1-eth0", "10.0.1.1/24", gateway_mac=sw.intfs[1].MAC())], mtu=1500,
+                      routes=["10.0.2.0/24"])
+    """
+
+    def setup_nics(self, nics: list[Nic], *, mtu: int = 1500, peer_ips: Iterable[str] = (),
+                   routes: Iterable[str] = ()) -> None:
+        """Configure ``nics`` (``host_nic``) with ``nic_batch``: ``peer_ips`` get static neighbours on each
+        NIC's subnet, ``routes`` (e.g. ``10.0.2.0/24``) go via each NIC's gateway; raises ``NetBuildError``."""
+        lines: list[str] = []
+        for nic in nics:
+            nic = nic if nic.mac else replace(nic, mac=self.intf(nic.ifname).MAC())
+            subnet = ipaddress.ip_interface(f"{nic.ip}/{nic.prefix_len}").network
+            lines += nic_batch(nic, mtu, peer_ips=[ip for ip in peer_ips if ipaddress.ip_address(ip) in subnet],
+                               routes=routes)
+        with tempfile.NamedTemporaryFile("w", prefix=f"starpulse-{self.name}-", suffix=".ip-batch") as batch:
+            batch.write("\n".join(lines) + "\n")
+            batch.flush()
+            self.apply_batch(batch.name)
+        for nic in nics:   # Mininet's own view: node.IP() is the first NIC's, `dump` shows every NIC's address
+            intf = self.intf(nic.ifname)
+            intf.ip, intf.prefixLen = nic.ip, nic.prefix_len
+
+    def apply_batch(self, path: str | Path) -> None:
+        """Set ``HOST_SYSCTLS`` and run one ``ip -batch`` file in this host; the failing line is reported."""
+        out = self.cmd(f"sysctl -qw {' '.join(HOST_SYSCTLS)} ; ip -batch {path} 2>&1 ; echo rc=$?")
+        if not out.strip().endswith("rc=0"):
+            raise NetBuildError(f"host {self.name}: configuring with {path} failed: {out.strip()[-500:]}")
 
 
 def _subnet_peers(topo: Topology, nic: Nic) -> list[Nic]:
@@ -186,7 +248,7 @@ def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdi
     fnet = FabricNet(topo, net, workdir=workdir)
     try:
         for server in topo.servers:
-            fnet.hosts[server] = net.addHost(server, cls=P4Host, ip=None, mac=None, inNamespace=True)
+            fnet.hosts[server] = net.addHost(server, cls=RoceHost, ip=None, mac=None, inNamespace=True)
         for sw in topo.switches:
             fnet.switches[sw.name] = net.addSwitch(
                 sw.name, cls=P4Switch, program=program, backend=backend, device_id=sw.device_id,
@@ -205,13 +267,9 @@ def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdi
                 net.addLink(node_a, node_b, port1=port_a, port2=link.b_port, intfName1=link.a_ifname,
                             intfName2=link.b_ifname, addr1=mac_a, addr2=mac_b, cls=Link)
                 continue
-            w = f"w{len(fnet.wires)}"
-            wnode = net.addHost(w, cls=P4Host, ip=None, mac=None, inNamespace=True)
-            net.addLink(node_a, wnode, port1=port_a, port2=0, intfName1=link.a_ifname, intfName2=f"{w}-eth0",
-                        addr1=mac_a, addr2=_wire_mac(len(fnet.wires), 0), cls=Link)
-            net.addLink(wnode, node_b, port1=1, port2=link.b_port, intfName1=f"{w}-eth1",
-                        intfName2=link.b_ifname, addr1=_wire_mac(len(fnet.wires), 1), addr2=mac_b, cls=Link)
-            fnet.wires[key] = WiredLink(key, f"{link.a}:{link.b}", wnode, f"{w}-eth0", f"{w}-eth1")
+            fnet.wires[key] = add_wired_link(net, node_a, node_b, index=len(fnet.wires), port_a=port_a,
+                                             port_b=link.b_port, ifname_a=link.a_ifname, ifname_b=link.b_ifname,
+                                             mac_a=mac_a, mac_b=mac_b)
         if collector_port is not None:
             fnet.collector_port = collector_port
             fnet.collector = net.addHost(COLLECTOR, cls=P4Host, ip=None, mac=None, inNamespace=True)
@@ -234,9 +292,7 @@ def configure_hosts(fnet: FabricNet) -> None:
     for server, host in fnet.hosts.items():
         batch = fnet.workdir / f"{server}.ip-batch"
         batch.write_text("\n".join(host_batch(fnet.topo, server)) + "\n")
-        out = host.cmd(f"sysctl -qw {' '.join(HOST_SYSCTLS)} ; ip -batch {batch} 2>&1 ; echo rc=$?")
-        if not out.strip().endswith("rc=0"):
-            raise NetBuildError(f"host {server}: configuring with {batch} failed: {out.strip()[-500:]}")
+        host.apply_batch(batch)
         for nic in fnet.topo.nics_of(server):   # Mininet's own view: node.IP() is the rail-0 NIC's (eth0 is
             intf = host.intf(nic.ifname)        # the default interface), `dump` shows every NIC's address
             intf.ip, intf.prefixLen = nic.ip, nic.prefix_len
@@ -254,17 +310,10 @@ def configure_switch_ports(fnet: FabricNet) -> None:
             raise NetBuildError(f"switch {name}: configuring ports failed: {out.strip()[-500:]}")
 
 
-def _wire_mac(index: int, side: int) -> str:
-    return f"02:53:fd:{index >> 8:02x}:{index & 0xff:02x}:{side:02x}"
-
-
 def configure_wires(fnet: FabricNet) -> None:
-    """Link-emulator interfaces: MTU and up (their offloads are off: they are P4Hosts)."""
-    mtu = fnet.topo.spec.mtu + INT_HEADROOM_BYTES   # INT-grown frames pass through too
+    """Link-emulator interfaces: MTU (INT-grown frames pass through too) and up."""
     for w in fnet.wires.values():
-        out = w.node.cmd(f"ip link set dev {w.if_a} mtu {mtu} up; ip link set dev {w.if_b} mtu {mtu} up; echo rc=$?")
-        if not out.strip().endswith("rc=0"):
-            raise NetBuildError(f"link {w.name}: configuring its emulator node failed: {out.strip()[-500:]}")
+        w.configure(fnet.topo.spec.mtu + INT_HEADROOM_BYTES)
 
 
 def configure_collector(fnet: FabricNet) -> None:

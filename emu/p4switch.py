@@ -21,6 +21,7 @@ from mininet.node import Host, Switch
 
 from emu.reap import owned_tempdir
 from p4.switch.control import ControlClient
+from sw.clock import ENV_DILATION
 
 BACKENDS = ("embedded", "bmv2")
 BMV2_TOOLS = ("simple_switch", "simple_switch_CLI", "p4c")
@@ -39,7 +40,8 @@ def missing_bmv2_tools() -> list[str]:
 
 
 class P4Host(Host):
-    """A Mininet host with offloads off and IPv6 off, so its frames cross a software switch intact."""
+    """A Mininet host with checksum/segmentation offloads off and IPv6 off, so its frames cross a software switch
+    intact (``net.addHost("h1", cls=P4Host)``); ``emu.net.RoceHost`` adds the fabric servers' NIC settings."""
 
     def config(self, **params):
         result = super().config(**params)
@@ -52,13 +54,30 @@ class P4Host(Host):
 
 
 class P4Switch(Switch):
-    """A Mininet switch whose data plane is a P4 program (``backend`` 'embedded' or 'bmv2')."""
+    """A Mininet switch whose data plane is a P4_16 v1model program, in its own namespace by default.
+
+        net.addSwitch("s1", cls=P4Switch, program="p4/programs/basic.p4", commands="s1.txt", inNamespace=True)
+
+    - ``program``: the .p4 file (compiled at start).  ``backend``: ``"embedded"`` (this project's target,
+      ``python -m p4.switch``) or ``"bmv2"`` (``simple_switch``; needs p4c and BMv2 on PATH).
+    - ``commands``: a simple_switch_CLI command file applied once the switch runs (the same file works for
+      both backends); later ``sw.cli("table_add ...")`` or ``sw.run_command_file(path)``.
+    - ports are the node's interfaces by Mininet port number (``addLink(..., port2=N)`` is port N).
+    - ``pcap_dir``: every port writes ``<iface>_in.pcap`` / ``_out.pcap`` there.  ``log_file``/``log_level``.
+    - ``priority_queues``: egress queues per port (1 as BMv2's default; the fabric runs 8).  PFC (embedded
+      backend) is switched on by commands: ``pfc_enable PORT 1 [PRIOS]``, ``pfc_thresholds``,
+      ``pfc_dscp_map``; port shaping by ``set_port_rate PORT BPS`` (BMv2: ``set_queue_rate``).
+    - ``dilation``: the time-dilation factor of the switch's clock (queues, shaping, INT timestamps); default
+      the one clock's, ``$STARPULSE_TIME_DILATION``, so switches, link emulators and NICs agree.
+    - ``device_id`` (INT node id, default the dpid), ``ctl`` (embedded control socket), ``thrift_port``
+      (BMv2), ``cpu_port``.  ``cli(cmd)`` runs one simple_switch_CLI command, ``alive()`` says if it runs.
+    """
 
     def __init__(self, name: str, program: str | None = None, *, backend: str = "embedded",
                  commands: str | None = None, device_id: int | None = None, ctl: str | None = None,
                  thrift_port: int | None = None, pcap_dir: str | None = None, log_file: str | None = None,
                  log_level: str = "info", cpu_port: int | None = None, priority_queues: int = 1,
-                 **params) -> None:
+                 dilation: float | None = None, **params) -> None:
         if program is None:
             raise P4SwitchError(f"switch {name}: a P4Switch needs program='PROG.p4'")
         if backend not in BACKENDS:
@@ -84,6 +103,9 @@ class P4Switch(Switch):
         self.log_level = log_level
         self.cpu_port = cpu_port
         self.priority_queues = priority_queues
+        if dilation is not None and not dilation > 0:
+            raise P4SwitchError(f"switch {name}: dilation {dilation!r}: must be > 0")
+        self.dilation = dilation
         self.proc: subprocess.Popen | None = None
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -127,6 +149,8 @@ class P4Switch(Switch):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
                                                           env.get("PYTHONPATH", "")]))
+        if self.dilation is not None:
+            env[ENV_DILATION] = f"{self.dilation:g}"
         for intf in self.intfList():
             if intf.name != "lo":      # no GRO/TSO: a software switch must see and send wire-sized frames
                 self.cmd(f"ethtool --offload {intf.name} gro off lro off tso off gso off")

@@ -167,10 +167,12 @@ def test_mutated_frames_that_reach_a_qp_never_raise_in_the_transport():
     assert pair.b.counters.qp_frames > 0
 
 
-def test_the_fabric_switch_forwards_or_drops_every_mutated_frame_by_a_counted_reason(tmp_path):
-    """fabric.p4 on the embedded switch (a leaf, INT and ECN on): every mutated frame is forwarded (here: to a
-    port without an interface, counted as ``no_port_drop_pkts``) or dropped with a counted reason; the program
-    never raises (``pipeline_error_pkts`` stays 0)."""
+@pytest.mark.parametrize("pfc", [False, True], ids=["pfc_off", "pfc_on"])
+def test_the_fabric_switch_forwards_or_drops_every_mutated_frame_by_a_counted_reason(tmp_path, pfc):
+    """fabric.p4 on the embedded switch (a leaf, INT and ECN on; PFC off, or on with its DSCP classification and
+    pauses honoured): every mutated frame is forwarded (here: to a port without an interface, counted as
+    ``no_port_drop_pkts``) or dropped with a counted reason; the program never raises (``pipeline_error_pkts``
+    stays 0)."""
     topo = Topology(TopologySpec(servers=2, gpus_per_server=1, spines=0))
     a, b = topo.nics
     clock = ManualClock()
@@ -178,6 +180,9 @@ def test_the_fabric_switch_forwards_or_drops_every_mutated_frame_by_a_counted_re
                       SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
     for line in switch_commands(topo, a.leaf, None, IntConfig(sink_mode="host")):
         switch.execute(line)
+    if pfc:
+        for port in (a.leaf_port, b.leaf_port):
+            switch.execute(f"pfc_enable {port} 1")
     frames = real_frames(OTHER_QP, macs=(a.mac, a.gateway_mac), ips=(a.ip, b.ip))
     sent = [0]
 
@@ -197,6 +202,8 @@ def test_the_fabric_switch_forwards_or_drops_every_mutated_frame_by_a_counted_re
         feed()
         stats = switch.port_stats()
         assert stats[b.leaf_port]["no_port_drop_pkts"] > 0 and stats[a.leaf_port]["pipeline_drop_pkts"] > 0
+        assert stats[a.leaf_port]["mac_control_pkts"] > 0
+        assert (stats[a.leaf_port]["pfc_pauses_rx"] > 0) == pfc, "pauses are honoured with PFC on only"
     finally:
         switch.close()
 

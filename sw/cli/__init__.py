@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fabric": ("emu.cli", "multi-rail leaf/spine fabric of P4 switches: up, status, down, test"),
     "run": ("emu.run_cli", "run a command on every GPU rank of a fabric (torchrun-style env, per-rank logs)"),
     "bench": ("sw.collectives.bench_cli", "nccl-tests-style collective benchmark on the fabric (or --local)"),
+    "sim": ("sw.sim.cli", "flow-level simulator of the fabric and collectives, up to 100k GPUs"),
 }
 
 EXIT_USER_ERROR = 2

@@ -16,15 +16,20 @@ from ..transport.base import Request
 from .common import Reduce, chunk_ranges, segment_bounds
 
 
+def ring_step(p: Any, n: int, k: int, reducing: bool, off: int = 0) -> tuple[bool, Any, Any]:
+    """Step k (0..n-2) of the ring's reduce-scatter (``reducing``) or allgather phase for position ``p`` of
+    ``n``: (reducing, send segment, recv segment); position p sends to p+1.  ``p`` may be a numpy array of
+    positions (the flow-level simulator asks for all at once)."""
+    if reducing:
+        return (True, (p - k + off) % n, (p - k - 1 + off) % n)
+    return (False, (p + 1 + off - k) % n, (p + off - k) % n)
+
+
 def ring_steps(p: Any, n: int, rs: bool, ag: bool, off: int = 0) -> list[tuple[bool, Any, Any]]:
-    """The ring's schedule for position ``p`` of ``n``: (reducing, send segment, recv segment) per step; position
-    p sends to p+1.  ``p`` may be a numpy array of positions (the flow-level simulator asks for all at once)."""
-    steps: list[tuple[bool, Any, Any]] = []
-    if rs:
-        steps += [(True, (p - k + off) % n, (p - k - 1 + off) % n) for k in range(n - 1)]
-    if ag:
-        steps += [(False, (p + 1 + off - j) % n, (p + off - j) % n) for j in range(n - 1)]
-    return steps
+    """The ring's whole schedule for position ``p``: n-1 reduce-scatter steps (``rs``), then n-1 allgather
+    steps (``ag``)."""
+    return ([ring_step(p, n, k, True, off) for k in range(n - 1)] if rs else []) + \
+        ([ring_step(p, n, k, False, off) for k in range(n - 1)] if ag else [])
 
 
 def ring(net: Net, group: list[int], x: np.ndarray, chunk_elems: int, reduce: Reduce | None,

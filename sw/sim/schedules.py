@@ -1,0 +1,175 @@
+"""The collectives' schedules as phases of concurrent flows, read from the same functions the communicator runs
+(``sw.collectives.algorithms``: ``ring_step``, ``heap_links``, ``halving_plan``, ``pairwise_peers``,
+``rail_order``, ``hier_owned_segment``, ``segment_bounds``): no second copy of any schedule.
+
+A phase is a set of flows that start together, repeated ``repeat`` times (the steps of a ring move the same
+pairs).  Simplifications: a ring's segments differ by at most one element, the phase takes each flow's step-0
+segment for every step; pipelined trees and the rail-aligned all-to-all's shuffle are one phase each (their
+chunks overlap), with the tree's depth counted in latency steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.collectives.algorithms.alltoall import pairwise_peers, rail_order
+from sw.collectives.algorithms.common import segment_bounds
+from sw.collectives.algorithms.hier import hier_owned_segment
+from sw.collectives.algorithms.rhd import halving_plan
+from sw.collectives.algorithms.ring import ring_step
+from sw.collectives.algorithms.tree import heap_links
+from sw.collectives.tuner import ALGOS
+
+MAX_FLOWS = 4_000_000
+
+
+class ScheduleError(ValueError):
+    """An operation, algorithm or size the simulator cannot schedule; one line naming the flag."""
+
+    is_user_error = True
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Flows ``src[i] -> dst[i]`` of ``nbytes[i]`` each, started together, ``repeat`` times in a row."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    repeat: int = 1
+    latency_steps: int = 1   # per-message overheads and path latencies on the critical path of one repeat
+
+
+def _sizes(counts: np.ndarray, n: int) -> np.ndarray:
+    """Segment sizes (elements) of each group's buffer cut in ``n`` (``segment_bounds``), shape (groups, n)."""
+    return np.array([[hi - lo for lo, hi in segment_bounds(int(c), n)] for c in counts], dtype=np.int64)
+
+
+def ring_phases(groups: np.ndarray, counts: np.ndarray, itemsize: int, rs: bool, ag: bool,
+                off: int = 0) -> list[Phase]:
+    """Rings over each row of ``groups`` (ranks) on buffers of ``counts`` elements: reduce-scatter and/or
+    allgather, n-1 steps each, position p sending to p+1."""
+    n = groups.shape[1]
+    if n < 2:
+        return []
+    pos = np.arange(n)
+    sizes = _sizes(counts, n)
+    out = []
+    for reducing in [True] * rs + [False] * ag:
+        _, send_seg, _ = ring_step(pos, n, 0, reducing, off)
+        out.append(Phase(groups.ravel(), np.roll(groups, -1, axis=1).ravel(),
+                         (sizes[:, send_seg] * itemsize).ravel(), repeat=n - 1, latency_steps=n - 1))
+    return out
+
+
+def tree_phases(n: int, count: int, itemsize: int) -> list[Phase]:
+    """Double binary tree allreduce: half the buffer up each of two mirrored heap trees, then down."""
+    half = [count // 2, count - count // 2]
+    edges: list[tuple[int, int, int]] = []   # (child, parent, elements)
+    for t, mirror in enumerate((False, True)):
+        for q in range(1, n):
+            parent, _ = heap_links(q, n)
+            assert parent is not None
+            a, b = (n - 1 - q, n - 1 - parent) if mirror else (q, parent)
+            edges.append((a, b, half[t]))
+    e = np.array(edges, dtype=np.int64).reshape(-1, 3)
+    depth = max(1, int(np.ceil(np.log2(n + 1))) - 1)
+    return [Phase(e[:, 0], e[:, 1], e[:, 2] * itemsize, latency_steps=depth),
+            Phase(e[:, 1], e[:, 0], e[:, 2] * itemsize, latency_steps=depth)]
+
+
+def rhd_phases(n: int, count: int, itemsize: int) -> list[Phase]:
+    """Recursive halving-doubling allreduce (with the fold of the ranks beyond the largest power of two)."""
+    pof2 = 1 << (n.bit_length() - 1)
+    rem = n - pof2
+    ranks = np.array([2 * v + 1 if v < rem else v + rem for v in range(pof2)], dtype=np.int64)
+    bounds = segment_bounds(count, pof2)
+    plans = [halving_plan(q, pof2) for q in range(pof2)]
+    full = np.full(rem, count * itemsize, dtype=np.int64)
+    evens = np.arange(0, 2 * rem, 2, dtype=np.int64)
+    out = [Phase(evens, evens + 1, full)] if rem else []
+    halving = []
+    for j in range(len(plans[0])):
+        partner = np.array([plans[q][j][0] for q in range(pof2)], dtype=np.int64)
+        sent = [plans[q][j][2] for q in range(pof2)]
+        kept = [plans[q][j][1] for q in range(pof2)]
+        span = [(bounds[b[1] - 1][1] - bounds[b[0]][0]) * itemsize for b in sent]
+        span_keep = [(bounds[b[1] - 1][1] - bounds[b[0]][0]) * itemsize for b in kept]
+        out.append(Phase(ranks, ranks[partner], np.array(span, dtype=np.int64)))
+        halving.append(Phase(ranks, ranks[partner], np.array(span_keep, dtype=np.int64)))
+    out += halving[::-1]
+    if rem:
+        out.append(Phase(evens + 1, evens, full))
+    return out
+
+
+def hier_phases(servers: int, gpus: int, count: int, itemsize: int) -> list[Phase]:
+    """Hierarchical allreduce: intra-server ring reduce-scatter, per-rail ring allreduce of the owned segment,
+    intra-server ring allgather."""
+    local = np.arange(servers * gpus, dtype=np.int64).reshape(servers, gpus)
+    bounds = segment_bounds(count, gpus)
+    owned = hier_owned_segment(np.arange(gpus), gpus)
+    rail_counts = np.array([bounds[s][1] - bounds[s][0] for s in owned], dtype=np.int64)
+    counts = np.full(servers, count, dtype=np.int64)
+    return (ring_phases(local, counts, itemsize, rs=True, ag=False)
+            + ring_phases(local.T.copy(), rail_counts, itemsize, rs=True, ag=True)
+            + ring_phases(local, counts, itemsize, rs=False, ag=True))
+
+
+def pairwise_phases(n: int, block_bytes: int) -> list[Phase]:
+    """Pairwise all-to-all: every step's blocks are posted at once, so all n(n-1) flows share one phase."""
+    pos = np.arange(n, dtype=np.int64)
+    dst = np.concatenate([to for to, _ in pairwise_peers(pos, n)]) if n > 1 else pos[:0]
+    return [Phase(np.tile(pos, n - 1), dst, np.full(len(dst), block_bytes, dtype=np.int64), latency_steps=1)]
+
+
+def rail_phases(servers: int, gpus: int, block_bytes: int) -> list[Phase]:
+    """Rail-aligned all-to-all, pipelined: each GPU sends every local GPU b the blocks for rail b (one per
+    server) over NVLink, and each rail carries G blocks between every pair of servers, all overlapping."""
+    src, dst, nbytes = [], [], []
+    r = np.arange(servers * gpus, dtype=np.int64).reshape(servers, gpus)
+    for b in range(1, gpus):                         # intra: GPU a -> GPU a+b of the same server
+        src.append(r.ravel())
+        dst.append(np.roll(r, -b, axis=1).ravel())
+        nbytes.append(np.full(r.size, servers * block_bytes, dtype=np.int64))
+    for i in range(servers):                         # rail: server i's GPU g -> GPU g of each other server
+        for j in rail_order(i, servers):
+            src.append(r[i])
+            dst.append(r[j])
+            nbytes.append(np.full(gpus, gpus * block_bytes, dtype=np.int64))
+    if not src:
+        return []
+    return [Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(nbytes), latency_steps=2)]
+
+
+def phases(op: str, algo: str, servers: int, gpus: int, size_bytes: int, itemsize: int = 4) -> list[Phase]:
+    """The phases of collective ``op`` with ``algo`` on ``servers`` x ``gpus`` ranks, ``size_bytes`` per rank."""
+    if op not in ("allreduce", "alltoall", "allgather", "reducescatter"):
+        raise ScheduleError(f"OP {op!r}: the simulator runs allreduce, allgather, reducescatter, alltoall")
+    if algo not in ALGOS[op] or (op in ("allgather", "reducescatter") and algo != "ring"):
+        allowed = ALGOS[op] if op in ("allreduce", "alltoall") else ("ring",)
+        raise ScheduleError(f"--algo {algo!r}: allowed for {op}: {', '.join(allowed)}")
+    n = servers * gpus
+    count = size_bytes // itemsize
+    if count < n:
+        raise ScheduleError(f"--size {size_bytes}: must be at least {n * itemsize} bytes ({itemsize}-byte elements, "
+                            f"one per rank)")
+    everyone = np.arange(n, dtype=np.int64).reshape(1, n)
+    if op == "allreduce":
+        if algo == "ring":
+            return ring_phases(everyone, np.array([count]), itemsize, rs=True, ag=True)
+        if algo == "tree":
+            return tree_phases(n, count, itemsize)
+        if algo == "rhd":
+            return rhd_phases(n, count, itemsize)
+        return hier_phases(servers, gpus, count, itemsize)
+    if op in ("allgather", "reducescatter"):
+        return ring_phases(everyone, np.array([count]), itemsize, rs=op == "reducescatter", ag=op == "allgather",
+                           off=-1)
+    block = (count // n) * itemsize
+    if n * (n - 1) > MAX_FLOWS:
+        raise ScheduleError(f"--gpus {n}: alltoall has {n * (n - 1):,} flows, the flow model holds "
+                            f"{MAX_FLOWS:,} (at most {int((MAX_FLOWS) ** 0.5)} GPUs)")
+    return pairwise_phases(n, block) if algo == "pairwise" else rail_phases(servers, gpus, block)

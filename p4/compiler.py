@@ -282,6 +282,13 @@ class Compiler:
             return self.pre.pos(node.meta.line, node.meta.column)
         return None
 
+    def end_pos(self) -> SourcePos:
+        """The last non-blank line of the main source file (for what is missing from the whole program)."""
+        name = next(iter(self.pre.sources), self.prog_name)
+        lines = self.pre.sources.get(name, [])
+        n = max((i for i, text in enumerate(lines, 1) if text.strip()), default=1)
+        return SourcePos(name, n, 1, lines[n - 1] if lines else "")
+
     def err(self, node: Any, msg: str) -> CompileError:
         return CompileError(msg, self.pos(node))
 
@@ -2454,7 +2461,8 @@ class Compiler:
     def compile(self, tree: Tree) -> Program:
         self.collect(tree)
         if self.main is None:
-            raise CompileError(f"{self.prog_name}: no 'main' package instantiation (V1Switch(...) main;)")
+            raise CompileError("no 'main' package instantiation (V1Switch(...) main;) in this program",
+                               self.end_pos())
         mtype = str(_trees(_trees(self.main, "type_ref")[0])[0].children[0])
         if mtype != "V1Switch":
             raise self.err(self.main, f"only the v1model V1Switch package is supported, not {mtype}")
@@ -2480,7 +2488,7 @@ class Compiler:
         mtype_ = self.resolve_type(_trees(pparams[2], "type_ref")[0])
         smtype = self.types.get("standard_metadata_t")
         if not isinstance(smtype, StructLike):
-            raise CompileError("standard_metadata_t is not declared (did you #include <v1model.p4>?)")
+            raise self.err(blocks["parser"], "standard_metadata_t is not declared (did you #include <v1model.p4>?)")
         h0 = len(self.init)
         self.hdr_ref = self.alloc(htype)
         h1 = len(self.init)
@@ -2644,7 +2652,9 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
     try:
         prog = c.compile(tree)
     except RecursionError:
-        raise CompileError(f"{name}: program nests too deeply for this compiler") from None
+        node = getattr(c, "last_node", None)
+        raise CompileError("program nests too deeply for this compiler",
+                           c.pos(node) if node is not None else c.end_pos()) from None
     except CompileError:
         raise
     except Exception as exc:  # noqa: BLE001 - a compiler bug must still point the user at the construct

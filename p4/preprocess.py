@@ -152,7 +152,7 @@ class Preprocessor:
         raw_lines = text.split("\n")
         self.sources[name] = raw_lines
         lines = _strip_comments(text, name).split("\n")
-        stack: list[list[bool]] = []  # [active, taken-already, parent-active]
+        stack: list[list] = []  # [active, taken-already, position of the #if]
         i = 0
         while i < len(lines):
             lineno = i + 1
@@ -173,10 +173,10 @@ class Preprocessor:
             if d in ("ifdef", "ifndef"):
                 defined = rest.split()[0] in self.macros if rest else False
                 cond = defined if d == "ifdef" else not defined
-                stack.append([cond, cond])
+                stack.append([cond, cond, pos])
             elif d == "if":
                 cond = self._eval_if(rest, pos) if active else False
-                stack.append([cond, cond])
+                stack.append([cond, cond, pos])
             elif d == "elif":
                 if not stack:
                     raise CompileError("#elif without #if", pos)
@@ -212,7 +212,7 @@ class Preprocessor:
             else:
                 raise CompileError(f"unknown preprocessor directive #{d}", pos)
         if stack:
-            raise CompileError(f"{name}: missing #endif at end of file")
+            raise CompileError(f"missing #endif: this conditional is still open at the end of {name}", stack[-1][2])
         self._depth -= 1
 
     def _emit(self, text: str, name: str, lineno: int) -> None:
@@ -232,7 +232,11 @@ class Preprocessor:
         dirs = ([Path(current).parent] if m.group(1) else []) + self.include_dirs + [Path(current).parent]
         for d in dirs:
             cand = d / target
-            if cand.is_file():
+            try:
+                found = cand.is_file()
+            except OSError:                           # a name the system cannot look up (too long, ...)
+                found = False
+            if found:
                 self._includes += 1
                 if self._includes > MAX_INCLUDES:
                     raise CompileError(f"more than {MAX_INCLUDES} #include inclusions in all (the limit; an "

@@ -107,6 +107,11 @@ def test_recursive_include_names_the_include_line(tmp_path: Path) -> None:
     assert exc.value.pos is not None and exc.value.pos.line == 2 and "nested" in exc.value.message
 
 
+def test_include_of_a_name_too_long_for_the_system_is_not_found() -> None:
+    err = _error("// x\n#include <" + "v" * 5000 + ".p4>\n", "long.p4")
+    assert err.pos is not None and (err.pos.file, err.pos.line) == ("long.p4", 2) and "not found" in err.message
+
+
 # --- item 3: undecodable sources ------------------------------------------------------------------------------
 @pytest.mark.parametrize("junk", [b"\xff\xfe bad\n", b"ok\n\x00\x01\x02binary\n", b"caf\xe9\n"])
 def test_non_utf8_or_binary_source_is_one_error(tmp_path: Path, junk: bytes) -> None:

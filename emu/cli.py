@@ -209,15 +209,15 @@ def read_state(name: str) -> dict[str, Any] | None:
     what runs killed before writing theirs left behind is reaped (``emu.reap``)."""
     from emu.reap import reap_dead
 
-    reap_dead()
     path = state_dir(name) / "state.json"
     try:
         state = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
-        return None
-    if not _pid_alive(int(state.get("pid", 0))):
-        _reap_orphans(name, state)
-        return None
+        state = None
+    if state is not None and not _pid_alive(int(state.get("pid", 0))):
+        _reap_orphans(name, state)   # first: it says what it stopped
+        state = None
+    reap_dead()
     return state
 
 

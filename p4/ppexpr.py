@@ -99,7 +99,8 @@ class _Parser:
             self.take()
             no = self.expr()
             self.depth -= 1
-            return lambda: yes() if cond()[0] else no()
+            u = _unsigned(yes) or _unsigned(no)        # C: the arms' common type, whichever is evaluated
+            return _typed(lambda: _norm((yes() if cond()[0] else no())[0], u), u)
         self.depth -= 1
         return cond
 
@@ -118,7 +119,7 @@ class _Parser:
         kind, tok = self.take()
         if kind == "num":
             v = parse_literal(tok)
-            return lambda: v
+            return _typed(lambda: v, v[1])
         if tok == "(":
             inner = self.expr()
             if self.peek() != ")":
@@ -133,6 +134,16 @@ class _Parser:
         raise ExprError(f"unexpected {tok!r}")
 
 
+def _typed(f: Callable[[], Value], unsigned: bool) -> Callable[[], Value]:
+    """Mark a thunk with its static type (unsigned or not), known before anything is evaluated."""
+    f.unsigned = unsigned  # type: ignore[attr-defined]
+    return f
+
+
+def _unsigned(f: Callable[[], Value]) -> bool:
+    return bool(getattr(f, "unsigned", False))
+
+
 def _unop(op: str, f: Callable[[], Value]) -> Callable[[], Value]:
     def run() -> Value:
         v, u = f()
@@ -143,14 +154,14 @@ def _unop(op: str, f: Callable[[], Value]) -> Callable[[], Value]:
         if op == "~":
             return _norm(~v, u)
         return v, u
-    return run
+    return _typed(run, op != "!" and _unsigned(f))
 
 
 def _binop(op: str, f: Callable[[], Value], g: Callable[[], Value]) -> Callable[[], Value]:
     if op == "&&":
-        return lambda: (int(bool(f()[0]) and bool(g()[0])), False)
+        return _typed(lambda: (int(bool(f()[0]) and bool(g()[0])), False), False)
     if op == "||":
-        return lambda: (int(bool(f()[0]) or bool(g()[0])), False)
+        return _typed(lambda: (int(bool(f()[0]) or bool(g()[0])), False), False)
 
     def run() -> Value:
         (a, ua), (b, ub) = f(), g()
@@ -171,7 +182,9 @@ def _binop(op: str, f: Callable[[], Value], g: Callable[[], Value]) -> Callable[
             return _norm(q if op == "/" else a - q * b, u)
         v = {"*": a * b, "+": a + b, "-": a - b, "&": a & b, "^": a ^ b, "|": a | b}[op]
         return _norm(v, u)
-    return run
+    if op in ("<", ">", "<=", ">=", "==", "!="):
+        return _typed(run, False)
+    return _typed(run, _unsigned(f) or (op not in ("<<", ">>") and _unsigned(g)))
 
 
 def evaluate(text: str) -> int:

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import random
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -10,6 +14,7 @@ import pytest
 
 from p4.compiler import compile_file, compile_source
 from p4.errors import CompileError
+from p4.ppexpr import ExprError, evaluate
 from p4.preprocess import Preprocessor
 from tests.p4.conftest import V1_PRELUDE, Switch
 
@@ -54,6 +59,37 @@ def _error(text: str, name: str = "t.p4") -> CompileError:
 ])
 def test_if_is_c_integer_arithmetic(expr: str, want: bool) -> None:
     assert _if(expr) is want
+
+
+def _random_expr(r: random.Random, depth: int = 0) -> str:
+    if depth > 3 or r.random() < 0.3:
+        return r.choice(["0", "1", "2", "7", "-1", "0x7fffffffffffffff", "0xffffffffffffffff", "3u", "10UL", "017",
+                         "63", "64", "100"])
+    k = r.random()
+    if k < 0.15:
+        return r.choice(["-", "~", "!", "+"]) + f"({_random_expr(r, depth + 1)})"
+    if k < 0.25:
+        return f"({_random_expr(r, depth + 1)} ? {_random_expr(r, depth + 1)} : {_random_expr(r, depth + 1)})"
+    op = r.choice(["+", "-", "*", "/", "%", "<<", ">>", "<", ">", "<=", ">=", "==", "!=", "&", "^", "|", "&&", "||"])
+    return f"({_random_expr(r, depth + 1)} {op} {_random_expr(r, depth + 1)})"
+
+
+@pytest.mark.skipif(shutil.which("cpp") is None, reason="no C preprocessor to compare with")
+def test_if_agrees_with_the_c_preprocessor_on_random_expressions() -> None:
+    exprs = [_random_expr(random.Random(i)) for i in range(300)]
+    src = "".join(f"#if {e}\nT{i}\n#else\nF{i}\n#endif\n" for i, e in enumerate(exprs))
+    res = subprocess.run(["cpp", "-P"], input=src, capture_output=True, text=True, timeout=60)
+    theirs = {int(m.group(2)): m.group(1) == "T" for m in re.finditer(r"\b([TF])(\d+)\b", res.stdout)}
+    compared = 0
+    for i, e in enumerate(exprs):
+        try:
+            mine = evaluate(e) != 0
+        except ExprError:
+            continue                                  # division by zero: cpp reports an error too
+        if i in theirs:
+            compared += 1
+            assert mine == theirs[i], e
+    assert compared > 250
 
 
 @pytest.mark.parametrize(("expr", "what"), [

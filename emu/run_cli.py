@@ -29,6 +29,7 @@ from emu.topology import Topology, TopologySpec
 from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
+from sw.collectives.local import check_local_ranks
 from sw.units import float_flag
 
 DEFAULT_SERVERS = 4
@@ -213,8 +214,9 @@ def run(args: argparse.Namespace) -> int:
 def _run_local(args: argparse.Namespace, cmd: list[str], echo: Callable[[str], None] | None) -> int:
     """``--local``: the ranks of the requested servers x GPUs on this box, in our namespace (no fabric)."""
     _check_values(args)
-    clock = apply_dilation(args)
     topo = Topology(spec_for(args))
+    check_local_ranks(len(topo.nics), f"--servers {topo.spec.servers} x --gpus {topo.spec.gpus_per_server}")
+    clock = apply_dilation(args)
     with terminate_as_interrupt(), log_directory(args.logdir) as (logdir, keep):
         result = launch(topo, None, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo, clock=clock,
                         net=args.net, intra_rate=args.intra_rate)

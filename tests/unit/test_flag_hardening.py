@@ -78,6 +78,8 @@ CASES: list[tuple[list[str], str]] = [
     ([*RUN, "--intra-rate", "fast", "--", "true"], "--intra-rate"),
     ([*RUN, "--", "/no/such/cmd"], "/no/such/cmd"),
     ([*RUN, "--logdir", "/nonexistent/logs", "--", "true"], "--logdir"),
+    ([*RUN, "--local", "--servers", "250", "--gpus", "16", "--", "true"], "local ranks: at most"),
+    ([*RUN, "--local", "--mtu", "20", "--", "true"], "--mtu"),
     # bench --local and on a fabric
     ([*LOCAL, "-A", "foo"], "-A"),
     ([*BENCH, "-A", "foo"], "-A"),
@@ -151,6 +153,7 @@ def nothing_built(tmp_path, monkeypatch):
     import emu.fabric
     import emu.launch
     import emu.netns
+    import emu.run_cli
     import sw.collectives.local
 
     built: list[str] = []
@@ -164,6 +167,7 @@ def nothing_built(tmp_path, monkeypatch):
     monkeypatch.setattr(emu.fabric.Fabric, "up", refuse("Fabric.up"))
     monkeypatch.setattr(emu.netns.NetnsLab, "__enter__", refuse("NetnsLab"))
     monkeypatch.setattr(emu.launch, "launch", refuse("launch"))
+    monkeypatch.setattr(emu.run_cli, "launch", refuse("launch"))
     monkeypatch.setattr(sw.collectives.local, "run_local", refuse("run_local"))
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))

@@ -25,7 +25,7 @@ from p4.switch.trace import LEVELS
 from sw.cli import ArgumentParser, call_guarded
 from sw.clock import get_clock
 from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
-from sw.units import float_flag, int_flag, parse_duration_ns, parse_rate_bps
+from sw.units import MAX_LINK_DELAY_NS, MAX_LINK_RATE_BPS, float_flag, int_flag, parse_duration_ns, parse_rate_bps
 
 STATE_ENV = "STARPULSE_STATE_DIR"
 DEFAULT_PFC_PRIORITY = 3
@@ -81,8 +81,8 @@ def spec_from_args(args: argparse.Namespace) -> TopologySpec:
     """A validated ``TopologySpec`` from the topology flags; bad values raise a one-line user error."""
     if args.backend not in ("embedded", "bmv2"):
         raise FabricCliError(f"--backend {args.backend}: allowed embedded or bmv2")
-    rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
-    delay_ns = parse_duration_ns(args.delay, what="--delay", default_unit="ns")
+    rate_bps = parse_rate_bps(args.link_rate, what="--link-rate", max_bps=MAX_LINK_RATE_BPS)
+    delay_ns = parse_duration_ns(args.delay, what="--delay", default_unit="ns", max_ns=MAX_LINK_DELAY_NS)
     pfc_priority = getattr(args, "pfc_priority", DEFAULT_PFC_PRIORITY)
     if getattr(args, "pfc", "off") != "on":
         if pfc_priority != DEFAULT_PFC_PRIORITY:

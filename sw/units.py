@@ -28,14 +28,21 @@ class UnitError(ValueError):
     is_user_error = True
 
 
-def parse_rate_bps(text: str, *, what: str = "rate") -> int:
-    """'100M' -> 100_000_000 bit/s (SI prefixes, as link rates are written)."""
+MAX_LINK_RATE_BPS = 1_600_000_000_000
+"""The fastest Ethernet port (1.6T): the upper bound of every link-rate flag."""
+MAX_LINK_DELAY_NS = 10 * 10**9
+
+
+def parse_rate_bps(text: str, *, what: str = "rate", max_bps: float | None = None) -> int:
+    """'100M' -> 100_000_000 bit/s (SI prefixes, as link rates are written); at most ``max_bps`` if given."""
     m = _RATE_RE.match(str(text))
     if not m:
         raise UnitError(f"{what} {text!r}: expected a rate like 100M, 1G or 400G (bit/s)")
     value = float(m.group(1)) * _SI[m.group(2).upper()]
     if value <= 0:
         raise UnitError(f"{what} {text!r}: must be greater than 0")
+    if max_bps is not None and value > max_bps:
+        raise UnitError(f"{what} {text!r}: at most {format_rate_bps(max_bps)}")
     return int(round(value))
 
 
@@ -47,13 +54,17 @@ def parse_size_bytes(text: str, *, what: str = "size") -> int:
     return int(m.group(1)) * _BIN[m.group(2).upper()]
 
 
-def parse_duration_ns(text: str, *, what: str = "duration", default_unit: str = "ns") -> int:
-    """'10us' -> 10_000 ns; a bare number is taken in ``default_unit``."""
+def parse_duration_ns(text: str, *, what: str = "duration", default_unit: str = "ns",
+                      max_ns: int | None = None) -> int:
+    """'10us' -> 10_000 ns; a bare number is taken in ``default_unit``; at most ``max_ns`` if given."""
     m = _TIME_RE.match(str(text))
     if not m:
         raise UnitError(f"{what} {text!r}: expected a duration like 500ns, 10us, 2ms or 1s")
     unit = m.group(2) or default_unit
-    return int(round(float(m.group(1)) * _TIME_NS[unit]))
+    value = int(round(float(m.group(1)) * _TIME_NS[unit]))
+    if max_ns is not None and value > max_ns:
+        raise UnitError(f"{what} {text!r}: at most {max_ns / 1e9:g} s")
+    return value
 
 
 def parse_number(text: str, *, what: str = "value", lo: float | None = None, hi: float | None = None,

@@ -17,7 +17,7 @@ from sw.cc.errors import CcParamError
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import HpccParams
 from sw.cc.sim import CC_NAMES, SimConfig, SimResult, simulate
-from sw.units import int_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
+from sw.units import MAX_LINK_RATE_BPS, int_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
 
 SIM_FLAGS = {"n_flows": "--flows", "link_kbps": "--link-rate", "mtu_bytes": "--mtu", "duration_ns": "--duration",
              "warmup_ns": "--warmup", "to_switch_ns": "--prop-delay", "to_receiver_ns": "--prop-delay",
@@ -70,7 +70,7 @@ def _run_sim(args: argparse.Namespace) -> int:
     for n in names:
         if n not in CC_NAMES:
             raise CcParamError(f"--cc {n!r}: expected one or more of {', '.join(CC_NAMES)} (comma-separated)")
-    link_kbps = kbps_from_bps(parse_rate_bps(args.link_rate, what="--link-rate"))
+    link_kbps = kbps_from_bps(parse_rate_bps(args.link_rate, what="--link-rate", max_bps=MAX_LINK_RATE_BPS))
     duration = parse_duration_ns(args.duration, what="--duration")
     flow_bytes = parse_size_bytes(args.flow_size, what="--flow-size")
     default_warmup = 0 if flow_bytes else duration // 2

@@ -33,6 +33,7 @@ from sw.roce.store import FileStore
 from sw.roce.transport_rules import PATH_MTUS
 from sw.roce.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
 from sw.units import (
+    MAX_LINK_RATE_BPS,
     UnitError,
     float_flag,
     format_rate_bps,
@@ -49,6 +50,7 @@ DEFAULT_SWEEP = "64,256,1K,4K,16K,64K,256K,1M"
 DEFAULT_ITERS = 1000
 DEFAULT_TX_DEPTH = 64
 MAX_ITERS = 1_000_000
+MAX_TX_DEPTH = 16_384   # work requests in flight: a send queue as deep as a real NIC's (max_qp_wr)
 MAX_TIMEOUT_S = 7 * 86400.0
 SELFTEST_IF_MTU = 9000
 IMPAIRED_DELAY_NS = 20_000
@@ -88,14 +90,16 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", default=DEFAULT_SWEEP, help=f"client size sweep (default {DEFAULT_SWEEP})")
     parser.add_argument(
         "--iters",
-        type=int,
+        type=int_flag(1, MAX_ITERS),
         help=f"messages per size, at most (default {DEFAULT_ITERS}; selftest: --size messages, default one)",
     )
     parser.add_argument(
         "--lat-iters", type=int_flag(0, MAX_ITERS), default=20, help="latency samples per size (default 20; 0 = off)"
     )
     parser.add_argument(
-        "--tx-depth", type=int, help=f"outstanding work requests (default {DEFAULT_TX_DEPTH}; selftest: 1 per transfer)"
+        "--tx-depth",
+        type=int_flag(1, MAX_TX_DEPTH),
+        help=f"outstanding work requests (default {DEFAULT_TX_DEPTH}; selftest: 1 per transfer)",
     )
     parser.add_argument(
         "--rd-atomic",
@@ -181,7 +185,7 @@ def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
         raise PerfArgError(f"--qp-timeout {args.qp_timeout}: must be 1..31 (4.096 us * 2^N)")
     if not args.dev:
         raise PerfArgError(f"perf {args.role}: --dev IFNAME is required (the interface of this host's NIC)")
-    rate = parse_rate_bps(args.link_rate, what="--link-rate")
+    rate = parse_rate_bps(args.link_rate, what="--link-rate", max_bps=MAX_LINK_RATE_BPS)
     base_rtt_ns = _base_rtt_ns(args)
     ip = interface_ipv6(args.dev) if args.ipv6 else None
     nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc, base_rtt_ns=base_rtt_ns, ip=ip)
@@ -362,7 +366,7 @@ def _selftest_in_lab(
 
 
 def _selftest(args: argparse.Namespace) -> dict[str, Any]:
-    rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
+    rate_bps = parse_rate_bps(args.link_rate, what="--link-rate", max_bps=MAX_LINK_RATE_BPS)
     _base_rtt_ns(args)
     _atomic_size(args)
     _rd_atomic(args)

@@ -102,7 +102,8 @@ class NetnsLab:
                 raise NetnsError(f"interface name {ifname!r} is longer than {IFNAME_MAX} characters")
         n = len(self.links)
         tmp_a, tmp_b = f"{self.prefix}a{n}"[:IFNAME_MAX], f"{self.prefix}b{n}"[:IFNAME_MAX]
-        record(self.owned, links=[tmp_a] + [ifname for host, ifname in ((a, ifname_a), (b, ifname_b)) if host is None])
+        root_names = [tmp_a] + [ifname for host, ifname in ((a, ifname_a), (b, ifname_b)) if host is None]
+        record(self.owned, links=[n for n in root_names if n.startswith(self.prefix)])   # never another's name
         _run(["ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b])
         link = Link(a, ifname_a, b, ifname_b)
         self.links.append(link)

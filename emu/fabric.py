@@ -270,11 +270,11 @@ class Fabric:
         from emu import cli
 
         server = cli.open_control(state_dir, self)
-        self._serving = {"flag": False, "server": server, "state_dir": state_dir}
+        serving = self._serving = {"flag": False, "server": server, "state_dir": state_dir}
 
         def serve() -> None:
-            cli._serve(server, self, self._serving, self.lock)
-            if not self._serving.get("closing"):   # `fabric down --name` from elsewhere: end the script's block
+            cli._serve(server, self, serving, self.lock)
+            if not serving.get("closing"):   # `fabric down --name` from elsewhere: end the script's block
                 _thread.interrupt_main()
 
         self._serving["thread"] = threading.Thread(target=serve, name=f"fabric-{self.name}-ctl", daemon=True)
@@ -320,6 +320,7 @@ class Fabric:
 
     @property
     def net(self) -> FabricNet:
+        """The Mininet nodes of the running fabric (``hosts``, ``switches``, ``net``: Mininet's own object)."""
         if self.fnet is None:
             raise FabricError("fabric is not up")
         return self.fnet
@@ -338,6 +339,7 @@ class Fabric:
         return cmds
 
     def link_rates_bps(self, switch: str) -> dict[int, int]:
+        """Line rate of each port of ``switch`` (its link's rate), by port number."""
         out = {}
         for link in self.topo.links:
             if link.a == switch:
@@ -363,6 +365,7 @@ class Fabric:
             raise FabricError(f"programming switch {switch} with {path} failed: {exc}") from None
 
     def program_all(self) -> None:
+        """Program every switch with its ``switch_program``."""
         for sw in self.topo.switches:
             self.program_switch(sw.name)
 

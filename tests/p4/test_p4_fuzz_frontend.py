@@ -5,6 +5,7 @@ never another exception, never a hang. Bounded: a fixed number of examples, each
 from __future__ import annotations
 
 import random
+import re
 import tempfile
 from pathlib import Path
 
@@ -70,7 +71,18 @@ def _run_frames(prog: object, frames: list[bytes]) -> None:
 def _mutations(draw: st.DrawFn) -> tuple[str, bytes]:
     name = draw(st.sampled_from(sorted(SOURCES)))
     data = bytearray(SOURCES[name])
-    for _ in range(draw(st.integers(1, 4))):
+    toks = re.findall(rb"\w+|[^\w\s]|\s+", bytes(data))
+    for _ in range(draw(st.integers(0, 3))):          # token edits: near-valid programs reach the type checker
+        j, k = draw(st.integers(0, len(toks) - 1)), draw(st.integers(0, len(toks) - 1))
+        edit = draw(st.sampled_from(["delete", "copy", "swap"]))
+        if edit == "delete":
+            del toks[j]
+        elif edit == "copy":
+            toks.insert(j, toks[k])
+        else:
+            toks[j], toks[k] = toks[k], toks[j]
+    data = bytearray(b"".join(toks))
+    for _ in range(draw(st.integers(0 if toks else 1, 3))):
         at = draw(st.integers(0, len(data)))
         kind = draw(st.sampled_from(["insert", "delete", "replace", "duplicate", "flip"]))
         if kind == "insert":

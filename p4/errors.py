@@ -44,6 +44,27 @@ class P4Error(Exception):
         return out
 
 
+class NotText(ValueError):
+    """Bytes that are not UTF-8 text: ``offset`` of the first bad byte and ``what`` it is."""
+
+    def __init__(self, offset: int, what: str) -> None:
+        super().__init__(what)
+        self.offset, self.what = offset, what
+
+
+def utf8_text(data: bytes) -> str:
+    """Decode source or command bytes: UTF-8 without NUL bytes, else ``NotText`` at the first bad byte."""
+    nul = data.find(b"\0")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if not 0 <= nul < exc.start:
+            raise NotText(exc.start, f"byte 0x{data[exc.start]:02x} is not UTF-8") from None
+    if nul >= 0:
+        raise NotText(nul, "binary data (a NUL byte)")
+    return text
+
+
 class CompileError(P4Error):
     """The program is malformed, ill-typed or uses something this target does not support."""
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from p4.errors import CompileError, SourcePos
+from p4.errors import CompileError, NotText, SourcePos, utf8_text
 from p4.ppexpr import ExprError, evaluate
 
 MAX_INCLUDE_DEPTH = 50
@@ -62,16 +62,10 @@ def read_source(path: Path, pos: SourcePos | None = None) -> str:
         data = path.read_bytes()
     except OSError as exc:
         raise CompileError(f"cannot read {path}: {exc.strerror or exc}", pos) from None
-    nul = data.find(b"\0")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad = exc.start if nul < 0 else min(nul, exc.start)
-        what = "binary data (a NUL byte)" if bad == nul else f"byte 0x{data[bad]:02x} that is not UTF-8"
-        raise CompileError(f"{what}: P4 source must be UTF-8 text", _byte_pos(path, data, bad)) from None
-    if nul >= 0:
-        raise CompileError("binary data (a NUL byte): P4 source must be UTF-8 text", _byte_pos(path, data, nul))
-    return text
+        return utf8_text(data)
+    except NotText as exc:
+        raise CompileError(f"{exc.what}: P4 source must be UTF-8 text", _byte_pos(path, data, exc.offset)) from None
 
 
 def _byte_pos(path: Path, data: bytes, off: int) -> SourcePos:
@@ -218,9 +212,8 @@ class Preprocessor:
     def _emit(self, text: str, name: str, lineno: int) -> None:
         self._out_chars += len(text) + 1
         if self._out_chars > MAX_OUTPUT_CHARS:
-            src = self.sources.get(name, [])
-            raise CompileError(f"preprocessed program exceeds the limit of {MAX_OUTPUT_CHARS >> 20} MiB of text",
-                               SourcePos(name, lineno, 1, src[lineno - 1] if 0 < lineno <= len(src) else ""))
+            raise self._error_at(f"preprocessed program exceeds the limit of {MAX_OUTPUT_CHARS >> 20} MiB of text",
+                                 name, lineno)
         self.out_lines.append(text)
         self.out_map.append((name, lineno))
 
@@ -271,7 +264,7 @@ class Preprocessor:
         if not hide:
             self._budget = [MAX_EXPANSIONS_PER_LINE, MAX_LINE_CHARS]
         elif len(hide) > MAX_MACRO_DEPTH:
-            raise self._macro_error(f"macros nested more than {MAX_MACRO_DEPTH} levels deep (the limit)", name,
+            raise self._error_at(f"macros nested more than {MAX_MACRO_DEPTH} levels deep (the limit)", name,
                                     lineno)
         toks = _TOKEN.findall(line)
         out: list[str] = []
@@ -330,13 +323,14 @@ class Preprocessor:
         self._budget[0] -= 1
         self._budget[1] -= chars
         if self._budget[0] < 0:
-            raise self._macro_error(f"macro expansion of this line exceeds the limit of {MAX_EXPANSIONS_PER_LINE:,} "
+            raise self._error_at(f"macro expansion of this line exceeds the limit of {MAX_EXPANSIONS_PER_LINE:,} "
                                     "expansions (a macro bomb?)", name, lineno)
         if self._budget[1] < 0:
-            raise self._macro_error(f"macro expansion of this line exceeds the limit of {MAX_LINE_CHARS >> 20} MiB "
+            raise self._error_at(f"macro expansion of this line exceeds the limit of {MAX_LINE_CHARS >> 20} MiB "
                                     "of text (a macro bomb?)", name, lineno)
 
-    def _macro_error(self, msg: str, name: str, lineno: int) -> CompileError:
+    def _error_at(self, msg: str, name: str, lineno: int) -> CompileError:
+        """An error at the start of ``name``:``lineno`` (with that source line under it)."""
         src = self.sources.get(name, [])
         return CompileError(msg, SourcePos(name, lineno, 1, src[lineno - 1] if 0 < lineno <= len(src) else ""))
 

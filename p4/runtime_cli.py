@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from p4.errors import CommandError
+from p4.errors import CommandError, NotText, utf8_text
 from p4.pipeline import Pipeline
 from p4.program import DROP_PORT
 from p4.tables import ActionSpec, Table
@@ -104,18 +104,11 @@ def read_command_file(path: str | Path, flag: str = "--commands") -> list[str]:
 
 def command_lines(data: bytes, name: str) -> list[str]:
     """Decode command text (UTF-8, no NUL bytes) into lines; errors name ``name:line``."""
-    nul = data.find(b"\0")
     try:
-        text, bad = data.decode("utf-8"), -1
-    except UnicodeDecodeError as exc:
-        text, bad = "", exc.start
-    if nul >= 0 and (bad < 0 or nul <= bad):
-        line = data.count(b"\n", 0, nul) + 1
-        raise CommandError(f"{name}:{line}: binary data (a NUL byte); command files are UTF-8 text")
-    if bad >= 0:
-        line = data.count(b"\n", 0, bad) + 1
-        raise CommandError(f"{name}:{line}: byte 0x{data[bad]:02x} is not UTF-8; command files are UTF-8 text")
-    return text.splitlines()
+        return utf8_text(data).splitlines()
+    except NotText as exc:
+        line = data.count(b"\n", 0, exc.offset) + 1
+        raise CommandError(f"{name}:{line}: {exc.what}; command files are UTF-8 text") from None
 
 
 def finite_float(text: str, what: str) -> float:

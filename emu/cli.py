@@ -558,8 +558,9 @@ def print_status(fabric_name: str, status: dict[str, Any]) -> None:
           f"{'q_hw':>5} {'q_drop':>6} {'ecn':>6}")
     for name, sw in status["switches"].items():
         if not sw["running"]:
-            why = sw.get("state", "stopped") + (f", exit {sw['exit_code']}" if sw.get("exit_code") is not None else "")
-            print(f"{name:<6} ({why.upper() if sw.get('state') == 'dead' else why})")
+            state = sw.get("state", "stopped")
+            exit_code = f", exit {sw['exit_code']}" if sw.get("exit_code") is not None else ""
+            print(f"{name:<6} ({state.upper() if state == 'dead' else state}{exit_code})")
             continue
         for port, p in sw["ports"].items():
             print(f"{name:<6} {port:>4} {p['iface']:<12} {p['peer']:<10} {int(p['up']):>2} {p['rx_pkts']:>9} "

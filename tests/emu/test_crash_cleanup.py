@@ -130,6 +130,11 @@ def _has(env: dict[str, str], tag: str, text: str) -> bool:
     return any(c.startswith(text) for c in _cmdlines(_marked_pids(env, tag)))
 
 
+def _fabric(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sw.cli", "fabric", *argv, "--name", "crash"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
 def _state(env: dict[str, str]) -> Path:
     return Path(env["STARPULSE_STATE_DIR"]) / "fabric-crash" / "state.json"
 
@@ -159,16 +164,25 @@ def test_fabric_up_killed_anywhere_is_reaped_by_the_next(box: dict[str, str]) ->
         _wait_for("the next fabric up", lambda: _serving(env, proc) or proc.poll() is not None)
         assert proc.poll() is None, proc.stdout.read()
         assert _leftovers(env, crashed, root_ifs) == []
-        status = subprocess.run([sys.executable, "-m", "sw.cli", "fabric", "status", "--name", "crash", "--json"],
-                                env=env, cwd=REPO, capture_output=True, text=True)
+        status = _fabric(env, "status", "--json")
         assert status.returncode == 0 and json.loads(status.stdout)["switches"]["p0l0"]["alive"], status.stderr
+        switch = next(pid for pid in _marked_pids(env, "u4") if "p4.switch" in _cmdlines([pid])[0])
+        _kill(switch)                                   # a dead switch: shown and marked, not fatal
+        _wait_for("the switch to die", lambda: not _alive(switch), 10)
+        text = _fabric(env, "status")
+        assert text.returncode == 0 and "p0l0   (DEAD, exit -9)" in text.stdout, text.stdout + text.stderr
+        assert json.loads(_fabric(env, "status", "--json").stdout)["switches"]["p0l0"]["state"] == "dead"
+        start = _fabric(env, "fault", "switch_start", "p0l0")
+        assert start.returncode == 0, start.stderr       # not "it is running"
+        assert json.loads(_fabric(env, "status", "--json").stdout)["switches"]["p0l0"]["alive"] is True
     finally:
         subprocess.run([sys.executable, "-m", "sw.cli", "fabric", "down", "--name", "crash"], env=env, cwd=REPO,
                        capture_output=True)
         proc.wait(timeout=60)
         proc.stdout.close()
     assert _leftovers(env, [*crashed, {"tag": "u4", "pid": proc.pid, "what": "clean run"}], root_ifs) == []
-    assert not (Path(env["STARPULSE_STATE_DIR"]) / "fabric-crash").exists()
+    state_dir = Path(env["STARPULSE_STATE_DIR"]) / "fabric-crash"   # only the fault log of the clean run stays
+    assert not state_dir.exists() or [p.name for p in state_dir.iterdir()] == ["faults.jsonl"]
 
 
 def test_roce_perf_selftest_killed_is_reaped_by_the_next(box: dict[str, str]) -> None:

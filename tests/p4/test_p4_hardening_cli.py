@@ -149,3 +149,22 @@ def test_check_prints_parser_loop_warning_and_passes(tmp_path: Path, capsys: pyt
     assert main(["p4", "check", str(bad)]) == 0
     err = capsys.readouterr().err
     assert f"{bad}:" in err and "warning: parser state 'start' can loop" in err
+
+
+def test_switch_survives_a_looping_parser_and_forwards_with_parser_timeout(tmp_path: Path) -> None:
+    from tests.p4.test_p4_hardening import LOOP
+
+    prog = tmp_path / "loop.p4"
+    prog.write_text(LOOP)
+    clock = ManualClock()
+    sw = P4Switch(load_pipeline(prog, clock=clock), SwitchConfig(interfaces=[]), clock)
+    sent: list[tuple[int, bytes]] = []
+    sw.transmit = lambda port, frame, _now: sent.append((port, frame))  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            sw.receive(1, FRAME, clock.now_ns())
+        sw._service(clock.now_ns() + 10**9)
+        assert sw.pipeline.pipe.parser_errors == {"ParserTimeout": 3}
+        assert [p for p, _ in sent] == [2, 2, 2]
+    finally:
+        sw.close()

@@ -126,6 +126,9 @@ class ControlServer:
             req = json.loads(line)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             return {"ok": False, "error": f"malformed request (expected one JSON object per line): {exc}"}
+        except RecursionError:         # JSON nested deeper than the parser's stack: would end the switch
+            return {"ok": False, "error": "malformed request (expected one JSON object per line): nested too "
+                                          "deeply"}
         if not isinstance(req, dict):
             return {"ok": False, "error": "malformed request: expected a JSON object"}
         if "cmd" in req:

@@ -168,3 +168,20 @@ def test_switch_survives_a_looping_parser_and_forwards_with_parser_timeout(tmp_p
         assert [p for p, _ in sent] == [2, 2, 2]
     finally:
         sw.close()
+
+
+@pytest.mark.parametrize("line", [b"[" * 100_000, b'{"cmd": ' + b"[" * 50_000 + b"}", b"\xff\xfe", b"1e999999"])
+def test_control_socket_request_that_breaks_the_json_parser_is_one_error(tmp_path: Path, line: bytes) -> None:
+    import selectors
+
+    from p4.switch.control import ControlServer
+
+    sel = selectors.DefaultSelector()
+    server = ControlServer(str(tmp_path / "ctl.sock"), sel, lambda cmd: "", lambda: {})
+    try:
+        reply = server._handle(None, line)  # type: ignore[arg-type]
+        assert reply["ok"] is False, reply
+        assert "malformed request" in reply["error"] or "unknown request" in reply["error"], reply
+    finally:
+        server.close()
+        sel.close()

@@ -23,9 +23,18 @@ from typing import Any, NoReturn
 from emu.topology import TopologySpec
 from p4.switch.trace import LEVELS
 from sw.cli import ArgumentParser, call_guarded
-from sw.clock import get_clock
+from sw.clock import get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
-from sw.units import MAX_LINK_DELAY_NS, MAX_LINK_RATE_BPS, float_flag, int_flag, parse_duration_ns, parse_rate_bps
+from sw.units import (
+    MAX_LINK_DELAY_NS,
+    MAX_LINK_RATE_BPS,
+    AutoDilation,
+    add_time_dilation_flag,
+    float_flag,
+    int_flag,
+    parse_duration_ns,
+    parse_rate_bps,
+)
 
 STATE_ENV = "STARPULSE_STATE_DIR"
 DEFAULT_PFC_PRIORITY = 3
@@ -130,6 +139,7 @@ def add_up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--pcap", metavar="DIR", help="every switch writes <iface>_in/_out.pcap per port into DIR "
                     "(created if missing, only inside an existing directory)")
     up.add_argument("--name", default=DEFAULT_NAME, help=f"which running fabric (default {DEFAULT_NAME})")
+    add_time_dilation_flag(up)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -388,6 +398,7 @@ def open_control(d: Path, fab: Any) -> socket.socket:
 
 def _up(args: argparse.Namespace) -> int:
     name = args.name
+    _choose_dilation(args)
     d = claim_state_dir(name)
     fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"),
                        wired_links=args.impairable)   # every flag is checked before anything is created
@@ -446,6 +457,23 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _choose_dilation(args: argparse.Namespace) -> None:
+    """``--time-dilation``: a number as given, else ($STARPULSE_TIME_DILATION unset, or ``auto``) calibrated on
+    a fabric of these flags (``emu.calibrate``); exported for the switches and recorded in state.json."""
+    from emu.calibrate import calibrate_dilation, resolve_dilation
+    from sw.clock import ENV_DILATION, Clock
+
+    chosen = resolve_dilation(getattr(args, "time_dilation", None))
+    if isinstance(chosen, AutoDilation):
+        if read_state(args.name) is not None:       # the same one-line error as up's, before calibrating
+            raise FabricCliError(f"a fabric named {args.name!r} is already running; run `starpulse fabric down` "
+                                 "first or pick another --name")
+        chosen = calibrate_dilation(lambda c: _make_fabric(args, clock=c), chosen,
+                                    echo=lambda line: print(line, flush=True))
+    os.environ[ENV_DILATION] = repr(float(chosen))
+    set_clock(Clock(float(chosen)))
+
+
 def _write_state(d: Path, fab: Any, sock_path: Path) -> None:
     """state.json: how other processes reach this fabric, and exactly which processes it runs."""
     from emu.net import tracked_processes
@@ -457,7 +485,7 @@ def _write_state(d: Path, fab: Any, sock_path: Path) -> None:
         "switch_ctl": {n: sw.ctl for n, sw in fab.net.switches.items()},
         "processes": tracked_processes(fab.net), "node_pids": fab.net.node_pids(),
         "pfc": {"enabled": fab.pfc.enabled, "priority": fab.spec.pfc_priority},
-        "fault_log": str(fab.faults.log_path),
+        "fault_log": str(fab.faults.log_path), "time_dilation": fab.clock.dilation,
         "up_s": fab.timings.up_s}, indent=2))
     tmp.replace(d / "state.json")
 

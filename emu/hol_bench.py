@@ -31,7 +31,7 @@ import numpy as np
 
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
-from sw.units import parse_rate_bps, parse_size_bytes
+from sw.units import AutoDilation, add_time_dilation_flag, parse_rate_bps, parse_size_bytes
 
 SCENARIOS = ("alone", "pfc", "pfc_dcqcn", "pfc_own_priority")
 ROCE_DSCP, VICTIM_DSCP, CNP_DSCP, INT_DSCP = 26, 34, 48, 0x17
@@ -46,6 +46,9 @@ class HolBenchError(RuntimeError):
     is_user_error = True
 
 
+DEFAULT_DILATION = 40.0
+
+
 @dataclasses.dataclass(frozen=True)
 class HolConfig:
     """One benchmark's settings (all sizes bytes, rates bit/s, times network time)."""
@@ -54,7 +57,7 @@ class HolConfig:
     incast_bytes: int = 512 * 1024
     victim_bytes: int = 256 * 1024
     link_rate_bps: int = 100_000_000
-    dilation: float = 40.0
+    dilation: float | AutoDilation = DEFAULT_DILATION
     timeout_s: float = 60.0
     xoff_bytes: int = 40_000
     xon_bytes: int = 20_000
@@ -142,12 +145,19 @@ def _pick_servers(topo: Any, senders: int) -> dict[str, Any]:
             "receiver": nics[(1, 0)], "victim_dst": nics[(1, 1)]}
 
 
+def hol_spec(cfg: HolConfig) -> Any:
+    """Two pods, one spine: the incast's senders and receiver, the victim and its destination, one per server."""
+    from emu.topology import TopologySpec
+
+    return TopologySpec(servers=2 * (cfg.senders + 1), gpus_per_server=1, pods=2, spines=1,
+                        link_rate_bps=cfg.link_rate_bps)
+
+
 def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[str, Any]:
     """One scenario in a fresh fabric; the switch processes take their dilation from $STARPULSE_TIME_DILATION."""
     from emu.control import EcnConfig
     from emu.fabric import Fabric, PfcSettings
     from emu.status import priority_status
-    from emu.topology import TopologySpec
     from emu.traffic import stop_proc
     from sw.roce.nic_port import ENV_NIC_PFC
     from sw.roce.store import FileStore
@@ -158,8 +168,7 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
     cc = "dcqcn" if name == "pfc_dcqcn" else "none"
     victim_dscp = VICTIM_DSCP if name == "pfc_own_priority" else ROCE_DSCP
     with_incast = name != "alone"
-    spec = TopologySpec(servers=2 * (cfg.senders + 1), gpus_per_server=1, pods=2, spines=1,
-                        link_rate_bps=cfg.link_rate_bps)
+    spec = hol_spec(cfg)
     pfc = PfcSettings(True, xoff_bytes=cfg.xoff_bytes, xon_bytes=cfg.xon_bytes, headroom_bytes=cfg.headroom_bytes)
     fab = Fabric(spec, ecn=EcnConfig(5, 20, 0.2), pfc=pfc, clock=clock)
     timeout = str(cfg.timeout_s)
@@ -303,14 +312,22 @@ def run_bench(args: argparse.Namespace) -> int:
         raise HolBenchError(f"--scenarios {args.scenarios!r}: expected a comma list of {', '.join(SCENARIOS)}")
     if not 1 <= args.senders <= 16:
         raise HolBenchError(f"--senders {args.senders}: must be 1..16")
-    if not 1 <= args.dilation <= 100_000 or not 0 < args.timeout <= 3600:
-        raise HolBenchError(f"--dilation {args.dilation} / --timeout {args.timeout}: allowed 1..100000 / (0, 3600] s")
+    if not 0 < args.timeout <= 3600:
+        raise HolBenchError(f"--timeout {args.timeout}: allowed (0, 3600] s")
     if os.geteuid() != 0:
         raise HolBenchError("the benchmark builds Mininet fabrics: run it as root")
     cfg = HolConfig(senders=args.senders, incast_bytes=parse_size_bytes(args.incast_size, what="--incast-size"),
                     victim_bytes=parse_size_bytes(args.size, what="--size"),
-                    link_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"), dilation=args.dilation,
+                    link_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"),
+                    dilation=DEFAULT_DILATION if args.time_dilation is None else args.time_dilation,
                     timeout_s=args.timeout)
+    if isinstance(cfg.dilation, AutoDilation):           # calibrated on the benchmark's own topology
+        from emu.calibrate import calibrate_dilation
+        from emu.fabric import Fabric
+
+        auto = cfg.dilation
+        cfg = dataclasses.replace(cfg, dilation=calibrate_dilation(
+            lambda c: Fabric(hol_spec(cfg), clock=c), auto, echo=lambda line: print(line, file=sys.stderr)))
     os.environ[ENV_DILATION] = repr(cfg.dilation)        # the switches inherit it
     clock = Clock(cfg.dilation)
     runs = [run_scenario(n, cfg, clock) for n in names]
@@ -338,8 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--incast-size", default="512KiB", help="bytes each incast sender WRITEs (default 512KiB)")
     p.add_argument("--size", default="256KiB", help="bytes the victim WRITEs (default 256KiB)")
     p.add_argument("--link-rate", default="100M", help="host link rate, network time (default 100M)")
-    p.add_argument("--dilation", type=float, default=40.0,
-                   help="time dilation (default 40: eleven Python NICs and three switches share the CPU)")
+    add_time_dilation_flag(p, flags=("--time-dilation", "--dilation"),
+                           unset=f"{DEFAULT_DILATION:g}: eleven Python NICs and three switches share the CPU")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds of network time per run (default 60)")
     p.add_argument("--plot", help="write a PNG of the victim's throughput per scenario here")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -30,7 +30,7 @@ from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
 from sw.collectives.local import check_local_ranks
-from sw.units import float_flag
+from sw.units import AutoDilation, add_time_dilation_flag, float_flag
 
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2
@@ -51,8 +51,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"), default=3600.0,
                    metavar="S",
                    help="stop every rank after S wall seconds (default 3600)")
-    g.add_argument("--time-dilation", type=float, default=None, metavar="K",
-                   help=f"network time runs K times slower (sets ${ENV_DILATION} for switches and ranks)")
+    add_time_dilation_flag(g)
     add_net_argument(g)
     add_intra_rate_argument(g)
     g.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
@@ -100,8 +99,6 @@ def _gpus(args: argparse.Namespace) -> int | None:
 def _check_values(args: argparse.Namespace) -> None:
     if args.timeout is not None and not args.timeout > 0:
         raise LaunchError(f"--timeout {args.timeout}: must be > 0 seconds")
-    if args.time_dilation is not None and not args.time_dilation > 0:
-        raise LaunchError(f"--time-dilation {args.time_dilation}: must be > 0")
     if getattr(args, "intra_rate", None):
         intra_rate_for(args.intra_rate, 1e9)   # the syntax, before a fabric comes up (the rate needs its links)
     if getattr(args, "logdir", None):
@@ -119,8 +116,9 @@ def spec_for(args: argparse.Namespace, default_servers: int = DEFAULT_SERVERS,
 
 
 def apply_dilation(args: argparse.Namespace) -> Clock | None:
-    """Export ``--time-dilation`` so switches and ranks started from here share the same clock factor."""
-    if args.time_dilation is None:
+    """Export ``--time-dilation`` so switches and ranks started from here share the same clock factor (``auto``:
+    none yet, ``fabric_target`` calibrates one)."""
+    if args.time_dilation is None or isinstance(args.time_dilation, AutoDilation):
         return None
     os.environ[ENV_DILATION] = repr(float(args.time_dilation))
     return Clock(args.time_dilation)
@@ -146,6 +144,9 @@ def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SE
         if echo:
             print(f"using running fabric {args.name!r} (pid {state['pid']}): {spec.servers} servers x "
                   f"{spec.gpus_per_server} GPUs", file=sys.stderr, flush=True)
+        if clock is None and state.get("time_dilation"):     # the running fabric's (auto may have chosen it)
+            os.environ[ENV_DILATION] = repr(float(state["time_dilation"]))
+            clock = Clock(float(state["time_dilation"]))
         yield Target(topo, namespace_pids_from_state(state, topo.servers), started_here=False,
                      clock=clock or get_clock())
         return
@@ -153,9 +154,19 @@ def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SE
     from emu.fabric import Fabric
 
     spec = spec_for(args, default_servers, default_gpus)
-    fab = Fabric(spec, backend=args.backend, clock=clock, pfc=pfc_from_args(args))
+    pfc = pfc_from_args(args)
+    from emu.calibrate import calibrated_fabric, resolve_dilation
+
+    chosen = resolve_dilation(args.time_dilation)    # auto unless a number was given (flag or environment)
+    auto = chosen if isinstance(chosen, AutoDilation) else None
+    if auto is not None:
+        fab, _ = calibrated_fabric(lambda c: Fabric(spec, backend=args.backend, clock=c, pfc=pfc), auto,
+                                   echo=(lambda line: print(line, file=sys.stderr, flush=True)) if echo else None)
+    else:
+        fab = Fabric(spec, backend=args.backend, clock=clock, pfc=pfc)
     try:
-        fab.up()
+        if auto is None:
+            fab.up()
         if echo:
             print(f"fabric up in {fab.timings.up_s:.1f} s: {spec.servers} servers x {spec.gpus_per_server} GPUs, "
                   f"{spec.spines} spines, links {spec.link_rate_bps / 1e6:g} Mb/s", file=sys.stderr, flush=True)

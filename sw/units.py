@@ -9,6 +9,7 @@ import argparse
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -117,6 +118,58 @@ def float_flag(lo: float | None = None, hi: float | None = None, *, lo_exclusive
                unit: str = "") -> Callable[[str], float]:
     """``type=float_flag(0, 3600, lo_exclusive=True)``: a finite number flag within its range."""
     return flag_type(parse_number, lo=lo, hi=hi, lo_exclusive=lo_exclusive, unit=unit)
+
+
+MAX_TIME_DILATION = 100_000.0
+AUTO_DILATION_CEILING = 1000.0
+
+
+@dataclass(frozen=True)
+class AutoDilation:
+    """``--time-dilation auto[:CEILING]``: calibrate the dilation on the fabric (from 1), never above ``ceiling``."""
+
+    ceiling: float = AUTO_DILATION_CEILING
+
+    def __str__(self) -> str:
+        return f"auto:{self.ceiling:g}"
+
+
+def parse_time_dilation(text: str, *, what: str = "--time-dilation") -> float | AutoDilation:
+    """The one parser of ``--time-dilation``: a number > 0 (at most ``MAX_TIME_DILATION``), ``auto`` or
+    ``auto:CEILING`` (a ceiling within 1..MAX_TIME_DILATION); anything else raises ``UnitError``."""
+    raw = str(text).strip()
+    word, sep, ceiling = raw.partition(":")
+    if word.lower() == "auto":
+        if not sep:
+            return AutoDilation()
+        try:
+            return AutoDilation(parse_number(ceiling, what="", lo=1, hi=MAX_TIME_DILATION))
+        except UnitError:
+            raise UnitError(f"{what} {raw!r}: the auto ceiling must be a number within 1..{MAX_TIME_DILATION:g} "
+                            f"(e.g. auto:{AUTO_DILATION_CEILING:g})".strip()) from None
+    try:
+        return parse_number(raw, what="", lo=0, hi=MAX_TIME_DILATION, lo_exclusive=True)
+    except UnitError:
+        raise UnitError(f"{what} {raw!r}: expected a number > 0 and <= {MAX_TIME_DILATION:g}, 'auto' or "
+                        "'auto:CEILING'".strip()) from None
+
+
+def time_dilation_flag(text: str) -> float | AutoDilation:
+    """``type=time_dilation_flag``: ``parse_time_dilation`` as an argparse type (one-line error, exit 2)."""
+    return flag_type(parse_time_dilation)(text)
+
+
+def add_time_dilation_flag(group: Any, *, default: float | AutoDilation | None = None,
+                           flags: tuple[str, ...] = ("--time-dilation",),
+                           unset: str = "$STARPULSE_TIME_DILATION, else auto") -> None:
+    """``--time-dilation K|auto[:CEILING]`` with its one parser and help, for every command that takes it
+    (``unset``: what the command runs at without the flag)."""
+    shown = unset if default is None else str(default)
+    group.add_argument(*flags, dest="time_dilation", type=time_dilation_flag, default=default,
+                       metavar="K|auto[:CEIL]",
+                       help="network time runs K times slower than wall time (switches, NICs, links); auto: "
+                            "calibrate on the fabric before the measured part, from 1 up to CEIL (default "
+                            f"{AUTO_DILATION_CEILING:g}) until every component keeps up (default: {shown})")
 
 
 def format_rate_bps(rate_bps: float) -> str:

@@ -13,11 +13,22 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from sw.cli import ArgumentParser, call_guarded
-from sw.units import UnitError, float_flag, int_flag, parse_rate_bps, parse_size_bytes
+from sw.clock import get_clock
+from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity, fidelity_exit, read_lag_dir
+from sw.units import (
+    AutoDilation,
+    UnitError,
+    add_time_dilation_flag,
+    float_flag,
+    int_flag,
+    parse_rate_bps,
+    parse_size_bytes,
+)
 
 from .bench import OPS, ROOTED, BenchError, BenchParams, dtype_from_flag, run_bench
 from .config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, intra_rate_for
@@ -51,6 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("-A", "--algo", default=None, metavar="NAME",
                    help="force an algorithm (ring, tree, rhd, hier, pairwise, rail); default: the tuner")
     g.add_argument("-J", "--output_file", default=None, metavar="FILE", help="write the JSON report here")
+    add_strict_fidelity_flag(g)
     g.add_argument("--line-rate", default=None, metavar="RATE",
                    help="per-rail line rate busbw is compared with (default: the fabric's --link-rate)")
     t = parser.add_argument_group("topology (as `starpulse fabric`; ignored inside a launched job)")
@@ -69,8 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--local", action="store_true",
                    help="fork every rank on this box (no fabric, no root); inter-server TCP throttled to --link-rate")
     r.add_argument("--name", default="default", help="use this running fabric if it is up (default 'default')")
-    r.add_argument("--time-dilation", type=float, default=None, metavar="K",
-                   help="network time runs K times slower than wall time (switches and ranks)")
+    add_time_dilation_flag(r)
     r.add_argument("--timeout", type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"), default=3600.0,
                    metavar="S", help="stop the job after S wall seconds")
     r.add_argument("--net", choices=("roce", "tcp"), default=None,
@@ -163,18 +174,24 @@ def _run_local(args: argparse.Namespace) -> int:
     check_local_ranks(servers * gpus, f"--servers {servers} x --gpus {gpus}")
     if p.op in ROOTED and p.root >= servers * gpus:
         raise BenchError(f"-r {p.root}: must be a rank in 0..{servers * gpus - 1}")
-    if args.time_dilation is not None:
-        os.environ["STARPULSE_TIME_DILATION"] = repr(float(args.time_dilation))
+    if args.time_dilation is not None and not isinstance(args.time_dilation, AutoDilation):
+        os.environ["STARPULSE_TIME_DILATION"] = repr(float(args.time_dilation))   # auto: no fabric to calibrate
     link_bps = float(_rate(args.link_rate, "--link-rate"))
     given, what = (args.intra_rate, "--intra-rate") if args.intra_rate else (os.environ.get(ENV_INTRA_RATE),
                                                                              f"${ENV_INTRA_RATE}")
     config = CommConfig(inter_rate_bps=link_bps, intra_rate_bps=intra_rate_for(given, link_bps, what))
-    reports = run_local(servers, gpus, _local_rank, p, config=config,
-                        timeout_s=min(args.timeout, DEFAULT_LOCAL_TIMEOUT_S))
-    report = reports[0]
+    with tempfile.TemporaryDirectory(prefix="starpulse-lag-") as lag_dir:
+        os.environ[ENV_LAG_DIR] = lag_dir        # the forked ranks' throttles report here
+        try:
+            reports = run_local(servers, gpus, _local_rank, p, config=config,
+                                timeout_s=min(args.timeout, DEFAULT_LOCAL_TIMEOUT_S))
+        finally:
+            del os.environ[ENV_LAG_DIR]
+        report = reports[0]
+        report["fidelity"] = fidelity(read_lag_dir(lag_dir), get_clock().dilation)
     report["mode"] = "local"
     write_report(report, args.output_file)
-    return 1 if report["wrong"] > 0 else 0
+    return (1 if report["wrong"] > 0 else 0) or fidelity_exit(report["fidelity"], args.strict_fidelity)
 
 
 # --- on a fabric --------------------------------------------------------------------------------------------------
@@ -185,15 +202,18 @@ def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
     return argv + (["-A", args.algo] if args.algo else [])
 
 
-def _fabric_counters(target: Any, name: str) -> dict[str, int]:
-    """Fabric-wide drop and ECN-mark counters (all switches), drops split into queue and pipeline causes, and
-    the bytes the spines sent (the cross-spine traffic; spine switch names start with 'sp')."""
+def _fabric_status(target: Any, name: str) -> dict[str, Any]:
+    """``fabric status`` of the fabric the sweep runs on (this process's, or the running one named ``name``)."""
     from emu.cli import request
 
     if target.fabric is not None:
-        status = target.fabric.status()
-    else:
-        status = request(name, {"op": "status"})["status"]
+        return target.fabric.status()
+    return request(name, {"op": "status"})["status"]
+
+
+def _fabric_counters(status: dict[str, Any]) -> dict[str, int]:
+    """Fabric-wide drop and ECN-mark counters (all switches), drops split into queue and pipeline causes, and
+    the bytes the spines sent (the cross-spine traffic; spine switch names start with 'sp')."""
     totals = status["totals"]
     out = {"drops": int(totals["drops"]), "ecn_marks": int(totals["ecn_marks"]),
            "queue_drops": int(totals["queue_drop_pkts"])}
@@ -223,7 +243,9 @@ def _run_fabric(args: argparse.Namespace) -> int:
         dilation = target.clock.dilation if target.clock is not None else 1.0
         net = fabric_env(spec, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
         json_path = str(owned_tempdir("starpulse-bench-") / "rank0.json")
-        before = _fabric_counters(target, args.name)
+        status = _fabric_status(target, args.name)
+        before = _fabric_counters(status)
+        lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}   # ranks' NIC/throttle lag
         console = Console(stderr=True)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                       TimeElapsedColumn(), console=console, transient=True) as progress:
@@ -245,9 +267,11 @@ def _run_fabric(args: argparse.Namespace) -> int:
                     show(line)
 
             result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
-                            env={**os.environ, ENV_LINE_RATE: repr(line_rate)}, timeout_s=args.timeout, echo=echo,
+                            env={**os.environ, ENV_LINE_RATE: repr(line_rate), **lag_env},
+                            timeout_s=args.timeout, echo=echo,
                             tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
-        after = _fabric_counters(target, args.name)
+        status = _fabric_status(target, args.name)
+        after = _fabric_counters(status)
         report(result, logdir, keep)
         if result.exit_code != 0 and not Path(json_path).exists():
             return result.exit_code
@@ -257,7 +281,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
     delta = {k: v - before.get(k, 0) for k, v in after.items()}
     out.update({"mode": "fabric", "net": net, "time_dilation": dilation, "line_rate_bps": line_rate,
                 "drops": delta.pop("drops"), "ecn_marks": delta.pop("ecn_marks"),
-                "spine_tx_bytes": delta.pop("spine_tx_bytes"),
+                "spine_tx_bytes": delta.pop("spine_tx_bytes"), "fidelity": status["fidelity"],
                 "drop_detail": delta,
                 "topology": {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "spines": spec.spines,
                              "pods": spec.pods, "link_rate_bps": spec.link_rate_bps, "mtu": spec.mtu}})
@@ -265,7 +289,8 @@ def _run_fabric(args: argparse.Namespace) -> int:
     print(f"# fabric: drops {out['drops']}{f' ({detail})' if detail else ''}, ECN marks {out['ecn_marks']} "
           "during the sweep")
     write_report(out, args.output_file)
-    return result.exit_code
+    strict = fidelity_exit(out["fidelity"], args.strict_fidelity)
+    return result.exit_code or strict
 
 
 def main(argv: list[str] | None = None) -> int:

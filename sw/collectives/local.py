@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from sw.clock.lag import write_lag_file
+
 from .bootstrap import init_communicator, job_digest
 from .comm import Communicator
 from .config import CommConfig
@@ -59,6 +61,7 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world: 
     try:
         comm = init_communicator(rank, world, store, server=server, local_rank=local_rank, config=config, env=env)
         value = fn(comm, *args)
+        write_lag_file()          # a forked rank skips atexit: its throttles' lag reaches $STARPULSE_LAG_DIR now
         results.put((rank, True, value))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         results.put((rank, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))

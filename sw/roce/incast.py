@@ -45,13 +45,13 @@ from typing import Any
 
 import numpy as np
 
-from sw.clock import ENV_DILATION, Clock, get_clock
+from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
 from sw.roce.pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
 from sw.roce.qp_connect import connect, qp_info
 from sw.roce.store import FileStore
 from sw.roce.verbs import SendWr, WcStatus, WrOpcode
-from sw.units import parse_duration_ns, parse_rate_bps, parse_size_bytes
+from sw.units import AutoDilation, add_time_dilation_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
 
 INT_ONE_HOP_BYTES = 4 + 12 + 28  # shim, MD header, one hop record
 DEFAULT_DILATION = 10000.0
@@ -209,6 +209,14 @@ def cc_params(cc: str, link_rate_bps: int, base_rtt_ns: int) -> dict[str, Any]:
     return out
 
 
+def incast_spec(args: argparse.Namespace) -> Any:
+    """The incast's fabric: one server per sender plus the receiver's, one leaf, links at ``--link-rate``."""
+    from emu.topology import TopologySpec
+
+    return TopologySpec(servers=args.senders + 1, gpus_per_server=1, spines=0,
+                        link_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"))
+
+
 def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) -> dict[str, Any]:
     """One incast through a fresh fabric with congestion control ``cc``; the JSON report of the run.
 
@@ -217,13 +225,12 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
 
     from emu.control import EcnConfig
     from emu.fabric import Fabric, PfcSettings
-    from emu.topology import TopologySpec
     from emu.traffic import stop_proc
     from sw.roce.nic_port import ENV_NIC_IPV6, ENV_NIC_PFC
 
     clock = clock or get_clock()
     rate = parse_rate_bps(args.link_rate, what="--link-rate")
-    spec = TopologySpec(servers=args.senders + 1, gpus_per_server=1, spines=0, link_rate_bps=rate)
+    spec = incast_spec(args)
     pfc = PfcSettings(True, args.pfc_xoff_bytes, args.pfc_xon_bytes, args.pfc_headroom_bytes) if args.pfc == "on" \
         else PfcSettings()
     fab = Fabric(spec, ecn=EcnConfig(args.ecn_kmin, args.ecn_kmax, args.ecn_pmax), clock=clock, pfc=pfc)
@@ -367,8 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", default="1MiB", help="bytes each sender WRITEs (default 1MiB)")
     p.add_argument("--link-rate", default="10G", help="fabric link rate, network time (default 10G)")
     p.add_argument("--base-rtt", default="4us", help="HPCC's T, network time (default 4us)")
-    p.add_argument("--dilation", type=float,
-                   help=f"time dilation (default ${ENV_DILATION} or {DEFAULT_DILATION:g})")
+    add_time_dilation_flag(p, flags=("--time-dilation", "--dilation"),
+                           unset=f"${ENV_DILATION}, else {DEFAULT_DILATION:g}")
     p.add_argument("--ecn-kmin", type=int, default=5, help="RED/ECN kmin in packets (default 5)")
     p.add_argument("--ecn-kmax", type=int, default=45, help="RED/ECN kmax in packets (default 45)")
     p.add_argument("--ecn-pmax", type=float, default=0.01, help="RED/ECN marking probability at kmax (default 0.01)")
@@ -425,8 +432,17 @@ def main(argv: list[str] | None = None) -> int:
             raise IncastError(f"--cc {args.cc!r}: expected a comma list of {', '.join(CC_NAMES)}")
         if os.geteuid() != 0:
             raise IncastError("incast builds a Mininet fabric: run it as root")
-        if args.dilation is not None or ENV_DILATION not in os.environ:
-            os.environ[ENV_DILATION] = repr(float(args.dilation or DEFAULT_DILATION))
+        if isinstance(args.time_dilation, AutoDilation):      # calibrated on the incast's own topology
+            from emu.calibrate import calibrate_dilation
+            from emu.fabric import Fabric
+
+            k = calibrate_dilation(lambda c: Fabric(incast_spec(args), clock=c), args.time_dilation,
+                                   echo=lambda line: print(line, file=sys.stderr, flush=True))
+            os.environ[ENV_DILATION] = repr(k)
+            set_clock(Clock(k))
+        elif args.time_dilation is not None or ENV_DILATION not in os.environ:
+            # not given: $STARPULSE_TIME_DILATION, else DEFAULT_DILATION (the CC loops' honest choice, module doc)
+            os.environ[ENV_DILATION] = repr(float(args.time_dilation or DEFAULT_DILATION))
         runs = [run_incast(cc, args) for cc in names]
     except Exception as exc:  # noqa: BLE001 - user errors print one line
         if not getattr(exc, "is_user_error", False):

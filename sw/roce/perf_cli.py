@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sw.cli import ArgumentParser, call_guarded
-from sw.clock import get_clock
+from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
 from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity, fidelity_exit, read_lag_dir
 from sw.roce.gid import interface_ipv6, path_mtu_headroom_bytes
 from sw.roce.nic import Nic
@@ -34,7 +34,9 @@ from sw.roce.transport_rules import PATH_MTUS
 from sw.roce.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
 from sw.units import (
     MAX_LINK_RATE_BPS,
+    AutoDilation,
     UnitError,
+    add_time_dilation_flag,
     float_flag,
     format_rate_bps,
     format_size_bytes,
@@ -144,6 +146,7 @@ def add_perf_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_strict_fidelity_flag(parser)
+    add_time_dilation_flag(parser, unset="$STARPULSE_TIME_DILATION, else 1")
 
 
 def _pct(flag: str, value: float) -> float:
@@ -435,13 +438,43 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+PROBE_SIZE = "512K"  # --time-dilation auto: the selftest's probe transfer (at line rate) per dilation tried
+
+
+def _use_dilation(k: float) -> None:
+    """This process's clock and its children's ($STARPULSE_TIME_DILATION) at dilation ``k``."""
+    os.environ[ENV_DILATION] = repr(float(k))
+    set_clock(Clock(float(k)))
+
+
+def _selftest_dilated(args: argparse.Namespace) -> dict[str, Any]:
+    """``_selftest`` at ``--time-dilation`` K, or (``auto``) at the lowest dilation whose probe transfer (a
+    ``PROBE_SIZE`` WRITE at line rate) kept every NIC pacer and link emulator within bounds (``emu.calibrate``)."""
+    if args.time_dilation is None:
+        return _selftest(args)
+    if not isinstance(args.time_dilation, AutoDilation):
+        _use_dilation(args.time_dilation)
+        return _selftest(args)
+    from emu.calibrate import search_dilation  # the CLI is the top layer: emu only here
+
+    probe = argparse.Namespace(**{**vars(args), "op": "write", "size": PROBE_SIZE, "iters": None, "tx_depth": None})
+
+    def attempt(k: float) -> dict[str, Any]:
+        _use_dilation(k)
+        return _selftest(probe)["fidelity"]
+
+    k, _ = search_dilation(attempt, args.time_dilation, echo=lambda line: print(line, file=sys.stderr, flush=True))
+    _use_dilation(k)
+    return _selftest(args)
+
+
 def run_perf(args: argparse.Namespace) -> int:
     """Entry point of `starpulse roce perf`; returns the exit code (1 when the data did not verify)."""
     try:
         if args.selftest:
             if args.role:
                 raise PerfArgError(f"perf --selftest runs both sides itself: drop {args.role!r}")
-            result = _selftest(args)
+            result = _selftest_dilated(args)
             print(json.dumps(result, indent=None if args.json else 2))
             return (0 if result["data_ok"] else 1) or fidelity_exit(result["fidelity"], args.strict_fidelity)
         if not args.role:

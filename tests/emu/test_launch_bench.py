@@ -27,6 +27,7 @@ SMALL = ["--servers", "2", "--gpus", "2", "--spines", "1"]
 @pytest.fixture(autouse=True)
 def no_running_fabric(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path / "state"))   # never pick up someone's `fabric up`
+    monkeypatch.setenv("STARPULSE_TIME_DILATION", "1")   # as before auto became the default (tested on its own)
 
 
 def test_run_self_check_exit_code_and_clean_teardown(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -62,6 +63,10 @@ def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> N
     assert report["net"] == "roce"                      # a fabric's ranks talk RoCE unless told otherwise
     assert report["line_rate_bps"] == 100e6
     assert isinstance(report["drops"], int) and isinstance(report["ecn_marks"], int)
+    fid = report["fidelity"]
+    assert list(fid) == ["time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component",
+                         "ok"]
+    assert fid["worst_component"] is not None and isinstance(fid["ok"], bool)   # components did report events
     assert [r["size_bytes"] for r in report["results"]] == [16384, 65536]
     for row in report["results"]:
         assert row["wrong"] == 0

@@ -48,6 +48,9 @@ def test_allreduce_table_json_and_factor(tmp_path, capfd) -> None:  # type: igno
     for key in ("line_rate_bps", "drops", "ecn_marks", "results"):
         assert key in report
     assert report["line_rate_bps"] == 100e6
+    assert list(report["fidelity"]) == ["time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns",
+                                        "worst_component", "ok"]
+    assert report["fidelity"]["worst_component"].startswith("throttle pid ")   # the ranks' shm throttles
     sizes = [r["size_bytes"] for r in report["results"]]
     assert sizes == [8192, 32768]
     for row in report["results"]:

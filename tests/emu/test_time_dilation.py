@@ -1,0 +1,74 @@
+"""``--time-dilation`` (issue 16): one parser for every command (bad values: one line, exit 2), and ``auto``
+calibrating on the fabric: an impossible ceiling is a one-line error (exit 2), a sufficient one is chosen,
+printed and recorded in the JSON with its fidelity."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emu.calibrate import next_dilation, resolve_dilation
+from sw.units import AutoDilation, UnitError, parse_time_dilation
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ["--servers", "2", "--gpus", "1", "--spines", "1"]
+
+
+def _run(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "STARPULSE_TIME_DILATION"}
+    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=timeout)
+
+
+@pytest.mark.unit
+def test_one_parser_numbers_auto_and_ceilings() -> None:
+    assert parse_time_dilation("50") == 50.0 and parse_time_dilation("auto") == AutoDilation()
+    assert parse_time_dilation("AUTO:200") == AutoDilation(200.0)
+    for bad in ("0", "-1", "abc", "nan", "inf", "", "auto:0", "auto:x", "auto:1e9", "1e9"):
+        with pytest.raises(UnitError, match="--time-dilation"):
+            parse_time_dilation(bad)
+    assert resolve_dilation(7.0) == 7.0
+    assert next_dilation(4.0, {"bound_ns": 100, "lag_p99_ns": 100}, 1000.0) == 8.0      # at least 2x
+    assert next_dilation(4.0, {"bound_ns": 100, "lag_p99_ns": 10**6}, 1000.0) == 16.0   # at most 4x
+    assert next_dilation(512.0, {"bound_ns": 100, "lag_p99_ns": 10**6}, 1000.0) == 1000.0
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("module", [("sw.collectives.bench_cli", "allreduce"), ("emu.run_cli",), ("emu.cli", "up"),
+                                    ("sw.roce.perf_cli", "--selftest"), ("sw.roce.incast",), ("emu.hol_bench",)])
+def test_every_command_rejects_bad_dilations_in_one_line(module: tuple[str, ...]) -> None:
+    for bad in ("-1", "auto:0"):                     # the parser's every case: the test above
+        out = _run(*module, f"--time-dilation={bad}", timeout=60)
+        lines = out.stderr.strip().splitlines()
+        if module[0] in ("sw.roce.incast", "emu.hol_bench"):    # plain argparse: its usage block, then the line
+            lines = lines[-1:]
+        assert out.returncode == 2 and len(lines) == 1, (module, bad, out.stderr)
+        assert "--time-dilation" in lines[0] and repr(bad) in lines[0] and "Traceback" not in out.stderr
+
+
+@pytest.mark.emu
+def test_auto_with_an_impossible_ceiling_is_a_one_line_error() -> None:
+    # 10 Gb/s at dilation 1 is ~850k frames/s: no Python switch keeps up, so a ceiling of 1 cannot suffice
+    out = _run("sw.collectives.bench_cli", "allreduce", *SMALL, "--link-rate", "10G", "-b", "16K", "-e", "16K",
+               "--time-dilation", "auto:1")
+    lines = [ln for ln in out.stderr.strip().splitlines() if "error" in ln]
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and "not ok even at the ceiling 1" in lines[0] and "Traceback" not in out.stderr
+
+
+@pytest.mark.emu
+def test_auto_chooses_prints_and_records_a_dilation(tmp_path: Path) -> None:
+    out_json = tmp_path / "bench.json"
+    out = _run("sw.collectives.bench_cli", "allreduce", *SMALL, "-b", "16K", "-e", "16K", "-n", "1", "-w", "0",
+               "-J", str(out_json))                         # no --time-dilation: auto is the default
+    assert out.returncode == 0, out.stderr
+    chosen = [ln for ln in out.stderr.splitlines() if ln.startswith("time dilation auto: ") and "not ok" not in ln]
+    assert len(chosen) == 1, out.stderr
+    report = json.loads(out_json.read_text())
+    k = float(chosen[0].split()[3])
+    assert report["time_dilation"] == k and report["fidelity"]["time_dilation"] == k and 1 <= k <= 1000

@@ -149,3 +149,19 @@ def test_pytest_plugin_serves_a_users_emulation_test(tmp_path: Path) -> None:
                           cwd=tmp_path, capture_output=True, text=True, timeout=150)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b1 passed\b", done.stdout), done.stdout
+
+
+def test_api_drops_into_the_fabric_mininet_cli(tmp_path: Path) -> None:
+    """``fab.cli()`` is the shell of ``fabric up --cli``; leaving it returns to the script, the fabric still up."""
+    script = ("from emu.fabric import Fabric\n"
+              "with Fabric(servers=2, gpus_per_server=1, spines=1, link_rate='10M') as fab:\n"
+              "    fab.cli()\n"
+              "    print('after the CLI:', fab.run('s0', 'ping -c 1 -W 2 s1').splitlines()[-2])\n")
+    done = subprocess.run([sys.executable, "-c", script], input="pingall\np4 p0l0 port_stats\nexit\n", cwd=REPO,
+                          env={**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state")}, capture_output=True,
+                          text=True, timeout=150)
+    shown = done.stdout + done.stderr
+    assert done.returncode == 0, shown
+    assert "*** Results: 0% dropped (2/2 received" in shown, shown
+    assert "p0l0-eth1" in shown, shown    # the switch command's output
+    assert "after the CLI: 1 packets transmitted, 1 received, 0% packet loss" in done.stdout, shown

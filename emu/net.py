@@ -344,11 +344,27 @@ def start_switches(fnet: FabricNet, parallel: int = 4) -> None:
 
 
 def stop_net(fnet: FabricNet) -> None:
-    """Stop switch processes, delete links and end every node shell: removes all namespaces we made."""
-    net = fnet.net
+    """Stop link emulators and switch processes, delete links and end every node shell: removes all namespaces
+    we made."""
     for w in fnet.wires.values():
         w.stop()
-    for sw in fnet.switches.values():
+    stop_mininet(fnet.net)
+
+
+def stop_mininet(net: Mininet) -> None:
+    """Tear down a Mininet net of P4 switches, bridges and hosts (a topology script's ``finally``), also when a
+    Ctrl-C left a node's shell in the middle of a command: that command is interrupted, every ``P4Switch``
+    process stopped, then Mininet's own stop (links, bridges, shells); should it fail, every shell is ended."""
+    for node in [*net.hosts, *net.switches]:
+        if node.shell is not None and node.waiting:   # interrupted mid-command: Mininet refuses the next one
+            try:
+                node.sendInt()
+                node.waitOutput()
+            except Exception:  # noqa: BLE001 - terminate() below ends it anyway
+                node.waiting = False
+    for sw in net.switches:
+        if not isinstance(sw, P4Switch):
+            continue
         try:
             sw.stop_process()
         except Exception as exc:  # noqa: BLE001 - keep tearing down the rest

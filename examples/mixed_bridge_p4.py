@@ -15,7 +15,7 @@ from mininet.link import Link
 from mininet.net import Mininet
 from mininet.nodelib import LinuxBridge
 
-from emu.net import RoceHost, host_nic
+from emu.net import RoceHost, host_nic, stop_mininet
 from emu.p4switch import P4Switch
 
 BASIC_P4 = str(Path(__file__).resolve().parents[1] / "p4" / "programs" / "basic.p4")
@@ -36,7 +36,7 @@ def main() -> int:
             print("interrupted: tearing down", file=sys.stderr)
             return 130
         finally:
-            net.stop()   # deletes the bridge, stops the P4 switch, ends every namespace
+            stop_mininet(net)   # deletes the bridge, stops the P4 switch, ends every namespace
 
 
 def run(net: Mininet, commands: str) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from mininet.link import Link
 from mininet.net import Mininet
 
-from emu.net import RoceHost, host_nic
+from emu.net import RoceHost, host_nic, stop_mininet
 from emu.p4switch import P4Switch
 from emu.status import parse_port_stats
 
@@ -56,7 +56,7 @@ def main() -> int:
         print("interrupted: tearing down", file=sys.stderr)
         return 130
     finally:
-        net.stop()   # stops the switch processes, deletes links, ends every namespace
+        stop_mininet(net)   # stops the switch processes, deletes links, ends every namespace
         for f in workdir.iterdir():
             f.unlink()
         workdir.rmdir()

@@ -5,6 +5,8 @@ programs every switch with the commands ``emu.control`` derives (through each sw
 command text works for BMv2), shapes every switch port to its link's line rate, and on exit stops exactly what
 it started.  ``status()`` reads per-port counters, queue high-water marks, ECN marks and drop reasons;
 ``faults`` (``emu.faults``) injects failures while it runs; ``probe()`` runs UDP reachability probes from hosts.
+Scripts give ``fabric up``'s flags as keyword options instead (``Fabric(servers=2, link_rate="1G")``, checked by
+the CLI's parser) and drive it with ``run``, ``fault``, ``launch`` and ``cli``; ``help(Fabric)`` has the details.
 """
 
 from __future__ import annotations

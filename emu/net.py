@@ -10,7 +10,8 @@ Host addressing (see ``emu.topology`` for the address plan): each NIC gets its `
 its gateway.  Neighbour entries are static (``nud permanent``) for the gateway and for every peer of the same
 ``/24`` (mapped to the gateway's MAC: the leaf routes at L3), so hosts never ARP.  Policy routing gives every
 rail its own table (``100 + rail``, rule ``from <nic ip>``), so traffic leaves by the NIC of its source address;
-without a source address, a destination on rail r leaves by the host's NIC on rail r.
+without a source address, a destination on rail r leaves by the host's NIC on rail r.  Servers are ``RoceHost``
+nodes; topology scripts use the same class (``host_nic``, ``setup_nics``) and ``stop_mininet`` for teardown.
 """
 
 from __future__ import annotations

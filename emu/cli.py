@@ -460,18 +460,28 @@ def _up(args: argparse.Namespace) -> int:
 def _choose_dilation(args: argparse.Namespace) -> None:
     """``--time-dilation``: a number as given, else ($STARPULSE_TIME_DILATION unset, or ``auto``) calibrated on
     a fabric of these flags (``emu.calibrate``); exported for the switches and recorded in state.json."""
-    from emu.calibrate import calibrate_dilation, resolve_dilation
-    from sw.clock import ENV_DILATION, Clock
+    from emu.calibrate import resolve_dilation
 
     chosen = resolve_dilation(getattr(args, "time_dilation", None))
     if isinstance(chosen, AutoDilation):
         if read_state(args.name) is not None:       # the same one-line error as up's, before calibrating
             raise FabricCliError(f"a fabric named {args.name!r} is already running; run `starpulse fabric down` "
                                  "first or pick another --name")
-        chosen = calibrate_dilation(lambda c: _make_fabric(args, clock=c), chosen,
-                                    echo=lambda line: print(line, flush=True))
+    apply_dilation(chosen, lambda c: _make_fabric(args, clock=c))
+
+
+def apply_dilation(chosen: float | AutoDilation, make: Any) -> Any:
+    """Make ``chosen`` (a number, or ``auto``: calibrated on fabrics ``make(clock)`` builds) the process's one
+    clock and $STARPULSE_TIME_DILATION (the switches and ranks started later inherit it); returns the clock."""
+    from emu.calibrate import calibrate_dilation
+    from sw.clock import ENV_DILATION, Clock
+
+    if isinstance(chosen, AutoDilation):
+        chosen = calibrate_dilation(make, chosen, echo=lambda line: print(line, flush=True))
     os.environ[ENV_DILATION] = repr(float(chosen))
-    set_clock(Clock(float(chosen)))
+    clock = Clock(float(chosen))
+    set_clock(clock)
+    return clock
 
 
 def _write_state(d: Path, fab: Any, sock_path: Path) -> None:

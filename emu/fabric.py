@@ -115,7 +115,8 @@ class Fabric:
 
     Give the topology as ``fabric up``'s flags in keyword form (``link_rate="1G"`` is ``--link-rate 1G``;
     ``pfc=True`` or ``"on"`` is ``--pfc on``; ``impairable="s0:p0l0"``, ``pcap_dir``, ``log_level``,
-    ``int_sink``, ``backend``): they are parsed and checked by the CLI's own parser, so a bad value raises
+    ``int_sink``, ``backend``, ``time_dilation``: given, else $STARPULSE_TIME_DILATION, else calibrated by
+    ``up()`` as ``fabric up`` does): they are parsed and checked by the CLI's own parser, so a bad value raises
     ``FabricCliError`` with the line the CLI prints (``--servers 0: must be within 1..250``).  Or give a
     ``TopologySpec`` (then ``pfc`` is a ``PfcSettings``).  ``name="x"`` publishes the running fabric as
     ``fabric up --name x`` does (state file and control socket: ``starpulse fabric status|fault|down --name x``
@@ -141,12 +142,15 @@ class Fabric:
         from emu import cli
 
         self._pcap_flag: str | None = None
+        self._dilation: tuple[Any, Any] | None = None
         if spec is None:    # keyword flags: the CLI's parser and checks, so errors read as the CLI's
             args = cli.parse_up_options({"backend": backend, "int_sink": int_sink, "log_level": log_level,
                                          "impairable": wired_links, "pfc": pfc, **options})
             opts = cli.fabric_options(args)
             spec, pfc, wired_links, log_level = opts["spec"], opts["pfc"], args.impairable, args.log_level
             self._pcap_flag, pcap_dir = pcap_dir, None    # created (like --pcap) when the fabric comes up
+            if clock is None:   # --time-dilation (else $STARPULSE_TIME_DILATION, else auto), applied by up()
+                self._dilation = (args.time_dilation, lambda c: Fabric(**opts, clock=c))
         elif options or isinstance(pfc, bool | str):
             raise FabricError(f"Fabric(spec, ...): topology options {sorted(options) or ['pfc']} need spec=None "
                               "(give either a TopologySpec or fabric up's flags)")
@@ -213,14 +217,18 @@ class Fabric:
 
         if self.fnet is not None:
             raise FabricError("fabric is already up")
-        state_dir = None
-        if self.name is not None:        # as `fabric up --name`: one fabric per name, faults logged beside it
-            state_dir = cli.claim_state_dir(self.name)
+        state_dir = None if self.name is None else cli.claim_state_dir(self.name)   # one fabric per name
+        if self._pcap_flag:
+            self.pcap_dir = str(cli.output_dir("--pcap", self._pcap_flag))
+        if self._dilation is not None:   # as fabric up: the dilation given, or calibrated (emu.calibrate)
+            from emu.calibrate import resolve_dilation
+
+            flag, make = self._dilation
+            self.clock = cli.apply_dilation(resolve_dilation(flag), make)
+        if state_dir is not None:        # as `fabric up --name`: faults logged beside the state file
             state_dir.mkdir(parents=True, exist_ok=True)
             self.owned["state_dir"] = str(state_dir)   # killed before its state is written: the next run reaps it
             self.fault_log = self.fault_log or str(state_dir / "faults.jsonl")
-        if self._pcap_flag:
-            self.pcap_dir = str(cli.output_dir("--pcap", self._pcap_flag))
         clock = self.clock
         t0 = clock.now_ns()
         self.workdir = Path(self._workdir_arg or owned_tempdir(WORKDIR_PREFIX))   # owned: see emu.reap

@@ -18,16 +18,21 @@ import pytest
 
 from emu.fabric import Fabric
 from emu.net import Footprint, leftovers
+from sw.clock import get_clock, set_clock
 
 pytestmark = pytest.mark.emu
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _env(tmp_path: Path) -> dict[str, str]:
+    """Our own state directory (never someone's `fabric up`) and a fixed time dilation: no calibration runs."""
+    return {**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state"), "STARPULSE_TIME_DILATION": "1"}
+
+
 def _example(tmp_path: Path, name: str, *args: str, timeout_s: float = 150) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state")}
-    return subprocess.run([sys.executable, f"examples/{name}", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=timeout_s)
+    return subprocess.run([sys.executable, f"examples/{name}", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout_s, env=_env(tmp_path))
 
 
 def _wait_file(path: Path, proc: subprocess.Popen, timeout_s: float = 90) -> dict[str, Any]:
@@ -79,8 +84,8 @@ def test_incast_reads_int_queue_depth_per_hop(tmp_path: Path) -> None:
 def test_ctrl_c_tears_the_api_fabric_down(tmp_path: Path) -> None:
     """SIGINT while the ranks run: exit 130, and every process, namespace, directory and state file is gone."""
     name = f"exint{os.getpid()}"
-    env = {**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state")}
-    proc = subprocess.Popen([sys.executable, "examples/fabric_allreduce.py", "--name", name], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "examples/fabric_allreduce.py", "--name", name], cwd=REPO,
+                            env=_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         state = _wait_file(tmp_path / "state" / f"fabric-{name}" / "state.json", proc)
@@ -111,15 +116,20 @@ def _normalized(state: dict[str, Any], state_dir: Path) -> dict[str, Any]:
 
 def test_api_and_cli_make_the_same_fabric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path / "state"))
-    flags = ["--servers", "2", "--gpus-per-server", "2", "--spines", "1", "--link-rate", "10M", "--pfc", "on"]
+    monkeypatch.setenv("STARPULSE_TIME_DILATION", "1")   # the API sets it (as fabric up does): restored after
+    clock = get_clock()
+    flags = ["--servers", "2", "--gpus-per-server", "2", "--spines", "1", "--link-rate", "10M", "--pfc", "on",
+             "--time-dilation", "2"]
     cli_name, api_name = f"cli{os.getpid()}", f"api{os.getpid()}"
     cli = subprocess.Popen([sys.executable, "-m", "sw.cli", "fabric", "up", *flags, "--name", cli_name], cwd=REPO,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        with Fabric(servers=2, gpus_per_server=2, spines=1, link_rate="10M", pfc=True, name=api_name) as fab:
+        with Fabric(servers=2, gpus_per_server=2, spines=1, link_rate="10M", pfc=True, time_dilation=2,
+                    name=api_name) as fab:
             cli_state = _wait_file(tmp_path / "state" / f"fabric-{cli_name}" / "state.json", cli)
             api_state = json.loads((tmp_path / "state" / f"fabric-{api_name}" / "state.json").read_text())
             assert api_state["pid"] == os.getpid() and api_state["workdir"] == str(fab.workdir)
+            assert api_state["time_dilation"] == fab.clock.dilation == 2.0
             assert (_normalized(api_state, tmp_path / "state" / f"fabric-{api_name}")
                     == _normalized(cli_state, tmp_path / "state" / f"fabric-{cli_name}"))
             status = {}
@@ -132,8 +142,15 @@ def test_api_and_cli_make_the_same_fabric(tmp_path: Path, monkeypatch: pytest.Mo
                          for sw, s in st["switches"].items()} for n, st in status.items()}
             assert ports[api_name] == ports[cli_name]
             assert status[api_name]["pfc"]["priority"] == status[cli_name]["pfc"]["priority"] == 3
+            down = subprocess.Popen([sys.executable, "-m", "sw.cli", "fabric", "down", "--name", api_name], cwd=REPO,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            with pytest.raises(KeyboardInterrupt):   # `fabric down` from elsewhere ends the script's block
+                for _ in range(600):
+                    time.sleep(0.1)
+        assert down.wait(timeout=60) == 0 and f"fabric {api_name!r} is down" in down.stdout.read()
         assert not (tmp_path / "state" / f"fabric-{api_name}" / "state.json").exists()
     finally:
+        set_clock(clock)                                  # the process's one clock, as before the API set it
         subprocess.run([sys.executable, "-m", "sw.cli", "fabric", "down", "--name", cli_name], cwd=REPO,
                        capture_output=True, timeout=150)
         cli.wait(timeout=60)
@@ -146,7 +163,7 @@ def test_pytest_plugin_serves_a_users_emulation_test(tmp_path: Path) -> None:
     assert snippet, "README lacks the user-test snippet"
     (tmp_path / "test_mine.py").write_text(snippet.group(1))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=150)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=150, env=_env(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"\b1 passed\b", done.stdout), done.stdout
 
@@ -158,7 +175,7 @@ def test_api_drops_into_the_fabric_mininet_cli(tmp_path: Path) -> None:
               "    fab.cli()\n"
               "    print('after the CLI:', fab.run('s0', 'ping -c 1 -W 2 s1').splitlines()[-2])\n")
     done = subprocess.run([sys.executable, "-c", script], input="pingall\np4 p0l0 port_stats\nexit\n", cwd=REPO,
-                          env={**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state")}, capture_output=True,
+                          env=_env(tmp_path), capture_output=True,
                           text=True, timeout=150)
     shown = done.stdout + done.stderr
     assert done.returncode == 0, shown

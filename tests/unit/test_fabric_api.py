@@ -31,6 +31,8 @@ BAD = [   # (Fabric keyword options, the same as fabric up flags)
     ({"log_level": "loud"}, ["--log-level", "loud"]),
     ({"impairable": "s0:sp9"}, ["--impairable", "s0:sp9"]),
     ({"servers": 3, "pods": 2}, ["--servers", "3", "--pods", "2"]),
+    ({"time_dilation": 0}, ["--time-dilation", "0"]),
+    ({"time_dilation": "auto:x"}, ["--time-dilation", "auto:x"]),
     ({"name": "a b"}, ["--name", "a b"]),
     ({"name": "n" * 49}, ["--name", "n" * 49]),
 ]

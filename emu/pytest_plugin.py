@@ -14,7 +14,9 @@ it in a ``conftest.py``: ``pytest_plugins = ["emu.pytest_plugin"]``.
   the test fails or is interrupted;
 - ``fabric_factory``: ``fabric_factory(**options)`` brings up as many fabrics as a test needs, all torn down.
 
-Both skip the test when not run as root (network namespaces need it).
+Both skip the test when not run as root (network namespaces need it), and restore the process's clock and
+$STARPULSE_TIME_DILATION afterwards.  Without ``time_dilation=`` (or $STARPULSE_TIME_DILATION) each fabric
+calibrates its dilation first, as ``fabric up`` does; pin it to skip that.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ def fabric_factory() -> Iterator[Callable[..., Any]]:
     if os.geteuid() != 0:
         pytest.skip("needs root for network namespaces")
     from emu.fabric import Fabric
+    from sw.clock import ENV_DILATION, get_clock, set_clock
 
     made: list[Fabric] = []
+    clock, dilation_env = get_clock(), os.environ.get(ENV_DILATION)   # up() sets both (as fabric up does)
 
     def make(**options: Any) -> Fabric:
         fab = Fabric(**options)
@@ -51,6 +55,11 @@ def fabric_factory() -> Iterator[Callable[..., Any]]:
     finally:
         for fab in reversed(made):
             fab.down()
+        set_clock(clock)
+        if dilation_env is None:
+            os.environ.pop(ENV_DILATION, None)
+        else:
+            os.environ[ENV_DILATION] = dilation_env
 
 
 @pytest.fixture

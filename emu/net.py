@@ -347,15 +347,16 @@ def start_switches(fnet: FabricNet, parallel: int = 4) -> None:
 def stop_net(fnet: FabricNet) -> None:
     """Stop link emulators and switch processes, delete links and end every node shell: removes all namespaces
     we made."""
-    for w in fnet.wires.values():
-        w.stop()
-    stop_mininet(fnet.net)
+    stop_mininet(fnet.net, fnet.wires.values())
 
 
-def stop_mininet(net: Mininet) -> None:
-    """Tear down a Mininet net of P4 switches, bridges and hosts (a topology script's ``finally``), also when a
-    Ctrl-C left a node's shell in the middle of a command: that command is interrupted, every ``P4Switch``
+def stop_mininet(net: Mininet, wired_links: Iterable[WiredLink] = ()) -> None:
+    """Tear down a Mininet net of P4 switches, bridges, hosts and ``wired_links`` (``add_wired_link``: their
+    emulator processes are ours, not the nodes') in a topology script's ``finally``, also when a Ctrl-C left a
+    node's shell in the middle of a command: that command is interrupted, every link emulator and ``P4Switch``
     process stopped, then Mininet's own stop (links, bridges, shells); should it fail, every shell is ended."""
+    for w in wired_links:
+        w.stop()
     for node in [*net.hosts, *net.switches]:
         if node.shell is not None and node.waiting:   # interrupted mid-command: Mininet refuses the next one
             try:

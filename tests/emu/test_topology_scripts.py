@@ -49,6 +49,8 @@ def test_two_leaf_p4_topology_pings_across(tmp_path: Path) -> None:
     done = _example(tmp_path, "two_leaf_p4.py")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 packets transmitted, 3 received, 0% packet loss" in done.stdout, done.stdout
+    rtt_min_ms = float(re.search(r"rtt min/avg/max/mdev = ([\d.]+)/", done.stdout).group(1))
+    assert rtt_min_ms >= 10.0, done.stdout               # the emulated leaf-to-leaf link: 5 ms each way
     rx = {int(p): int(n) for p, n in re.findall(r"l1 port (\d): rx (\d+)", done.stdout)}
     assert rx[1] >= 3 and rx[2] >= 3, done.stdout       # h1's pings in on port 1, h2's replies in on port 2
 

@@ -148,7 +148,7 @@ class Fabric:
                                          "impairable": wired_links, "pfc": pfc, **options})
             opts = cli.fabric_options(args)
             spec, pfc, wired_links, log_level = opts["spec"], opts["pfc"], args.impairable, args.log_level
-            self._pcap_flag, pcap_dir = pcap_dir, None    # created (like --pcap) when the fabric comes up
+            self._pcap_flag, pcap_dir = pcap_dir or args.pcap, None   # created (like --pcap) by up()
             if clock is None:   # --time-dilation (else $STARPULSE_TIME_DILATION, else auto), applied by up()
                 self._dilation = (args.time_dilation, lambda c: Fabric(**opts, clock=c))
         elif options or isinstance(pfc, bool | str):

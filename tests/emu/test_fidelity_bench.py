@@ -1,0 +1,39 @@
+"""scripts/fidelity_bench.py (issue 16): a too-small dilation reports ``ok: false`` through the product's own JSON,
+and the invariance table's verdicts (agree within 5 % only when both runs were ok)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+import fidelity_bench  # noqa: E402
+
+
+def _run(fid_ok: bool, k: float) -> dict:
+    return {"fidelity": {"ok": fid_ok, "time_dilation": k}, "load": 1.0}
+
+
+@pytest.mark.unit
+def test_rows_compare_only_runs_that_kept_up() -> None:
+    row = fidelity_bench.compare("incast", "max queue", [_run(True, 1e4), _run(True, 2e4)], [100, 104])
+    assert row["invariant"] is True and row["rel_diff"] == pytest.approx(4 / 104, abs=1e-4)
+    assert row["dilations"] == [1e4, 2e4]
+    assert fidelity_bench.compare("x", "m", [_run(True, 1), _run(True, 2)], [100, 110])["invariant"] is False
+    assert fidelity_bench.compare("x", "m", [_run(False, 1), _run(True, 2)], [100, 100])["invariant"] is None
+
+
+@pytest.mark.emu
+def test_a_too_small_dilation_reports_not_ok() -> None:
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "fidelity_bench.py"), "--small", "--only",
+                          "too_small", "--json"], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    low = report["too_small"]
+    assert low["dilation"] == 1.0 and low["reports_not_ok"] is True and low["fidelity"]["ok"] is False
+    assert low["fidelity"]["worst_component"] is not None and report["rows"] == []

@@ -17,6 +17,7 @@ from typing import Any
 
 from emu.fabric import Fabric
 from sw.clock import ENV_DILATION, Clock
+from sw.clock.lag import CalibrationError, search_dilation
 from sw.units import AutoDilation, UnitError, parse_time_dilation
 
 PROBE_WALL_S = 1.0           # wall seconds of line-rate probe traffic per attempt (more at high dilation: below)
@@ -24,15 +25,6 @@ PROBE_PAYLOAD_BYTES = 1400   # UDP payload of a probe frame (1442-byte frames, p
 PROBE_MIN_PACKETS = 40       # at least this many frames, however slow line rate is in wall time ...
 PROBE_MAX_PACKETS = 4000     # ... and at most this many, however fast (a fast link at a low dilation)
 PROBE_GRACE_S = 30.0         # wall seconds the blaster may take beyond its schedule
-MIN_STEP = 2.0               # each failed attempt raises the dilation at least this much ...
-MAX_STEP = 4.0               # ... and at most this much (an overloaded switch's lag says nothing about scale)
-HEADROOM = 1.5               # the dilation the lag asks for, times this (the load moves)
-
-
-class CalibrationError(RuntimeError):
-    """``--time-dilation auto:CEILING``: not even the ceiling kept the fabric within its bounds."""
-
-    is_user_error = True
 
 
 def resolve_dilation(given: float | AutoDilation | None) -> float | AutoDilation:
@@ -85,37 +77,6 @@ def probe_fidelity(fab: Fabric) -> dict[str, Any]:
     return fab.fidelity()
 
 
-def next_dilation(k: float, fid: dict[str, Any], ceiling: float) -> float:
-    """The next dilation to try after ``fid`` was not ok at ``k``: wall lag stays, network lag shrinks by k."""
-    bound, p99 = fid.get("bound_ns") or 1, max(fid.get("lag_p99_ns") or 0, 1)
-    wanted = k * p99 / bound * HEADROOM
-    return float(min(ceiling, round(min(max(k * MIN_STEP, wanted), k * MAX_STEP))))
-
-
-def search_dilation(attempt: Callable[[float], dict[str, Any]], auto: AutoDilation,
-                    echo: Callable[[str], None] | None = None) -> tuple[float, dict[str, Any]]:
-    """From dilation 1 up: ``attempt(k)`` runs the probe at k and returns its fidelity; the first k that is ok
-    (raised by ``next_dilation`` after each one that is not), or ``CalibrationError`` beyond the ceiling."""
-    k = 1.0
-    while True:
-        fid = attempt(k)
-        if fid["ok"]:
-            if echo:
-                echo(f"time dilation auto: {k:g} (probe at line rate: {fid['late_share'] * 100:.2f} % of events "
-                     f"late at worst, lag p99 {fid['lag_p99_ns']} ns)")
-            return k, fid
-        if k >= auto.ceiling:
-            raise CalibrationError(
-                f"--time-dilation {auto}: not ok even at the ceiling {auto.ceiling:g} ({fid['worst_component']} "
-                f"{fid['late_share'] * 100:.2f} % late, lag p99 {fid['lag_p99_ns']} ns > bound {fid['bound_ns']} "
-                "ns): raise the ceiling or free the CPU")
-        nxt = next_dilation(k, fid, auto.ceiling)
-        if echo:
-            echo(f"time dilation auto: {k:g} not ok ({fid['worst_component']} {fid['late_share'] * 100:.2f} % "
-                 f"late, lag p99 {fid['lag_p99_ns']} ns > {fid['bound_ns']} ns): trying {nxt:g}")
-        k = nxt
-
-
 def calibrated_fabric(make: Callable[[Clock], Fabric], auto: AutoDilation,
                       echo: Callable[[str], None] | None = None) -> tuple[Fabric, dict[str, Any]]:
     """A fabric that is up at the lowest dilation (1, then raised) whose probe is ok; its calibration verdict.
@@ -137,7 +98,7 @@ def calibrated_fabric(make: Callable[[Clock], Fabric], auto: AutoDilation,
             fab.down()
         return fid
 
-    _, fid = search_dilation(attempt, auto, echo)
+    _, fid = search_dilation(attempt, auto.ceiling, str(auto), echo)
     return chosen[-1], fid
 
 

@@ -15,6 +15,7 @@ import atexit
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,49 @@ def fidelity_warning(fid: dict[str, Any]) -> str | None:
             f"later than {fid['bound_ns']} ns (lag over all components: p99 {fid['lag_p99_ns']} ns, max "
             f"{fid['lag_max_ns']} ns of network time) at time dilation {fid['time_dilation']}: these figures are "
             "bent by CPU load; use a higher --time-dilation")
+
+
+# --- --time-dilation auto: the search (the probe is the caller's: a fabric's, a selftest's) ----------------
+MIN_STEP = 2.0               # each failed attempt raises the dilation at least this much ...
+MAX_STEP = 4.0               # ... and at most this much (an overloaded component's lag says nothing about scale)
+HEADROOM = 1.5               # the dilation the lag asks for, times this (the load moves)
+
+
+class CalibrationError(RuntimeError):
+    """``--time-dilation auto:CEILING``: not even the ceiling kept the fabric within its bounds."""
+
+    is_user_error = True
+
+
+def next_dilation(k: float, fid: dict[str, Any], ceiling: float) -> float:
+    """The next dilation to try after ``fid`` was not ok at ``k``: wall lag stays, network lag shrinks by k."""
+    bound, p99 = fid.get("bound_ns") or 1, max(fid.get("lag_p99_ns") or 0, 1)
+    wanted = k * p99 / bound * HEADROOM
+    return float(min(ceiling, round(min(max(k * MIN_STEP, wanted), k * MAX_STEP))))
+
+
+def search_dilation(attempt: Callable[[float], dict[str, Any]], ceiling: float, flag: str,
+                    echo: Callable[[str], None] | None = None) -> tuple[float, dict[str, Any]]:
+    """From dilation 1 up: ``attempt(k)`` runs the probe at k and returns its fidelity; the first k that is ok
+    (raised by ``next_dilation`` after each one that is not), or ``CalibrationError`` beyond the ceiling."""
+    k = 1.0
+    while True:
+        fid = attempt(k)
+        if fid["ok"]:
+            if echo:
+                echo(f"time dilation auto: {k:g} (probe at line rate: {fid['late_share'] * 100:.2f} % of events "
+                     f"late at worst, lag p99 {fid['lag_p99_ns']} ns)")
+            return k, fid
+        if k >= ceiling:
+            raise CalibrationError(
+                f"--time-dilation {flag}: not ok even at the ceiling {ceiling:g} ({fid['worst_component']} "
+                f"{fid['late_share'] * 100:.2f} % late, lag p99 {fid['lag_p99_ns']} ns > bound {fid['bound_ns']} "
+                "ns): raise the ceiling or free the CPU")
+        nxt = next_dilation(k, fid, ceiling)
+        if echo:
+            echo(f"time dilation auto: {k:g} not ok ({fid['worst_component']} {fid['late_share'] * 100:.2f} % "
+                 f"late, lag p99 {fid['lag_p99_ns']} ns > {fid['bound_ns']} ns): trying {nxt:g}")
+        k = nxt
 
 
 STRICT_FIDELITY_EXIT = 3

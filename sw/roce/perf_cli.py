@@ -23,7 +23,14 @@ from typing import Any
 
 from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
-from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity, fidelity_exit, read_lag_dir
+from sw.clock.lag import (
+    ENV_LAG_DIR,
+    add_strict_fidelity_flag,
+    fidelity,
+    fidelity_exit,
+    read_lag_dir,
+    search_dilation,
+)
 from sw.roce.gid import interface_ipv6, path_mtu_headroom_bytes
 from sw.roce.nic import Nic
 from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
@@ -455,15 +462,14 @@ def _selftest_dilated(args: argparse.Namespace) -> dict[str, Any]:
     if not isinstance(args.time_dilation, AutoDilation):
         _use_dilation(args.time_dilation)
         return _selftest(args)
-    from emu.calibrate import search_dilation  # the CLI is the top layer: emu only here
-
     probe = argparse.Namespace(**{**vars(args), "op": "write", "size": PROBE_SIZE, "iters": None, "tx_depth": None})
 
     def attempt(k: float) -> dict[str, Any]:
         _use_dilation(k)
         return _selftest(probe)["fidelity"]
 
-    k, _ = search_dilation(attempt, args.time_dilation, echo=lambda line: print(line, file=sys.stderr, flush=True))
+    auto = args.time_dilation
+    k, _ = search_dilation(attempt, auto.ceiling, str(auto), echo=lambda line: print(line, file=sys.stderr, flush=True))
     _use_dilation(k)
     return _selftest(args)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from emu.calibrate import next_dilation, resolve_dilation
+from emu.calibrate import resolve_dilation
+from sw.clock.lag import next_dilation
 from sw.units import AutoDilation, UnitError, parse_time_dilation
 
 REPO = Path(__file__).resolve().parents[2]

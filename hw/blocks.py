@@ -46,7 +46,8 @@ BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
                  lambda width, qps: TxFrameBuilder(data_width=max(width, MIN_DATA_WIDTH), n_qps=qps)),
     "csr_bank": ("CSR bus: per-QP rates (clamped, flagged), counters, error flags",
                  lambda width, qps: CsrBank(n_qps=qps, line_rate_reg=(width // 8) << 24)),
-    "nic_cc_top": ("NIC CC top level: parsers, CNP generator, DCQCN RP, HPCC engine, scheduler, CSR bank",
+    "nic_cc_top": ("NIC CC top level: RX parsers, CNP generator, DCQCN RP, HPCC engine, TX scheduler -> RoCEv2 "
+                   "framer (templates, PSNs, pattern payload, ICRC), CSR bank",
                    lambda width, qps: NicCcTop(data_width=width, n_qps=qps)),
 }
 

@@ -17,6 +17,11 @@ Map (word addresses):
   0x40 QP_INIT   WO  (with ``qp_init``) any write starts the CC state of QP_SEL afresh: ``qp_init`` carries it
   0x41+i PARAM   RW  the ``params`` table, in order: out-of-range writes are clamped (ERR_CLAMP) or rejected
                      (ERR_VALUE) as each entry says; the values drive the ``param`` output
+  0x7F TMPL_WR   WO  (with ``template_bytes``) any write hands the staged header template to QP_SEL's framer
+                     entry: ``tmpl_wr`` carries (QP_SEL, the staged bytes), held until the framer takes it
+  0x80+k TMPL    WO  (with ``template_bytes``) staged template bytes 4k..4k+3, byte 4k in bits 31..24 (wire
+                     order, big-endian words: ``struct.pack(">I", w)`` gives the bytes back); bytes past
+                     ``template_bytes`` are ignored.  Staged words keep their value until rewritten
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from amaranth.hdl import Const, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -34,6 +39,8 @@ CSR_ID = 0x53504E31
 REG_ID, REG_QP_SEL, REG_QP_RATE, REG_ERR, REG_COUNTER0 = range(5)
 REG_QP_INIT = 0x40
 REG_PARAM0 = 0x41
+REG_TMPL_WR = 0x7F
+REG_TMPL0 = 0x80
 ADDR_BITS = 8
 MAX_COUNTERS = REG_QP_INIT - REG_COUNTER0
 ERR_QP, ERR_CLAMP, ERR_ADDR, ERR_VALUE = 1, 2, 4, 8
@@ -58,13 +65,21 @@ class ParamReg:
     doc: str
 
 
-def check_params(params: Sequence[ParamReg]) -> None:
+def template_words(template_bytes: int) -> int:
+    """32-bit TMPL words that stage a ``template_bytes`` header."""
+    return -(-template_bytes // 4)
+
+
+def check_params(params: Sequence[ParamReg], template_bytes: int = 0) -> None:
     """Reject an inconsistent table (bad widths, bounds, reset values or names) before building hardware."""
     names = [p.name for p in params]
     if len(set(names)) != len(names):
         raise HwParamError(f"CSR params: duplicate names in {names}")
-    if REG_PARAM0 + len(params) > 1 << ADDR_BITS:
-        raise HwParamError(f"CSR params: {len(params)} entries do not fit the {ADDR_BITS}-bit address space")
+    end = REG_TMPL_WR if template_bytes else 1 << ADDR_BITS
+    if REG_PARAM0 + len(params) > end:
+        raise HwParamError(f"CSR params: {len(params)} entries do not fit below address {end:#x}")
+    if REG_TMPL0 + template_words(template_bytes) > 1 << ADDR_BITS:
+        raise HwParamError(f"CSR template_bytes {template_bytes}: more than the {ADDR_BITS}-bit address space holds")
     by_name = {p.name: p for p in params}
     for p in params:
         if not 1 <= p.width <= 32:
@@ -91,12 +106,16 @@ class CsrBank(wiring.Component):
     """Register file in front of the limiter and CC engines: clamps or rejects out-of-range writes, flags them."""
 
     def __init__(self, *, n_qps: int = 1024, line_rate_reg: int = 128 << 24, n_counters: int = 4,
-                 params: Sequence[ParamReg] = (), qp_init: bool = False, rate_readback: bool = False) -> None:
+                 params: Sequence[ParamReg] = (), qp_init: bool = False, rate_readback: bool = False,
+                 template_bytes: int = 0) -> None:
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
         if not 1 <= n_counters <= MAX_COUNTERS:
             raise HwParamError(f"n_counters must be in 1..{MAX_COUNTERS}, not {n_counters}")
-        check_params(params)
+        if template_bytes < 0:
+            raise HwParamError(f"template_bytes must be >= 0, not {template_bytes}")
+        check_params(params, template_bytes)
+        self.template_bytes = template_bytes
         self.n_qps = n_qps
         self.qp_bits = (n_qps - 1).bit_length()
         self.line_rate_reg = line_rate_reg
@@ -113,6 +132,9 @@ class CsrBank(wiring.Component):
         if rate_readback:
             extra["qp_sel"] = Out(self.qp_bits)
             extra["qp_rate_rd"] = In(32)
+        if template_bytes:
+            extra["tmpl_wr"] = Out(stream.Signature(data.StructLayout({"qp": qp,
+                                                                       "hdr": unsigned(8 * template_bytes)})))
         super().__init__({
             "addr": In(ADDR_BITS), "wdata": In(32), "we": In(1), "re": In(1),
             "rdata": Out(32), "ack": Out(1),
@@ -143,6 +165,14 @@ class CsrBank(wiring.Component):
             busy = busy | self.qp_init.valid
             with m.If(self.qp_init.ready):
                 m.d.sync += self.qp_init.valid.eq(0)
+        n_tmpl = template_words(self.template_bytes)
+        staged = [Signal(32, name=f"tmpl{k}") for k in range(n_tmpl)]
+        if n_tmpl:
+            busy = busy | self.tmpl_wr.valid
+            with m.If(self.tmpl_wr.ready):
+                m.d.sync += self.tmpl_wr.valid.eq(0)
+            wire = [w[8 * (3 - b):8 * (4 - b)] for w in staged for b in range(4)]   # byte 4k + b of word k
+            m.d.comb += self.tmpl_wr.payload.hdr.eq(Cat(*wire[:self.template_bytes]))
         hold = self.we & busy
         if self.rate_readback:
             # a rate read waits for a pending rate write and one clock more (the rate memory's read latency)
@@ -180,6 +210,12 @@ class CsrBank(wiring.Component):
                 if self.has_qp_init:
                     with m.Case(REG_QP_INIT):
                         m.d.sync += [self.qp_init.valid.eq(1), self.qp_init.payload.eq(qp_sel)]
+                if n_tmpl:
+                    with m.Case(REG_TMPL_WR):
+                        m.d.sync += [self.tmpl_wr.valid.eq(1), self.tmpl_wr.payload.qp.eq(qp_sel)]
+                    for k, word in enumerate(staged):
+                        with m.Case(REG_TMPL0 + k):
+                            m.d.sync += word.eq(self.wdata)
                 for i, p in enumerate(self.params):
                     with m.Case(REG_PARAM0 + i):
                         lo, hi = bound(p.lo), bound(p.hi)

@@ -18,8 +18,23 @@ Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
   turns INT-echo ACKs into per-QP windows and rates; the rate writes of the mode's engine and the CSR's
   QP_RATE writes (the CSR first) go to ``tx_sched``; a mirror memory keeps the last rate of every QP so
   QP_RATE reads back the QP's current rate.
-* TX: doorbells (``doorbell``: qp, bytes) queue work; ``tx_sched`` paces every QP and emits its MTU-sized
-  frames on ``tx_m_axis`` (``tuser`` = QP); each frame that leaves is counted against its QP's byte counter.
+* TX: doorbells (``doorbell``: qp, bytes) queue work; ``tx_sched`` paces every QP and cuts it into MTU-sized
+  payloads; each payload that leaves the scheduler is counted against its QP's byte counter.  From 512 bits
+  (``hw.tx_frame.MIN_DATA_WIDTH``) the payloads go through a register slice to ``tx_frame`` (the scheduler's
+  handshake starts at flip-flops) and ``tx_m_axis`` carries complete RoCEv2 frames (``tuser`` = QP): the QP's
+  54-byte header template (Ethernet/IPv4/UDP/BTH, staged in the TMPL words and handed over by TMPL_WR, see
+  ``hw.csr``; the template's BTH PSN is the QP's next PSN), IP/UDP lengths, IPv4 checksum, the QP's PSN (+1 per
+  frame, wrapping at 2^24) and the ICRC.  The payload is ``tx_frame``'s per-QP pattern (byte i of PSN p of QP q
+  = ((p + i) mod 256) xor (q mod 256), ``sw.roce.pattern``): a NIC whose host side is a register bus has no
+  payload memory to read, and a pattern lets the receiver check every byte, offset and PSN.  Doorbell sizes and
+  the MTU must be multiples of 4 (the pad count is the template's).  The opcode is the template's: SEND ONLY
+  (0x04) is the one that fits the RTL's unreliable streams: every frame is a whole message without RETH (the
+  template is 54 bytes), so a lost frame loses only itself (no retransmission engine here: the peer counts PSN
+  gaps instead of NAKing, and ACKs, e.g. carrying INT echoes, only when the template sets AckReq); WRITE FIRST/
+  MIDDLE/LAST would lose whole messages with one frame, WRITE ONLY needs a RETH per frame.  For HPCC, start
+  the template's PSN at 0 with QP_INIT (the INT-echo feeder numbers the QP's frames from 0 at QP_INIT).  Below
+  512 bits (a build for fast CC simulations) there is no framer: ``tx_m_axis`` carries the scheduler's
+  payload-sized beats as they are and the TMPL words are unmapped.
 * CC_MODE (none 0, dcqcn 1, hpcc 2; 3 is rejected with ERR_VALUE).  Outside dcqcn, CE packets raise no CNP
   requests, received CNPs are counted and dropped and the reaction point's rate writes are discarded (its
   timers keep running on its stored state); outside hpcc, INT-echo ACKs are counted and dropped and the HPCC
@@ -48,7 +63,7 @@ line rate is 409600000 kb/s, the timer minimum the reaction point's sweep interv
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -61,9 +76,10 @@ from hw.errors import HwParamError
 from hw.hpcc import HPCC_CFG, KIND_UPDATE, HpccEngine
 from hw.icrc import IcrcChecker
 from hw.int_ack import MAX_INT_HOPS, HpccAckFeeder, IntAckParser
-from hw.parser import RoceParser
+from hw.parser import HDR_BYTES, RoceParser
 from hw.sched import PENDING_BITS, RATE_FRAC_BITS, TxScheduler
-from hw.stream import AxiStream
+from hw.stream import AxiStream, SkidBuffer
+from hw.tx_frame import MIN_DATA_WIDTH, TxFrameBuilder
 from sw.cc import DcqcnParams, HpccParams, RateToIncrement
 from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_ONE
 
@@ -85,6 +101,7 @@ COUNTERS = (
     ("INT_ACKS_DROPPED", "INT-echo ACKs lost in mode hpcc because the HPCC engine's FIFO was full"),
     ("HPCC_UPDATES", "HPCC window/rate updates (ACKs that measured a hop)"),
     ("RX_ICRC_ERRORS", "RoCEv2 frames (no INT) with a wrong ICRC: their CE/CNP events dropped"),
+    ("TX_FRAMES", "frames that left on tx_m_axis (RoCEv2 with ICRC; below 512 bits the scheduler's frames)"),
 )
 EVENT_SLOT_BITS = 4
 EVENT_SLOTS = 1 << EVENT_SLOT_BITS  # frames whose event may wait for an ICRC verdict (> icrc latency + 5)
@@ -221,8 +238,16 @@ class NicCcTop(wiring.Component):
         self.hpcc = HpccEngine(n_qps=n_qps, max_hops=MAX_INT_HOPS, params=self.hpcc_reset, rate_conv=self.rate_conv,
                                clk_period_ps=clk_period_ps, steps=HPCC_ENGINE_STEPS, runtime_cfg=True,
                                max_base_rtt_ns=hpcc_max_rtt_ns(self.line_kbps))
+        self.framer = data_width >= MIN_DATA_WIDTH
+        if self.framer and mtu_bytes % 4:
+            raise HwParamError(f"mtu_bytes must be a multiple of 4 with the RoCEv2 framer (the template's pad count "
+                               f"is 0), not {mtu_bytes}")
+        """tx_m_axis carries RoCEv2 frames from ``tx_frame`` (else the scheduler's beats; module docstring)."""
+        self.tx_frame = TxFrameBuilder(data_width=data_width, n_qps=n_qps, pattern_payload=True) \
+            if self.framer else None
         self.csr = CsrBank(n_qps=n_qps, line_rate_reg=self.sched.line_rate_reg, n_counters=len(COUNTERS),
-                           params=self.params, qp_init=True, rate_readback=True)
+                           params=self.params, qp_init=True, rate_readback=True,
+                           template_bytes=HDR_BYTES if self.framer else 0)
         qp = unsigned(self.qp_bits)
         super().__init__({
             "rx_s_axis": In(AxiStream(data_width)),
@@ -333,9 +358,13 @@ class NicCcTop(wiring.Component):
         m.d.comb += [wr.addr.eq(rq.qp), wr.data.eq(Mux(new_rate > line, line, new_rate)),
                      wr.en.eq(rate_fire), rd.addr.eq(csr.qp_sel), csr.qp_rate_rd.eq(rd.data)]
 
-        # TX: doorbells in, paced frames out; every frame's size feeds its QP's byte counter
+        # TX: doorbells in, paced payloads framed (or, below 512 bits, out as they are); every payload's size
+        # feeds its QP's byte counter
         wiring.connect(m, wiring.flipped(self.doorbell), sched.doorbell)
-        wiring.connect(m, sched.m_axis, wiring.flipped(self.tx_m_axis))
+        if self.framer:
+            self._tx_framer(m)
+        else:
+            wiring.connect(m, sched.m_axis, wiring.flipped(self.tx_m_axis))
         new_pkt = Signal()
         m.d.comb += [feed.sent.eq(sched.tx_started), feed.sent_qp.eq(sched.tx_last_qp),
                      new_pkt.eq(sched.tx_started & dcqcn_on),
@@ -366,10 +395,36 @@ class NicCcTop(wiring.Component):
             with m.If(event):
                 m.d.sync += cnt[name].eq(cnt[name] + 1)
         m.d.comb += [cnt["RX_ROCE"].eq(parser.roce_pkts), cnt["INT_ACKS"].eq(int_ack.int_acks),
-                     cnt["TX_PKTS"].eq(sched.tx_pkts), cnt["TX_BYTES"].eq(sched.tx_bytes[:32])]
+                     cnt["TX_PKTS"].eq(sched.tx_pkts), cnt["TX_BYTES"].eq(sched.tx_bytes[:32]),
+                     cnt["TX_FRAMES"].eq(self.tx_frame.frames if self.framer else sched.tx_pkts)]
         for i, (name, _) in enumerate(COUNTERS):
             m.d.comb += csr.counters[i].eq(cnt[name])
         return m
+
+    def _tx_framer(self, m: Module) -> None:
+        """Scheduler -> register slice -> ``tx_frame`` (pattern payload, templates from the CSR bank) -> tx_m_axis.
+
+        Only the beats' framing (keep, last, QP) crosses the slice: the framer makes the payload.  A payload's size
+        goes to the framer's descriptor FIFO as its first beat enters the slice, ahead of the beat; at most three
+        first beats (two in the slice, one in the framer's first stage) wait, within the FIFO's four.
+        """
+        sched, txf, bpb = self.sched, self.tx_frame, self.data_width // 8
+        m.submodules.tx_frame = txf
+        sa = sched.m_axis
+        m.submodules.tx_slice = sl = SkidBuffer(bpb + 1 + self.qp_bits)
+        first = Signal(init=1)   # the scheduler's next beat starts a payload
+        take = sa.tvalid & sa.tready
+        with m.If(take):
+            m.d.sync += first.eq(sa.tlast)
+        m.d.comb += [sl.i_valid.eq(sa.tvalid), sa.tready.eq(sl.i_ready),
+                     sl.i_data.eq(Cat(sa.tkeep, sa.tlast, sa.tuser)),
+                     txf.desc.valid.eq(take & first), txf.desc.payload.qp.eq(sa.tuser),
+                     txf.desc.payload.bytes.eq(sched.m_len)]
+        fs = txf.s_axis
+        m.d.comb += [fs.tvalid.eq(sl.o_valid), sl.o_ready.eq(fs.tready), fs.tdata.eq(0),
+                     Cat(fs.tkeep, fs.tlast, fs.tuser).eq(sl.o_data)]
+        wiring.connect(m, self.csr.tmpl_wr, txf.tmpl_wr)
+        wiring.connect(m, txf.m_axis, wiring.flipped(self.tx_m_axis))
 
     def _icrc_gate(self, m: Module) -> tuple[Signal, Signal, Signal, Signal]:
         """Hold each frame's parser event until the frame's ICRC verdict; (CE, CNP, QP, ICRC error), registered.

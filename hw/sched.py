@@ -129,8 +129,9 @@ class TxScheduler(wiring.Component):
 
     Ports: ``doorbell`` (qp, bytes) adds work; ``rate_wr`` (qp, rate) sets a QP's rate in bytes/clock with
     ``frac_bits`` fraction bits (values above line rate are clamped to it); ``m_axis`` carries the packets
-    (``tuser`` = QP); ``tx_pkts``/``tx_bytes``/``tx_last_qp``/``tx_last_len`` count what left; ``tx_started`` is high
-    for the one clock after each packet's first beat left, when those four have just been updated.
+    (``tuser`` = QP; ``m_len`` = the packet's size, with its beats); ``tx_pkts``/``tx_bytes``/``tx_last_qp``/
+    ``tx_last_len`` count what left; ``tx_started`` is high for the one clock after each packet's first beat left,
+    when those four have just been updated.
     """
 
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
@@ -178,6 +179,7 @@ class TxScheduler(wiring.Component):
             "rate_wr": In(stream.Signature(data.StructLayout({
                 "qp": unsigned(self.qp_bits), "rate": unsigned(32)}))),
             "m_axis": Out(AxiStream(data_width, user_width=self.qp_bits)),
+            "m_len": Out(self.len_bits),
             "rate_clamped": Out(1),
             "tx_pkts": Out(32),
             "tx_bytes": Out(48),
@@ -505,6 +507,7 @@ class TxScheduler(wiring.Component):
             axis.tkeep.eq(keep_for_remaining(remaining, bpb)),
             axis.tuser.eq(cur_qp),
             axis.tdata.eq(Cat(seq, cur_qp.as_unsigned(), beat)),
+            self.m_len.eq(cur_len),
         ]
         load = Signal()
         m.d.comb += load.eq((~active | (axis.tready & is_last)) & fifo.r_rdy)

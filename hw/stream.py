@@ -104,3 +104,29 @@ def tap_head(m: Module, s, o, n_bytes: int, data_width: int) -> HeadTap:
                 lane = i % bpb
                 m.d.sync += [hdr[i].eq(s.tdata[8 * lane:8 * lane + 8]), got[i].eq(s.tkeep[lane])]
     return HeadTap(fire, hdr, got)
+
+
+class SkidBuffer(wiring.Component):
+    """A two-entry register slice on a valid/ready stream of ``width`` bits: ``ready`` upstream and ``valid``/``data``
+    downstream all come from flip-flops, so neither side's handshake logic reaches into the other's."""
+
+    def __init__(self, width: int) -> None:
+        if width <= 0:
+            raise HwParamError(f"width must be positive, not {width}")
+        super().__init__({"i_valid": In(1), "i_ready": Out(1), "i_data": In(width),
+                          "o_valid": Out(1), "o_ready": In(1), "o_data": Out(width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        skid_v = Signal()
+        skid = Signal.like(self.i_data)
+        m.d.comb += self.i_ready.eq(~skid_v)
+        out_free = ~self.o_valid | self.o_ready
+        with m.If(out_free):
+            with m.If(skid_v):   # the held word first, then the input straight to the output
+                m.d.sync += [self.o_valid.eq(1), self.o_data.eq(skid), skid_v.eq(0)]
+            with m.Else():
+                m.d.sync += [self.o_valid.eq(self.i_valid), self.o_data.eq(self.i_data)]
+        with m.Elif(self.i_valid & ~skid_v):   # output stalled: the word taken this clock waits in the skid
+            m.d.sync += [skid_v.eq(1), skid.eq(self.i_data)]
+        return m

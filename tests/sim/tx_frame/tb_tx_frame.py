@@ -12,17 +12,13 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 from hwsim import tb_params, tb_record
+from roce_tx_check import tx_flow
 
 from hw.parser import HDR_BYTES
-from sw.roce import Flow, FlowTemplates, Opcode
+from sw.roce import FlowTemplates, Opcode
 from sw.roce.pcap import write_pcap
 
 OPCODES = (Opcode.SEND_ONLY, Opcode.RDMA_WRITE_MIDDLE, Opcode.SEND_MIDDLE)
-
-
-def flow(qp: int) -> Flow:
-    return Flow(src_mac="02:00:00:00:00:01", dst_mac="02:00:00:00:00:02", src_ip="10.0.0.1", dst_ip="10.0.1.2",
-                src_qpn=0x300 + qp, dst_qpn=0x5000 + 7 * qp, ttl=64 - qp)
 
 
 class TB:
@@ -82,7 +78,7 @@ async def test_frames_match_the_host_stacks_templates(dut):
     p = tb.p
     rng = random.Random(p["seed"])
     n_qps, bpb = 1 << tb.qp_bits, p["data_width"] // 8
-    tpls = {qp: FlowTemplates(flow(qp))[OPCODES[qp % len(OPCODES)]] for qp in range(n_qps)}
+    tpls = {qp: FlowTemplates(tx_flow(qp))[OPCODES[qp % len(OPCODES)]] for qp in range(n_qps)}
     psn = {qp: (1 << 24) - rng.randrange(1, 6) for qp in range(n_qps)}  # wraps within the run
     for qp in range(n_qps):
         await tb.write_template(qp, tpls[qp].build(psn[qp], b"")[:HDR_BYTES])

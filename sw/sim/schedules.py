@@ -1,5 +1,5 @@
 """The collectives' schedules as phases of concurrent flows, read from the same functions the communicator runs
-(``sw.collectives.algorithms``: ``ring_step``, ``heap_links``, ``halving_plan``, ``pairwise_peers``,
+(``sw.collectives.algorithms``: ``ring_step``, ``heap_links``, ``halving_plan``, ``fold_survivors``, ``pairwise_peers``,
 ``rail_order``, ``hier_owned_segment``, ``segment_bounds``): no second copy of any schedule.
 
 A phase is a set of flows that start together, repeated ``repeat`` times (the steps of a ring move the same
@@ -17,7 +17,7 @@ import numpy as np
 from sw.collectives.algorithms.alltoall import pairwise_peers, rail_order
 from sw.collectives.algorithms.common import segment_bounds
 from sw.collectives.algorithms.hier import hier_owned_segment
-from sw.collectives.algorithms.rhd import halving_plan
+from sw.collectives.algorithms.rhd import fold_survivors, halving_plan
 from sw.collectives.algorithms.ring import ring_step
 from sw.collectives.algorithms.tree import heap_links
 from sw.collectives.tuner import ALGOS
@@ -84,7 +84,7 @@ def rhd_phases(n: int, count: int, itemsize: int) -> list[Phase]:
     """Recursive halving-doubling allreduce (with the fold of the ranks beyond the largest power of two)."""
     pof2 = 1 << (n.bit_length() - 1)
     rem = n - pof2
-    ranks = np.array([2 * v + 1 if v < rem else v + rem for v in range(pof2)], dtype=np.int64)
+    ranks = np.array(fold_survivors(n), dtype=np.int64)
     bounds = segment_bounds(count, pof2)
     plans = [halving_plan(q, pof2) for q in range(pof2)]
     full = np.full(rem, count * itemsize, dtype=np.int64)

@@ -28,6 +28,14 @@ def halving_plan(q: int, pof2: int) -> Plan:
     return plan
 
 
+def fold_survivors(n: int) -> list[int]:
+    """Positions (of ``n``) that run the power-of-two core after the fold, in virtual-rank order: the odd one of
+    each of the first ``n - pof2`` pairs, then everyone above them."""
+    pof2 = 1 << (n.bit_length() - 1)
+    rem = n - pof2
+    return [2 * v + 1 if v < rem else v + rem for v in range(pof2)]
+
+
 def _span(bounds: list[tuple[int, int]], blocks: tuple[int, int]) -> slice:
     return slice(bounds[blocks[0]][0], bounds[blocks[1] - 1][1])
 
@@ -64,7 +72,7 @@ def rhd_allreduce(net: Net, group: list[int], x: np.ndarray, reduce: Reduce) -> 
         net.wait(net.irecv(group[p - 1], tmp))
         reduce(x, tmp)
     q = p // 2 if folded else p - rem
-    ranks = [group[2 * v + 1] if v < rem else group[v + rem] for v in range(pof2)]
+    ranks = [group[i] for i in fold_survivors(n)]
     bounds = segment_bounds(len(x), pof2)
     plan = halving_plan(q, pof2)
     _halve(net, ranks, plan, bounds, x, reduce)

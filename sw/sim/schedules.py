@@ -1,6 +1,6 @@
 """The collectives' schedules as phases of concurrent flows, read from the same functions the communicator runs
-(``sw.collectives.algorithms``: ``ring_step``, ``heap_links``, ``halving_plan``, ``fold_survivors``, ``pairwise_peers``,
-``rail_order``, ``hier_owned_segment``, ``segment_bounds``): no second copy of any schedule.
+(``sw.collectives.algorithms``: ``ring_step``, ``heap_links``, ``mirrored``, ``halving_plan``, ``fold_survivors``,
+``pairwise_peers``, ``rail_order``, ``hier_owned_segment``, ``segment_bounds``): no second copy of any schedule.
 
 A phase is a set of flows that start together, repeated ``repeat`` times (the steps of a ring move the same
 pairs).  Simplifications: a ring's segments differ by at most one element, the phase takes each flow's step-0
@@ -19,7 +19,7 @@ from sw.collectives.algorithms.common import segment_bounds
 from sw.collectives.algorithms.hier import hier_owned_segment
 from sw.collectives.algorithms.rhd import fold_survivors, halving_plan
 from sw.collectives.algorithms.ring import ring_step
-from sw.collectives.algorithms.tree import heap_links
+from sw.collectives.algorithms.tree import heap_links, mirrored
 from sw.collectives.tuner import ALGOS
 
 MAX_FLOWS = 66_000   # all-to-all: n(n-1) flows in one phase; 256 GPUs take minutes (rate solves per flow end)
@@ -72,7 +72,7 @@ def tree_phases(n: int, count: int, itemsize: int) -> list[Phase]:
         for q in range(1, n):
             parent, _ = heap_links(q, n)
             assert parent is not None
-            a, b = (n - 1 - q, n - 1 - parent) if mirror else (q, parent)
+            a, b = (mirrored(q, n), mirrored(parent, n)) if mirror else (q, parent)
             edges.append((a, b, half[t]))
     e = np.array(edges, dtype=np.int64).reshape(-1, 3)
     depth = max(1, int(np.ceil(np.log2(n + 1))) - 1)

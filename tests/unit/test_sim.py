@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from sw.collectives.algorithms import alltoall, hier, rhd, ring
+from sw.collectives.algorithms import alltoall, hier, rhd, ring, tree
 from sw.sim import SimParams, simulate
 from sw.sim import schedules as sim_schedules
 from sw.sim.fabric import FlowPaths, SimFabric, ecmp_index
@@ -118,6 +118,8 @@ def test_schedules_are_the_communicators_own_functions():
     assert sim_schedules.hier_owned_segment is hier.hier_owned_segment
     assert sim_schedules.fold_survivors is rhd.fold_survivors and sim_schedules.halving_plan is rhd.halving_plan
     assert "fold_survivors" in _calls(rhd.rhd_allreduce)
+    assert sim_schedules.mirrored is tree.mirrored and sim_schedules.heap_links is tree.heap_links
+    assert "mirrored" in _calls(tree.tree_allreduce)
     assert "ring_steps" in _calls(ring.ring)                    # the communicator runs them
     assert "ring_step" in _calls(ring.ring_steps)
     assert "pairwise_peers" in _calls(alltoall.pairwise_alltoall)

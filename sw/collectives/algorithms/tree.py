@@ -23,6 +23,11 @@ def heap_links(q: int, n: int) -> tuple[int | None, list[int]]:
     return parent, [c for c in (2 * q + 1, 2 * q + 2) if c < n]
 
 
+def mirrored(q: int, n: int) -> int:
+    """Position of heap node ``q`` in the double binary tree's second tree (the first one mirrored)."""
+    return n - 1 - q
+
+
 class _Tree:
     """One tree over ``group``: node id = f(position); rank of node, parent rank and children ranks of us."""
 
@@ -91,7 +96,7 @@ def tree_allreduce(net: Net, group: list[int], x: np.ndarray, reduce: Reduce, ch
         return
     half = len(x) // 2
     plain = _Tree(group, net.rank, lambda p: p, lambda q: q)
-    mirror = _Tree(group, net.rank, lambda p: n - 1 - p, lambda q: n - 1 - q)
+    mirror = _Tree(group, net.rank, lambda p: mirrored(p, n), lambda q: mirrored(q, n))
     parts = [(plain, chunk_ranges(0, half, chunk_elems)), (mirror, chunk_ranges(half, len(x), chunk_elems))]
     _up(net, parts, x, reduce)
     _down(net, parts, x)

@@ -3,7 +3,7 @@
 Bus: one access per clock; ``addr`` (word address), ``wdata``, ``we``/``re``; ``rdata`` and ``ack`` the next
 clock (a write is held off, no ``ack``, while a previous rate write or QP init waits for its consumer; a
 QP_RATE read with ``rate_readback`` waits for a pending rate write, then takes two clocks).
-Map (word addresses):
+Map (word addresses; the numbers are defined once in ``sw.cc.nic_regs``, which a host driver imports):
   0x00 ID        RO  0x53504E31 ("SPN1")
   0x01 QP_SEL    RW  QP a rate write / init / rate read goes to; values >= n_qps are rejected (ERR_QP), the
                      register keeps its value
@@ -27,47 +27,33 @@ Map (word addresses):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from hw.errors import HwParamError
-
-CSR_ID = 0x53504E31
-REG_ID, REG_QP_SEL, REG_QP_RATE, REG_ERR, REG_COUNTER0 = range(5)
-REG_QP_INIT = 0x40
-REG_PARAM0 = 0x41
-REG_TMPL_WR = 0x7F
-REG_TMPL0 = 0x80
-ADDR_BITS = 8
-MAX_COUNTERS = REG_QP_INIT - REG_COUNTER0
-ERR_QP, ERR_CLAMP, ERR_ADDR, ERR_VALUE = 1, 2, 4, 8
-POLICIES = ("clamp", "reject")
-
-
-@dataclass(frozen=True)
-class ParamReg:
-    """One run-time parameter register: its range (a bound may name another parameter) and what a bad write does.
-
-    ``lo``/``hi`` are ints or the name of an earlier-or-later entry whose current value is the bound (e.g. a
-    minimum rate never above the line rate); ``policy`` "clamp" stores the nearest bound and sets ERR_CLAMP,
-    "reject" keeps the old value and sets ERR_VALUE.
-    """
-
-    name: str
-    width: int
-    reset: int
-    lo: int | str
-    hi: int | str
-    policy: str
-    doc: str
-
-
-def template_words(template_bytes: int) -> int:
-    """32-bit TMPL words that stage a ``template_bytes`` header."""
-    return -(-template_bytes // 4)
+from sw.cc.nic_regs import (
+    ADDR_BITS,
+    CSR_ID,
+    ERR_ADDR,
+    ERR_CLAMP,
+    ERR_QP,
+    ERR_VALUE,
+    MAX_COUNTERS,
+    POLICIES,
+    REG_COUNTER0,
+    REG_ERR,
+    REG_ID,
+    REG_PARAM0,
+    REG_QP_INIT,
+    REG_QP_RATE,
+    REG_QP_SEL,
+    REG_TMPL0,
+    REG_TMPL_WR,
+    ParamReg,
+    template_words,
+)
 
 
 def check_params(params: Sequence[ParamReg], template_bytes: int = 0) -> None:

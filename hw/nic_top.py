@@ -50,7 +50,8 @@ Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
   engine's window products (W_max, W_min, W_AI = rate x T / 8e6) followed them, at most
   ``HpccEngine.cfg_settle_clocks`` (114 at 2 quotient bits per clock) after the write.
 
-Registers (word addresses; see ``hw.csr`` for ID/QP_SEL/QP_RATE/ERR/QP_INIT and the error bits).  Counters are
+Registers (word addresses, counters and parameters defined once in ``sw.cc.nic_regs``; see ``hw.csr`` for
+ID/QP_SEL/QP_RATE/ERR/QP_INIT and the error bits).  Counters are
 32-bit, read-only, wrapping:
 
 {counters}
@@ -70,7 +71,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from hw.cnp import CnpGenerator
-from hw.csr import ADDR_BITS, REG_COUNTER0, REG_PARAM0, CsrBank, ParamReg
+from hw.csr import ADDR_BITS, REG_PARAM0, CsrBank
 from hw.dcqcn import DCQCN_CFG, DcqcnRpEngine, sweep_interval_ns
 from hw.errors import HwParamError
 from hw.hpcc import HPCC_CFG, KIND_UPDATE, HpccEngine
@@ -80,103 +81,25 @@ from hw.parser import HDR_BYTES, RoceParser
 from hw.sched import PENDING_BITS, RATE_FRAC_BITS, TxScheduler
 from hw.stream import AxiStream, SkidBuffer
 from hw.tx_frame import MIN_DATA_WIDTH, TxFrameBuilder
-from sw.cc import DcqcnParams, HpccParams, RateToIncrement
-from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_ONE
+from sw.cc import DcqcnParams, RateToIncrement
+from sw.cc.nic_regs import CC_MODE_DCQCN as CC_MODE_DCQCN
+from sw.cc.nic_regs import CC_MODE_HPCC as CC_MODE_HPCC
+from sw.cc.nic_regs import CC_MODE_NONE as CC_MODE_NONE
+from sw.cc.nic_regs import COUNTER_ADDR, COUNTERS, TEMPLATE_BYTES, U32, ParamReg, line_rate_kbps, nic_params
+from sw.cc.nic_regs import DATA_FRAME_OVERHEAD_BYTES as DATA_FRAME_OVERHEAD_BYTES
+from sw.cc.nic_regs import hpcc_max_rtt_ns as hpcc_max_rtt_ns
+from sw.cc.nic_regs import hpcc_reset as hpcc_reset
 
-CC_MODE_NONE, CC_MODE_DCQCN, CC_MODE_HPCC = 0, 1, 2
-U32 = (1 << 32) - 1
-
-COUNTERS = (
-    ("CNP_SENT", "CNP requests handed out on cnp_req"),
-    ("CNP_RECEIVED", "CNPs (BTH opcode 0x81) received with a good ICRC"),
-    ("CE_SEEN", "CE-marked RoCE data packets received with a good ICRC"),
-    ("CLAMPS", "CSR writes clamped (QP_RATE above line rate, parameters out of range)"),
-    ("RX_ROCE", "RoCEv2 packets received"),
-    ("RX_EVENTS_DROPPED", "CE/CNP events lost in mode dcqcn because the CNP generator or the CNP FIFO was full"),
-    ("TX_PKTS", "frames sent by the scheduler"),
-    ("TX_BYTES", "bytes sent by the scheduler (low 32 bits)"),
-    ("RATE_UPDATES", "CC engine (DCQCN or HPCC) rate writes applied to the scheduler"),
-    ("SENT_DROPPED", "sent-packet byte counts lost because the reaction point's queue was full"),
-    ("INT_ACKS", "RoCE ACKs with echoed INT hops received"),
-    ("INT_ACKS_DROPPED", "INT-echo ACKs lost in mode hpcc because the HPCC engine's FIFO was full"),
-    ("HPCC_UPDATES", "HPCC window/rate updates (ACKs that measured a hop)"),
-    ("RX_ICRC_ERRORS", "RoCEv2 frames (no INT) with a wrong ICRC: their CE/CNP events dropped"),
-    ("TX_FRAMES", "frames that left on tx_m_axis (RoCEv2 with ICRC; below 512 bits the scheduler's frames)"),
-)
+if TEMPLATE_BYTES != HDR_BYTES:
+    raise HwParamError(f"sw.cc.nic_regs.TEMPLATE_BYTES {TEMPLATE_BYTES} != the framer's header {HDR_BYTES} bytes")
 EVENT_SLOT_BITS = 4
 EVENT_SLOTS = 1 << EVENT_SLOT_BITS  # frames whose event may wait for an ICRC verdict (> icrc latency + 5)
 HPCC_ENGINE_STEPS = 2  # quotient bits per clock of the HPCC engine's dividers
-# sw.roce.qp_requester.DATA_FRAME_OVERHEAD_BYTES (hw may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
-DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
-COUNTER_ADDR = {name: REG_COUNTER0 + i for i, (name, _) in enumerate(COUNTERS)}
-
-
-def line_rate_kbps(data_width: int, clk_period_ps: int) -> int:
-    """The NIC line rate in kb/s: one beat per clock."""
-    return data_width * 1_000_000_000 // clk_period_ps
 
 
 def min_timer_ns(n_qps: int, clk_period_ps: int) -> int:
     """Shortest DCQCN timer period the reaction point's sweep serves exactly (``DcqcnRpEngine``'s limit)."""
     return int(sweep_interval_ns(n_qps, clk_period_ps)) + 1
-
-
-def hpcc_max_rtt_ns(line_kbps: int) -> int:
-    """Largest HPCC base RTT whose window at the NIC line rate fits the engine's 32-bit registers."""
-    return min(100_000_000, ((1 << 32) * BITS_NS_PER_KBPS - 1) // line_kbps)
-
-
-def hpcc_reset(line_kbps: int) -> HpccParams:
-    """HPCC parameters after reset: the model's defaults at the NIC line rate (min rate and R_AI at most 1 %)."""
-    d = HpccParams()
-    return HpccParams(line_rate_kbps=line_kbps, min_rate_kbps=min(d.min_rate_kbps, max(1, line_kbps // 100)),
-                      rate_ai_kbps=min(d.rate_ai_kbps, line_kbps // 100),
-                      base_rtt_ns=min(d.base_rtt_ns, hpcc_max_rtt_ns(line_kbps)))
-
-
-def nic_params(*, line_kbps: int, timer_min_ns: int, mtu_bytes: int) -> tuple[ParamReg, ...]:
-    """The parameter registers, in address order from 0x41: one table for ranges, policies and resets.
-
-    Ranges are the golden models' (``sw.cc.DcqcnParams``, ``sw.cc.HpccParams``) narrowed to what the RTL
-    serves: timers above the sweep interval, a byte counter above the MTU, rates up to the NIC line rate, min
-    rate <= line rate, an HPCC base RTT whose window at line rate fits 32 bits.
-    """
-    d = DcqcnParams()
-    h = hpcc_reset(line_kbps)
-    timer_reset = max(d.alpha_timer_ns, timer_min_ns)
-    return (
-        ParamReg("cc_mode", 2, CC_MODE_DCQCN, CC_MODE_NONE, CC_MODE_HPCC, "reject",
-                 "0 none, 1 dcqcn, 2 hpcc"),
-        ParamReg("cnp_interval_ns", 32, d.cnp_interval_ns, 0, U32, "clamp", "NP: min ns between CNPs of a QP"),
-        ParamReg("line_rate_kbps", 32, line_kbps, "min_rate_kbps", line_kbps, "clamp",
-                 "RP: rate a QP starts at and never exceeds"),
-        ParamReg("min_rate_kbps", 32, min(d.min_rate_kbps, line_kbps), 1, "line_rate_kbps", "clamp",
-                 "RP: floor of a cut"),
-        ParamReg("g_shift", 5, d.g_shift, 1, 16, "reject", "RP: alpha gain g = 2^-g_shift"),
-        ParamReg("alpha_init_q16", 17, d.alpha_init_q16, 0, 1 << 16, "clamp", "RP: alpha after QP_INIT, Q1.16"),
-        ParamReg("alpha_timer_ns", 32, timer_reset, timer_min_ns, U32, "reject", "RP: alpha decay period K"),
-        ParamReg("rate_timer_ns", 32, timer_reset, timer_min_ns, U32, "reject", "RP: rate-increase period T"),
-        ParamReg("byte_counter_bytes", 32, d.byte_counter_bytes, mtu_bytes + 1, U32, "reject",
-                 "RP: rate-increase byte counter B"),
-        ParamReg("fast_recovery_stages", 8, d.fast_recovery_stages, 0, 254, "clamp", "RP: F"),
-        ParamReg("rate_ai_kbps", 32, min(d.rate_ai_kbps, line_kbps), 0, line_kbps, "clamp",
-                 "RP: additive increase R_AI"),
-        ParamReg("rate_hai_kbps", 32, min(d.rate_hai_kbps, line_kbps), 0, line_kbps, "clamp",
-                 "RP: hyper increase R_HAI"),
-        ParamReg("clamp_target_rate", 1, int(d.clamp_target_rate), 0, 1, "reject", "RP: Rt = Rc on every CNP"),
-        ParamReg("hpcc_line_rate_kbps", 32, h.line_rate_kbps, "hpcc_min_rate_kbps", line_kbps, "clamp",
-                 "HPCC: rate after init, max rate, every hop's B"),
-        ParamReg("hpcc_min_rate_kbps", 32, h.min_rate_kbps, 1, "hpcc_line_rate_kbps", "clamp",
-                 "HPCC: min rate (W_min = it x T)"),
-        ParamReg("hpcc_base_rtt_ns", 32, h.base_rtt_ns, 100, hpcc_max_rtt_ns(line_kbps), "reject",
-                 "HPCC: base RTT T"),
-        ParamReg("hpcc_eta_q16", 17, h.eta_q16, 1, U_ONE, "reject", "HPCC: target utilisation eta, Q.16"),
-        ParamReg("hpcc_max_stage", 8, h.max_stage, 0, 254, "clamp", "HPCC: additive stages maxStage"),
-        ParamReg("hpcc_rate_ai_kbps", 32, h.rate_ai_kbps, 0, "hpcc_line_rate_kbps", "clamp",
-                 "HPCC: additive step (W_AI = it x T)"),
-        ParamReg("hpcc_qlen_unit_bytes", 16, mtu_bytes + DATA_FRAME_OVERHEAD_BYTES, 1, 0xFFFF, "clamp",
-                 "HPCC: bytes per INT queue-occupancy unit"),
-    )
 
 
 def _bound_text(b: int | str) -> str:
@@ -247,7 +170,7 @@ class NicCcTop(wiring.Component):
             if self.framer else None
         self.csr = CsrBank(n_qps=n_qps, line_rate_reg=self.sched.line_rate_reg, n_counters=len(COUNTERS),
                            params=self.params, qp_init=True, rate_readback=True,
-                           template_bytes=HDR_BYTES if self.framer else 0)
+                           template_bytes=TEMPLATE_BYTES if self.framer else 0)
         qp = unsigned(self.qp_bits)
         super().__init__({
             "rx_s_axis": In(AxiStream(data_width)),

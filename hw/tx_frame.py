@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """TX RoCEv2 framer: per-QP header templates + the scheduler's payload frames -> complete frames with their ICRC.
 
 Every QP has a 54-byte header template (Ethernet / IPv4 without options / UDP / BTH, as ``sw.roce.template`` builds

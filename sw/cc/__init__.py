@@ -11,6 +11,7 @@ One model per algorithm, shared by the host stack (``sw.roce`` paces QPs with th
 * :mod:`sw.cc.stimulus` - seeded random event streams and their replay, for RTL scoreboards
 * :mod:`sw.cc.sim`    - a tiny deterministic single-bottleneck discrete-event simulator used by the tests
 * :mod:`sw.cc.fixedpoint` - the number formats (units, widths, rounding), documented for the RTL
+* :mod:`sw.cc.nic_regs` - the RTL NIC's register map (addresses, counters, parameter table), for hw and drivers
 
 Rules every model follows: time is passed in as integer ns (no clock is read); state updates use Python ints
 only (floor division, logical shifts, full-width products, saturating counters of stated width); parameters

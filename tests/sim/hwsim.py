@@ -121,3 +121,19 @@ async def ring_doorbell(dut, qp: int, n_bytes: int, qp_bits: int) -> None:
         if int(dut.doorbell__ready.value):
             break
     dut.doorbell__valid.value = 0
+
+
+class CocotbNicPort:
+    """``sw.roce.rtl_nic_driver.NicPort`` on a simulated top level's CSR bus and doorbell stream."""
+
+    def __init__(self, dut, qp_bits: int) -> None:
+        self.dut, self.qp_bits = dut, qp_bits
+
+    async def read(self, addr: int) -> int:
+        return await csr_access(self.dut, addr)
+
+    async def write(self, addr: int, value: int) -> None:
+        await csr_access(self.dut, addr, value)
+
+    async def doorbell(self, qp: int, n_bytes: int) -> None:
+        await ring_doorbell(self.dut, qp, n_bytes, self.qp_bits)

@@ -22,7 +22,7 @@ def tx_flow(qp: int) -> Flow:
                 src_qpn=0x300 + qp, dst_qpn=0x5000 + 7 * qp, ttl=64 - qp)
 
 
-def _independent_icrc():
+def independent_icrc():
     """The bitwise, mask-based ICRC of tests/unit/test_roce_icrc.py (shares nothing with zlib or the RTL)."""
     path = Path(__file__).resolve().parents[1] / "unit" / "test_roce_icrc.py"
     spec = importlib.util.spec_from_file_location("roce_icrc_reference", path)
@@ -36,7 +36,7 @@ def check_roce_pcap(pcap: Path) -> tuple[list[bytes], bool]:
     tshark is installed, decoded as IPv4/UDP/RoCEv2 data with the frame's lengths, good IPv4 checksum, opcode, QP,
     PSN and ICRC.  Returns (the frames, whether tshark ran)."""
     frames = [bytes(p) for p in rdpcap(str(pcap))]
-    reference = _independent_icrc()
+    reference = independent_icrc()
     for frame in frames:
         assert icrc(frame[14:]) == reference(frame) == int.from_bytes(frame[-4:], "little")
     if TSHARK is None:

@@ -3,14 +3,13 @@ the generator's output frames are read back by tshark (an independent RoCEv2 dec
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from hwsim import SIM_BUILD, SIMULATORS, run_block
+from roce_tx_check import independent_icrc
 from scapy.utils import rdpcap
 
 from hw.icrc import IcrcChecker, IcrcGenerator
@@ -19,15 +18,6 @@ from sw.roce.icrc import icrc
 pytestmark = pytest.mark.sim
 
 TSHARK = shutil.which("tshark")
-
-
-def _independent_icrc():
-    """The bitwise, mask-based ICRC of tests/unit/test_roce_icrc.py (shares nothing with zlib or the RTL)."""
-    path = Path(__file__).resolve().parents[2] / "unit" / "test_roce_icrc.py"
-    spec = importlib.util.spec_from_file_location("roce_icrc_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module._independent_icrc
 
 
 @pytest.mark.parametrize("data_width", [64, 512])
@@ -52,7 +42,7 @@ def test_icrc_gen(simulator: str, data_width: int) -> None:
     print(f"\n{simulator}: {figures}")
     assert figures["frames"] == 72 and min(figures["ipv4"], figures["ipv6"], figures["vlan"]) >= 18
     frames = [bytes(p) for p in rdpcap(str(pcap))]
-    reference = _independent_icrc()
+    reference = independent_icrc()
     for frame in frames:
         plain = frame[:12] + frame[16:] if frame[12:14] == b"\x81\x00" else frame
         assert icrc(plain[14:]) == reference(plain) == int.from_bytes(frame[-4:], "little")

@@ -1,27 +1,27 @@
-"""cocotb test of nic_cc_top's TX path: templates written over the CSR bus, doorbells, and the RoCEv2 frames on
-tx_m_axis byte-exact against sw.roce's templates with the pattern payload (sw.roce.pattern) and the PSNs of each
-QP (across the 24-bit wrap), under random backpressure; the TX counters agree."""
+"""cocotb test of nic_cc_top's TX path, driven by the host driver (sw.roce.rtl_nic_driver): templates written over
+the CSR bus, rates, QP_INIT, doorbells, and the RoCEv2 frames on tx_m_axis byte-exact against sw.roce's templates
+with the pattern payload (sw.roce.pattern) and the PSNs of each QP (across the 24-bit wrap), under random
+backpressure; the TX counters and QP_RATE read back as written."""
 
 from __future__ import annotations
 
 import random
-import struct
 import time
 from pathlib import Path
 
 import cocotb
+import pytest
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamSink
-from hwsim import csr_access, ring_doorbell, tb_params, tb_record
+from hwsim import CocotbNicPort, tb_params, tb_record
 from roce_tx_check import tx_flow
 
-from hw.csr import REG_PARAM0, REG_QP_RATE, REG_QP_SEL, REG_TMPL0, REG_TMPL_WR
-from hw.nic_top import CC_MODE_NONE, COUNTER_ADDR
 from hw.parser import HDR_BYTES
 from sw.roce import FlowTemplates, Opcode
 from sw.roce.pattern import pattern_payload
 from sw.roce.pcap import write_pcap
+from sw.roce.rtl_nic_driver import RtlNicDriver, RtlNicError
 
 PSN_MOD = 1 << 24
 
@@ -51,7 +51,10 @@ async def test_frames_are_the_host_stacks(dut):
 
     cocotb.start_soon(count())
     wall0 = time.perf_counter()
-    await csr_access(dut, REG_PARAM0 + p["param_names"].index("cc_mode"), CC_MODE_NONE)
+    nic = RtlNicDriver(CocotbNicPort(dut, p["qp_bits"]))
+    await nic.check_id()
+    await nic.set_cc_mode("none")
+    assert await nic.param("cc_mode") == 0
     mtu, line = p["mtu_bytes"], (p["data_width"] // 8) << 24
     want: dict[int, list[bytes]] = {}
     for i, qp in enumerate(p["qps"]):
@@ -59,11 +62,14 @@ async def test_frames_are_the_host_stacks(dut):
         ackreq = bool(i % 2)
         psn = (PSN_MOD - p["before_wrap"][i]) % PSN_MOD
         header = tpl.build(psn, b"", ackreq=ackreq)[:HDR_BYTES]
-        await csr_access(dut, REG_QP_SEL, qp)
-        for k, (word,) in enumerate(struct.iter_unpack(">I", header + bytes(-len(header) % 4))):
-            await csr_access(dut, REG_TMPL0 + k, word)
-        await csr_access(dut, REG_TMPL_WR, 0)
-        await csr_access(dut, REG_QP_RATE, line)
+        await nic.write_template(qp, header)
+        await nic.qp_init(qp)
+        if i == 0:   # the driver sees the NIC's error flags: a clamped rate, a rejected QP
+            assert await nic.set_rate(qp, line + 1)
+            with pytest.raises(RtlNicError, match="QP_SEL"):
+                await nic.select(p["n_qps"])
+        assert not await nic.set_rate(qp, line)
+        assert await nic.qp_rate(qp) == line
         total = p["bytes"][i]
         sizes = [mtu] * (total // mtu) + ([total % mtu] if total % mtu else [])
         want[qp] = []
@@ -71,7 +77,7 @@ async def test_frames_are_the_host_stacks(dut):
             want[qp].append(tpl.build(psn, pattern_payload(qp, psn, n), ackreq=ackreq))
             psn = (psn + 1) % PSN_MOD
     for i, qp in enumerate(p["qps"]):   # all doorbells after all templates: the QPs' frames interleave
-        await ring_doorbell(dut, qp, p["bytes"][i], p["qp_bits"])
+        await nic.ring(qp, p["bytes"][i])
     n_frames = sum(len(v) for v in want.values())
     got = [await with_timeout(sink.recv(), 200_000, "ns") for _ in range(n_frames)]
     wall = time.perf_counter() - wall0
@@ -81,7 +87,7 @@ async def test_frames_are_the_host_stacks(dut):
     seen: dict[int, list[bytes]] = {qp: [] for qp in want}
     for user, data in zip(users, frames, strict=True):
         seen[user].append(data)
-    counters = {name: await csr_access(dut, COUNTER_ADDR[name]) for name in ("TX_FRAMES", "TX_PKTS", "TX_BYTES")}
+    counters = await nic.counters(("TX_FRAMES", "TX_PKTS", "TX_BYTES"))
     tb_record(frames=len(frames), clocks=clocks, wall_s=round(wall, 2), clocks_per_s=round(clocks / wall),
               wrapped=sum(1 for v in want.values() for f in v if f[HDR_BYTES - 3:HDR_BYTES] == b"\0\0\0"),
               interleaved=sum(1 for a, b in zip(users, users[1:], strict=False) if a != b), **counters)

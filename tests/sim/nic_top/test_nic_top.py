@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """pytest wrapper: the NIC CC top level end to end (DCQCN, HPCC) on Icarus and Verilator (64-bit data path, 8 QPs)."""
 
 from __future__ import annotations

@@ -162,10 +162,10 @@ class NicCcTop(wiring.Component):
                                clk_period_ps=clk_period_ps, steps=HPCC_ENGINE_STEPS, runtime_cfg=True,
                                max_base_rtt_ns=hpcc_max_rtt_ns(self.line_kbps))
         self.framer = data_width >= MIN_DATA_WIDTH
+        """tx_m_axis carries RoCEv2 frames from ``tx_frame`` (else the scheduler's beats; module docstring)."""
         if self.framer and mtu_bytes % 4:
             raise HwParamError(f"mtu_bytes must be a multiple of 4 with the RoCEv2 framer (the template's pad count "
                                f"is 0), not {mtu_bytes}")
-        """tx_m_axis carries RoCEv2 frames from ``tx_frame`` (else the scheduler's beats; module docstring)."""
         self.tx_frame = TxFrameBuilder(data_width=data_width, n_qps=n_qps, pattern_payload=True) \
             if self.framer else None
         self.csr = CsrBank(n_qps=n_qps, line_rate_reg=self.sched.line_rate_reg, n_counters=len(COUNTERS),

@@ -1,7 +1,7 @@
-"""The fabric's topology model, re-exported: it lives in ``sw.topology`` (pure) so the flow-level simulator
-(``sw.sim``), which must never import ``emu``, builds its fabric from the same description."""
+"""The fabric's topology model, re-exported: it lives in ``sw.collectives.fabric_topology`` (pure) so the
+flow-level simulator (``sw.sim``), which must never import ``emu``, builds its fabric from the same description."""
 
-from sw.topology import (  # noqa: F401 - re-exported names
+from sw.collectives.fabric_topology import (  # noqa: F401 - re-exported names
     CNP_PRIORITY,
     MAX_MTU,
     MAX_PODS,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zlib
 
-from sw.hashes import crc16  # the one CRC-16 (a leaf; the flow-level simulator hashes ECMP with it)
+from sw.units.crc16 import crc16  # the one CRC-16 (a leaf; the flow-level simulator hashes ECMP with it)
 
 
 def to_bytes(value: int, nbits: int) -> bytes:

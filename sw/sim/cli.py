@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from sw.topology import MAX_SERVERS_PER_POD, TopologyError, TopologySpec
+from sw.collectives.fabric_topology import MAX_SERVERS_PER_POD, TopologyError, TopologySpec
 from sw.units import (
     flag_type,
     float_flag,

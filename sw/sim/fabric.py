@@ -1,4 +1,5 @@
-"""The simulator's fabric: the links of a ``sw.topology.TopologySpec`` as numbered arrays, and flow paths.
+"""The simulator's fabric: the links of a ``sw.collectives.fabric_topology.TopologySpec`` as numbered arrays,
+and flow paths.
 
 Every physical link is two directed links.  Numbering (G rails, S spines per tier-2 group, M super spines):
 per GPU rank r an intra-server pair (GPU -> server switch, switch -> GPU; the NVLink stand-in), per NIC an
@@ -20,9 +21,9 @@ from functools import cached_property
 
 import numpy as np
 
-from sw.hashes import CRC16_TABLE, crc16
+from sw.collectives.fabric_topology import TopologySpec
 from sw.roce.flow import udp_sport
-from sw.topology import TopologySpec
+from sw.units.crc16 import CRC16_TABLE, crc16
 
 LINK_CLASSES = ("nvlink", "host-leaf", "leaf-spine", "spine-super")
 ROCE_UDP_PORT = 4791
@@ -119,7 +120,7 @@ class SimFabric:
         return f"{ends[0]}>{ends[1]}" if d == 0 else f"{ends[1]}>{ends[0]}"
 
     def nic_ip(self, rank: np.ndarray) -> np.ndarray:
-        """``sw.topology.nic_ip`` as 32-bit integers: 10.<pod>.<rail>.<slot+1>."""
+        """``sw.collectives.fabric_topology.nic_ip`` as 32-bit integers: 10.<pod>.<rail>.<slot+1>."""
         pod, slot = np.divmod(rank // self.g, self.spec.servers_per_pod)
         return (10 << 24) | (pod << 16) | ((rank % self.g) << 8) | (slot + 1)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from sw.topology import TopologySpec
+from sw.collectives.fabric_topology import TopologySpec
 
 from .fabric import LINK_CLASSES, SimFabric
 from .maxmin import run_phase

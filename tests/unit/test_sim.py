@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from sw.collectives.algorithms import alltoall, hier, rhd, ring, tree
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.sim import SimParams, simulate
 from sw.sim import schedules as sim_schedules
 from sw.sim.fabric import FlowPaths, SimFabric, ecmp_index
 from sw.sim.maxmin import maxmin_rates, run_phase
-from sw.topology import Topology, TopologySpec
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,7 @@
 """Parsing and printing of rates, sizes and durations as users write them (100M, 1G, 8K, 10us).
 
-A leaf module like ``sw.clock``: every package and CLI may import it.
+A leaf like ``sw.clock``: every package and CLI may import it.  The sub-module ``sw.units.crc16`` holds the other
+pure value codec every layer shares: the CRC-16 of fabric.p4's ECMP hash (the P4 target and the simulator).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """CRC-16 as BMv2 computes ``HashAlgorithm.crc16`` (CRC-16/ARC), the hash of fabric.p4's ECMP.
 
-A leaf like ``sw.units``: the P4 target (``p4.algorithms``) and the flow-level simulator (``sw.sim``) both use
-this one definition, the simulator on columns of bytes of many keys at once.
+Part of the ``sw.units`` leaf, so that the P4 target (``p4.algorithms``), which may import only leaves, and the
+flow-level simulator (``sw.sim``) both use this one definition, the simulator on columns of bytes of many keys
+at once.
 """
 
 from __future__ import annotations

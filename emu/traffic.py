@@ -112,6 +112,39 @@ def read_line(clock: Clock, proc: subprocess.Popen, who: str, expect: str | None
             return line
 
 
+def read_lines(clock: Clock, procs: dict[str, subprocess.Popen], timeout_ns: int) -> dict[str, str]:
+    """The next line of every helper process, read from all of them at once within ``timeout_ns``.
+
+    Read concurrently, not one process after the other: a prober that has finished its own pairs still echoes
+    the others' probes, and it cannot while it is blocked writing a result line larger than the pipe buffer
+    that nobody reads yet (its peers' probes to it were then lost: the 64-NIC reachability check failed)."""
+    deadline = clock.now_ns() + timeout_ns
+    bufs = {who: bytearray() for who in procs}
+    lines: dict[str, str] = {}
+    fds = {proc.stdout.fileno(): who for who, proc in procs.items() if proc.stdout is not None}
+    while len(lines) < len(procs):
+        remaining = deadline - clock.now_ns()
+        if remaining <= 0:
+            late = sorted(set(procs) - set(lines))
+            raise TrafficError(f"emu.probe on {', '.join(late)}: no answer within {timeout_ns / 1e9:.1f} s")
+        waiting = [fd for fd, who in fds.items() if who not in lines]
+        ready, _, _ = select.select(waiting, [], [], clock.wall_duration_ns(remaining) / 1e9)
+        for fd in ready:
+            who = fds[fd]
+            chunk = procs[who].stdout.read1(1 << 16)   # what the pipe holds now: never blocks after select
+            if not chunk:
+                proc = procs[who]
+                err = proc.stderr.read().decode(errors="replace")[-1000:] if proc.stderr else ""
+                raise TrafficError(f"emu.probe on {who} exited: {err.strip() or 'no output'}")
+            bufs[who] += chunk
+            if b"\n" in bufs[who]:
+                line, _, rest = bytes(bufs[who]).partition(b"\n")
+                if rest.strip():
+                    raise TrafficError(f"emu.probe on {who}: unexpected output after its result line")
+                lines[who] = line.decode(errors="replace").strip()
+    return lines
+
+
 class ReportCollector:
     """``emu.probe --collect`` on the collector host while the ``with`` block runs; ``reports`` afterwards."""
 
@@ -191,8 +224,7 @@ class ProbeSession:
         budget_ns = (len(pairs) // max(1, len(self.servers)) * 2_000_000
                      + (retries + 2) * timeout_ms * 1_000_000 + PROBE_READY_TIMEOUT_NS)
         results: dict[tuple[str, str], dict[str, Any]] = {}
-        for server, proc in self.procs.items():
-            line = read_line(self.fab.clock, proc, server, None, budget_ns)
+        for line in read_lines(self.fab.clock, self.procs, budget_ns).values():
             for r in json.loads(line)["results"]:
                 results[(r["src"], r["dst"])] = r
         return [results[p] for p in pairs]

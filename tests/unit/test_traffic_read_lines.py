@@ -1,0 +1,47 @@
+"""emu.traffic.read_lines reads every helper's line at once: a helper blocked writing a line larger than the pipe
+buffer must not wait on a helper read before it (the 64- and 128-NIC reachability checks lost probes that way)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emu.traffic import TrafficError, read_lines
+from sw.clock import Clock
+
+pytestmark = pytest.mark.unit
+
+BIG_BYTES = 1 << 20   # 16x a Linux pipe buffer
+
+
+def _helper(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_a_helper_waiting_on_a_blocked_writer_is_answered(tmp_path: Path) -> None:
+    done = tmp_path / "big-written"
+    big = _helper(f"import sys, pathlib; sys.stdout.write('x' * {BIG_BYTES} + '\\n'); sys.stdout.flush(); "
+                  f"pathlib.Path({str(done)!r}).touch()")
+    # the small helper answers only after the big one has written all of its line: read one after the other
+    # (small first), the big one blocks on its full pipe and the small one waits forever
+    small = _helper(f"import pathlib, time\nwhile not pathlib.Path({str(done)!r}).exists(): time.sleep(0.01)\n"
+                    "print('small', flush=True)")
+    try:
+        lines = read_lines(Clock(), {"small": small, "big": big}, 20 * 10**9)
+    finally:
+        for p in (small, big):
+            p.kill()
+            p.wait()
+    assert lines == {"small": "small", "big": "x" * BIG_BYTES}
+
+
+def test_a_helper_that_exits_without_a_line_is_named() -> None:
+    quiet = _helper("import sys; sys.stderr.write('boom'); sys.exit(1)")
+    try:
+        with pytest.raises(TrafficError, match="emu.probe on s3 exited: boom"):
+            read_lines(Clock(), {"s3": quiet}, 10 * 10**9)
+    finally:
+        quiet.wait()

@@ -238,11 +238,21 @@ def fidelity_exit(fid: dict[str, Any] | None, strict: bool) -> int:
 # --- reporting: a process's components, dumped where the run's collector reads them -------------------------
 ENV_LAG_DIR = "STARPULSE_LAG_DIR"
 _registry: dict[str, LagStats] = {}
+_registry_pid = os.getpid()   # whose components _registry holds: a forked child inherits its parent's
+
+
+def _own_registry() -> dict[str, LagStats]:
+    """This process's components: what a fork inherited from the parent is the parent's to report, not ours."""
+    global _registry_pid
+    if _registry_pid != os.getpid():
+        _registry.clear()
+        _registry_pid = os.getpid()
+    return _registry
 
 
 def register(name: str, stats: LagStats) -> LagStats:
     """Report ``stats`` as component ``name`` of this process (``write_lag_file``, at exit); returns it."""
-    if not _registry:
+    if not _own_registry():
         atexit.register(write_lag_file)
     base, k = name, 2
     while name in _registry and _registry[name] is not stats:     # another one of that name: keep both
@@ -255,7 +265,7 @@ def write_lag_file(directory: str | None = None) -> Path | None:
     """This process's registered components as ``<dir>/<pid>.json`` ({name: to_dict()}), written atomically;
     ``dir`` defaults to $STARPULSE_LAG_DIR (nothing written when neither is set or nothing is registered)."""
     directory = directory or os.environ.get(ENV_LAG_DIR)
-    if not directory or not _registry:
+    if not directory or not _own_registry():
         return None
     path = Path(directory) / f"{os.getpid()}.json"
     tmp = path.with_suffix(".tmp")

@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
-from sw.clock.lag import FIDELITY_KEYS, LagStats, fidelity, fidelity_warning, mtu_serialization_ns
+from sw.clock.lag import (
+    FIDELITY_KEYS,
+    LagStats,
+    fidelity,
+    fidelity_warning,
+    mtu_serialization_ns,
+    read_lag_dir,
+    register,
+    write_lag_file,
+)
 
 
 def test_percentiles_late_share_and_bound() -> None:
@@ -52,3 +63,20 @@ def test_fidelity_verdict_names_the_worst_component() -> None:
     line = fidelity_warning(fid)
     assert line is not None and "h1.pacer" in line and "\n" not in line
     assert fidelity_warning(fidelity({"s1.tm": good}, 1.0)) is None
+
+
+def test_a_forked_child_reports_only_its_own_components(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks are forked from the launcher: the components the parent registered are the parent's to report."""
+    monkeypatch.setattr("sw.clock.lag._registry", {})   # this test's components only, gone afterwards
+    parent = LagStats(bound_ns=1000)
+    parent.record(10**9)              # a very late component of the parent (e.g. a NIC pacer of an earlier run)
+    register("parent pacer", parent)
+    pid = os.fork()
+    if pid == 0:                      # the child: its own throttle, then what it writes at exit
+        child = LagStats(bound_ns=1000)
+        child.record(1)
+        register("child throttle", child)
+        os._exit(0 if write_lag_file(str(tmp_path)) else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert list(read_lag_dir(tmp_path)) == ["child throttle"]

@@ -41,7 +41,7 @@ from emu.status import fabric_status, parse_port_stats, parse_table
 from emu.topology import Topology, TopologySpec
 from emu.traffic import PROBE_PORT
 from emu.wire import WireProfile
-from p4.switch.lag import parse_lag_json
+from p4.switch.switch_lag import parse_lag_json
 from sw.clock import Clock, get_clock
 from sw.clock.lag import ENV_LAG_DIR, LagStats, fidelity, read_lag_dir, write_lag_file
 

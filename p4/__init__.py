@@ -11,7 +11,7 @@ manager between ingress and egress)::
     pipe = Pipeline(prog, clock=sw.clock.get_clock())
     cli = RuntimeCLI(pipe)
     cli.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 08:00:00:00:02:22 2")
-    res = pipe.ingress(port, frame)               # IngressResult: .queued (QueuedPacket: egress_port,
+    res = pipe.ingress(port, frame)               # IngressResult: .queued (PipelinePacket: egress_port,
                                                   #   priority, length_bytes), .digests, .dropped
     for qp in res.queued:                         # ... enqueue on qp.egress_port / qp.priority ...
         er = pipe.egress(qp, enq_qdepth=q, deq_qdepth=q2, deq_timedelta_us=dt)
@@ -19,7 +19,7 @@ manager between ingress and egress)::
         er.queued                                 # E2E clones to enqueue; er.recirculate -> pipe.recirculate
     pipe.process(port, frame)                     # whole pipeline with empty queues (offline use)
     pipe.process_batch([(port, frame), ...])      # batched fast path (empty queues)
-    pipe.ingress_batch(port, frames)              # lazily per frame: [QueuedPacket] / [] (dropped) / IngressResult
+    pipe.ingress_batch(port, frames)              # lazily per frame: [PipelinePacket] / [] (dropped) / IngressResult
     pipe.egress_batch(qps, [(enq_qdepth, deq_qdepth, deq_timedelta_us, enq_timestamp_us), ...])
                                                   # per packet (port, frame) or EgressResult; stops after clones
 

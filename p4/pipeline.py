@@ -41,7 +41,7 @@ MAX_RESUBMITS = 16  # loops of resubmit/recirculate per original packet before t
 
 
 @dataclass(slots=True)
-class QueuedPacket:
+class PipelinePacket:
     """A packet between ingress and egress: its state list and where/how it is to be queued."""
 
     S: list[Any]
@@ -64,7 +64,7 @@ class Digest:
 
 @dataclass(slots=True)
 class IngressResult:
-    queued: list[QueuedPacket] = field(default_factory=list)
+    queued: list[PipelinePacket] = field(default_factory=list)
     digests: list[Digest] = field(default_factory=list)
     dropped: str | None = None      # reason when the original packet was dropped
 
@@ -72,7 +72,7 @@ class IngressResult:
 @dataclass(slots=True)
 class EgressResult:
     out: list[tuple[int, bytes]] = field(default_factory=list)          # (port, frame) to transmit
-    queued: list[QueuedPacket] = field(default_factory=list)            # E2E clones
+    queued: list[PipelinePacket] = field(default_factory=list)            # E2E clones
     recirculate: list[tuple[bytes, list[tuple[int, Any]]]] = field(default_factory=list)
     dropped: str | None = None
     error: Exception | None = None      # egress_batch only: the program raised (a target bug) on this packet
@@ -149,7 +149,7 @@ class Pipeline:
             return res
         return self._after_ingress(S, port, frame, instance_type, loops, res)
 
-    def ingress_batch(self, port: int, frames: list[bytes]) -> Iterator[list[QueuedPacket] | IngressResult]:
+    def ingress_batch(self, port: int, frames: list[bytes]) -> Iterator[list[PipelinePacket] | IngressResult]:
         """``ingress`` for frames of one port in order, one clock reading for all, lazily, so the caller can
         enqueue each frame's packets and run egress on what is due before the next frame's ingress runs.
 
@@ -195,7 +195,7 @@ class Pipeline:
                 yield []
                 continue
             S[ep_s] = spec
-            yield [QueuedPacket(S, spec, PKT_NORMAL, S[pr_s] if pr_s is not None else 0, n)]
+            yield [PipelinePacket(S, spec, PKT_NORMAL, S[pr_s] if pr_s is not None else 0, n)]
 
     def _run_ingress(self, port: int, frame: bytes, instance_type: int,
                      preserved: list[tuple[int, Any]] | None, res: IngressResult) -> list[Any] | None:
@@ -246,7 +246,7 @@ class Pipeline:
                 self._copy_field_list(S, C, S[CLONE_FL])
                 C[self._instance_type] = PKT_INGRESS_CLONE
                 C[self._egress_port] = port_out
-                res.queued.append(QueuedPacket(C, port_out, PKT_INGRESS_CLONE, 0, len(frame)))
+                res.queued.append(PipelinePacket(C, port_out, PKT_INGRESS_CLONE, 0, len(frame)))
         # 2. digests
         if S[DIGESTS] is not None:
             for receiver, k, values in S[DIGESTS]:
@@ -282,14 +282,14 @@ class Pipeline:
                     C[self._egress_port] = p
                     C[self._egress_rid] = node.rid
                     C[self._instance_type] = PKT_REPLICATION
-                    res.queued.append(QueuedPacket(C, p, PKT_REPLICATION, prio, len(frame), node.rid, loops))
+                    res.queued.append(PipelinePacket(C, p, PKT_REPLICATION, prio, len(frame), node.rid, loops))
             return res
         spec = S[self._egress_spec]
         if spec == DROP_PORT:
             self._drop(res, "egress_spec=511 (mark_to_drop)")
             return res
         S[self._egress_port] = spec
-        res.queued.append(QueuedPacket(S, spec, instance_type, prio, len(frame), 0, loops))
+        res.queued.append(PipelinePacket(S, spec, instance_type, prio, len(frame), 0, loops))
         return res
 
     def _drop(self, res: IngressResult | EgressResult, reason: str) -> None:
@@ -306,7 +306,7 @@ class Pipeline:
             dst[slot] = src[slot]
 
     # --- egress -------------------------------------------------------------------------------------------
-    def egress(self, pkt: QueuedPacket, *, enq_qdepth: int = 0, deq_qdepth: int = 0, deq_timedelta_us: int = 0,
+    def egress(self, pkt: PipelinePacket, *, enq_qdepth: int = 0, deq_qdepth: int = 0, deq_timedelta_us: int = 0,
                enq_timestamp_us: int | None = None) -> EgressResult:
         """Run egress + deparser for one dequeued packet, given the traffic manager's queue metadata."""
         res = EgressResult()
@@ -333,7 +333,7 @@ class Pipeline:
         self._post_egress(S, pkt, res)
         return res
 
-    def egress_batch(self, packets: list[QueuedPacket],
+    def egress_batch(self, packets: list[PipelinePacket],
                      queue_metadata: list[tuple[int, int, int, int | None]]) -> list[tuple[int, bytes] | EgressResult]:
         """``egress`` for dequeued packets in order, one clock reading for all; queue_metadata per packet is
         (enq_qdepth, deq_qdepth, deq_timedelta_us, enq_timestamp_us or None) as ``egress`` takes them.
@@ -390,7 +390,7 @@ class Pipeline:
                 return out
         return out
 
-    def _post_egress(self, S: list[Any], pkt: QueuedPacket, res: EgressResult) -> None:
+    def _post_egress(self, S: list[Any], pkt: PipelinePacket, res: EgressResult) -> None:
         """BMv2's post-egress order: E2E clone, drop on egress_spec 511, deparse, truncate, recirculate."""
         session = S[CLONE_SESSION]
         if session >= 0:
@@ -409,7 +409,7 @@ class Pipeline:
                 C[self._instance_type] = PKT_EGRESS_CLONE
                 C[self._egress_port] = port_out
                 C[self._packet_length] = S[self._packet_length]
-                res.queued.append(QueuedPacket(C, port_out, PKT_EGRESS_CLONE, 0, pkt.length_bytes, 0,
+                res.queued.append(PipelinePacket(C, port_out, PKT_EGRESS_CLONE, 0, pkt.length_bytes, 0,
                                                pkt.loops + 1))
         if S[self._egress_spec] == DROP_PORT:
             self._drop(res, "egress_spec=511 in egress (mark_to_drop)")
@@ -512,7 +512,7 @@ class Pipeline:
                 continue
             if S[CLONE_SESSION] >= 0 or S[RECIRC_FL] != NO_FIELD_LIST or S[TRUNCATE]:
                 n_out = len(out)
-                self._after_egress(S, QueuedPacket(S, spec, PKT_NORMAL, 0, len(frame)), port, out)
+                self._after_egress(S, PipelinePacket(S, spec, PKT_NORMAL, 0, len(frame)), port, out)
                 if pr_s is not None:
                     priorities.extend([S[pr_s]] * (len(out) - n_out))  # type: ignore[union-attr]
                 continue
@@ -524,7 +524,7 @@ class Pipeline:
                 priorities.append(S[pr_s])  # type: ignore[union-attr]
         return out
 
-    def _egress_all(self, port: int, queued: list[QueuedPacket], out: list[tuple[int, bytes]]) -> None:
+    def _egress_all(self, port: int, queued: list[PipelinePacket], out: list[tuple[int, bytes]]) -> None:
         work = collections.deque(queued)
         while work:
             qp = work.popleft()
@@ -534,7 +534,7 @@ class Pipeline:
             for rframe, keep in er.recirculate:
                 work.extend(self.recirculate(port, rframe, keep, qp.loops).queued)
 
-    def _after_egress(self, S: list[Any], qp: QueuedPacket, port: int, out: list[tuple[int, bytes]]) -> None:
+    def _after_egress(self, S: list[Any], qp: PipelinePacket, port: int, out: list[tuple[int, bytes]]) -> None:
         res = EgressResult()
         self._post_egress(S, qp, res)
         out.extend(res.out)

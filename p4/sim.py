@@ -18,7 +18,7 @@ from p4.pipeline import Digest, Pipeline
 
 
 @dataclass
-class SimResult:
+class P4SimResult:
     outputs: dict[int, list[tuple[float, bytes]]] = field(default_factory=dict)
     drops: dict[str, int] = field(default_factory=dict)
     digests: list[Digest] = field(default_factory=list)
@@ -40,12 +40,12 @@ def parse_in_spec(spec: str) -> tuple[int, Path]:
     return port, Path(file)
 
 
-def run(pipeline: Pipeline, inputs: list[tuple[int, Path]]) -> SimResult:
+def run(pipeline: Pipeline, inputs: list[tuple[int, Path]]) -> P4SimResult:
     """Feed every input frame through the pipeline in BMv2 pcap-mode order; collect outputs."""
     streams = []
     for order, (port, path) in enumerate(inputs):
         streams.append([(ts, order, i, port, frame) for i, (ts, frame) in enumerate(read_pcap(path))])
-    res = SimResult()
+    res = P4SimResult()
     outputs: dict[int, list[tuple[float, bytes]]] = defaultdict(list)
     for ts, _order, _i, port, frame in heapq.merge(*streams):
         res.packets_in += 1
@@ -59,7 +59,7 @@ def run(pipeline: Pipeline, inputs: list[tuple[int, Path]]) -> SimResult:
     return res
 
 
-def write_outputs(res: SimResult, out_dir: Path) -> list[Path]:
+def write_outputs(res: P4SimResult, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for port, frames in sorted(res.outputs.items()):

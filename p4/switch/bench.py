@@ -47,14 +47,14 @@ while now() < stop:
 """
 
 
-class BenchError(P4Error):
+class SwitchBenchError(P4Error):
     """The benchmark could not build its namespaces or start a process."""
 
 
 def _run(*argv: str, check: bool = True) -> str:
     out = subprocess.run(list(argv), capture_output=True, text=True)
     if check and out.returncode != 0:
-        raise BenchError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
+        raise SwitchBenchError(f"`{' '.join(argv)}` failed: {out.stderr.strip()}")
     return out.stdout
 
 
@@ -136,7 +136,7 @@ def _start_generator(lab: BenchLab, frame: bytes, seconds: float, tool: str, wor
                      rate_pps: int | None) -> subprocess.Popen:
     if tool == "trafgen":
         if rate_pps:
-            raise BenchError("--rate uses the paced Python sender (trafgen's rate mode sends in bursts that "
+            raise SwitchBenchError("--rate uses the paced Python sender (trafgen's rate mode sends in bursts that "
                              "overflow any receive buffer); use --generator python or auto")
         cfg = workdir / "frame.cfg"
         cfg.write_text("{ " + ", ".join(f"0x{b:02x}" for b in frame) + " }\n")
@@ -186,11 +186,11 @@ def measure(lab: BenchLab, size: int, seconds: float, warmup_s: float, tool: str
 def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: str,
         rate_pps: int | None = None, port_rate: str | None = None, priority_queues: int = 1) -> dict:
     if os.geteuid() != 0:
-        raise BenchError("the benchmark needs root (network namespaces, raw sockets)")
+        raise SwitchBenchError("the benchmark needs root (network namespaces, raw sockets)")
     if tool == "auto":
         tool = "trafgen" if shutil.which("trafgen") and not rate_pps else "python"
     elif tool == "trafgen" and not shutil.which("trafgen"):
-        raise BenchError("--generator trafgen: trafgen not found (Debian package netsniff-ng)")
+        raise SwitchBenchError("--generator trafgen: trafgen not found (Debian package netsniff-ng)")
     lab = BenchLab()
     workdir = Path(tempfile.mkdtemp(prefix="starpulse-bench-"))
     try:
@@ -205,7 +205,7 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = sw.stdout.readline().strip() if sw.stdout else ""
         if line != "ready":
-            raise BenchError(f"switch did not start: {sw.stderr.read() if sw.stderr else ''}")
+            raise SwitchBenchError(f"switch did not start: {sw.stderr.read() if sw.stderr else ''}")
         results = []
         for size in sizes:
             r = measure(lab, size, seconds, warmup_s, tool, workdir, sw.pid, rate_pps)
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = run(args.program, sizes, args.seconds, args.warmup, args.generator, args.rate, args.port_rate,
                   args.priority_queues)
-    except BenchError as exc:
+    except SwitchBenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -69,8 +69,8 @@ def _build_config(args: argparse.Namespace):
 def run_switch(args: argparse.Namespace) -> int:
     """Load (from cache) the program, open the ports, print ``ready`` and forward until SIGTERM/SIGINT."""
     from p4.runtime_cli import read_command_file
-    from p4.switch.pipeline import load_pipeline
-    from p4.switch.switch import P4Switch
+    from p4.switch.pipeline_adapter import load_pipeline
+    from p4.switch.switch import EmbeddedSwitch
 
     config = _build_config(args)
     defines = {}
@@ -82,7 +82,7 @@ def run_switch(args: argparse.Namespace) -> int:
     for warning in pipeline.pipe.program.warnings:
         print(warning, file=sys.stderr)
     lines = read_command_file(args.commands) if args.commands else []
-    switch = P4Switch(pipeline, config)
+    switch = EmbeddedSwitch(pipeline, config)
     try:
         for lineno, line in enumerate(lines, 1):
             text = line.strip()

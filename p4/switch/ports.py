@@ -38,12 +38,12 @@ RING_ENV = "STARPULSE_P4SWITCH_RING"     # "0" turns the receive ring off (plain
 _GONE_ERRNOS = {errno.ENETDOWN, errno.ENXIO, errno.ENODEV, errno.EBADF}
 
 
-class PortError(P4Error):
+class SwitchPortError(P4Error):
     """An interface cannot be opened (missing, no permission); names the port, interface and the cause."""
 
 
 @dataclass
-class PortCounters:
+class SwitchPortCounters:
     """Frames and bytes seen on one port; errors are transmit failures (queue full, interface gone)."""
 
     rx_pkts: int = 0
@@ -55,13 +55,13 @@ class PortCounters:
     tx_errors: int = 0
 
 
-class Port:
+class SwitchPort:
     """One switch port on interface ``ifname``: ``recv_batch()`` and ``send()`` never block."""
 
     def __init__(self, port_num: int, ifname: str) -> None:
         self.port_num = port_num
         self.ifname = ifname
-        self.counters = PortCounters()
+        self.counters = SwitchPortCounters()
         self.up = True
         self.last_error = ""
         # CLOCK_REALTIME ns at which the kernel received the first and last frame of the last ring batch
@@ -71,13 +71,13 @@ class Port:
         try:
             ifindex = socket.if_nametoindex(ifname)
         except OSError:
-            raise PortError(f"port {port_num}: interface {ifname!r} does not exist in this namespace") from None
+            raise SwitchPortError(f"port {port_num}: interface {ifname!r} does not exist in this namespace") from None
         try:
             # protocol 0: receives nothing until bind() below names the interface, so no frame of another
             # interface can slip in between socket() and bind()
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         except PermissionError:
-            raise PortError(f"port {port_num}@{ifname}: raw sockets need root (CAP_NET_RAW)") from None
+            raise SwitchPortError(f"port {port_num}@{ifname}: raw sockets need root (CAP_NET_RAW)") from None
         self._filter_outgoing = True
         try:
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
@@ -250,8 +250,8 @@ def parse_interface_spec(spec: str) -> tuple[int, str]:
     """'1@veth1' -> (1, 'veth1'), the form of simple_switch's ``-i`` flag."""
     num, sep, ifname = spec.partition("@")
     if not sep or not ifname or not num.isdigit():
-        raise PortError(f"-i {spec!r}: expected PORT@IFACE, e.g. -i 1@eth1 (port a number 0..510)")
+        raise SwitchPortError(f"-i {spec!r}: expected PORT@IFACE, e.g. -i 1@eth1 (port a number 0..510)")
     port_num = int(num)
     if port_num > 510:
-        raise PortError(f"-i {spec!r}: port {port_num} out of range 0..510 (511 is the drop port)")
+        raise SwitchPortError(f"-i {spec!r}: port {port_num} out of range 0..510 (511 is the drop port)")
     return port_num, ifname

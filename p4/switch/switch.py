@@ -17,12 +17,12 @@ from typing import Any
 
 from p4.errors import CommandError, P4Error
 from p4.switch.control import ControlServer
-from p4.switch.lag import LAG_COMMANDS, SwitchLag
 from p4.switch.pcap import PcapWriter
 from p4.switch.pfc import PFC_COMMANDS, PfcManager
 from p4.switch.pfc_frame import is_mac_control
-from p4.switch.pipeline import SwitchPipeline
-from p4.switch.ports import Port
+from p4.switch.pipeline_adapter import SwitchPipeline
+from p4.switch.ports import SwitchPort
+from p4.switch.switch_lag import LAG_COMMANDS, SwitchLag
 from p4.switch.tm import QDEPTH_SCOPES, SCHEDULERS, TM_COMMANDS, TrafficManager
 from p4.switch.trace import TRACE, frame_summary, make_logger
 from sw.clock import Clock, get_clock
@@ -64,7 +64,7 @@ class SwitchConfig:
     queue_depth_pkts: int = 64
 
 
-class P4Switch:
+class EmbeddedSwitch:
     """A running software switch over real interfaces; ``run()`` until ``stop()`` (SIGTERM/SIGINT)."""
 
     def __init__(self, pipeline: SwitchPipeline, config: SwitchConfig, clock: Clock | None = None) -> None:
@@ -86,7 +86,7 @@ class P4Switch:
         self._rx_pfc_prio = 0                # its priority by the DSCP map (when the program sets none)
         self._prio_slot = pipeline.pipe.program.sm.get("priority")   # standard_metadata.priority in a packet
         self.selector = selectors.DefaultSelector()
-        self.ports: dict[int, Port] = {}
+        self.ports: dict[int, SwitchPort] = {}
         self.drops: dict[int, DropCounters] = {}
         self.running = False
         self.pcaps: dict[tuple[int, str], PcapWriter] = {}
@@ -103,7 +103,7 @@ class P4Switch:
                     raise SwitchSetupError(f"--pcap {config.pcap_dir}: cannot write there: "
                                            f"{exc.strerror or exc}") from None
             for port_num, ifname in config.interfaces:
-                port = Port(port_num, ifname)
+                port = SwitchPort(port_num, ifname)
                 self.ports[port_num] = port
                 self.selector.register(port.sock, selectors.EVENT_READ, port)
                 if config.pcap_dir:
@@ -477,7 +477,7 @@ class P4Switch:
             events = sel.select(timeout_s)
             for key, _mask in events:
                 data = key.data
-                if isinstance(data, Port):
+                if isinstance(data, SwitchPort):
                     frames = data.recv_batch(RX_BATCH_FRAMES)
                     if frames:
                         num = data.port_num
@@ -506,7 +506,7 @@ class P4Switch:
                 self._housekeeping(now_ns)
         self.log.info("switch %d stopping", self.config.device_id)
 
-    def _rx_lag(self, port: Port, n: int) -> None:
+    def _rx_lag(self, port: SwitchPort, n: int) -> None:
         """Ingress lateness of a received batch: now vs the kernel's receive times of its first (the latest
         serviced) and last frame, half the batch counted at each."""
         age, lag = self.clock.net_age_ns, self.lag.ingress
@@ -516,7 +516,7 @@ class P4Switch:
         else:
             lag.record(age(port.rx_first_ts_ns))
 
-    def _port_gone(self, port: Port) -> None:
+    def _port_gone(self, port: SwitchPort) -> None:
         self.log.warning("port %d: interface %s is gone (%s); other ports keep forwarding",
                          port.port_num, port.ifname, port.last_error)
         try:

@@ -33,10 +33,10 @@ from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp, RpStage, RpState
 from sw.cc.errors import CcError, CcParamError
 from sw.cc.hpcc import Hpcc, HpccParams, HpccState
 from sw.cc.pacer import CcPacer, CycleTokenBucket, RateToIncrement, TokenBucket
-from sw.cc.sim import SimConfig, SimResult, simulate
+from sw.cc.sim import CcSimResult, SimConfig, simulate
 
 __all__ = [
     "AckInfo", "CcError", "CcPacer", "CcParamError", "CongestionControl", "CycleTokenBucket", "DcqcnNp",
     "DcqcnParams", "DcqcnRp", "Hpcc", "HpccParams", "HpccState", "IntHop", "NoCc", "RateToIncrement", "RpStage",
-    "RpState", "SimConfig", "SimResult", "TokenBucket", "simulate",
+    "RpState", "CcSimResult", "SimConfig", "TokenBucket", "simulate",
 ]

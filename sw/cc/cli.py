@@ -16,7 +16,7 @@ from sw.cc.dcqcn import DcqcnParams
 from sw.cc.errors import CcParamError
 from sw.cc.fixedpoint import kbps_from_bps
 from sw.cc.hpcc import HpccParams
-from sw.cc.sim import CC_NAMES, SimConfig, SimResult, simulate
+from sw.cc.sim import CC_NAMES, CcSimResult, SimConfig, simulate
 from sw.units import MAX_LINK_RATE_BPS, int_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
 
 SIM_FLAGS = {"n_flows": "--flows", "link_kbps": "--link-rate", "mtu_bytes": "--mtu", "duration_ns": "--duration",
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     params.add_argument("--json", action="store_true")
 
 
-def _summary(r: SimResult, wall_s: float) -> dict[str, object]:
+def _summary(r: CcSimResult, wall_s: float) -> dict[str, object]:
     fcts = [f.completion_ns for f in r.flows]
     return {
         "cc": r.config.cc,

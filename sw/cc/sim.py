@@ -107,7 +107,7 @@ class FlowStats:
 
 
 @dataclass
-class SimResult:
+class CcSimResult:
     """Totals of a run; throughputs are over [warmup_ns, duration_ns]."""
 
     config: SimConfig
@@ -163,7 +163,7 @@ class _Flow:
 
 
 class BottleneckSim:
-    """Runs one :class:`SimConfig` to completion; ``run()`` returns a :class:`SimResult`."""
+    """Runs one :class:`SimConfig` to completion; ``run()`` returns a :class:`CcSimResult`."""
 
     def __init__(self, config: SimConfig) -> None:
         self.cfg = c = config
@@ -295,7 +295,7 @@ class BottleneckSim:
         self._try_send(f, now)   # new rate or window: re-evaluate at once (supersedes the pending TX)
 
     # --- main loop ------------------------------------------------------------------------------------------
-    def run(self) -> SimResult:
+    def run(self) -> CcSimResult:
         c = self.cfg
         for f in self._flows:
             self._schedule_tx(f, f.start_ns)
@@ -331,10 +331,10 @@ class BottleneckSim:
         stats = [f.stats for f in self._flows]
         all_done = bool(c.flow_bytes) and all(st.completion_ns is not None for st in stats)
         end = min(c.duration_ns, self.last_done_ns) if all_done else c.duration_ns
-        return SimResult(c, stats, self.link_busy_bytes, self.max_queue_bytes, self.drops, self.marks, events,
+        return CcSimResult(c, stats, self.link_busy_bytes, self.max_queue_bytes, self.drops, self.marks, events,
                          self.queue_samples, end)
 
 
-def simulate(config: SimConfig) -> SimResult:
+def simulate(config: SimConfig) -> CcSimResult:
     """Run one single-bottleneck experiment deterministically (same config and seed -> same result)."""
     return BottleneckSim(config).run()

@@ -17,7 +17,7 @@ from sw.units import (
     parse_size_bytes,
 )
 
-from .fabric import ROUTINGS
+from .flow_fabric import ROUTINGS
 from .run import SimParams, simulate
 
 OPS = ("allreduce", "allgather", "reducescatter", "alltoall")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fabric import FlowPaths
+from .flow_fabric import FlowPaths
 
 _EPS = 1e-9
 

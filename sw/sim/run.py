@@ -10,7 +10,7 @@ import numpy as np
 
 from sw.collectives.fabric_topology import TopologySpec
 
-from .fabric import LINK_CLASSES, SimFabric
+from .flow_fabric import LINK_CLASSES, SimFabric
 from .maxmin import run_phase
 from .schedules import phases
 

@@ -10,8 +10,8 @@ import pytest
 
 from p4.errors import CommandError, P4Error
 from p4.pcap import read_pcap, write_pcap
-from p4.switch.pipeline import load_pipeline
-from p4.switch.switch import P4Switch, SwitchConfig
+from p4.switch.pipeline_adapter import load_pipeline
+from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.cli import main
 from sw.clock import ManualClock
 from tests.p4.conftest import PROGRAMS
@@ -78,7 +78,7 @@ def test_sim_never_writes_a_pcap_for_a_port_that_cannot_exist(tmp_path: Path,
                                  "pfc_watchdog 1 inf", "pfc_watchdog 1 -inf"])
 def test_non_finite_numbers_are_command_errors_not_internal_errors(cmd: str) -> None:
     clock = ManualClock()
-    sw = P4Switch(load_pipeline(PROGRAMS / "qos.p4", clock=clock), SwitchConfig(interfaces=[]), clock)
+    sw = EmbeddedSwitch(load_pipeline(PROGRAMS / "qos.p4", clock=clock), SwitchConfig(interfaces=[]), clock)
     try:
         with pytest.raises(CommandError) as exc:
             sw.execute(cmd)
@@ -157,7 +157,7 @@ def test_switch_survives_a_looping_parser_and_forwards_with_parser_timeout(tmp_p
     prog = tmp_path / "loop.p4"
     prog.write_text(LOOP)
     clock = ManualClock()
-    sw = P4Switch(load_pipeline(prog, clock=clock), SwitchConfig(interfaces=[]), clock)
+    sw = EmbeddedSwitch(load_pipeline(prog, clock=clock), SwitchConfig(interfaces=[]), clock)
     sent: list[tuple[int, bytes]] = []
     sw.transmit = lambda port, frame, _now: sent.append((port, frame))  # type: ignore[method-assign]
     try:

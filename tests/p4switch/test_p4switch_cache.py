@@ -8,7 +8,7 @@ import pytest
 from switchlab import FEATURES_P4
 
 from p4.errors import CompileError
-from p4.switch.pipeline import cache_dir, compile_cached
+from p4.switch.pipeline_adapter import cache_dir, compile_cached
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from p4.errors import P4Error
-from p4.switch.pipeline import load_pipeline
-from p4.switch.switch import P4Switch, SwitchConfig
+from p4.switch.pipeline_adapter import load_pipeline
+from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(120)]
@@ -23,7 +23,7 @@ FUZZ = settings(max_examples=250, deadline=2000, derandomize=True, database=None
 TRIED = {"lines": 0, "errors": 0, "frames": 0}
 
 _CLOCK = ManualClock()
-_SWITCH = P4Switch(load_pipeline(FABRIC_P4, clock=_CLOCK), SwitchConfig(interfaces=[], priority_levels=8), _CLOCK)
+_SWITCH = EmbeddedSwitch(load_pipeline(FABRIC_P4, clock=_CLOCK), SwitchConfig(interfaces=[], priority_levels=8), _CLOCK)
 _SENT: list[tuple[int, bytes]] = []
 _SWITCH.transmit = lambda port, frame, _now: _SENT.append((port, frame))  # type: ignore[method-assign]
 _STATE = _SWITCH.pipeline.pipe.state

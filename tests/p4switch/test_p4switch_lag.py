@@ -13,7 +13,7 @@ from scapy.layers.l2 import Ether
 from switchlab import FEATURES_P4, host_ip, host_mac
 
 from p4.errors import CommandError
-from p4.switch.lag import parse_lag_json
+from p4.switch.switch_lag import parse_lag_json
 from sw.clock.lag import mtu_serialization_ns
 
 pytestmark = pytest.mark.emu

@@ -10,8 +10,8 @@ import pytest
 from scapy.layers.inet import ICMP, IP, TCP, UDP
 from scapy.layers.l2 import Ether
 
-from p4.switch.pipeline import load_pipeline
-from p4.switch.switch import P4Switch, SwitchConfig
+from p4.switch.pipeline_adapter import load_pipeline
+from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 
 pytestmark = pytest.mark.unit
@@ -30,16 +30,16 @@ def _frames() -> list[bytes]:
     return out
 
 
-def _switch() -> tuple[P4Switch, list[tuple[int, bytes]]]:
+def _switch() -> tuple[EmbeddedSwitch, list[tuple[int, bytes]]]:
     clock = ManualClock()
-    sw = P4Switch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
+    sw = EmbeddedSwitch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
     sw.execute(f"table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.0.2/32 => 02:00:00:00:00:02 {OUT_PORT}")
     sent: list[tuple[int, bytes]] = []
     sw.transmit = lambda port, frame, _now: sent.append((port, frame))  # type: ignore[method-assign]
     return sw, sent
 
 
-def _queue_counts(sw: P4Switch) -> dict[int, tuple[int, int]]:
+def _queue_counts(sw: EmbeddedSwitch) -> dict[int, tuple[int, int]]:
     return {r["prio"]: (r["enq_pkts"], r["deq_pkts"]) for r in sw.tm.queue_rows(OUT_PORT, 0) if r["enq_pkts"]}
 
 
@@ -68,7 +68,7 @@ def test_per_frame_path_counts_the_same() -> None:
 
 def test_one_queue_switch_counts_everything_in_queue_zero() -> None:
     clock = ManualClock()
-    sw = P4Switch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[]), clock)
+    sw = EmbeddedSwitch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[]), clock)
     sw.execute(f"table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.0.2/32 => 02:00:00:00:00:02 {OUT_PORT}")
     sw.transmit = lambda port, frame, _now: None  # type: ignore[method-assign]
     try:

@@ -6,8 +6,8 @@ import pytest
 
 from p4.switch.bench import BASIC_P4, udp_frame
 from p4.switch.pfc_frame import build_pfc_frame
-from p4.switch.pipeline import load_pipeline
-from p4.switch.switch import P4Switch, SwitchConfig
+from p4.switch.pipeline_adapter import load_pipeline
+from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 
 pytestmark = pytest.mark.unit
@@ -17,7 +17,7 @@ def test_exception_in_the_pipeline_drops_only_that_packet(tmp_path) -> None:
     clock = ManualClock()
     pipe = load_pipeline(BASIC_P4, clock=clock)
     log = tmp_path / "sw.log"
-    sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(log)), clock=clock)
+    sw = EmbeddedSwitch(pipe, SwitchConfig(interfaces=[], log_file=str(log)), clock=clock)
     try:
         sw.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 02:00:00:00:00:02 2")
         table = pipe.pipe.tables["MyIngress.ipv4_lpm"]
@@ -39,7 +39,7 @@ def test_exception_in_the_pipeline_drops_only_that_packet(tmp_path) -> None:
 def test_exception_on_the_queued_path_drops_only_that_packet(tmp_path) -> None:
     clock = ManualClock()
     pipe = load_pipeline(BASIC_P4, clock=clock)
-    sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
+    sw = EmbeddedSwitch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
     try:
         sw.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 02:00:00:00:00:02 2")
         sw.execute("set_port_rate 2 1G")                 # shaped: every packet takes the queued path
@@ -66,7 +66,7 @@ def test_batched_queued_path_counts_like_the_per_frame_path(tmp_path) -> None:
     for batched in (False, True):
         clock = ManualClock()
         pipe = load_pipeline(BASIC_P4, clock=clock)
-        sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / f"sw{batched}.log")), clock=clock)
+        sw = EmbeddedSwitch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / f"sw{batched}.log")), clock=clock)
         try:
             sw.execute("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 02:00:00:00:00:02 2")
             sw.execute("set_queue_depth 8 2")
@@ -97,7 +97,7 @@ def test_mac_control_frames_are_counted_whether_pfc_is_on_or_not(tmp_path) -> No
     ``mac_control_pkts`` of its port, on the queued path and with PFC off as well."""
     clock = ManualClock()
     pipe = load_pipeline(BASIC_P4, clock=clock)
-    sw = P4Switch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
+    sw = EmbeddedSwitch(pipe, SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
     try:
         sw.execute("set_port_rate 2 1G")                 # shaped: the queued path (per-frame MAC control)
         pause = build_pfc_frame(bytes(6), {3: 0xFFFF})

@@ -9,7 +9,7 @@ import pytest
 
 from emu.netns import NetnsLab
 from p4.switch.pcap import PcapWriter, read_pcap
-from p4.switch.ports import Port, PortError, parse_interface_spec
+from p4.switch.ports import SwitchPort, SwitchPortError, parse_interface_spec
 
 pytestmark = pytest.mark.emu
 
@@ -20,7 +20,7 @@ def _frame(i: int, size: int = 64) -> bytes:
     return (dst + src + b"\x88\xb5" + i.to_bytes(4, "big")).ljust(size, b"\x00")
 
 
-def _drain(port: Port, want: int, timeout_s: float = 5.0) -> list[bytes]:
+def _drain(port: SwitchPort, want: int, timeout_s: float = 5.0) -> list[bytes]:
     got: list[bytes] = []
     deadline = time.monotonic() + timeout_s
     while len(got) < want and time.monotonic() < deadline:
@@ -35,7 +35,7 @@ def test_port_receives_exactly_what_was_sent_and_not_its_own_frames(raw_socket, 
         root_if = f"{lab.prefix}p1"
         lab.add_link(None, h1, ifname_a=root_if, ifname_b="eth0")
         h1.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-        port = Port(1, root_if)
+        port = SwitchPort(1, root_if)
         try:
             host_sock = raw_socket(h1.name, "eth0")
             sent = [_frame(i) for i in range(200)]
@@ -70,7 +70,7 @@ def test_interface_deleted_marks_port_down_without_raising() -> None:
         h1 = lab.add_host("h1")
         root_if = f"{lab.prefix}p1"
         lab.add_link(None, h1, ifname_a=root_if, ifname_b="eth0")
-        port = Port(3, root_if)
+        port = SwitchPort(3, root_if)
         try:
             h1.cmd("ip", "link", "delete", "eth0")          # takes the root-side peer with it
             for _ in range(3):
@@ -84,10 +84,10 @@ def test_interface_deleted_marks_port_down_without_raising() -> None:
 
 @pytest.mark.parametrize("spec", ["eth1", "x@eth1", "1@", "600@eth1"])
 def test_bad_interface_specs_are_user_errors(spec: str) -> None:
-    with pytest.raises(PortError, match="-i"):
+    with pytest.raises(SwitchPortError, match="-i"):
         parse_interface_spec(spec)
 
 
 def test_missing_interface_is_a_user_error() -> None:
-    with pytest.raises(PortError, match="does not exist"):
-        Port(1, "nope-does-not-x")
+    with pytest.raises(SwitchPortError, match="does not exist"):
+        SwitchPort(1, "nope-does-not-x")

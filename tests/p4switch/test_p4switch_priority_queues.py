@@ -9,8 +9,8 @@ import pytest
 
 from emu.control import switch_commands
 from emu.topology import Topology, TopologySpec
-from p4.switch.pipeline import load_pipeline
-from p4.switch.switch import P4Switch, SwitchConfig
+from p4.switch.pipeline_adapter import load_pipeline
+from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 from sw.roce.flow import Flow
 from sw.roce.int_md import parse_int
@@ -28,7 +28,7 @@ def leaf():
     clock = ManualClock()
     topo = Topology(TopologySpec(servers=2, gpus_per_server=1, spines=0))
     name = topo.switches[0].name
-    sw = P4Switch(load_pipeline(FABRIC_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
+    sw = EmbeddedSwitch(load_pipeline(FABRIC_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
     for cmd in switch_commands(topo, name):
         sw.execute(cmd)
     sent: list[tuple[int, bytes]] = []

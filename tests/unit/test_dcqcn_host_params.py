@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from sw.cc.dcqcn import DcqcnParams, DcqcnRp
-from sw.cc.sim import SimConfig, SimResult, simulate
+from sw.cc.sim import CcSimResult, SimConfig, simulate
 from sw.roce.pacer import (
     DCQCN_CLAMP_TARGET_RATE,
     DCQCN_CNP_INTERVAL_NS,
@@ -33,7 +33,7 @@ def _host_params() -> DcqcnParams:
     return cc.params
 
 
-def _simulate(params: DcqcnParams, senders: int = 8) -> SimResult:
+def _simulate(params: DcqcnParams, senders: int = 8) -> CcSimResult:
     cfg = SimConfig(n_flows=senders, cc="dcqcn", link_kbps=LINK_BPS // 1000, buffer_bytes=2_000_000,
                     kmin_bytes=5 * FRAME_BYTES, kmax_bytes=45 * FRAME_BYTES, pmax=0.01, flow_bytes=1 << 20,
                     duration_ns=50_000_000, dcqcn=params)
@@ -45,7 +45,7 @@ def _incast(params: DcqcnParams, senders: int = 8) -> tuple[float, int, int]:
     return r.utilization, r.drops, r.completed
 
 
-def _completion_jain(r: SimResult) -> float:
+def _completion_jain(r: CcSimResult) -> float:
     """Jain's index of size / completion time, as sw.roce.incast reports it (equal-size flows, one start)."""
     xs = [1 / f.completion_ns for f in r.flows if f.completion_ns]
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))

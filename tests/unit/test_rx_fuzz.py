@@ -18,8 +18,8 @@ from emu.probe import IntFormatError, parse_report
 from emu.probe import parse_int as probe_parse_int
 from emu.topology import Topology, TopologySpec
 from p4.switch.pfc_frame import frame_dscp, is_mac_control, parse_pfc_frame
-from p4.switch.pipeline import load_pipeline
-from p4.switch.switch import P4Switch, SwitchConfig
+from p4.switch.pipeline_adapter import load_pipeline
+from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 from sw.roce.decode import RocePacket, decode
 from sw.roce.ecn import ecn_of, mark_ce
@@ -176,7 +176,7 @@ def test_the_fabric_switch_forwards_or_drops_every_mutated_frame_by_a_counted_re
     topo = Topology(TopologySpec(servers=2, gpus_per_server=1, spines=0))
     a, b = topo.nics
     clock = ManualClock()
-    switch = P4Switch(load_pipeline(FABRIC_P4, clock=clock, device_id=topo.switch(a.leaf).device_id),
+    switch = EmbeddedSwitch(load_pipeline(FABRIC_P4, clock=clock, device_id=topo.switch(a.leaf).device_id),
                       SwitchConfig(interfaces=[], log_file=str(tmp_path / "sw.log")), clock=clock)
     for line in switch_commands(topo, a.leaf, None, IntConfig(sink_mode="host")):
         switch.execute(line)

@@ -11,7 +11,7 @@ from sw.collectives.algorithms import alltoall, hier, rhd, ring, tree
 from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.sim import SimParams, simulate
 from sw.sim import schedules as sim_schedules
-from sw.sim.fabric import FlowPaths, SimFabric, ecmp_index
+from sw.sim.flow_fabric import FlowPaths, SimFabric, ecmp_index
 from sw.sim.maxmin import maxmin_rates, run_phase
 
 pytestmark = pytest.mark.unit

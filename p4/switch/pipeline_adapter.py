@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from p4.errors import CommandError, P4Error
-from p4.switch.tm import QueuedPacket as TmPacket
-from p4.switch.tm import TrafficManagerError
+from p4.switch.tm import QueuedPacket, TrafficManagerError
 from sw.clock import Clock, get_clock
 from sw.units import UnitError, parse_rate_bps
 
 if TYPE_CHECKING:
     from p4.pipeline import Pipeline
-    from p4.switch.switch import P4Switch
+    from p4.switch.switch import EmbeddedSwitch
     from p4.switch.tm import TrafficManager
 
 CACHE_ENV = "STARPULSE_CACHE_DIR"
@@ -107,7 +106,7 @@ class SwitchPipeline:
         self.cli = RuntimeCLI(pipeline)
         self._commands_help = COMMANDS_HELP
         self.tm: TrafficManager | None = None
-        self.switch: P4Switch | None = None
+        self.switch: EmbeddedSwitch | None = None
         self._digests: list[dict[str, Any]] = []
         self._ingress_port_slot = pipeline.program.sm["ingress_port"]
         # every digest the pipeline makes (ingress, resubmit, recirculation, the batched path) passes here
@@ -115,7 +114,7 @@ class SwitchPipeline:
         self._drops = pipeline.drops
         self._batch = getattr(pipeline, "process_batch", None)
 
-    def attach_traffic_manager(self, tm: TrafficManager, switch: P4Switch) -> None:
+    def attach_traffic_manager(self, tm: TrafficManager, switch: EmbeddedSwitch) -> None:
         self.tm = tm
         self.switch = switch
         self._sync_queues()
@@ -145,7 +144,7 @@ class SwitchPipeline:
             return self._batch([(port, f) for f in frames])
         return self._batch([(port, f) for f in frames], priorities)
 
-    def egress(self, tp: TmPacket, now_ns: int) -> list[tuple[int, bytes]]:
+    def egress(self, tp: QueuedPacket, now_ns: int) -> list[tuple[int, bytes]]:
         """Run egress on a dequeued packet with its real queue metadata; returns frames to transmit."""
         qp = tp.item
         res = self.pipe.egress(qp, enq_qdepth=tp.enq_qdepth_pkts, deq_qdepth=tp.deq_qdepth_pkts,
@@ -154,7 +153,7 @@ class SwitchPipeline:
         self._after_egress(qp, res, now_ns)
         return res.out
 
-    def egress_batch(self, tps: list[TmPacket], now_ns: int,
+    def egress_batch(self, tps: list[QueuedPacket], now_ns: int,
                      transmit: Callable[[int, bytes, int], None]) -> None:
         """``egress`` for dequeued packets in order, frames handed to ``transmit(port, frame, now_ns)`` as they
         are made; the same results as ``egress`` per packet (``Pipeline.egress_batch`` stops at clones and

@@ -16,7 +16,7 @@ from p4.compiler import compile_file, compile_source
 from p4.errors import CompileError
 from p4.ppexpr import ExprError, evaluate
 from p4.preprocess import Preprocessor
-from tests.p4.conftest import V1_PRELUDE, Switch
+from tests.p4.compiler.conftest import V1_PRELUDE, Switch
 
 pytestmark = pytest.mark.unit
 

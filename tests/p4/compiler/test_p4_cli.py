@@ -15,7 +15,7 @@ from scapy.utils import wrpcap
 from sw.cli import main
 
 pytestmark = pytest.mark.unit
-PROGRAMS = Path(__file__).resolve().parents[2] / "p4" / "programs"
+PROGRAMS = Path(__file__).resolve().parents[3] / "p4" / "programs"
 
 
 def test_check_ok_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

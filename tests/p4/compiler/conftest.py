@@ -12,7 +12,7 @@ from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
 
-PROGRAMS = Path(__file__).resolve().parents[2] / "p4" / "programs"
+PROGRAMS = Path(__file__).resolve().parents[3] / "p4" / "programs"
 
 V1_PRELUDE = "#include <core.p4>\n#include <v1model.p4>\n"
 

@@ -171,7 +171,7 @@ def test_verify_checksum_sets_checksum_error_without_dropping(program_switch, tm
     from scapy.layers.l2 import Ether
     from scapy.packet import raw
 
-    src = (Path(__file__).resolve().parents[2] / "p4" / "programs" / "basic.p4").read_text()
+    src = (Path(__file__).resolve().parents[3] / "p4" / "programs" / "basic.p4").read_text()
     fields = ("{ hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.totalLen, hdr.ipv4.identification, "
               "hdr.ipv4.flags, hdr.ipv4.fragOffset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.srcAddr, "
               "hdr.ipv4.dstAddr }")

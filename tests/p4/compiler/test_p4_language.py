@@ -11,7 +11,7 @@ from p4.errors import CompileError
 from p4.preprocess import preprocess
 
 pytestmark = pytest.mark.unit
-OUR_PROGRAMS = [Path(__file__).resolve().parents[2] / "p4" / "programs" / f"{name}.p4" for name in (
+OUR_PROGRAMS = [Path(__file__).resolve().parents[3] / "p4" / "programs" / f"{name}.p4" for name in (
     "basic", "ecn", "ecmp", "multicast", "tunnel", "calc", "source_routing", "mri", "firewall", "qos",
     "flow_cache", "link_monitor")]
 

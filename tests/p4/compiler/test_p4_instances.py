@@ -8,7 +8,7 @@ from p4.compiler import compile_file, compile_source
 from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
-from tests.p4.conftest import PROGRAMS, V1_PRELUDE
+from tests.p4.compiler.conftest import PROGRAMS, V1_PRELUDE
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ from sw.roce.packets import scapy_frame
 
 pytestmark = pytest.mark.unit
 
-FABRIC_P4 = Path(__file__).resolve().parents[2] / "p4" / "programs" / "fabric.p4"
+FABRIC_P4 = Path(__file__).resolve().parents[3] / "p4" / "programs" / "fabric.p4"
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from sw.clock import ManualClock
 
 pytestmark = pytest.mark.unit
 
-QOS_P4 = Path(__file__).resolve().parents[2] / "p4" / "programs" / "qos.p4"
+QOS_P4 = Path(__file__).resolve().parents[3] / "p4" / "programs" / "qos.p4"
 IN_PORT, OUT_PORT = 1, 2
 COUNTS = {7: 5, 3: 3, 0: 2}     # priority -> frames sent (UDP, TCP, ICMP)
 

@@ -20,7 +20,7 @@ from sw.clock import ManualClock
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(120)]
 
-PROGRAMS = sorted((Path(__file__).resolve().parents[2] / "p4" / "programs").glob("*.p4"))
+PROGRAMS = sorted((Path(__file__).resolve().parents[3] / "p4" / "programs").glob("*.p4"))
 SOURCES = {p.name: p.read_bytes() for p in PROGRAMS}
 FUZZ = settings(max_examples=100, deadline=5000, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

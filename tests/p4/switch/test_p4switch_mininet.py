@@ -13,7 +13,7 @@ from emu.p4switch import P4Host, P4Switch, P4SwitchError, missing_bmv2_tools
 
 pytestmark = pytest.mark.emu
 
-PROGRAMS = Path(__file__).resolve().parents[2] / "p4" / "programs"
+PROGRAMS = Path(__file__).resolve().parents[3] / "p4" / "programs"
 
 
 def _links() -> set[str]:

@@ -8,7 +8,7 @@ from p4.compiler import compile_source
 from p4.pipeline import EgressResult, Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
-from tests.p4.conftest import V1_PRELUDE
+from tests.p4.compiler.conftest import V1_PRELUDE
 
 pytestmark = pytest.mark.unit
 

@@ -17,7 +17,7 @@ from sw.clock import ManualClock
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(120)]
 
-FABRIC_P4 = Path(__file__).resolve().parents[2] / "p4" / "programs" / "fabric.p4"
+FABRIC_P4 = Path(__file__).resolve().parents[3] / "p4" / "programs" / "fabric.p4"
 FUZZ = settings(max_examples=250, deadline=2000, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 TRIED = {"lines": 0, "errors": 0, "frames": 0}

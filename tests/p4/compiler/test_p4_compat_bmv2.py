@@ -15,7 +15,7 @@ from p4.compiler import compile_file, compile_source
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PROGRAMS = sorted((ROOT / "p4" / "programs").glob("*.p4"))
 OLD_FABRIC = Path(__file__).with_name("data") / "fabric_ecmp_applied_twice.p4"
 MARK = "/*<-*/"

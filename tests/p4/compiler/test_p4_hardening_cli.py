@@ -14,7 +14,7 @@ from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.cli import main
 from sw.clock import ManualClock
-from tests.p4.conftest import PROGRAMS
+from tests.p4.compiler.conftest import PROGRAMS
 
 pytestmark = pytest.mark.unit
 
@@ -152,7 +152,7 @@ def test_check_prints_parser_loop_warning_and_passes(tmp_path: Path, capsys: pyt
 
 
 def test_switch_survives_a_looping_parser_and_forwards_with_parser_timeout(tmp_path: Path) -> None:
-    from tests.p4.test_p4_hardening import LOOP
+    from tests.p4.compiler.test_p4_hardening import LOOP
 
     prog = tmp_path / "loop.p4"
     prog.write_text(LOOP)

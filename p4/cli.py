@@ -7,8 +7,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from p4.errors import P4Error
+
+if TYPE_CHECKING:
+    from p4.compiler import CheckPass
+    from p4.program import Program
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,13 +68,13 @@ def _defines(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _compile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _compile(args: argparse.Namespace) -> Program:
     from p4.compiler import compile_file
 
     path = Path(args.program)
     if not path.is_file():
         raise P4Error(f"{args.program}: no such file")
-    checks = ()
+    checks: tuple[CheckPass, ...] = ()
     if getattr(args, "target_compat", None):
         from p4.compat_bmv2 import check_pass
 

@@ -195,7 +195,7 @@ class _Cfg:
                 return name, positive == (_name(cond.children[1]) == "hit")
         return "", True
 
-    def stmt(self, s: Tree, live: Live, sc: _Scope) -> Live:  # noqa: C901 - one dispatch over statement kinds
+    def stmt(self, s: Tree, live: Live, sc: _Scope) -> Live:  # one dispatch over statement kinds
         d = s.data
         if d == "block":
             return self.block(s, live, sc)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import random as _random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -202,6 +203,8 @@ class ActionInfo:
     fn_name: str = ""
     params: list = field(default_factory=list)  # (dir, type, name)
     compiled: bool = False
+    ret_type: P4Type | None = None      # functions: the return type (VOID for none)
+    spec: ActionSpec | None = None      # actions: the control-plane half, once compiled
 
 
 @dataclass
@@ -258,11 +261,12 @@ class Compiler:
         self.out = Emitter()
         self.uid = 0
         self.scopes: list[dict[str, Sym]] = []
+        self._every_scope: list[dict[str, Sym]] = []     # every control's local scope (to find all actions)
         self.actions: dict[str, ActionSpec] = {}
         self.tables: dict[str, Table] = {}
-        self.registers: dict[str, Any] = {}
-        self.counters: dict[str, Any] = {}
-        self.meters: dict[str, Any] = {}
+        self.registers: dict[str, Register] = {}
+        self.counters: dict[str, Counter] = {}
+        self.meters: dict[str, Meter] = {}
         self.profiles: dict[str, ActionProfile] = {}
         self.value_sets: dict[str, ValueSet] = {}
         self.field_lists: dict[int, list[int]] = {}
@@ -360,7 +364,7 @@ class Compiler:
             v = e.const
         else:
             try:
-                v = eval(e.src, dict(self.ns)) if "S[" not in e.src else None  # noqa: S307 - our own code
+                v = eval(e.src, dict(self.ns)) if "S[" not in e.src else None  # our own code
             except Exception:
                 v = None
             if not isinstance(v, int):
@@ -540,7 +544,7 @@ class Compiler:
             return E(self.wrap(e.src, want), want)
         return e
 
-    def _expr(self, n: Any, want: P4Type | None) -> E:  # noqa: C901 - one dispatch over the grammar
+    def _expr(self, n: Any, want: P4Type | None) -> E:  # one dispatch over the grammar
         d = n.data
         self.last_node = n
         if d == "int_lit":
@@ -729,7 +733,7 @@ class Compiler:
             pyop = {"/": "//", "|+|": "+", "|-|": "-"}.get(op, op)
             if isinstance(a.const, int) and isinstance(b.const, int):
                 try:
-                    v = eval(f"{a.const} {pyop} {b.const}")  # noqa: S307 - two ints and an operator
+                    v = eval(f"{a.const} {pyop} {b.const}")  # two ints and an operator
                 except ZeroDivisionError:
                     raise self.err(node, "division by zero") from None
                 return E(repr(v), INFINT, const=v)
@@ -822,7 +826,8 @@ class Compiler:
             assert r is not None
             return E(r.src if r.type.scalar else "None", r.type, ref=r)
         if sym.kind == "py":
-            return E(str(sym.value), sym.type)  # type: ignore[arg-type]
+            assert sym.type is not None
+            return E(str(sym.value), sym.type)
         if sym.kind == "const":
             return sym.value
         return E("None", VOID, const=sym)
@@ -950,7 +955,7 @@ class Compiler:
             self.out("pass")
         self.scopes.pop()
 
-    def stmt(self, s: Tree) -> None:  # noqa: C901 - one dispatch over statement kinds
+    def stmt(self, s: Tree) -> None:  # one dispatch over statement kinds
         d = s.data
         self.last_node = s
         if d == "block":
@@ -1202,7 +1207,7 @@ class Compiler:
         return None
 
     # --- calls --------------------------------------------------------------------------------------------
-    def call(self, callee: Tree, args: list, *, as_stmt: bool) -> E:  # noqa: C901
+    def call(self, callee: Tree, args: list, *, as_stmt: bool) -> E:
         if callee.data in ("member_expr", "lv_member"):
             method = _name(callee.children[1])
             objn = callee.children[0]
@@ -1230,7 +1235,7 @@ class Compiler:
         # t.apply().hit style: callee is a call
         raise self.err(callee, "unsupported call")
 
-    def method_call(self, obj: E, method: str, args: list, node: Any, as_stmt: bool) -> E:  # noqa: C901
+    def method_call(self, obj: E, method: str, args: list, node: Any, as_stmt: bool) -> E:
         t = obj.type
         if isinstance(t, StructLike) and t.is_header and obj.ref is not None:
             v = obj.ref.off(0)
@@ -1456,7 +1461,7 @@ class Compiler:
             raise self.err(n, f"{what} must be a writable bit<N> field or variable")
         return e.ref
 
-    def extern_func(self, fname: str, args: list, node: Any) -> E:  # noqa: C901
+    def extern_func(self, fname: str, args: list, node: Any) -> E:
         sm = self.sm_slots
         nargs = len(args)
 
@@ -1625,7 +1630,7 @@ class Compiler:
         self.field_lists[idx] = slots
         return idx
 
-    def extern_method(self, sym: Sym, method: str, args: list, node: Any) -> E:  # noqa: C901
+    def extern_method(self, sym: Sym, method: str, args: list, node: Any) -> E:
         inst = sym.value
         kind, obj, var = inst["kind"], inst["obj"], inst["var"]
         plen = f"S[{self.sm_slots['packet_length']}]"
@@ -1689,7 +1694,7 @@ class Compiler:
             ret_t = self.resolve_type(rnode[0]) if rnode else VOID
             if not (ret_t.scalar or isinstance(ret_t, VoidT)):
                 raise self.err(node, f"functions returning {ret_t} are not supported yet (return bit/int/bool)")
-        info.ret_type = ret_t  # type: ignore[attr-defined]
+        info.ret_type = ret_t
         params = []
         scope: dict[str, Sym] = {}
         pynames = []
@@ -1727,7 +1732,7 @@ class Compiler:
         data_params = [(n, t.width if isinstance(t, BitT) else 1) for d, t, n, _ in params if d == ""]
         spec = ActionSpec(info.name, None, data_params, 0)  # fn bound after exec
         self.actions[info.name] = spec
-        info.spec = spec  # type: ignore[attr-defined]
+        info.spec = spec
 
     def global_function(self, name: str) -> ActionInfo:
         cache = self.__dict__.setdefault("_global_fns", {})
@@ -1759,7 +1764,7 @@ class Compiler:
                         raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
                     copy_out.append((tgt.ref, sym.ref))
         call = f"{info.fn_name}(S{''.join(', ' + p for p in pyargs)})"
-        ret_t = getattr(info, "ret_type", None)
+        ret_t = info.ret_type
         result = E("None", VOID)
         if function and ret_t is not None and not isinstance(ret_t, VoidT):
             tmp = self.fresh("r")
@@ -1776,6 +1781,7 @@ class Compiler:
 
     # --- controls -----------------------------------------------------------------------------------------
     def control_locals(self, node: Tree, prefix: str, scope: dict[str, Sym]) -> None:
+        self._every_scope.append(scope)
         for d in node.children:
             if not isinstance(d, Tree):
                 continue
@@ -1862,7 +1868,9 @@ class Compiler:
 
         def enum_member(i: int) -> str:
             e = cargs[i]
-            return next(k for k, v in e.type.members.items() if v == e.const)  # type: ignore[union-attr]
+            if not isinstance(e.type, EnumT):
+                raise self.err(d, f"{tname}(...) argument {i + 1}: expected an enum member, got {e.type}")
+            return next(k for k, v in e.type.members.items() if v == e.const)
 
         inst: dict[str, Any] = {"kind": tname, "var": var, "name": full}
         want_args = {"register": (1, 2), "counter": (2,), "direct_counter": (1,), "meter": (2,),
@@ -1903,7 +1911,7 @@ class Compiler:
         self.ns[var] = obj
         scope[name] = Sym("extern", value=inst)
 
-    def table(self, d: Tree, prefix: str, scope: dict[str, Sym]) -> None:  # noqa: C901
+    def table(self, d: Tree, prefix: str, scope: dict[str, Sym]) -> None:
         tname = _name(_trees(d, "name")[0])
         full = f"{prefix}.{tname}" if prefix else tname
         anns = _annotations(d)
@@ -1979,11 +1987,11 @@ class Compiler:
                     raise self.err(p, f"unknown table property '{pname}'")
         action_index: dict[str, int] = {}
         for i, (info, iann) in enumerate(action_infos):
-            base = info.spec  # type: ignore[attr-defined]
+            base = info.spec
+            assert base is not None, info.name          # compile_action ran for every action a table lists
             decl_ann = _annotations(info.node)
             spec = ActionSpec(base.name, None, base.params, i, "defaultonly" in iann or "defaultonly" in decl_ann,
                               "tableonly" in iann or "tableonly" in decl_ann)
-            spec.fn_name = info.fn_name  # type: ignore[attr-defined]
             actions[info.name] = spec
             action_index[info.name] = i
         fn_name = self.fresh("t_" + full.replace(".", "_"))
@@ -2566,9 +2574,6 @@ class Compiler:
             walk(sc)
         return infos
 
-    @property
-    def _every_scope(self) -> list[dict[str, Sym]]:
-        return self.__dict__.setdefault("_scopes_seen", [])
 
 
 # Globals of the generated code that hold run-time state: copied for every pipeline (Program.instantiate).
@@ -2642,13 +2647,6 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
                          checks: tuple[CheckPass, ...] = ()) -> Program:
     tree = parse(pre)
     c = Compiler(pre, name, seed)
-    c.__dict__["_scopes_seen"] = []
-    orig_control_locals = c.control_locals
-
-    def tracking(node: Tree, prefix: str, scope: dict[str, Sym]) -> None:
-        c._every_scope.append(scope)
-        orig_control_locals(node, prefix, scope)
-    c.control_locals = tracking  # type: ignore[method-assign]
     try:
         prog = c.compile(tree)
     except RecursionError:
@@ -2657,7 +2655,7 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
                            c.pos(node) if node is not None else c.end_pos()) from None
     except CompileError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a compiler bug must still point the user at the construct
+    except Exception as exc:  # a compiler bug must still point the user at the construct
         node = getattr(c, "last_node", None)
         raise CompileError(f"internal compiler error ({type(exc).__name__}: {exc}) while compiling this; "
                            "please report it", c.pos(node) if node is not None else None) from exc
@@ -2668,13 +2666,13 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
     prog.helpers["_sx"] = _make_stack_index(err)
     try:
         prog.instantiate()                 # every pipeline does this: a compiler bug must show here, not later
-    except Exception as exc:  # noqa: BLE001 - as above
+    except Exception as exc:  # as above
         raise CompileError(f"internal compiler error ({type(exc).__name__}: {exc}) while instantiating "
                            f"{name}; please report it") from exc
     return prog
 
 
-def _make_stack_index(code: int):  # type: ignore[no-untyped-def]
+def _make_stack_index(code: int) -> Callable[[int, int], int]:
     def sx(i: int, count: int) -> int:
         if not 0 <= i < count:
             raise ParserError(code)

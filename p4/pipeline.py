@@ -385,7 +385,7 @@ class Pipeline:
                         return out
                     continue
                 append((port, join(deparser(S)) + S[PAYLOAD]))
-            except Exception as exc:  # noqa: BLE001 - reported per packet; the caller decides (the switch logs)
+            except Exception as exc:  # reported per packet; the caller decides (the switch logs)
                 append(EgressResult(error=exc))
                 return out
         return out
@@ -463,6 +463,7 @@ class Pipeline:
                                         self._egress_spec, self._egress_port)
         mc_s = self._mcast_grp
         pr_s = self._priority if priorities is not None else None
+        prios = priorities if priorities is not None else []   # written only when pr_s is set
         now = self._now_us()
         ts_ig = self._ig_ts if self._ig_ts is not None else TRUNCATE  # harmless scratch write, reset below
         ts_eg = self._eg_ts if self._eg_ts is not None else TRUNCATE
@@ -494,7 +495,7 @@ class Pipeline:
                 res = self._after_ingress(S, port, frame, PKT_NORMAL, 0, IngressResult())
                 self._egress_all(port, res.queued, out)
                 if pr_s is not None:
-                    priorities.extend([S[pr_s]] * (len(out) - n_out))  # type: ignore[union-attr]
+                    prios.extend([S[pr_s]] * (len(out) - n_out))
                 continue
             spec = S[es_s]
             if spec == DROP_PORT:
@@ -514,14 +515,14 @@ class Pipeline:
                 n_out = len(out)
                 self._after_egress(S, PipelinePacket(S, spec, PKT_NORMAL, 0, len(frame)), port, out)
                 if pr_s is not None:
-                    priorities.extend([S[pr_s]] * (len(out) - n_out))  # type: ignore[union-attr]
+                    prios.extend([S[pr_s]] * (len(out) - n_out))
                 continue
             if S[es_s] == DROP_PORT:
                 drops["egress_spec=511 in egress (mark_to_drop)"] += 1
                 continue
             append((spec, join(deparser(S)) + S[PAYLOAD]))
             if pr_s is not None:
-                priorities.append(S[pr_s])  # type: ignore[union-attr]
+                prios.append(S[pr_s])
         return out
 
     def _egress_all(self, port: int, queued: list[PipelinePacket], out: list[tuple[int, bytes]]) -> None:

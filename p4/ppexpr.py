@@ -108,12 +108,12 @@ class _Parser:
         left = self.unary()
         while True:
             op = self.peek()
-            prec = _BINARY.get(op or "")
-            if prec is None or prec < min_prec:
+            prec = _BINARY.get(op) if op is not None else None
+            if op is None or prec is None or prec < min_prec:
                 return left
             self.take()
             right = self.binary(prec + 1)
-            left = _binop(op, left, right)  # type: ignore[arg-type]
+            left = _binop(op, left, right)
 
     def unary(self) -> Callable[[], Value]:
         kind, tok = self.take()
@@ -134,10 +134,20 @@ class _Parser:
         raise ExprError(f"unexpected {tok!r}")
 
 
+class _Typed:
+    """A thunk marked with its static type (unsigned or not), known before anything is evaluated."""
+
+    __slots__ = ("run", "unsigned")
+
+    def __init__(self, run: Callable[[], Value], unsigned: bool) -> None:
+        self.run, self.unsigned = run, unsigned
+
+    def __call__(self) -> Value:
+        return self.run()
+
+
 def _typed(f: Callable[[], Value], unsigned: bool) -> Callable[[], Value]:
-    """Mark a thunk with its static type (unsigned or not), known before anything is evaluated."""
-    f.unsigned = unsigned  # type: ignore[attr-defined]
-    return f
+    return _Typed(f, unsigned)
 
 
 def _unsigned(f: Callable[[], Value]) -> bool:

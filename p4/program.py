@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
 
-from p4.externs import Meter
-from p4.tables import ActionSpec, Table
+from p4.externs import Counter, Meter, Register
+from p4.tables import ActionProfile, ActionSpec, Table, ValueSet
 
 # Hidden per-packet slots at the start of the state list S (before headers and metadata).
 PAYLOAD, DIGESTS, CLONE_SESSION, CLONE_FL, RESUBMIT_FL, RECIRC_FL, TRUNCATE, LOGS = range(8)
@@ -62,11 +62,11 @@ class ProgramState:
 
     tables: dict[str, Table] = field(default_factory=dict)
     actions: dict[str, ActionSpec] = field(default_factory=dict)
-    registers: dict[str, Any] = field(default_factory=dict)
-    counters: dict[str, Any] = field(default_factory=dict)
-    meters: dict[str, Any] = field(default_factory=dict)
-    profiles: dict[str, Any] = field(default_factory=dict)       # action profiles / selectors
-    value_sets: dict[str, Any] = field(default_factory=dict)     # parser value sets
+    registers: dict[str, Register] = field(default_factory=dict)
+    counters: dict[str, Counter] = field(default_factory=dict)
+    meters: dict[str, Meter] = field(default_factory=dict)
+    profiles: dict[str, ActionProfile] = field(default_factory=dict)   # action profiles / selectors
+    value_sets: dict[str, ValueSet] = field(default_factory=dict)      # parser value sets
     objects: dict[str, Any] = field(default_factory=dict)        # generated-code global name -> object
 
 
@@ -140,12 +140,12 @@ class Program:
         state = copy.deepcopy(self.template)
         ns = dict(self.helpers)
         ns.update(state.objects)
-        exec(self.code, ns)  # noqa: S102 - our own generated code: defines the stage and action functions
+        exec(self.code, ns)  # our own generated code: defines the stage and action functions
         fns = {name: ns[fn] for name, fn in self.action_fns.items()}
         for spec in _action_specs(state):
             spec.fn = fns[spec.name]
         for t in state.tables.values():
-            t.meter_exec = direct_meter_exec(t)  # type: ignore[attr-defined]
+            t.meter_exec = direct_meter_exec(t)
             t._rebuild()
         return Instance(state, ns, ns["_parser"], ns["_verify"], ns["_ingress"], ns["_egress"], ns["_compute"],
                         ns["_deparser"])

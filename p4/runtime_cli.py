@@ -12,11 +12,12 @@ import math
 import shlex
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from p4.errors import CommandError, NotText, utf8_text
 from p4.pipeline import Pipeline
 from p4.program import DROP_PORT
-from p4.tables import ActionSpec, Table
+from p4.tables import ActionProfile, ActionSpec, Table, ValueSet
 
 COMMANDS_HELP = {
     "table_add": "table_add TABLE ACTION MATCH... => DATA... [PRIORITY]",
@@ -122,6 +123,9 @@ def finite_float(text: str, what: str) -> float:
     return v
 
 
+T = TypeVar("T")
+
+
 class RuntimeCLI:
     """Executes simple_switch_CLI commands against one pipeline."""
 
@@ -155,7 +159,7 @@ class RuntimeCLI:
             if exc.message.startswith(cmd):
                 raise
             raise CommandError(f"{cmd}: {exc.message}") from None
-        except Exception as exc:  # noqa: BLE001 - a bad command must never take the switch down
+        except Exception as exc:  # a bad command must never take the switch down
             raise CommandError(f"{cmd}: failed ({type(exc).__name__}: {exc}); usage: "
                                f"{COMMANDS_HELP.get(cmd, cmd)}") from None
 
@@ -197,7 +201,7 @@ class RuntimeCLI:
         return sorted(n for n in names if n.startswith(prefix))
 
     # --- lookups ------------------------------------------------------------------------------------------
-    def _find(self, kind: str, name: str, objs: dict) -> object:
+    def _find(self, kind: str, name: str, objs: dict[str, T]) -> T:
         if name in objs:
             return objs[name]
         hits = [v for k, v in objs.items() if k.split(".")[-1] == name or k.endswith("." + name)]
@@ -209,7 +213,7 @@ class RuntimeCLI:
         raise CommandError(f"unknown {kind} {name!r} (known: {known})")
 
     def table(self, name: str) -> Table:
-        return self._find("table", name, self.state.tables)  # type: ignore[return-value]
+        return self._find("table", name, self.state.tables)
 
     def action(self, table: Table, name: str) -> ActionSpec:
         if name in table.actions:
@@ -398,10 +402,10 @@ class RuntimeCLI:
                          for a in self.state.actions.values())
 
     # --- action profiles and selectors (indirect tables) ------------------------------------------------
-    def profile(self, name: str):  # type: ignore[no-untyped-def]
+    def profile(self, name: str) -> ActionProfile:
         return self._find("action profile", name, self.state.profiles)
 
-    def _profile_action(self, prof, name: str) -> ActionSpec:  # type: ignore[no-untyped-def]
+    def _profile_action(self, prof: ActionProfile, name: str) -> ActionSpec:
         for t in prof.tables:
             try:
                 return self.action(t, name)
@@ -440,7 +444,7 @@ class RuntimeCLI:
             raise CommandError(f"{prof.name} has no group {args[1]}")
         return ""
 
-    def _group_member(self, args: list[str], cmd: str):  # type: ignore[no-untyped-def]
+    def _group_member(self, args: list[str], cmd: str) -> tuple[ActionProfile, int, int]:
         self._nargs(args, 3, cmd)
         prof = self.profile(args[0])
         m, g = self._int(args[1], "member handle"), self._int(args[2], "group handle")
@@ -494,12 +498,12 @@ class RuntimeCLI:
         return ""
 
     # --- parser value sets -----------------------------------------------------------------------------------
-    def _pvs_value(self, args: list[str], cmd: str):  # type: ignore[no-untyped-def]
+    def _pvs_value(self, args: list[str], cmd: str) -> tuple[ValueSet, int, int | None]:
         self._nargs(args, 2, cmd)
         vs = self._find("value set", args[0], self.state.value_sets)
         v, _, m = args[1].partition("&&&")
-        value = parse_value(v, vs.width, f"value set {vs.name}")  # type: ignore[attr-defined]
-        mask = parse_value(m, vs.width, f"value set {vs.name} mask") if m else None  # type: ignore[attr-defined]
+        value = parse_value(v, vs.width, f"value set {vs.name}")
+        mask = parse_value(m, vs.width, f"value set {vs.name} mask") if m else None
         return vs, value, mask
 
     def _pvs_add(self, args: list[str]) -> str:
@@ -515,11 +519,11 @@ class RuntimeCLI:
     def _pvs_get(self, args: list[str]) -> str:
         self._nargs(args, 1, "pvs_get")
         vs = self._find("value set", args[0], self.state.value_sets)
-        return "\n".join(f"{v:#x}&&&{m:#x}" for v, m in vs.entries)  # type: ignore[attr-defined]
+        return "\n".join(f"{v:#x}&&&{m:#x}" for v, m in vs.entries)
 
     def _pvs_clear(self, args: list[str]) -> str:
         self._nargs(args, 1, "pvs_clear")
-        self._find("value set", args[0], self.state.value_sets).entries.clear()  # type: ignore[attr-defined]
+        self._find("value set", args[0], self.state.value_sets).entries.clear()
         return ""
 
     # --- stateful externs ---------------------------------------------------------------------------------
@@ -527,9 +531,9 @@ class RuntimeCLI:
         self._nargs(args, (1, 2), "register_read")
         r = self._find("register", args[0], self.state.registers)
         if len(args) == 1:
-            return f"{r.name}= " + ", ".join(str(v) for v in r.values)  # type: ignore[attr-defined]
-        i = self._index(args[1], r.size, r.name)  # type: ignore[attr-defined]
-        return f"{r.name}[{i}]= {r.values[i]}"  # type: ignore[attr-defined]
+            return f"{r.name}= " + ", ".join(str(v) for v in r.values)
+        i = self._index(args[1], r.size, r.name)
+        return f"{r.name}[{i}]= {r.values[i]}"
 
     def _index(self, text: str, size: int, name: str) -> int:
         i = self._int(text, "index")
@@ -540,35 +544,35 @@ class RuntimeCLI:
     def _register_write(self, args: list[str]) -> str:
         self._nargs(args, 3, "register_write")
         r = self._find("register", args[0], self.state.registers)
-        i = self._index(args[1], r.size, r.name)  # type: ignore[attr-defined]
-        v = parse_value(args[2], r.width, f"register {r.name} value")  # type: ignore[attr-defined]
-        if r.signed and v >> (r.width - 1):  # type: ignore[attr-defined]
-            v -= 1 << r.width  # type: ignore[attr-defined]
-        r.values[i] = v  # type: ignore[attr-defined]
+        i = self._index(args[1], r.size, r.name)
+        v = parse_value(args[2], r.width, f"register {r.name} value")
+        if r.signed and v >> (r.width - 1):
+            v -= 1 << r.width
+        r.values[i] = v
         return ""
 
     def _register_reset(self, args: list[str]) -> str:
         self._nargs(args, 1, "register_reset")
-        self._find("register", args[0], self.state.registers).reset()  # type: ignore[attr-defined]
+        self._find("register", args[0], self.state.registers).reset()
         return ""
 
     def _counter_read(self, args: list[str]) -> str:
         self._nargs(args, 2, "counter_read")
         c = self._find("counter", args[0], self.state.counters)
-        if c.direct:  # type: ignore[attr-defined]
+        if c.direct:
             h = self._int(args[1], "entry handle")
             for t in self.state.tables.values():
                 if t.direct_counter is c and h in t.entries:
                     e = t.entries[h]
-                    return f"{c.name}[{h}]=  BmCounterValue(packets={e.packets}, bytes={e.bytes})"  # type: ignore[attr-defined]
+                    return f"{c.name}[{h}]=  BmCounterValue(packets={e.packets}, bytes={e.bytes})"
             raise CommandError(f"no entry with handle {h} in the table of direct counter {args[0]}")
-        i = self._index(args[1], c.size, c.name)  # type: ignore[attr-defined]
-        return f"{c.name}[{i}]=  BmCounterValue(packets={c.packets[i]}, bytes={c.bytes[i]})"  # type: ignore[attr-defined]
+        i = self._index(args[1], c.size, c.name)
+        return f"{c.name}[{i}]=  BmCounterValue(packets={c.packets[i]}, bytes={c.bytes[i]})"
 
     def _counter_reset(self, args: list[str]) -> str:
         self._nargs(args, 1, "counter_reset")
         c = self._find("counter", args[0], self.state.counters)
-        c.reset()  # type: ignore[attr-defined]
+        c.reset()
         for t in self.state.tables.values():
             if t.direct_counter is c:
                 for e in t.entries.values():
@@ -590,21 +594,21 @@ class RuntimeCLI:
     def _meter_array_set_rates(self, args: list[str]) -> str:
         self._nargs(args, 3, "meter_array_set_rates")
         m = self._find("meter", args[0], self.state.meters)
-        m.set_rates(None, self._rates(args[1:]))  # type: ignore[attr-defined]
+        m.set_rates(None, self._rates(args[1:]))
         return ""
 
     def _meter_set_rates(self, args: list[str]) -> str:
         self._nargs(args, 4, "meter_set_rates")
         m = self._find("meter", args[0], self.state.meters)
         rates = self._rates(args[2:])
-        if m.direct:  # type: ignore[attr-defined]
+        if m.direct:
             h = self._int(args[1], "entry handle")
             m.__dict__.setdefault("entry_rates", {})[h] = rates
             for t in self.state.tables.values():
                 if t.direct_meter is m and h in t.entries and t.entries[h].meter is not None:
                     t.entries[h].meter.set_rates(0, rates)
             return ""
-        m.set_rates(self._index(args[1], m.size, m.name), rates)  # type: ignore[attr-defined]
+        m.set_rates(self._index(args[1], m.size, m.name), rates)
         return ""
 
     # --- PRE, mirroring, queues -----------------------------------------------------------------------------

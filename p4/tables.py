@@ -19,7 +19,7 @@ class ActionSpec:
     """An action a table may run: its full name, compiled function and action-data parameters."""
 
     name: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | None      # bound when the program is instantiated
     params: list[tuple[str, int]]  # (name, width)
     index: int
     default_only: bool = False
@@ -39,7 +39,7 @@ class Entry:
 
     handle: int
     match: list[tuple[int, int]]
-    action: ActionSpec
+    action: ActionSpec | None          # None for indirect entries (member/group)
     data: tuple[int, ...]
     priority: int = 0
     packets: int = 0
@@ -145,6 +145,7 @@ class Table:
     direct_counter: Any = None
     direct_meter: Any = None
     profile: Any = None
+    meter_exec: Callable[[Any, int, float], int] | None = None   # direct meter: set by Program.instantiate
     _next_handle: int = 0
 
     def __post_init__(self) -> None:
@@ -184,7 +185,7 @@ class Table:
             raise CommandError(f"table {self.name} is full ({self.size} entries)")
         handle = self._next_handle
         self._next_handle += 1
-        self.entries[handle] = Entry(handle, match, None, (), priority, member=member, group=group)  # type: ignore[arg-type]
+        self.entries[handle] = Entry(handle, match, None, (), priority, member=member, group=group)
         self._rebuild()
         return handle
 

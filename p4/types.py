@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 class P4Type:
     """Base of all types; ``size`` is the number of state slots a value of the type occupies."""
 
-    size = 1
     scalar = True
+
+    @property
+    def size(self) -> int:
+        return 1
 
     def __str__(self) -> str:
         return type(self).__name__
@@ -40,7 +43,7 @@ class VarbitT(P4Type):
     scalar = False
 
     @property
-    def size(self) -> int:  # type: ignore[override]
+    def size(self) -> int:
         return 2
 
     def __str__(self) -> str:
@@ -115,7 +118,7 @@ class StructLike(P4Type):
         self._size = off
 
     @property
-    def size(self) -> int:  # type: ignore[override]
+    def size(self) -> int:
         return self._size
 
     @property
@@ -139,7 +142,7 @@ class StackT(P4Type):
     scalar = False
 
     @property
-    def size(self) -> int:  # type: ignore[override]
+    def size(self) -> int:
         return 1 + self.count * self.elem.size
 
     def __str__(self) -> str:

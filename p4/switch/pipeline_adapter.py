@@ -119,6 +119,11 @@ class SwitchPipeline:
         self.switch = switch
         self._sync_queues()
 
+    def _attached(self) -> tuple[EmbeddedSwitch, TrafficManager]:
+        if self.switch is None or self.tm is None:
+            raise P4Error("the pipeline is not attached to a switch (attach_traffic_manager)")
+        return self.switch, self.tm
+
     # --- data path -------------------------------------------------------------------------------------------
     def ingress(self, port: int, frame: bytes) -> Any:
         """Run ingress: ``.queued`` are the copies to queue (egress_port, priority, length_bytes), ``.dropped``
@@ -159,6 +164,7 @@ class SwitchPipeline:
         are made; the same results as ``egress`` per packet (``Pipeline.egress_batch`` stops at clones and
         recirculations so they are handled before later packets run egress)."""
         egress_batch = self.pipe.egress_batch
+        switch = self._attached()[0]
         start, n = 0, len(tps)
         while start < n:
             chunk = tps[start:] if start else tps
@@ -171,12 +177,12 @@ class SwitchPipeline:
                     transmit(r[0], r[1], now_ns)
                     continue
                 if r.error is not None:
-                    self.switch._pipeline_failed(tp.egress_port, 1, "egress", r.error)  # type: ignore[union-attr]
+                    switch._pipeline_failed(tp.egress_port, 1, "egress", r.error)
                     continue
                 try:
                     self._after_egress(tp.item, r, now_ns)
-                except Exception as exc:  # noqa: BLE001 - as the per-packet path: count, log, go on
-                    self.switch._pipeline_failed(tp.egress_port, 1, "egress", exc)  # type: ignore[union-attr]
+                except Exception as exc:  # as the per-packet path: count, log, go on
+                    switch._pipeline_failed(tp.egress_port, 1, "egress", exc)
                     continue
                 for port, frame in r.out:
                     transmit(port, frame, now_ns)
@@ -184,10 +190,13 @@ class SwitchPipeline:
 
     def _after_egress(self, qp: Any, res: Any, now_ns: int) -> None:
         """An egress drop is counted at the packet's ingress port; E2E clones and recirculations re-enter."""
+        if not (res.dropped is not None or res.queued or res.recirculate):
+            return
+        switch = self._attached()[0]
         if res.dropped is not None:
-            self.switch._drop(qp.S[self._ingress_port_slot]).pipeline_drop_pkts += 1  # type: ignore[union-attr]
+            switch._drop(qp.S[self._ingress_port_slot]).pipeline_drop_pkts += 1
         if res.queued or res.recirculate:
-            enqueue = self.switch.enqueue  # type: ignore[union-attr]
+            enqueue = switch.enqueue
             for clone in res.queued:                       # E2E clones go back through the queues
                 enqueue(clone.egress_port, clone, clone.length_bytes, now_ns, clone.priority)
             for rframe, keep in res.recirculate:
@@ -260,9 +269,9 @@ class SwitchPipeline:
         usage = f"set_port_rate {' '.join(args)!r}: usage: {SWITCH_COMMANDS['set_port_rate']}"
         if len(args) not in (2, 3) or not args[0].isdigit() or (len(args) == 3 and not args[2].isdigit()):
             raise CommandError(usage)
-        port = int(args[0])
+        port, tm = int(args[0]), self._attached()[1]
         if args[1] == "off":
-            self.tm.set_port_rate_Bps(None, port)  # type: ignore[union-attr]
+            tm.set_port_rate_Bps(None, port)
             return ""
         try:
             rate_bps = parse_rate_bps(args[1], what="set_port_rate rate")
@@ -270,7 +279,7 @@ class SwitchPipeline:
             raise CommandError(str(exc)) from None
         overhead = int(args[2]) if len(args) == 3 else 0
         try:
-            self.tm.set_port_rate_Bps(rate_bps / 8, port, overhead)  # type: ignore[union-attr]
+            tm.set_port_rate_Bps(rate_bps / 8, port, overhead)
         except TrafficManagerError as exc:
             raise CommandError(str(exc)) from None
         return ""

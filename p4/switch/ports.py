@@ -134,7 +134,7 @@ class SwitchPort:
         if not self.up:
             return frames
         if self._ring is not None:
-            return self._recv_ring(max_frames, frames)
+            return self._recv_ring(self._ring, max_frames, frames)
         sock, view = self.sock, self._view
         c = self.counters
         try:
@@ -158,8 +158,8 @@ class SwitchPort:
         c.rx_pkts += len(frames)
         return frames
 
-    def _recv_ring(self, max_frames: int, frames: list[bytes]) -> list[bytes]:
-        ring, u32, u16 = self._ring, self._u32, self._u16
+    def _recv_ring(self, ring: mmap.mmap, max_frames: int, frames: list[bytes]) -> list[bytes]:
+        u32, u16 = self._u32, self._u16
         fb, n, head = self._frame_bytes, self._frames, self._head
         c = self.counters
         nbytes = 0
@@ -173,7 +173,7 @@ class SwitchPort:
                 first_ts = last_sec * 1_000_000_000 + last_nsec
             length, snap, mac = u32[(off + 4) >> 2], u32[(off + 8) >> 2], u16[(off + 12) >> 1]
             if snap == length:
-                frames.append(ring[off + mac: off + mac + snap])   # type: ignore[index]
+                frames.append(ring[off + mac: off + mac + snap])
                 nbytes += snap
             else:
                 c.rx_truncated += 1

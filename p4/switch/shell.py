@@ -63,7 +63,7 @@ class _Completer:
             line = readline.get_line_buffer()[: readline.get_endidx()]
             try:
                 self.matches = [c + " " for c in self.client.complete(line) if c.startswith(text)]
-            except Exception:  # noqa: BLE001 - completion must never break the prompt
+            except Exception:  # completion must never break the prompt
                 self.matches = []
         return self.matches[state] if state < len(self.matches) else None
 

@@ -263,7 +263,7 @@ class EmbeddedSwitch:
                     self.log.log(TRACE, "port %d: dropped in ingress (%s)", port_num, res.dropped)
             for qp in res.queued:
                 self.enqueue(qp.egress_port, qp, qp.length_bytes, now_ns, qp.priority)
-        except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+        except Exception as exc:  # one bad packet must not stop the switch
             self._pipeline_failed(port_num, 1, "ingress", exc)
             return
         finally:
@@ -279,7 +279,7 @@ class EmbeddedSwitch:
         prios: list[int] | None = [] if self.tm.priority_levels > 1 else None   # each output's TM queue
         try:
             out = pipeline.process_batch(port_num, frames, prios)
-        except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+        except Exception as exc:  # one bad packet must not stop the switch
             self._pipeline_failed(port_num, len(frames), "batched pipeline", exc)
             return True
         if out is None:
@@ -295,9 +295,9 @@ class EmbeddedSwitch:
             self._drop(port_num).pipeline_drop_pkts += dropped
         per_queue: dict[tuple[int, int], int] = {}
         ports, transmit, plain = self.ports, self.transmit, not self.pcaps
-        by_prio = prios is not None and len(prios) == len(out)
+        out_prios = prios if prios is not None and len(prios) == len(out) else None
         for i, (out_port, frame) in enumerate(out):
-            key = (out_port, prios[i] if by_prio else 0)   # type: ignore[index]
+            key = (out_port, out_prios[i] if out_prios is not None else 0)
             per_queue[key] = per_queue.get(key, 0) + 1
             port = ports.get(out_port)
             if plain and port is not None:
@@ -337,7 +337,7 @@ class EmbeddedSwitch:
                     if tm.queued_pkts and tm.has_due(now_ns):
                         self._service(now_ns)
                     in_body = False
-            except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+            except Exception as exc:  # one bad packet must not stop the switch
                 if not in_body:           # ingress raised: the generator is done, go on after that frame
                     done += 1
                 in_body = False
@@ -385,7 +385,7 @@ class EmbeddedSwitch:
     def _egress(self, tp: Any, now_ns: int) -> list[tuple[int, bytes]]:
         try:
             return self.pipeline.egress(tp, now_ns)
-        except Exception as exc:  # noqa: BLE001 - one bad packet must not stop the switch
+        except Exception as exc:  # one bad packet must not stop the switch
             self._pipeline_failed(tp.egress_port, 1, "egress", exc)
             return []
 

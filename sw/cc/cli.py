@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import time
+from typing import Any
 
 from sw.cc.dcqcn import DcqcnParams
 from sw.cc.errors import CcParamError
@@ -44,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     params.add_argument("--json", action="store_true")
 
 
-def _summary(r: CcSimResult, wall_s: float) -> dict[str, object]:
+def _summary(r: CcSimResult, wall_s: float) -> dict[str, Any]:
     fcts = [f.completion_ns for f in r.flows]
     return {
         "cc": r.config.cc,
@@ -95,7 +96,7 @@ def _run_sim(args: argparse.Namespace) -> int:
     print(f"{'cc':<6} {'drops':>7} {'util':>7} {'maxq_B':>9} {'jain':>7} {'marks':>7} {'cnps':>6} "
           f"{'max_fct_us':>11} {'events':>8} {'wall_s':>7}")
     for row in rows:
-        fcts = [t for t in row["completion_ns"] if t is not None]  # type: ignore[union-attr]
+        fcts = [t for t in row["completion_ns"] if t is not None]
         if not args.flow_size or parse_size_bytes(args.flow_size) == 0:
             fct = "-"
         else:
@@ -106,10 +107,10 @@ def _run_sim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sim_config(**fields: object) -> SimConfig:
+def _sim_config(**fields: Any) -> SimConfig:
     """``SimConfig(**fields)``; its range errors are prefixed with the flag that set the field."""
     try:
-        return SimConfig(**fields)  # type: ignore[arg-type]
+        return SimConfig(**fields)
     except CcParamError as exc:
         field = str(exc).split("=", 1)[0].removeprefix("sim.")
         if field in SIM_FLAGS:

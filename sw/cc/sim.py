@@ -16,6 +16,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from sw.cc.base import AckInfo, CongestionControl, IntHop, NoCc
 from sw.cc.dcqcn import DcqcnNp, DcqcnParams, DcqcnRp
@@ -168,7 +169,7 @@ class BottleneckSim:
     def __init__(self, config: SimConfig) -> None:
         self.cfg = c = config
         self._rng = random.Random(c.seed)
-        self._heap: list[tuple[int, int, int, object]] = []
+        self._heap: list[tuple[int, int, int, Any]] = []   # (time, seq, kind, the kind's arguments)
         self._seq = 0
         self._queue: deque[tuple[int, int, int, bool]] = deque()   # (flow, size, end_seq, CE at enqueue)
         self._queue_bytes = 0
@@ -195,7 +196,7 @@ class BottleneckSim:
             cc = NoCc(c.link_kbps, now_ns=start)
         return _Flow(i, cc, CcPacer(cc, c.mtu_bytes, now_ns=start), start)
 
-    def _push(self, t: int, kind: int, data: object) -> None:
+    def _push(self, t: int, kind: int, data: Any) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, data))
 
@@ -309,20 +310,20 @@ class BottleneckSim:
                 break
             events += 1
             if kind == _TX:
-                idx, token = data  # type: ignore[misc]
+                idx, token = data
                 f = self._flows[idx]
                 if token == f.tx_token:
                     self._try_send(f, now)
             elif kind == _ARRIVE:
-                self._arrive(now, *data)  # type: ignore[misc]
+                self._arrive(now, *data)
             elif kind == _DEQUEUE_DONE:
                 self._link_busy = False
                 if self._queue:
                     self._start_tx(now)
             elif kind == _RX:
-                self._receive(now, *data)  # type: ignore[misc]
+                self._receive(now, *data)
             elif kind == _FEEDBACK:
-                self._feedback(now, *data)  # type: ignore[misc]
+                self._feedback(now, *data)
             else:
                 self.queue_samples.append(self._queue_bytes)
                 for f in self._flows:

@@ -202,7 +202,6 @@ class ActionInfo:
     control: str | None
     fn_name: str = ""
     params: list = field(default_factory=list)  # (dir, type, name)
-    compiled: bool = False
     ret_type: P4Type | None = None      # functions: the return type (VOID for none)
     spec: ActionSpec | None = None      # actions: the control-plane half, once compiled
 
@@ -271,7 +270,6 @@ class Compiler:
         self.value_sets: dict[str, ValueSet] = {}
         self.field_lists: dict[int, list[int]] = {}
         self.digest_layouts: list[DigestLayout] = []
-        self.control_prefix = ""
         self.in_parser = False
         self.in_action = False
         self.pending_functions: list[list[str]] = []
@@ -1726,7 +1724,6 @@ class Compiler:
         self.scopes.pop()
         self.pending_functions.append(self.out.lines)
         self.out, self.in_action, self.fn_ret = saved_out, saved_in_action, saved_ret
-        info.compiled = True
         if function:
             return
         data_params = [(n, t.width if isinstance(t, BitT) else 1) for d, t, n, _ in params if d == ""]

@@ -231,7 +231,6 @@ class Table:
             self.lookup = self._exact.get
         elif kinds.count("lpm") == 1 and all(k in ("exact", "lpm") for k in kinds):
             li = kinds.index("lpm")
-            width = self.keys[li].width
             levels: dict[int, dict] = {}
             single = len(kinds) == 1
             for e in entries:
@@ -241,7 +240,7 @@ class Table:
                 d.setdefault(key, e)
             order = sorted(levels, key=lambda m: -bin(m).count("1"))
             self._levels = [(m, levels[m]) for m in order]
-            self._li, self._width = li, width
+            self._li = li
             self.lookup = self._lookup_lpm1 if single else self._lookup_lpm
         else:
             def prio(e: Entry) -> tuple[int, int]:

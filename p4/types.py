@@ -80,12 +80,6 @@ class VoidT(P4Type):
         return "void"
 
 
-@dataclass(frozen=True, eq=True)
-class MatchKindT(P4Type):
-    def __str__(self) -> str:
-        return "match_kind"
-
-
 @dataclass(eq=False)
 class EnumT(P4Type):
     name: str

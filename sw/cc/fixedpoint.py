@@ -42,16 +42,6 @@ def kbps_from_bps(rate_bps: int | float) -> int:
     return int(rate_bps) // KBPS
 
 
-def q16_from_fraction(value: float) -> int:
-    """A configuration fraction (e.g. eta=0.95) -> Q.16 integer, rounded to nearest: 0.95 -> 62259."""
-    return int(round(value * (1 << 16)))
-
-
 def bytes_in_ns(rate_kbps: int, duration_ns: int) -> int:
     """Bytes a rate moves in ``duration_ns`` (floor): ``rate_kbps * duration_ns // 8_000_000``."""
     return rate_kbps * duration_ns // BITS_NS_PER_KBPS
-
-
-def rate_from_window(window_bytes: int, rtt_ns: int) -> int:
-    """Rate (kb/s, floor) that sends ``window_bytes`` per ``rtt_ns``: ``window * 8_000_000 // rtt``."""
-    return window_bytes * BITS_NS_PER_KBPS // rtt_ns

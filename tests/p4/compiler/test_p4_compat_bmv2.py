@@ -195,7 +195,7 @@ def _marked(text: str, at: str) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_check_rejects_at_the_construct_and_accepts_the_fixed_program(case) -> None:  # type: ignore[no-untyped-def]
+def test_check_rejects_at_the_construct_and_accepts_the_fixed_program(case: tuple) -> None:
     name, bad, at, words, good = case
     bad_text = program(**bad)
     compile_source(bad_text, name=name)                 # our own target runs it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from p4.compiler import compile_source
@@ -9,6 +11,9 @@ from p4.pipeline import EgressResult, Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
 from tests.p4.compiler.conftest import V1_PRELUDE
+
+if TYPE_CHECKING:
+    from p4.program import Program
 
 pytestmark = pytest.mark.unit
 
@@ -59,13 +64,13 @@ def _frame(port: int, ethertype: int, k: int) -> bytes:
 FRAMES = [_frame(1 + k % 3, [0x0800, 0x0001, 0x0002, 0x0003, 0x0004, 0x0800, 0x0005][k % 7], k) for k in range(60)]
 
 
-def _pipeline(prog):  # type: ignore[no-untyped-def]
+def _pipeline(prog: Program) -> Pipeline:
     pipe = Pipeline(prog, clock=ManualClock(start_ns=5_000_000))
     RuntimeCLI(pipe).execute("mirroring_add 7 9")
     return pipe
 
 
-def _outcome(r) -> tuple:  # type: ignore[no-untyped-def]
+def _outcome(r: EgressResult | tuple[int, bytes]) -> tuple:
     """What a per-packet EgressResult amounts to, comparable across pipelines."""
     if type(r) is tuple:
         return ([r], [], [], None)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+if TYPE_CHECKING:
+    from tests.p4.compiler.conftest import SourceSwitch, Switch
 
 pytestmark = pytest.mark.unit
 
@@ -102,14 +107,14 @@ def decode(out: bytes) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def sw(source_switch):  # type: ignore[no-untyped-def]
+def sw(source_switch: SourceSwitch) -> Switch:
     return source_switch(PROGRAM, name="expr.p4")
 
 
 @settings(max_examples=300, deadline=None)
 @given(a=st.integers(0, 255), b=st.integers(0, 255), sa=st.integers(-128, 127), sb=st.integers(-128, 127),
        sh=st.integers(0, 12))
-def test_operators_match_reference(sw, a: int, b: int, sa: int, sb: int, sh: int) -> None:  # type: ignore[no-untyped-def]
+def test_operators_match_reference(sw: Switch, a: int, b: int, sa: int, sb: int, sh: int) -> None:
     frame = bytes([a, b, sa & 0xFF, sb & 0xFF, sh]) + b"\0" * 50
     out = sw.send(0, frame)
     assert len(out) == 1 and out[0][0] == 1

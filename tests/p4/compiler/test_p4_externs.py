@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from p4 import algorithms
 from p4.program import PKT_EGRESS_CLONE, PKT_RECIRC, PKT_RESUBMIT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.p4.compiler.conftest import ProgramSwitch, SourceSwitch, Switch
 
 pytestmark = pytest.mark.unit
 
@@ -92,7 +99,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 
 
 @pytest.fixture
-def sw(source_switch):  # type: ignore[no-untyped-def]
+def sw(source_switch: SourceSwitch) -> Switch:
     return source_switch(PROGRAM)
 
 
@@ -100,7 +107,7 @@ def frame(op: int, arg: int = 0) -> bytes:
     return bytes([op, arg]) + bytes(8) + b"tail"   # cmd_t is 10 bytes: op arg r32 r16 itype color
 
 
-def test_register_counter_and_direct_counter(sw) -> None:  # type: ignore[no-untyped-def]
+def test_register_counter_and_direct_counter(sw: Switch) -> None:
     sw.cmd("table_add t hit 3 =>")
     for expect in (1, 2, 3):
         (port, out), = sw.send(1, frame(1, 3))
@@ -115,20 +122,20 @@ def test_register_counter_and_direct_counter(sw) -> None:  # type: ignore[no-unt
     assert sw.cmd("register_read reg 3") == ["I.reg[3]= 0"]
 
 
-def test_hash_algorithms_match_reference(sw) -> None:  # type: ignore[no-untyped-def]
+def test_hash_algorithms_match_reference(sw: Switch) -> None:
     out = sw.send(1, frame(2, 0x5A))[0][1]
     assert int.from_bytes(out[2:6], "big") == algorithms.crc32(bytes([2, 0x5A]))
     assert int.from_bytes(out[6:8], "big") == algorithms.csum16(bytes([2, 0x5A]))
     assert algorithms.crc16(b"123456789") == 0xBB3D and algorithms.crc32(b"123456789") == 0xCBF43926
 
 
-def test_digest_reaches_the_caller(sw) -> None:  # type: ignore[no-untyped-def]
+def test_digest_reaches_the_caller(sw: Switch) -> None:
     sw.send(7, frame(3, 0x42))
     (d,) = sw.last.digests
     assert (d.receiver, d.name, d.fields) == (1, "learn_t", {"op": 0x42, "port": 7})
 
 
-def test_i2e_clone_gets_original_packet_and_field_list(sw) -> None:  # type: ignore[no-untyped-def]
+def test_i2e_clone_gets_original_packet_and_field_list(sw: Switch) -> None:
     sw.cmd("mirroring_add 5 9")
     out = sw.send(1, frame(4, 0x01))
     assert [p for p, _ in out] == [9, 2]      # clone is enqueued before the original (BMv2 order)
@@ -139,12 +146,12 @@ def test_i2e_clone_gets_original_packet_and_field_list(sw) -> None:  # type: ign
     assert int.from_bytes(orig[6:8], "big") == 0        # survived, lost was reset
 
 
-def test_resubmit_runs_ingress_again_with_preserved_fields(sw) -> None:  # type: ignore[no-untyped-def]
+def test_resubmit_runs_ingress_again_with_preserved_fields(sw: Switch) -> None:
     (port, out), = sw.send(1, frame(5, 0))
     assert port == 2 and out[1] == 0x33 and out[8] == PKT_RESUBMIT
 
 
-def test_e2e_clone_and_recirculate(sw) -> None:  # type: ignore[no-untyped-def]
+def test_e2e_clone_and_recirculate(sw: Switch) -> None:
     sw.cmd("mirroring_add 5 4")
     out = sw.send(1, frame(6, 0))
     assert sorted(p for p, _ in out) == [2, 4]
@@ -153,7 +160,7 @@ def test_e2e_clone_and_recirculate(sw) -> None:  # type: ignore[no-untyped-def]
     assert PKT_EGRESS_CLONE == 2
 
 
-def test_meter_colors_and_truncate_and_random(sw) -> None:  # type: ignore[no-untyped-def]
+def test_meter_colors_and_truncate_and_random(sw: Switch) -> None:
     sw.cmd("meter_array_set_rates mtr 0.000001:1 0.000001:2")   # ~1 packet per second committed
     colors = [sw.send(1, frame(7))[0][1][9] for _ in range(4)]
     assert colors == [0, 1, 2, 2]            # green, yellow (peak bucket), then red
@@ -164,7 +171,7 @@ def test_meter_colors_and_truncate_and_random(sw) -> None:  # type: ignore[no-un
     assert vals <= set(range(10, 21)) and len(vals) > 5
 
 
-def test_verify_checksum_sets_checksum_error_without_dropping(program_switch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_verify_checksum_sets_checksum_error_without_dropping(program_switch: ProgramSwitch, tmp_path: Path) -> None:
     from pathlib import Path
 
     from scapy.layers.inet import IP, UDP
@@ -239,7 +246,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-def test_direct_meter_subcontrol_instances_hashes_log_and_assert(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_direct_meter_subcontrol_instances_hashes_log_and_assert(source_switch: SourceSwitch) -> None:
     sw = source_switch(MORE)
     (msg,) = sw.cmd("table_add I.t metered 1 =>")
     handle = int(msg.split()[-1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,9 @@ from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.cli import main
 from sw.clock import ManualClock
 from tests.p4.compiler.conftest import PROGRAMS
+
+if TYPE_CHECKING:
+    from tests.p4.compiler.conftest import ProgramSwitch
 
 pytestmark = pytest.mark.unit
 
@@ -58,7 +62,7 @@ def test_sim_commands_file_that_is_not_text(tmp_path: Path, capsys: pytest.Captu
     "mc_node_create 1 2 99999", "mc_node_create 1 -1", "mc_node_create 1 511", "mirroring_add 5 511",
     "mirroring_add 5 99999", "mirroring_add 5 -1", "set_queue_depth 10 600", "set_queue_rate 10 -3",
 ])
-def test_ports_out_of_range_are_rejected_with_the_range(program_switch, cmd: str) -> None:  # type: ignore[no-untyped-def]
+def test_ports_out_of_range_are_rejected_with_the_range(program_switch: ProgramSwitch, cmd: str) -> None:
     sw = program_switch("multicast.p4")
     with pytest.raises(CommandError, match=r"0\.\.510"):
         sw.cli.execute(cmd)

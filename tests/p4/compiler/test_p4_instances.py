@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from p4.compiler import compile_file, compile_source
@@ -9,6 +11,11 @@ from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
 from tests.p4.compiler.conftest import PROGRAMS, V1_PRELUDE
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from p4.program import Program
 
 pytestmark = pytest.mark.unit
 
@@ -37,7 +44,7 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 FRAME = bytes(12) + b"\x08\x00" + bytes(50)
 
 
-def _pair(prog):  # type: ignore[no-untyped-def]
+def _pair(prog: Program) -> tuple[list[Pipeline], list[RuntimeCLI]]:
     pipes = [Pipeline(prog, clock=ManualClock()) for _ in range(2)]
     return pipes, [RuntimeCLI(p) for p in pipes]
 
@@ -74,7 +81,7 @@ def test_two_pipelines_hold_independent_registers_and_counters() -> None:
     assert prog.registers["I.seen"].values[2] == 0 and prog.counters["I.rx"].packets[1] == 0
 
 
-def test_the_same_command_file_programs_both_pipelines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_same_command_file_programs_both_pipelines(tmp_path: Path) -> None:
     prog = compile_file(PROGRAMS / "basic.p4")
     cmds = tmp_path / "cmds.txt"
     cmds.write_text("table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.2.2/32 => 08:00:00:00:02:22 2\n"

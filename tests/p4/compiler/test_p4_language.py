@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from p4.compiler import compile_file, compile_source
 from p4.errors import CompileError
 from p4.preprocess import preprocess
+
+if TYPE_CHECKING:
+    from tests.p4.compiler.conftest import SourceSwitch, Switch
 
 pytestmark = pytest.mark.unit
 OUR_PROGRAMS = [Path(__file__).resolve().parents[3] / "p4" / "programs" / f"{name}.p4" for name in (
@@ -83,17 +87,17 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 
 
 @pytest.fixture(scope="module")
-def sw(source_switch):  # type: ignore[no-untyped-def]
+def sw(source_switch: SourceSwitch) -> Switch:
     return source_switch(PROGRAM, name="lang.p4")
 
 
-def run(sw, op: int, a: int, b: int) -> bytes:  # type: ignore[no-untyped-def]
+def run(sw: Switch, op: int, a: int, b: int) -> bytes:
     (port, out), = sw.send(0, bytes([op, a, b, 0, 0, 0, 0x11, 0x22]) + b"pay")
     assert port == 1
     return out
 
 
-def test_functions_enums_subcontrol_and_copies(sw) -> None:  # type: ignore[no-untyped-def]
+def test_functions_enums_subcontrol_and_copies(sw: Switch) -> None:
     out = run(sw, 1, 10, 20)
     # add3 -> 33; Sub: 2*33 + 10 = 76; out/inout action params: s = 7, b = 21; enum color = 5
     assert out[:6] == bytes([0x42, 10, 21, 76, 7, 5])
@@ -164,7 +168,7 @@ def test_mutated_programs_never_crash_the_compiler() -> None:
     assert errors > 12   # most mutations are caught as errors, all of them cleanly
 
 
-def test_atomic_blocks_header_equality_and_size_methods(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_atomic_blocks_header_equality_and_size_methods(source_switch: SourceSwitch) -> None:
     sw = source_switch("""
 header p_t { bit<8> a; bit<16> b; }
 struct headers { p_t x; p_t y; p_t z; }
@@ -212,7 +216,7 @@ def test_wrong_argument_counts_are_errors_not_crashes() -> None:
             assert "internal compiler error" not in str(exc), str(exc)
 
 
-def test_structure_valued_expressions(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_structure_valued_expressions(source_switch: SourceSwitch) -> None:
     sw = source_switch("""
 header p_t { bit<8> a; bit<16> b; }
 struct headers { p_t x; p_t y; }

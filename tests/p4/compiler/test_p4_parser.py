@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.p4.compiler.conftest import SourceSwitch, Switch
 
 pytestmark = pytest.mark.unit
 
@@ -80,7 +84,7 @@ ETH = bytes(6) + bytes(5) + b"\x01"
 
 
 @pytest.fixture(scope="module")
-def sw(source_switch):  # type: ignore[no-untyped-def]
+def sw(source_switch: SourceSwitch) -> Switch:
     return source_switch(PROGRAM, name="parser.p4")
 
 
@@ -88,7 +92,7 @@ def _sr(port: int, bos: bool) -> bytes:
     return ((int(bos) << 15) | port).to_bytes(2, "big")
 
 
-def test_header_stack_next_last_and_pop_front(sw) -> None:  # type: ignore[no-untyped-def]
+def test_header_stack_next_last_and_pop_front(sw: Switch) -> None:
     frame = ETH + b"\x12\x34" + _sr(3, False) + _sr(4, False) + _sr(5, True) + b"payload"
     (port, out), = sw.send(1, frame)
     assert port == 3
@@ -97,20 +101,20 @@ def test_header_stack_next_last_and_pop_front(sw) -> None:  # type: ignore[no-un
     assert port == 7 and out == ETH + b"\x08\x00" + b"pl"  # last hop: stack empty, etherType rewritten
 
 
-def test_stack_overflow_is_stack_out_of_bounds(sw) -> None:  # type: ignore[no-untyped-def]
+def test_stack_overflow_is_stack_out_of_bounds(sw: Switch) -> None:
     frame = ETH + b"\x12\x34" + _sr(1, False) * 5 + b"x"
     (port, out), = sw.send(1, frame)
     assert port == 9
     assert out == frame  # four extracted headers are re-emitted, the fifth stays in the payload
 
 
-def test_truncated_header_is_packet_too_short_and_keeps_bytes(sw) -> None:  # type: ignore[no-untyped-def]
+def test_truncated_header_is_packet_too_short_and_keeps_bytes(sw: Switch) -> None:
     frame = ETH + b"\x08\x00" + b"\x45"       # v_t needs 2 bytes
     (port, out), = sw.send(1, frame)
     assert port == 10 and out == frame
 
 
-def test_verify_and_select_tuples_masks_ranges(sw) -> None:  # type: ignore[no-untyped-def]
+def test_verify_and_select_tuples_masks_ranges(sw: Switch) -> None:
     assert sw.send(1, ETH + b"\x08\x00" + b"\x65\x06")[0][0] == 11          # version 6 -> BadVersion
     assert sw.send(1, ETH + b"\x08\x00" + b"\x45\x06")[0][0] == 1           # (5, 6) accept
     (port, out), = sw.send(1, ETH + b"\x08\x00" + b"\x47\x11" + b"\x00")   # (_, 17) -> tag
@@ -123,7 +127,7 @@ def test_verify_and_select_tuples_masks_ranges(sw) -> None:  # type: ignore[no-u
     assert sw.send(1, ETH + b"\x0a\x00" + b"\x05")[0][1][-1] == 5           # default accept: untouched
 
 
-def test_ten_thousand_random_and_truncated_frames_never_crash(sw) -> None:  # type: ignore[no-untyped-def]
+def test_ten_thousand_random_and_truncated_frames_never_crash(sw: Switch) -> None:
     rng = random.Random(7)
     types = [b"\x12\x34", b"\x08\x00", b"\x8f\xff", b"\x09\x00", b"\x00\x00"]
     errors_before = sum(sw.pipe.drops.values())
@@ -174,7 +178,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-def test_varbit_ipv4_options_round_trip(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_varbit_ipv4_options_round_trip(source_switch: SourceSwitch) -> None:
     sw = source_switch(VARBIT_PROGRAM)
     for ihl in (5, 6, 15):
         opts = bytes(range(1, 1 + 4 * (ihl - 5)))
@@ -218,7 +222,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-def test_header_union_one_valid_member(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_header_union_one_valid_member(source_switch: SourceSwitch) -> None:
     sw = source_switch(UNION_PROGRAM)
     assert sw.send(0, b"\x01\x11\x22rest") == [(1, b"\x01\x11\x22rest")]
     assert sw.send(0, b"\x02\x11\x22\x33rest") == [(1, b"\x02\x11\x22\x33rest")]
@@ -253,7 +257,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-def test_parser_value_set_filled_by_the_control_plane(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_parser_value_set_filled_by_the_control_plane(source_switch: SourceSwitch) -> None:
     sw = source_switch(PVS_PROGRAM)
     frame = ETH + b"\x88\xb5" + b"\x07rest"
     assert sw.send(1, frame)[0][0] == 2

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from p4.errors import CommandError
+
+if TYPE_CHECKING:
+    from tests.p4.compiler.conftest import SourceSwitch, Switch
 
 pytestmark = pytest.mark.unit
 
@@ -69,17 +74,17 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 
 
 @pytest.fixture
-def sw(source_switch):  # type: ignore[no-untyped-def]
+def sw(source_switch: SourceSwitch) -> Switch:
     return source_switch(PROGRAM)
 
 
-def _run(sw, k1: int, k2: int) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def _run(sw: Switch, k1: int, k2: int) -> tuple[int, int]:
     out = sw.send(0, bytes([k1]) + k2.to_bytes(2, "big") + b"\0\0\0" + b"\0" * 40)
     frame = out[0][1]
     return frame[3], frame[4], frame[5]
 
 
-def test_ternary_and_range_lowest_priority_value_wins(sw) -> None:  # type: ignore[no-untyped-def]
+def test_ternary_and_range_lowest_priority_value_wins(sw: Switch) -> None:
     sw.cmd("table_add t_ternary set_tern 0x00&&&0x00 0->65535 => 1 100",
            "table_add t_ternary set_tern 0x20&&&0xF0 100->200 => 2 10",
            "table_add t_ternary set_tern 0x21&&&0xFF 150->150 => 3 5")
@@ -90,13 +95,13 @@ def test_ternary_and_range_lowest_priority_value_wins(sw) -> None:  # type: igno
     assert _run(sw, 0x31, 150)[2] == 1
 
 
-def test_optional_wildcard_and_exact(sw) -> None:  # type: ignore[no-untyped-def]
+def test_optional_wildcard_and_exact(sw: Switch) -> None:
     sw.cmd("table_add t_optional set_flag * 7 => 0x01 2")
     assert _run(sw, 0x99, 7)[1] & 0x01
     assert not _run(sw, 0x99, 8)[1] & 0x01
 
 
-def test_const_entries_in_order_hit_flag_and_switch_action_run(sw) -> None:  # type: ignore[no-untyped-def]
+def test_const_entries_in_order_hit_flag_and_switch_action_run(sw: Switch) -> None:
     _, flags, _ = _run(sw, 0x11, 0)
     # 0x11 matches 0x10&&&0xF0 first (const entries: first wins); hit sets 0x40; t_exact misses ->
     # default only_default -> switch default: 0x10 then exit (0x08 never set)
@@ -106,7 +111,7 @@ def test_const_entries_in_order_hit_flag_and_switch_action_run(sw) -> None:  # t
     assert out == 0x77 and flags == 0x04 | 0x40 | 0x20 | 0x08
 
 
-def test_cli_errors_are_clear(sw) -> None:  # type: ignore[no-untyped-def]
+def test_cli_errors_are_clear(sw: Switch) -> None:
     with pytest.raises(CommandError, match="has const entries"):
         sw.cmd("table_add t_const set_flag 0x1&&&0xff => 1 1")
     with pytest.raises(CommandError, match="const default_action"):
@@ -125,7 +130,7 @@ def test_cli_errors_are_clear(sw) -> None:  # type: ignore[no-untyped-def]
         sw.cmd("tabel_add t_exact set_out 1 => 1")
 
 
-def test_cli_modify_delete_dump_and_default(sw) -> None:  # type: ignore[no-untyped-def]
+def test_cli_modify_delete_dump_and_default(sw: Switch) -> None:
     (msg,) = sw.cmd("table_add t_exact set_out 0x05 => 0x11")
     assert msg == "Entry has been added with handle 0"
     assert _run(sw, 5, 0)[0] == 0x11
@@ -144,7 +149,7 @@ def test_cli_modify_delete_dump_and_default(sw) -> None:  # type: ignore[no-unty
         sw.cmd("table_delete t_exact 0")
 
 
-def test_cli_completions_and_help(sw) -> None:  # type: ignore[no-untyped-def]
+def test_cli_completions_and_help(sw: Switch) -> None:
     assert "table_add" in sw.cli.completions("table_a")
     assert sw.cli.completions("table_add I.t_e") == ["I.t_exact"]
     assert sw.cli.completions("table_add I.t_exact ") == ["I.only_default", "I.set_out"]
@@ -176,7 +181,7 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-def test_action_selector_groups_and_members(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_action_selector_groups_and_members(source_switch: SourceSwitch) -> None:
     from p4 import algorithms
 
     sw = source_switch(SELECTOR)
@@ -199,7 +204,7 @@ def test_action_selector_groups_and_members(source_switch) -> None:  # type: ign
         sw.cmd(f"act_prof_delete_member {prof} {members[2]}")
 
 
-def test_random_malformed_commands_only_raise_command_errors(sw) -> None:  # type: ignore[no-untyped-def]
+def test_random_malformed_commands_only_raise_command_errors(sw: Switch) -> None:
     import random
 
     from p4.runtime_cli import COMMANDS_HELP
@@ -216,7 +221,7 @@ def test_random_malformed_commands_only_raise_command_errors(sw) -> None:  # typ
     assert sw.send(0, b"\x05\x00\x00\x00\x00\x00" + bytes(40))  # the switch still forwards
 
 
-def test_name_annotations_set_control_plane_names(source_switch) -> None:  # type: ignore[no-untyped-def]
+def test_name_annotations_set_control_plane_names(source_switch: SourceSwitch) -> None:
     sw = source_switch(PROGRAM.replace("    table t_exact {", '    @name("exact_tbl") table t_exact {')
                        .replace("    action set_out(bit<8> v)", '    @name(".global_set") action set_out(bit<8> v)'))
     assert "I.exact_tbl" in sw.prog.tables and "global_set" in sw.prog.actions

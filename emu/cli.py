@@ -22,7 +22,6 @@ from typing import Any, NoReturn
 
 from emu.topology import TopologySpec
 from p4.switch.trace import LEVELS
-from sw.cli import ArgumentParser, call_guarded
 from sw.clock import get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
 from sw.units import (
@@ -35,6 +34,7 @@ from sw.units import (
     parse_duration_ns,
     parse_rate_bps,
 )
+from sw.units.cli_guard import ArgumentParser, call_guarded
 
 STATE_ENV = "STARPULSE_STATE_DIR"
 DEFAULT_PFC_PRIORITY = 3

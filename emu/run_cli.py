@@ -26,11 +26,11 @@ from emu.launch import (
 )
 from emu.reap import owned_tempdir, record
 from emu.topology import Topology, TopologySpec
-from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
 from sw.collectives.local import check_local_ranks
 from sw.units import AutoDilation, add_time_dilation_flag, float_flag
+from sw.units.cli_guard import ArgumentParser, call_guarded
 
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2

@@ -192,7 +192,7 @@ def test_roce_perf_selftest_killed_is_reaped_by_the_next(box: dict[str, str]) ->
     crashed = [
         _crash(env, "p1", perf, lambda p: any(ln.startswith(f"sp{p.pid}-h2") for ln in subprocess.run(
             ["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()), "namespaces made"),
-        _crash(env, "p2", perf, lambda p: _has(env, "p2", f"{sys.executable} -m sw.roce.perf_cli client"),
+        _crash(env, "p2", perf, lambda p: _has(env, "p2", f"{sys.executable} -m sw.apps.perf_selftest client"),
                "mid-traffic"),
     ]
     assert any(_marked_pids(env, str(c["tag"])) for c in crashed), "the kills left nothing to reap: no test"

@@ -16,7 +16,7 @@ import pytest
 
 from emu import run_cli
 from emu.net import leftovers
-from sw.collectives import bench_cli
+from sw.apps import coll_bench
 
 pytestmark = pytest.mark.emu
 
@@ -54,7 +54,7 @@ def test_run_self_check_exit_code_and_clean_teardown(tmp_path, capsys, monkeypat
 
 def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     out_json = tmp_path / "bench.json"
-    code = bench_cli.main(["allreduce", *SMALL, "-b", "16K", "-e", "64K", "-f", "4", "-n", "2", "-w", "1",
+    code = coll_bench.main(["allreduce", *SMALL, "-b", "16K", "-e", "64K", "-f", "4", "-n", "2", "-w", "1",
                            "-J", str(out_json), "--timeout", "180"])
     text = capsys.readouterr().out
     assert code == 0, text

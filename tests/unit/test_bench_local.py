@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sw.collectives import bench_cli
+from sw.apps import coll_bench
 from sw.collectives.bench import BenchError, BenchParams, bus_factor, element_count, sweep_bytes
 
 pytestmark = pytest.mark.unit
@@ -17,7 +17,7 @@ COLUMNS = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "
 
 def _bench(tmp_path, capfd, *flags: str) -> tuple[int, dict, str]:  # type: ignore[no-untyped-def]
     out_json = tmp_path / "out.json"
-    code = bench_cli.main([*flags, "--local", "--servers", "2", "--gpus", "2", "-n", "2", "-w", "1",
+    code = coll_bench.main([*flags, "--local", "--servers", "2", "--gpus", "2", "-n", "2", "-w", "1",
                            "-J", str(out_json)])
     text = capfd.readouterr().out
     return code, json.loads(out_json.read_text()), text
@@ -93,7 +93,7 @@ def test_other_ops_are_exact(tmp_path, capfd, op, flags, factor) -> None:  # typ
 ])
 def test_bad_flags_give_one_clear_line(capfd, argv, needle) -> None:  # type: ignore[no-untyped-def]
     try:
-        code = bench_cli.main([*argv, "--local", "--servers", "2", "--gpus", "2"])
+        code = coll_bench.main([*argv, "--local", "--servers", "2", "--gpus", "2"])
     except SystemExit as exc:   # argparse's own one-line error (a value out of the flag's range)
         code = exc.code
     err = capfd.readouterr().err

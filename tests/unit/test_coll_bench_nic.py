@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from sw.collectives import bench_cli
+from sw.apps import coll_bench
 
 pytestmark = pytest.mark.unit
 
 
 def _bench(tmp_path, capfd, algo: str) -> tuple[dict, str]:  # type: ignore[no-untyped-def]
     out_json = tmp_path / f"{algo}.json"
-    code = bench_cli.main(["allreduce", "-A", algo, "-b", "64K", "-e", "64K", "--local", "--servers", "2", "--gpus",
+    code = coll_bench.main(["allreduce", "-A", algo, "-b", "64K", "-e", "64K", "--local", "--servers", "2", "--gpus",
                            "2", "-n", "2", "-w", "1", "-J", str(out_json)])
     text = capfd.readouterr().out
     assert code == 0, text

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from sw.apps import demo
 from sw.clock.lag import FIDELITY_KEYS, LagStats, fidelity
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-import demo  # noqa: E402
 
 pytestmark = pytest.mark.unit
 

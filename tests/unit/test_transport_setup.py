@@ -9,11 +9,11 @@ import threading
 import numpy as np
 import pytest
 
+from sw.apps.perf_selftest import PerfArgError, add_perf_arguments, run_perf
 from sw.clock import Clock, ManualClock
 from sw.roce.nic import Nic
 from sw.roce.nic_loopback import LinkProfile, MemoryWire, run_until
 from sw.roce.nic_port import path_mtu_for
-from sw.roce.perf_cli import PerfArgError, add_perf_arguments, run_perf
 from sw.roce.qp import QpState
 from sw.roce.qp_connect import connect, exchange, qp_info
 from sw.roce.store import FileStore, StoreError

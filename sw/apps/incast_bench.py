@@ -1,4 +1,4 @@
-"""8 -> 1 incast of RDMA WRITEs through the P4 fabric: `python -m sw.roce.incast --cc dcqcn,hpcc,none --json`.
+"""8 -> 1 incast of RDMA WRITEs through the P4 fabric: `python -m sw.apps.incast_bench --cc dcqcn,hpcc,none --json`.
 
 The benchmark brings up a one-leaf fabric (``servers = senders + 1``, one NIC each, rail-local paths, so the
 leaf's port toward the receiver is the only bottleneck), starts one receiver and N sender processes inside the
@@ -254,7 +254,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
             env[ENV_NIC_IPV6] = "fabric"  # every NIC on its IPv4 address in the fabric's IPv6 plan (sw.roce.gid)
         else:
             env.pop(ENV_NIC_IPV6, None)
-        me = [sys.executable, "-m", "sw.roce.incast"]
+        me = [sys.executable, "-m", "sw.apps.incast_bench"]
         procs = []
         try:
             for k, server in enumerate(servers):
@@ -366,7 +366,7 @@ def plot(runs: list[dict[str, Any]], path: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m sw.roce.incast", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m sw.apps.incast_bench", description=__doc__.splitlines()[0])
     p.add_argument("role", nargs="?", choices=("bench", "receiver", "sender"), default="bench",
                    help="bench (default) runs everything; receiver/sender are the in-namespace roles")
     p.add_argument("--cc", default="dcqcn,hpcc,none", help="comma list of none|dcqcn|hpcc (default all three)")
@@ -444,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
             # not given: $STARPULSE_TIME_DILATION, else DEFAULT_DILATION (the CC loops' honest choice, module doc)
             os.environ[ENV_DILATION] = repr(float(args.time_dilation or DEFAULT_DILATION))
         runs = [run_incast(cc, args) for cc in names]
-    except Exception as exc:  # noqa: BLE001 - user errors print one line
+    except Exception as exc:  # user errors print one line
         if not getattr(exc, "is_user_error", False):
             raise
         print(f"incast: error: {exc}", file=sys.stderr)

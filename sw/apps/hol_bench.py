@@ -1,7 +1,7 @@
-"""Head-of-line blocking under PFC, measured: ``python -m emu.hol_bench --json [--plot FILE]``.
+"""Head-of-line blocking under PFC, measured: ``python -m sw.apps.hol_bench --json [--plot FILE]``.
 
 Two pods, one spine, one NIC per server.  Pod 0 holds the incast senders and the victim's sender V, pod 1 the
-incast receiver R and the victim's destination D.  An N->1 incast of RDMA WRITEs (``sw.roce.incast``'s roles)
+incast receiver R and the victim's destination D.  An N->1 incast of RDMA WRITEs (``sw.apps.incast_bench``'s roles)
 congests only leaf1's port toward R; the victim V->D (an RDMA WRITE of ``--victim-size``, started with the
 incast) shares leaf0's uplink and the spine's port toward leaf1 with it, while D's port is idle.  With PFC,
 leaf1 pauses the spine's queue toward it, the spine pauses leaf0's uplink queue, leaf0 pauses the senders —
@@ -185,7 +185,7 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
         store = FileStore(store_dir)
         env = dict(os.environ, PYTHONPATH=str(REPO), **{ENV_DILATION: repr(clock.dilation)})
         launches: list[tuple[Any, list[str], int]] = []      # (nic, argv, PFC priority)
-        incast = [sys.executable, "-m", "sw.roce.incast"]
+        incast = [sys.executable, "-m", "sw.apps.incast_bench"]
         incast_common = ["--store", store_dir, "--size", str(cfg.incast_bytes), "--senders", str(cfg.senders),
                          "--cc", cc, "--link-rate", str(cfg.link_rate_bps), "--base-rtt", "1ms",
                          "--timeout", timeout]
@@ -193,7 +193,7 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
             for k, nic in enumerate(roles["senders"]):
                 launches.append((nic, [*incast, "sender", "--index", str(k), *incast_common], DSCP_PRIORITY[26]))
             launches.append((roles["receiver"], [*incast, "receiver", *incast_common], DSCP_PRIORITY[26]))
-        me = [sys.executable, "-m", "emu.hol_bench"]
+        me = [sys.executable, "-m", "sw.apps.hol_bench"]
         victim_common = ["--store", store_dir, "--size", str(cfg.victim_bytes), "--cc", cc, "--dscp",
                          str(victim_dscp), "--link-rate", str(cfg.link_rate_bps), "--timeout", timeout]
         victim_prio = DSCP_PRIORITY[victim_dscp]
@@ -347,7 +347,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m emu.hol_bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m sw.apps.hol_bench", description=__doc__.splitlines()[0])
     p.add_argument("role", nargs="?", choices=("bench", "victim-sender", "victim-receiver"), default="bench",
                    help="bench (default) runs the scenarios; the victim roles run inside the servers")
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"comma list of {', '.join(SCENARIOS)}")
@@ -370,9 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sw.cli import call_guarded
+    from sw.units.cli_guard import call_guarded
 
-    return call_guarded("python -m emu.hol_bench", run_bench, build_parser().parse_args(argv))
+    return call_guarded("python -m sw.apps.hol_bench", run_bench, build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

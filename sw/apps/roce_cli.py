@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     bench.add_argument("--ipv6", action="store_true", help="use an IPv6 flow instead of IPv4")
     bench.add_argument("--json", action="store_true", help="print one JSON object")
-    from sw.roce.perf_cli import add_perf_arguments
+    from sw.apps.perf_selftest import add_perf_arguments
 
     perf = sub.add_parser("perf", help="perftest-style bandwidth/latency: server, client, or --selftest")
     add_perf_arguments(perf)
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "bench":
         return _run_bench(args)
     if args.action == "perf":
-        from sw.roce.perf_cli import run_perf
+        from sw.apps.perf_selftest import run_perf
 
         return run_perf(args)
     raise RoceUsageError(f"unknown action {args.action!r}")

@@ -6,7 +6,7 @@ interfaces' IPv6 addresses (the selftest assigns ULA addresses itself).  ``--rd-
 ``--tx-depth`` moves that many ``--size`` messages with that many in flight instead of one transfer.
 
 The selftest is the top layer, so it may import ``emu`` (lazily, inside ``run_perf``); ``sw.roce`` never does.
-Also runnable as ``python -m sw.roce.perf_cli`` (the selftest starts its two ends that way in the namespaces).
+Also runnable as ``python -m sw.apps.perf_selftest`` (the selftest starts its two ends that way in the namespaces).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
 from sw.clock.lag import (
     ENV_LAG_DIR,
@@ -52,6 +51,7 @@ from sw.units import (
     parse_rate_bps,
     parse_size_bytes,
 )
+from sw.units.cli_guard import ArgumentParser, call_guarded
 
 DEFAULT_LINK_RATE = "100M"
 DEFAULT_SELFTEST_SIZE = "16M"
@@ -341,7 +341,7 @@ def _selftest_in_lab(
         ]
         if args.mtu:
             common += ["--mtu", str(args.mtu)]
-        me = [sys.executable, "-m", "sw.roce.perf_cli"]
+        me = [sys.executable, "-m", "sw.apps.perf_selftest"]
         env = dict(os.environ, STARPULSE_TIME_DILATION=str(clock.dilation))
         server = h2.popen(
             [*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env

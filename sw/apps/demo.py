@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sw.clock.lag import combine_fidelity, fidelity_exit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STARPULSE = [sys.executable, "-m", "sw.cli"]
 
 
@@ -100,7 +100,7 @@ def step_collectives(outdir: Path) -> dict:
     """Allreduce sweep and all-to-all over the P4 fabric on RoCE + DCQCN (figures in network time)."""
     allreduce = _bench(outdir, "allreduce", ["-b", "256K", "-e", "4M", "-f", "4"])
     alltoall = _bench(outdir, "alltoall", ["-b", "1M", "-e", "1M"])
-    from plot_busbw import PNG_NAME, nvlink_share, plot_busbw
+    from sw.apps.demo_busbw_plot import PNG_NAME, nvlink_share, plot_busbw
 
     try:   # busbw beside the busiest NIC's fraction of line rate, the NVLink stand-in's share labelled
         plot_busbw({"allreduce": allreduce, "alltoall": alltoall}, outdir / PNG_NAME,
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 figures = fn(outdir)
                 summary[name] = {"ok": True, "seconds": round(time.monotonic() - start, 2), **figures}
-            except Exception as exc:  # noqa: BLE001 - a failing step is reported, the others still run
+            except Exception as exc:  # a failing step is reported, the others still run
                 failed.append(name)
                 summary[name] = {"ok": False, "error": str(exc), "trace": traceback.format_exc(limit=3)}
             progress.advance(task)

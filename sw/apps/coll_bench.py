@@ -17,9 +17,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sw.cli import ArgumentParser, call_guarded
 from sw.clock import get_clock
 from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity, fidelity_exit, read_lag_dir
+from sw.collectives.bench import OPS, ROOTED, BenchError, BenchParams, dtype_from_flag, run_bench
+from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, intra_rate_for
 from sw.units import (
     AutoDilation,
     UnitError,
@@ -29,9 +30,7 @@ from sw.units import (
     parse_rate_bps,
     parse_size_bytes,
 )
-
-from .bench import OPS, ROOTED, BenchError, BenchParams, dtype_from_flag, run_bench
-from .config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, intra_rate_for
+from sw.units.cli_guard import ArgumentParser, call_guarded
 
 ENV_LINE_RATE = "STARPULSE_BENCH_LINE_RATE"
 """Per-rail line rate (bit/s) the ranks of a launched bench report against (set by the outer command)."""
@@ -141,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
 
 # --- one rank of a launched job ---------------------------------------------------------------------------------
 def _run_rank(args: argparse.Namespace) -> int:
-    from . import init_from_env
+    from sw.collectives import init_from_env
 
     env_rate = os.environ.get(ENV_LINE_RATE)
     line_rate = float(env_rate) if env_rate else (float(_rate(args.line_rate, "--line-rate"))
@@ -163,8 +162,7 @@ def _local_rank(comm: Any, p: BenchParams) -> dict[str, Any]:
 
 def _run_local(args: argparse.Namespace) -> int:
     from emu.run_cli import spec_for  # the topology flags' checks (no fabric: nothing of emu starts)
-
-    from .local import check_local_ranks, run_local
+    from sw.collectives.local import check_local_ranks, run_local
 
     line_rate = _line_rate(args)
     p = params_from_args(args, line_rate)
@@ -196,7 +194,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
 # --- on a fabric --------------------------------------------------------------------------------------------------
 def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
-    argv = [sys.executable, "-m", "sw.collectives.bench_cli", args.op, "-b", args.minbytes, "-e", args.maxbytes,
+    argv = [sys.executable, "-m", "sw.apps.coll_bench", args.op, "-b", args.minbytes, "-e", args.maxbytes,
             "-f", str(args.stepfactor), "-n", str(args.iters), "-w", str(args.warmup_iters), "-c", str(args.check),
             "-o", args.redop, "-d", args.datatype, "-r", str(args.root), "-J", json_path]
     return argv + (["-A", args.algo] if args.algo else [])
@@ -294,7 +292,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m sw.collectives.bench_cli``: what launched ranks run (user errors: one line, exit 2)."""
+    """``python -m sw.apps.coll_bench``: what launched ranks run (user errors: one line, exit 2)."""
     parser = ArgumentParser(prog="starpulse bench")
     add_arguments(parser)
     return call_guarded("starpulse bench", run, parser.parse_args(argv))

@@ -5,7 +5,7 @@ shared-memory NVLink stand-in, so it can reach 2x the per-rail line rate while n
 rate.  The left panel splits busbw into what the busiest NIC carried and the share of the NVLink stand-in (labelled
 at the largest size); the right panel shows the busiest NIC's payload rate over the line rate (``nic_frac_line``).
 
-    python scripts/plot_busbw.py RESULTS_DIR    # bench_allreduce.json + bench_alltoall.json -> busbw_vs_size.png
+    python -m sw.apps.demo_busbw_plot RESULTS_DIR    # bench_allreduce.json + bench_alltoall.json -> busbw_vs_size.png
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def plot_busbw(reports: dict[str, dict[str, Any]], path: Path, title: str) -> No
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python scripts/plot_busbw.py RESULTS_DIR (with bench_allreduce.json, bench_alltoall.json)",
+        print("usage: python -m sw.apps.demo_busbw_plot RESULTS_DIR (with bench_allreduce.json, bench_alltoall.json)",
               file=sys.stderr)
         return 2
     outdir = Path(argv[0])
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             reports[op] = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            print(f"plot_busbw: {path}: {exc}", file=sys.stderr)
+            print(f"demo_busbw_plot: {path}: {exc}", file=sys.stderr)
             return 2
     rep = reports["allreduce"]
     plot_busbw(reports, outdir / PNG_NAME, f"RoCE + DCQCN collectives, {rep['servers']} servers, "

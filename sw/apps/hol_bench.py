@@ -79,7 +79,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, int]:
 def run_victim_receiver(args: argparse.Namespace) -> dict[str, Any]:
     """One QP and a buffer for the victim's WRITE; serve until the sender reported, then verify the bytes."""
     from sw.roce.qp_connect import connect, qp_info
-    from sw.roce.store import FileStore
+    from sw.units.file_store import FileStore
 
     nic, mtu = _open(args)
     store, clock = FileStore(args.store), nic.clock
@@ -102,8 +102,8 @@ def run_victim_receiver(args: argparse.Namespace) -> dict[str, Any]:
 def run_victim_sender(args: argparse.Namespace) -> dict[str, Any]:
     """Connect, wait for "go" (the incast's start signal), WRITE ``--size`` bytes, report the completion time."""
     from sw.roce.qp_connect import connect, qp_info
-    from sw.roce.store import FileStore
     from sw.roce.verbs import SendWr, WcStatus, WrOpcode
+    from sw.units.file_store import FileStore
 
     nic, mtu = _open(args)
     store, clock = FileStore(args.store), nic.clock
@@ -160,7 +160,7 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
     from emu.status import priority_status
     from emu.traffic import stop_proc
     from sw.roce.nic_port import ENV_NIC_PFC
-    from sw.roce.store import FileStore
+    from sw.units.file_store import FileStore
 
     if name not in SCENARIOS:
         raise HolBenchError(f"scenario {name!r}: expected one of {', '.join(SCENARIOS)}")

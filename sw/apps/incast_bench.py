@@ -49,9 +49,9 @@ from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
 from sw.roce.pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
 from sw.roce.qp_connect import connect, qp_info
-from sw.roce.store import FileStore
 from sw.roce.verbs import SendWr, WcStatus, WrOpcode
 from sw.units import AutoDilation, add_time_dilation_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
+from sw.units.file_store import FileStore
 
 INT_ONE_HOP_BYTES = 4 + 12 + 28  # shim, MD header, one hop record
 DEFAULT_DILATION = 10000.0

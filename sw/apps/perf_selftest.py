@@ -35,7 +35,6 @@ from sw.roce.nic import Nic
 from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
 from sw.roce.pacer import CC_NAMES
 from sw.roce.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
-from sw.roce.store import FileStore
 from sw.roce.transport_rules import PATH_MTUS
 from sw.roce.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
 from sw.units import (
@@ -52,6 +51,7 @@ from sw.units import (
     parse_size_bytes,
 )
 from sw.units.cli_guard import ArgumentParser, call_guarded
+from sw.units.file_store import FileStore
 
 DEFAULT_LINK_RATE = "100M"
 DEFAULT_SELFTEST_SIZE = "16M"

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sw.clock import ManualClock
-from sw.collectives import CollectiveMismatchError, CollectiveTimeoutError, CollectiveUserError, FileStore, Layout
+from sw.collectives import CollectiveMismatchError, CollectiveStore, CollectiveTimeoutError, CollectiveUserError, Layout
 from sw.collectives.algorithms.common import chunk_ranges, segment_bounds
 from sw.collectives.algorithms.rhd import halving_plan
 from sw.collectives.algorithms.tree import heap_links
@@ -154,21 +155,14 @@ def test_config_environment_is_read() -> None:
     assert (cfg.intra_rate_bps, cfg.inter_rate_bps, cfg.shm_ring_bytes, cfg.timeout_s) == (None, 1e8, 65536, 2.5)
 
 
-def test_file_store_set_get_add_and_timeout(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    store = FileStore(tmp_path / "s", timeout_s=0.2)
-    store.set("a/b c", b"xyz")
-    assert store.get("a/b c") == b"xyz"
-    assert [store.add("n", 2), store.add("n", 3)] == [2, 5]
-    store.wait_value("n", 5)
-    with pytest.raises(CollectiveTimeoutError, match="store key 'missing'"):
-        store.get("missing")
-    assert not [p for p in os.listdir(tmp_path / "s") if p.endswith(".tmp")]
-
-
-def test_file_store_rejects_an_unusable_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_collective_store_raises_the_collectives_errors(tmp_path: Path) -> None:
+    """A rank that never shows up is a CollectiveTimeoutError, an unusable path a CollectiveUserError."""
+    store = CollectiveStore(tmp_path / "s", timeout_s=0.2)
+    with pytest.raises(CollectiveTimeoutError, match="waiting for key 'missing'"):
+        store.wait("missing")
     (tmp_path / "file").write_text("x")
     with pytest.raises(CollectiveUserError, match="store path .*cannot create directory"):
-        FileStore(tmp_path / "file" / "sub")
+        CollectiveStore(tmp_path / "file" / "sub")
 
 
 @pytest.fixture

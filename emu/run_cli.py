@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from emu.cli import DEFAULT_NAME, add_topology_arguments, output_dir, read_state, spec_from_args
+from emu.cli import add_topology_arguments, output_dir, spec_from_args
+from emu.fabric_daemon import DEFAULT_NAME, read_state
 from emu.launch import (
     NETS,
     JobResult,

@@ -202,7 +202,7 @@ def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
 
 def _fabric_status(target: Any, name: str) -> dict[str, Any]:
     """``fabric status`` of the fabric the sweep runs on (this process's, or the running one named ``name``)."""
-    from emu.cli import request
+    from emu.fabric_daemon import request
 
     if target.fabric is not None:
         return target.fabric.status()

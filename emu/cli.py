@@ -28,10 +28,10 @@ from emu.fabric_daemon import (
     state_dir,
     summary_line,
 )
-from emu.topology import TopologySpec
 from p4.switch.trace import LEVELS
 from sw.clock import get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
+from sw.collectives.fabric_topology import TopologySpec
 from sw.units import (
     MAX_LINK_DELAY_NS,
     MAX_LINK_RATE_BPS,
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     raise AssertionError(cmd)
 
 
-def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-untyped-def]
+def _make_fabric(args: argparse.Namespace, **kwargs: Any):
     """The ``Fabric`` the topology flags describe (not yet up)."""
     from emu.fabric import Fabric
 

@@ -1,7 +1,7 @@
 """The ``Fabric`` context manager: bring a rail-optimized P4 fabric up, program it, read it, break it, tear it down.
 
 ``with Fabric(TopologySpec(servers=4, gpus_per_server=2)) as fab:`` builds the Mininet net (``emu.net``),
-programs every switch with the commands ``emu.control`` derives (through each switch's control socket; the same
+programs every switch with the commands ``emu.control_plane`` derives (through each switch's control socket; the same
 command text works for BMv2), shapes every switch port to its link's line rate, and on exit stops exactly what
 it started.  ``status()`` reads per-port counters, queue high-water marks, ECN marks and drop reasons;
 ``faults`` (``emu.faults``) injects failures while it runs; ``probe()`` runs UDP reachability probes from hosts.
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emu import fabric_daemon, traffic
-from emu.control import EcnConfig, IntConfig, dscp_priority_map, qos_commands, switch_commands
+from emu.control_plane import EcnConfig, IntConfig, dscp_priority_map, qos_commands, switch_commands
 from emu.net import (
     FabricNet,
     Footprint,
@@ -38,12 +38,12 @@ from emu.net import (
 )
 from emu.reap import owned_tempdir, record
 from emu.status import fabric_status, parse_port_stats, parse_table
-from emu.topology import Topology, TopologySpec
 from emu.traffic import PROBE_PORT
 from emu.wire import WireProfile
 from p4.switch.lag import parse_lag_json
 from sw.clock import Clock, get_clock
 from sw.clock.lag import ENV_LAG_DIR, LagStats, fidelity, read_lag_dir, write_lag_file
+from sw.collectives.fabric_topology import Topology, TopologySpec
 
 if TYPE_CHECKING:
     from emu.faults import FaultInjector
@@ -67,7 +67,7 @@ class PfcSettings:
     def commands(self, ports: list[int], priority: int | None = None) -> list[str]:
         """Switch commands enabling PFC on ``ports``, with egress queues deep enough that PFC, not tail drop,
         bounds the buffer (every ingress port may hold XOFF + headroom bytes of minimum-size frames).  With a
-        ``priority`` (the topology's ``pfc_priority``) RoCE is classified by DSCP (``emu.control.qos_commands``)
+        ``priority`` (the topology's ``pfc_priority``) RoCE is classified by DSCP (``emu.control_plane.qos_commands``)
         and only that priority is lossless; without one every priority is, and nothing maps DSCPs."""
         if not self.enabled:
             return []
@@ -354,7 +354,7 @@ class Fabric:
         return out
 
     def switch_program(self, switch: str) -> list[str]:
-        """Every command that programs ``switch``: tables from ``emu.control`` plus port shaping."""
+        """Every command that programs ``switch``: tables from ``emu.control_plane`` plus port shaping."""
         return (switch_commands(self.topo, switch, self.ecn, self.int_cfg) + self.port_rate_commands(switch)
                 + self.pfc.commands(sorted(self.topo.ports_of(switch)), self.spec.pfc_priority))
 
@@ -480,7 +480,7 @@ class Fabric:
             for name, sw in self.fnet.switches.items():
                 try:
                     comps = parse_lag_json(sw.cli("lag_stats json"))
-                except Exception:  # noqa: BLE001 - a stopped switch has no lag to report (status says so)
+                except Exception:  # a stopped switch has no lag to report (status says so)
                     continue
                 out.update({f"{name} {comp}": s for comp, s in comps.items()})
         if self.lag_dir is not None and self.lag_dir.is_dir():

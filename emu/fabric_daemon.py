@@ -267,6 +267,6 @@ def handle_request(fab: Any, req: dict[str, Any], stop: dict[str, bool]) -> dict
             return {"ok": True, "events": [asdict(event)]}
         if op == "script":
             return {"ok": True, "events": [asdict(e) for e in fab.faults.run_script(req["text"])]}
-    except Exception as exc:  # noqa: BLE001 - report to the client, keep the fabric running
+    except Exception as exc:  # report to the client, keep the fabric running
         return {"ok": False, "error": str(exc)}
     return {"ok": False, "error": f"unknown op {op!r}: expected status, fault, script or down"}

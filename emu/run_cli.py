@@ -26,9 +26,9 @@ from emu.launch import (
     terminate_as_interrupt,
 )
 from emu.reap import owned_tempdir, record
-from emu.topology import Topology, TopologySpec
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.collectives.local import check_local_ranks
 from sw.units import AutoDilation, add_time_dilation_flag, float_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded

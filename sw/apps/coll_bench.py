@@ -19,7 +19,7 @@ from typing import Any
 
 from sw.clock import get_clock
 from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity, fidelity_exit, read_lag_dir
-from sw.collectives.bench import OPS, ROOTED, BenchError, BenchParams, dtype_from_flag, run_bench
+from sw.collectives.bench import OPS, ROOTED, BenchParams, CollBenchError, dtype_from_flag, run_bench
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, intra_rate_for
 from sw.units import (
     AutoDilation,
@@ -98,20 +98,20 @@ def _size(text: str, flag: str) -> int:
     try:
         return parse_size_bytes(text, what=flag)
     except UnitError as exc:
-        raise BenchError(str(exc)) from None
+        raise CollBenchError(str(exc)) from None
 
 
 def _rate(text: str, flag: str) -> int:
     try:
         return parse_rate_bps(text, what=flag)
     except UnitError as exc:
-        raise BenchError(str(exc)) from None
+        raise CollBenchError(str(exc)) from None
 
 
 def params_from_args(args: argparse.Namespace, line_rate_bps: float | None) -> BenchParams:
     """Validated sweep parameters (one-line errors naming the flag)."""
     if args.check not in (0, 1):
-        raise BenchError(f"-c {args.check}: expected 0 or 1")
+        raise CollBenchError(f"-c {args.check}: expected 0 or 1")
     return BenchParams(op=args.op, min_bytes=_size(args.minbytes, "-b"), max_bytes=_size(args.maxbytes, "-e"),
                        factor=args.stepfactor, iters=args.iters, warmup=args.warmup_iters, check=bool(args.check),
                        redop=args.redop, dtype=dtype_from_flag(args.datatype), root=args.root, algo=args.algo,
@@ -127,7 +127,7 @@ def write_report(report: dict[str, Any], path: str | None) -> None:
         try:
             Path(path).write_text(json.dumps(report, indent=2) + "\n")
         except OSError as exc:
-            raise BenchError(f"-J {path}: cannot write ({exc.strerror})") from None
+            raise CollBenchError(f"-J {path}: cannot write ({exc.strerror})") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -171,7 +171,7 @@ def _run_local(args: argparse.Namespace) -> int:
     servers, gpus = spec.servers, spec.gpus_per_server
     check_local_ranks(servers * gpus, f"--servers {servers} x --gpus {gpus}")
     if p.op in ROOTED and p.root >= servers * gpus:
-        raise BenchError(f"-r {p.root}: must be a rank in 0..{servers * gpus - 1}")
+        raise CollBenchError(f"-r {p.root}: must be a rank in 0..{servers * gpus - 1}")
     if args.time_dilation is not None and not isinstance(args.time_dilation, AutoDilation):
         os.environ["STARPULSE_TIME_DILATION"] = repr(float(args.time_dilation))   # auto: no fabric to calibrate
     link_bps = float(_rate(args.link_rate, "--link-rate"))
@@ -237,7 +237,7 @@ def _run_fabric(args: argparse.Namespace) -> int:
         spec = target.topo.spec
         line_rate = float(_rate(args.line_rate, "--line-rate")) if args.line_rate else float(spec.link_rate_bps)
         if p.op in ROOTED and p.root >= spec.servers * spec.gpus_per_server:
-            raise BenchError(f"-r {p.root}: must be a rank in 0..{spec.servers * spec.gpus_per_server - 1}")
+            raise CollBenchError(f"-r {p.root}: must be a rank in 0..{spec.servers * spec.gpus_per_server - 1}")
         dilation = target.clock.dilation if target.clock is not None else 1.0
         net = fabric_env(spec, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
         json_path = str(owned_tempdir("starpulse-bench-") / "rank0.json")

@@ -147,7 +147,7 @@ def _pick_servers(topo: Any, senders: int) -> dict[str, Any]:
 
 def hol_spec(cfg: HolConfig) -> Any:
     """Two pods, one spine: the incast's senders and receiver, the victim and its destination, one per server."""
-    from emu.topology import TopologySpec
+    from sw.collectives.fabric_topology import TopologySpec
 
     return TopologySpec(servers=2 * (cfg.senders + 1), gpus_per_server=1, pods=2, spines=1,
                         link_rate_bps=cfg.link_rate_bps)
@@ -155,7 +155,7 @@ def hol_spec(cfg: HolConfig) -> Any:
 
 def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[str, Any]:
     """One scenario in a fresh fabric; the switch processes take their dilation from $STARPULSE_TIME_DILATION."""
-    from emu.control import EcnConfig
+    from emu.control_plane import EcnConfig
     from emu.fabric import Fabric, PfcSettings
     from emu.status import priority_status
     from emu.traffic import stop_proc

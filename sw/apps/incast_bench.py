@@ -211,7 +211,7 @@ def cc_params(cc: str, link_rate_bps: int, base_rtt_ns: int) -> dict[str, Any]:
 
 def incast_spec(args: argparse.Namespace) -> Any:
     """The incast's fabric: one server per sender plus the receiver's, one leaf, links at ``--link-rate``."""
-    from emu.topology import TopologySpec
+    from sw.collectives.fabric_topology import TopologySpec
 
     return TopologySpec(servers=args.senders + 1, gpus_per_server=1, spines=0,
                         link_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"))
@@ -223,7 +223,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
     The switches take their dilation from ``$STARPULSE_TIME_DILATION``: keep it equal to ``clock``'s."""
     import subprocess
 
-    from emu.control import EcnConfig
+    from emu.control_plane import EcnConfig
     from emu.fabric import Fabric, PfcSettings
     from emu.traffic import stop_proc
     from sw.roce.nic_port import ENV_NIC_IPV6, ENV_NIC_PFC

@@ -31,12 +31,12 @@ from .errors import (
     CommAbortedError,
     PeerGoneError,
 )
+from .rank_layout import RankLayout
 from .store import CollectiveStore
-from .topology import Layout
 from .tuner import ALGOS
 
 __all__ = [
     "ALGOS", "DTYPES", "REDUCE_OPS", "CollectiveMismatchError", "CollectiveStore", "CollectiveTimeoutError",
-    "CollectiveUserError", "CommAbortedError", "CommConfig", "Communicator", "Layout", "PeerGoneError", "Work",
+    "CollectiveUserError", "CommAbortedError", "CommConfig", "Communicator", "RankLayout", "PeerGoneError", "Work",
     "bf16_to_f32", "f32_to_bf16", "init_communicator", "init_from_env",
 ]

@@ -28,9 +28,9 @@ from .config import (
     env_int,
 )
 from .errors import CollectiveUserError
-from .net import Net
+from .rank_layout import RankLayout
+from .router import Net
 from .store import CollectiveStore
-from .topology import Layout
 from .transport.base import Transport
 from .transport.roce import RoceTransport
 from .transport.shm import ShmTransport
@@ -76,7 +76,7 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
     me = {"server": server, "local_rank": local_rank, "addr": config.nic_addr, "port": port, "pid": os.getpid()}
     store.set(f"{key}info/{rank}", me)
     infos = [store.wait(f"{key}info/{r}") for r in range(world_size)]
-    layout = Layout(tuple(i["server"] for i in infos), tuple(i["local_rank"] for i in infos))
+    layout = RankLayout(tuple(i["server"] for i in infos), tuple(i["local_rank"] for i in infos))
     if local_world_size is not None and len(layout.local_ranks(server)) != local_world_size:
         if listener is not None:
             listener.close()
@@ -120,7 +120,7 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
     net = Net(rank, layout, transports, config.timeout_s, clock)
     comm = Communicator(rank, layout, net, Tuner(layout, default_model(config), env), closers)
     if config.calibrate:
-        from .calibrate import calibrate
+        from .cost_calibrate import calibrate
         calibrate(comm)
     return comm
 

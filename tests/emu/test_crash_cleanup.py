@@ -220,7 +220,7 @@ def test_a_dead_switch_is_marked_not_fatal_and_can_be_started() -> None:
     from emu.checks import check_switches_alive
     from emu.cli import print_status
     from emu.fabric import Fabric
-    from emu.topology import TopologySpec
+    from sw.collectives.fabric_topology import TopologySpec
 
     with Fabric(TopologySpec(servers=2, gpus_per_server=1, spines=1)) as fab:
         victim = fab.net.switches["sp0"]

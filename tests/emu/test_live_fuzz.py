@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from emu.fabric import Fabric
-from emu.topology import TopologySpec
 from emu.traffic import stop_proc
+from sw.collectives.fabric_topology import TopologySpec
 from tests.unit.rx_frames import JUMBO_BYTES, fuzz_frames, real_frames
 
 pytestmark = pytest.mark.emu

@@ -359,7 +359,7 @@ class RoceTransport(ChannelTransport):
                     info["mac"] = next_hop_mac(str(info["ip"]), nic.ip, ifname, str(info["mac"]), clock=clock)
                 except RouteError as exc:
                     raise CollectiveTimeoutError(str(exc)) from None
-                connect(ch.qp, int(mine[str(peer)]["psn"]), info,  # type: ignore[call-overload]
+                connect(ch.qp, int(mine[str(peer)]["psn"]), info,
                         path_mtu=min(path_mtu, int(info["path_mtu"])), timeout=QP_TIMEOUT)
                 ch.remote_credit_addr = int(theirs["credit_addr"]) + 8 * my_rank
                 ch.remote_credit_rkey = int(theirs["credit_rkey"])

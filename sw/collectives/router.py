@@ -12,7 +12,7 @@ from sw.clock import Clock, get_clock
 
 from .deadline import Backoff, Deadline
 from .errors import CollectiveUserError
-from .topology import LINK_CLASSES, Layout
+from .rank_layout import LINK_CLASSES, RankLayout
 from .transport.base import Request, Transport, byte_view
 
 IDLE_WAIT_MAX_S = 0.05
@@ -22,7 +22,7 @@ IDLE_WAIT_MAX_S = 0.05
 class Net:
     """Point-to-point messaging of one rank over its transports; ``tag`` is set per operation by the caller."""
 
-    def __init__(self, rank: int, layout: Layout, transports: list[Transport], timeout_s: float,
+    def __init__(self, rank: int, layout: RankLayout, transports: list[Transport], timeout_s: float,
                  clock: Clock | None = None) -> None:
         self.rank = rank
         self.layout = layout

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emu.topology import CNP_PRIORITY, Topology, TopologyError, switch_port_mac
+from sw.collectives.fabric_topology import CNP_PRIORITY, Topology, TopologyError, switch_port_mac
 from sw.roce.flow import DSCP_CNP_DEFAULT, DSCP_ROCE_DEFAULT
 from sw.roce.gid import fabric_ipv6, fabric_ipv6_prefix_len
 from sw.roce.int_md import DSCP_INT

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from sw.clock import ManualClock
-from sw.collectives import CollectiveMismatchError, CollectiveStore, CollectiveTimeoutError, CollectiveUserError, Layout
+from sw.collectives import (
+    CollectiveMismatchError,
+    CollectiveStore,
+    CollectiveTimeoutError,
+    CollectiveUserError,
+    RankLayout,
+)
 from sw.collectives.algorithms.common import chunk_ranges, segment_bounds
 from sw.collectives.algorithms.rhd import halving_plan
 from sw.collectives.algorithms.tree import heap_links
@@ -82,33 +88,33 @@ def test_double_binary_tree_inner_nodes_are_leaves_of_the_other_tree(n: int) -> 
 
 
 def test_layout_link_classes_and_validation() -> None:
-    layout = Layout.grid(2, 2)
+    layout = RankLayout.grid(2, 2)
     assert [layout.link_class(0, r) for r in (1, 2, 3)] == ["intra", "rail", "cross"]
     assert layout.rail_ranks(1) == [1, 3] and layout.local_ranks(1) == [2, 3]
     with pytest.raises(CollectiveUserError, match="already has a rank with LOCAL_RANK 0"):
-        Layout((0, 0), (0, 0))
+        RankLayout((0, 0), (0, 0))
     with pytest.raises(CollectiveUserError, match=r"LOCAL_RANK values \[0, 2\]"):
-        Layout((0, 0), (0, 2))
+        RankLayout((0, 0), (0, 2))
 
 
 def test_tuner_model_prefers_hierarchical_allreduce_and_rail_aligned_alltoall() -> None:
     model = default_model(CommConfig())
-    tuner = Tuner(Layout.grid(4, 2), model, env={})
+    tuner = Tuner(RankLayout.grid(4, 2), model, env={})
     assert tuner.algo("allreduce", 64 << 20) == "hier"
     assert tuner.algo("alltoall", 64 << 10) == "rail"  # same NIC bytes and messages as pairwise: spine-free wins
     assert tuner.algo("alltoall", 64 << 20) == "rail"  # equal rail and spine bandwidth: a tie at the NIC bound
     spine = LinkCost(model.inter.alpha_s, model.inter.rate_bps / 2)  # a 2:1 oversubscribed spine
-    assert Tuner(Layout.grid(4, 2), CostModel(model.intra, model.inter, spine), env={}).algo(
+    assert Tuner(RankLayout.grid(4, 2), CostModel(model.intra, model.inter, spine), env={}).algo(
         "alltoall", 64 << 20) == "rail"
     small = tuner.algo("allreduce", 8)
     assert tuner.estimate_s("allreduce", small, 8) <= tuner.estimate_s("allreduce", "ring", 8)
     assert 4096 <= tuner.chunk_bytes("allreduce", "ring", 64 << 20) <= 4 << 20
-    assert "rhd" not in Tuner(Layout.grid(3, 1), default_model(CommConfig()), env={}).available("allgather")
+    assert "rhd" not in Tuner(RankLayout.grid(3, 1), default_model(CommConfig()), env={}).available("allgather")
 
 
 def test_tuner_overrides_by_call_and_environment() -> None:
     env = {"STARPULSE_ALGO": "allreduce=tree, alltoall=pairwise", "STARPULSE_CHUNK_BYTES": "64K"}
-    tuner = Tuner(Layout.grid(2, 2), default_model(CommConfig()), env=env)
+    tuner = Tuner(RankLayout.grid(2, 2), default_model(CommConfig()), env=env)
     assert tuner.algo("allreduce", 1 << 30) == "tree"
     assert tuner.algo("alltoall", 1 << 30) == "pairwise"
     assert tuner.algo("allreduce", 1 << 30, requested="rhd") == "rhd"
@@ -126,12 +132,12 @@ def test_tuner_overrides_by_call_and_environment() -> None:
 ])
 def test_bad_tuner_environment_is_a_user_error(env: dict[str, str], match: str) -> None:
     with pytest.raises(CollectiveUserError, match=match) as info:
-        Tuner(Layout.grid(1, 2), default_model(CommConfig()), env=env)
+        Tuner(RankLayout.grid(1, 2), default_model(CommConfig()), env=env)
     assert info.value.is_user_error
 
 
 def test_bad_per_call_choices_are_user_errors() -> None:
-    tuner = Tuner(Layout.grid(1, 2), default_model(CommConfig()), env={})
+    tuner = Tuner(RankLayout.grid(1, 2), default_model(CommConfig()), env={})
     with pytest.raises(CollectiveUserError, match=r"algo 'rail': unknown for allreduce"):
         tuner.algo("allreduce", 8, requested="rail")
     with pytest.raises(CollectiveUserError, match="chunk_bytes 0"):
@@ -166,7 +172,7 @@ def test_collective_store_raises_the_collectives_errors(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def ring_pair():  # type: ignore[no-untyped-def]
+def ring_pair():
     """Two channels (ranks 0 and 1) joined by two small shared-memory rings; files removed at once."""
     job = f"t{os.getpid()}{uuid.uuid4().hex[:6]}"
     from sw.collectives.transport.shm import ring_path
@@ -191,7 +197,7 @@ def _pump(*chans: ShmChannel, reqs: list[Request]) -> None:
     raise AssertionError(f"requests did not complete: {reqs}")
 
 
-def test_stream_wraps_the_ring_and_buffers_early_messages(ring_pair) -> None:  # type: ignore[no-untyped-def]
+def test_stream_wraps_the_ring_and_buffers_early_messages(ring_pair) -> None:
     a, b = ring_pair
     data = [np.arange(k * 1000, (k + 1) * 1000 + k, dtype=np.int64) for k in range(3)]  # > ring size each
     sends = [Request("send", 1, 7, byte_view(d)) for d in data]
@@ -206,7 +212,7 @@ def test_stream_wraps_the_ring_and_buffers_early_messages(ring_pair) -> None:  #
     assert all(np.array_equal(o, d) for o, d in zip(outs, data, strict=True))
 
 
-def test_stream_reports_mismatched_sizes_and_tags(ring_pair) -> None:  # type: ignore[no-untyped-def]
+def test_stream_reports_mismatched_sizes_and_tags(ring_pair) -> None:
     a, b = ring_pair
     a.post_send(Request("send", 1, 0x5, byte_view(np.zeros(10, np.float32))))
     b.post_recv(Request("recv", 0, 0x5, byte_view(np.zeros(20, np.float32))))

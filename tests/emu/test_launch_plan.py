@@ -20,8 +20,8 @@ from emu.launch import (
     rank_plan,
     resolve_command,
 )
-from emu.topology import Topology, TopologySpec
 from sw.collectives.errors import CollectiveUserError
+from sw.collectives.fabric_topology import Topology, TopologySpec
 
 pytestmark = pytest.mark.unit
 
@@ -104,7 +104,7 @@ def test_python_means_this_interpreter_and_missing_programs_are_named() -> None:
     (["--link-rate", "10X", "--", "true"], "--link-rate '10X'"),
     (["--intra-rate", "0x", "--", "true"], "--intra-rate '0x': expected a rate like 900M"),
 ])
-def test_run_flag_errors_are_user_errors(argv, needle, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_run_flag_errors_are_user_errors(argv, needle, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path))
     parser = argparse.ArgumentParser()
     run_cli.add_arguments(parser)

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from emu.topology import Topology, TopologyError, TopologySpec
+from sw.collectives.fabric_topology import Topology, TopologyError, TopologySpec
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from sw.collectives.local import run_local
 pytestmark = pytest.mark.unit
 
 
-def _async_ops(comm):  # type: ignore[no-untyped-def]
+def _async_ops(comm):
     n, me = comm.world_size, comm.rank
     a = np.full(1001, me + 1, np.int64)
     b = np.arange(13, dtype=np.float32) + me
@@ -34,7 +34,7 @@ def test_async_handles_complete_in_issue_order_with_correct_results() -> None:
         assert ok
 
 
-def _ring_exchange(comm):  # type: ignore[no-untyped-def]
+def _ring_exchange(comm):
     n, me = comm.world_size, comm.rank
     out = np.arange(50_000, dtype=np.int32) * (me + 1)  # larger than a shm ring: needs eager buffering
     got = np.zeros_like(out)
@@ -50,7 +50,7 @@ def test_send_recv_around_a_ring(servers: int, gpus: int) -> None:
         == [True] * (servers * gpus)
 
 
-def _calibrated(comm):  # type: ignore[no-untyped-def]
+def _calibrated(comm):
     m = comm.tuner.model
     return [m.intra.alpha_s, m.intra.rate_bps, m.inter.alpha_s, m.inter.rate_bps, m.cross_link.rate_bps]
 
@@ -68,7 +68,7 @@ def _calibrated_defaults() -> list[float]:
     return [m.intra.alpha_s, m.intra.rate_bps, m.inter.alpha_s, m.inter.rate_bps, m.cross_link.rate_bps]
 
 
-def _env_choice(comm):  # type: ignore[no-untyped-def]
+def _env_choice(comm):
     x = np.ones(10_000, np.float32)
     comm.allreduce(x)
     first = comm.last_choice

@@ -39,7 +39,7 @@ BAD = [   # (Fabric keyword options, the same as fabric up flags)
 
 
 @pytest.mark.parametrize(("options", "flags"), BAD, ids=[" ".join(f) for _, f in BAD])
-def test_bad_options_raise_the_cli_line(options, flags, capsys, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_bad_options_raise_the_cli_line(options, flags, capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path))
     with pytest.raises(Exception) as api:
         Fabric(**options)
@@ -67,7 +67,7 @@ def test_keyword_options_make_the_cli_spec() -> None:
 
 
 def test_spec_and_topology_options_do_not_mix() -> None:
-    from emu.topology import TopologySpec
+    from sw.collectives.fabric_topology import TopologySpec
 
     with pytest.raises(Exception, match="need spec=None"):
         Fabric(TopologySpec(), servers=2)

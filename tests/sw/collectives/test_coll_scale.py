@@ -12,7 +12,7 @@ from sw.collectives.local import run_local
 pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
 
-def _large(comm, count: int):  # type: ignore[no-untyped-def]
+def _large(comm, count: int):
     n, me = comm.world_size, comm.rank
     fails = []
     rng = [np.random.default_rng([11, r]) for r in range(n)]

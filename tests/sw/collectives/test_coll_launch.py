@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 
-def _launch(tmp_path, servers: int, gpus: int, extra: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+def _launch(tmp_path, servers: int, gpus: int, extra: dict[str, str] | None = None):
     procs = []
     for rank in range(servers * gpus):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(servers * gpus), LOCAL_RANK=str(rank % gpus),
@@ -33,14 +33,14 @@ def _launch(tmp_path, servers: int, gpus: int, extra: dict[str, str] | None = No
     return outs
 
 
-def test_launched_ranks_find_each_other_and_pass_the_self_check(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_launched_ranks_find_each_other_and_pass_the_self_check(tmp_path) -> None:
     outs = _launch(tmp_path, 2, 2)
     for rank, (code, out, err) in enumerate(outs):
         assert code == 0, f"rank {rank}: {out}{err}"
         assert out.startswith(f"rank {rank}/4 server {rank // 2} gpu {rank % 2}: ok;"), out
 
 
-def test_a_bad_environment_value_is_one_line_and_exit_2(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_environment_value_is_one_line_and_exit_2(tmp_path) -> None:
     code, out, err = _launch(tmp_path, 1, 1, {"STARPULSE_ALGO": "fastest"})[0]
     assert code == 2
     assert err.strip().startswith("error: $STARPULSE_ALGO='fastest': unknown algorithm 'fastest'")

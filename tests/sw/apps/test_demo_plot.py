@@ -14,7 +14,7 @@ from sw.apps import coll_bench, demo_busbw_plot
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_busbw_plot_splits_nic_and_nvlink_stand_in(tmp_path: Path) -> None:

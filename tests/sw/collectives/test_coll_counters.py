@@ -16,7 +16,7 @@ from sw.collectives.local import run_local
 pytestmark = pytest.mark.unit
 
 
-def _bytes_by_algorithm(comm, count: int):  # type: ignore[no-untyped-def]
+def _bytes_by_algorithm(comm, count: int):
     out = {}
     for algo in ("ring", "hier"):
         x = np.ones(count, np.float32)
@@ -44,7 +44,7 @@ def test_hierarchical_allreduce_cuts_cross_rail_bytes_by_at_least_r_minus_1_over
     print(f"\n{servers}x{rails}, {size_bytes} B/rank: ring {total['ring']}, hier {total['hier']}")
 
 
-def _ring_messages(comm, count: int, chunk_bytes: int):  # type: ignore[no-untyped-def]
+def _ring_messages(comm, count: int, chunk_bytes: int):
     x = np.arange(count, dtype=np.int32)
     comm.reset_counters()
     comm.allreduce(x, algo="ring", chunk_bytes=chunk_bytes)

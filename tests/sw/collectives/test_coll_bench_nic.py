@@ -12,7 +12,7 @@ from sw.apps import coll_bench
 pytestmark = pytest.mark.unit
 
 
-def _bench(tmp_path, capfd, algo: str) -> tuple[dict, str]:  # type: ignore[no-untyped-def]
+def _bench(tmp_path, capfd, algo: str) -> tuple[dict, str]:
     out_json = tmp_path / f"{algo}.json"
     code = coll_bench.main(["allreduce", "-A", algo, "-b", "64K", "-e", "64K", "--local", "--servers", "2", "--gpus",
                            "2", "-n", "2", "-w", "1", "-J", str(out_json)])
@@ -22,7 +22,7 @@ def _bench(tmp_path, capfd, algo: str) -> tuple[dict, str]:  # type: ignore[no-u
 
 
 @pytest.mark.parametrize(("algo", "share"), [("ring", 1.0), ("hier", 1 / 3)])
-def test_nic_payload_rate_is_the_inter_server_share_of_busbw(tmp_path, capfd, algo, share) -> None:  # type: ignore[no-untyped-def]
+def test_nic_payload_rate_is_the_inter_server_share_of_busbw(tmp_path, capfd, algo, share) -> None:
     report, text = _bench(tmp_path, capfd, algo)
     row = report["results"][-1]
     assert row["algo"] == algo

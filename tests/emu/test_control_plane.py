@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from emu.control import EcnConfig, IntConfig, dscp_priority_map, fabric_commands, qos_commands, switch_commands
-from emu.topology import Topology, TopologyError, TopologySpec
+from emu.control_plane import EcnConfig, IntConfig, dscp_priority_map, fabric_commands, qos_commands, switch_commands
+from sw.collectives.fabric_topology import Topology, TopologyError, TopologySpec
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from emu.fabric_shell import ShellError, resolve_nic, resolve_pair, substitute
-from emu.topology import Topology, TopologySpec
+from sw.collectives.fabric_topology import Topology, TopologySpec
 
 pytestmark = pytest.mark.unit
 

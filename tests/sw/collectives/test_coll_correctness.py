@@ -75,7 +75,7 @@ def compare(got: np.ndarray, ref: tuple[np.ndarray, np.ndarray | None], dtype: s
         if bad.size else []
 
 
-def check_everything(comm, sizes: tuple[int, ...]) -> tuple[list[str], list[bytes]]:  # type: ignore[no-untyped-def]
+def check_everything(comm, sizes: tuple[int, ...]) -> tuple[list[str], list[bytes]]:
     """Runs on every rank: all collectives x algorithms x dtypes x ops x in/out-of-place; returns failures and
     digests of every result (compared across ranks by the test)."""
     n, me = comm.world_size, comm.rank
@@ -174,7 +174,7 @@ LAYOUTS = [(1, 1), (1, 3), (3, 1), (2, 2), (3, 2), (2, (2, 1))]
 
 
 @pytest.mark.parametrize("servers,gpus", LAYOUTS, ids=["1x1", "1x3", "3x1", "2x2", "3x2", "uneven-2+1"])
-def test_every_collective_and_algorithm_matches_numpy(servers: int, gpus) -> None:  # type: ignore[no-untyped-def]
+def test_every_collective_and_algorithm_matches_numpy(servers: int, gpus) -> None:
     sizes = (1, 7, 301) if gpus != 1 or servers > 1 else (0, 1, 301)
     results = run_local(servers, gpus, check_everything, sizes, timeout_s=240)
     for rank, (fails, _) in enumerate(results):
@@ -184,7 +184,7 @@ def test_every_collective_and_algorithm_matches_numpy(servers: int, gpus) -> Non
     assert len(digests[0]) > 0
 
 
-def random_calls(comm, seed: int, calls: int) -> list[str]:  # type: ignore[no-untyped-def]
+def random_calls(comm, seed: int, calls: int) -> list[str]:
     """The same seeded sequence of random calls on every rank: collective, algorithm, dtype, op, count
     (including counts below the world size) and chunk size (down to one element)."""
     n, me = comm.world_size, comm.rank

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SNIPPET = re.compile(r"<!-- example: (\S+) -->\n```python\n(.*?)```\n", re.S)
 OURS = ("examples/collectives_hello.py", "examples/rdma_write_read.py")
 
@@ -31,7 +31,7 @@ def test_every_readme_example_equals_its_file() -> None:
         assert body == (REPO / path).read_text(), f"README snippet of {path} differs from the file"
 
 
-def test_collective_example_runs_locally_without_a_fabric(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_collective_example_runs_locally_without_a_fabric(tmp_path) -> None:
     env = {**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state"), "STARPULSE_TIMEOUT": "60"}
     done = subprocess.run([sys.executable, "-m", "sw.cli", "run", "--local", "--servers", "2", "--gpus-per-server",
                            "2", "--timeout", "120", "--", "python", OURS[0]], cwd=REPO, env=env,
@@ -77,7 +77,7 @@ def test_verbs_api_is_importable_from_sw_roce_without_loading_it_eagerly() -> No
     assert done.stdout.split() == ["False", "sw.roce.qp", "sw.roce.nic_port"], done.stdout + done.stderr
 
 
-def _algorithms(comm):  # type: ignore[no-untyped-def]
+def _algorithms(comm):
     from sw.collectives import CollectiveUserError
 
     try:

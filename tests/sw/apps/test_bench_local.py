@@ -8,14 +8,14 @@ import json
 import pytest
 
 from sw.apps import coll_bench
-from sw.collectives.bench import BenchError, BenchParams, bus_factor, element_count, sweep_bytes
+from sw.collectives.bench import BenchParams, CollBenchError, bus_factor, element_count, sweep_bytes
 
 pytestmark = pytest.mark.unit
 
 COLUMNS = ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")
 
 
-def _bench(tmp_path, capfd, *flags: str) -> tuple[int, dict, str]:  # type: ignore[no-untyped-def]
+def _bench(tmp_path, capfd, *flags: str) -> tuple[int, dict, str]:
     out_json = tmp_path / "out.json"
     code = coll_bench.main([*flags, "--local", "--servers", "2", "--gpus", "2", "-n", "2", "-w", "1",
                            "-J", str(out_json)])
@@ -37,7 +37,7 @@ def test_sweep_and_counts() -> None:
     assert element_count("allreduce", 2, 4, 3) == 1
 
 
-def test_allreduce_table_json_and_factor(tmp_path, capfd) -> None:  # type: ignore[no-untyped-def]
+def test_allreduce_table_json_and_factor(tmp_path, capfd) -> None:
     code, report, text = _bench(tmp_path, capfd, "allreduce", "-b", "8K", "-e", "32K", "-f", "4")
     assert code == 0, text
     header = next(line for line in text.splitlines() if "size" in line and "busbw" in line)
@@ -69,7 +69,7 @@ def test_allreduce_table_json_and_factor(tmp_path, capfd) -> None:  # type: igno
     ("reducescatter", ("-d", "bfloat16", "-o", "max"), 3 / 4),
     ("reduce", ("-d", "int64", "-o", "prod", "-r", "3", "-A", "tree"), 1.0),
 ])
-def test_other_ops_are_exact(tmp_path, capfd, op, flags, factor) -> None:  # type: ignore[no-untyped-def]
+def test_other_ops_are_exact(tmp_path, capfd, op, flags, factor) -> None:
     code, report, text = _bench(tmp_path, capfd, op, "-b", "4000", "-e", "4000", *flags)
     assert code == 0, text
     (row,) = report["results"]
@@ -91,7 +91,7 @@ def test_other_ops_are_exact(tmp_path, capfd, op, flags, factor) -> None:  # typ
     (["broadcast", "-r", "4"], "-r 4: must be a rank in 0..3"),
     (["allreduce", "-d", "int32", "-o", "avg"], "-o avg: not defined for -d int32"),
 ])
-def test_bad_flags_give_one_clear_line(capfd, argv, needle) -> None:  # type: ignore[no-untyped-def]
+def test_bad_flags_give_one_clear_line(capfd, argv, needle) -> None:
     try:
         code = coll_bench.main([*argv, "--local", "--servers", "2", "--gpus", "2"])
     except SystemExit as exc:   # argparse's own one-line error (a value out of the flag's range)
@@ -103,6 +103,6 @@ def test_bad_flags_give_one_clear_line(capfd, argv, needle) -> None:  # type: ig
 
 
 def test_params_reject_bad_values_directly() -> None:
-    with pytest.raises(BenchError, match="-f 1"):
+    with pytest.raises(CollBenchError, match="-f 1"):
         BenchParams(min_bytes=8, max_bytes=64, factor=1)
-    assert BenchError.is_user_error is True
+    assert CollBenchError.is_user_error is True

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
-def solo(tmp_path):  # type: ignore[no-untyped-def]
+def solo(tmp_path):
     """A one-rank communicator in this process."""
     comm = init_communicator(0, 1, str(tmp_path / "store"), server=0, local_rank=0, env={})
     try:
@@ -30,7 +30,7 @@ def solo(tmp_path):  # type: ignore[no-untyped-def]
         comm.close()
 
 
-def test_one_rank_collectives_are_identities(solo) -> None:  # type: ignore[no-untyped-def]
+def test_one_rank_collectives_are_identities(solo) -> None:
     x = np.arange(5, dtype=np.int32)
     assert np.array_equal(solo.allreduce(x.copy(), op="max"), x)
     assert np.array_equal(solo.allgather(x), x)
@@ -61,7 +61,7 @@ def test_one_rank_collectives_are_identities(solo) -> None:  # type: ignore[no-u
     (lambda c: c.recv(np.zeros(3, np.float32), peer="1"), r"peer '1': expected a rank"),
     (lambda c: (lambda a: c.allreduce(a[:4], a[2:6]))(np.zeros(8, np.float32)), r"partially overlaps sendbuf"),
 ])
-def test_bad_calls_raise_one_clear_user_error(solo, call, match) -> None:  # type: ignore[no-untyped-def]
+def test_bad_calls_raise_one_clear_user_error(solo, call, match) -> None:
     with pytest.raises(CollectiveUserError, match=match) as info:
         call(solo)
     assert info.value.is_user_error
@@ -77,13 +77,13 @@ def test_bad_calls_raise_one_clear_user_error(solo, call, match) -> None:  # typ
     ({"RANK": "3", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "STARPULSE_STORE": "/tmp/x"},
      r"RANK=3: expected 0..1"),
 ])
-def test_bad_launch_environment_is_a_user_error(env, match) -> None:  # type: ignore[no-untyped-def]
+def test_bad_launch_environment_is_a_user_error(env, match) -> None:
     with pytest.raises(CollectiveUserError, match=match) as info:
         init_from_env(env)
     assert info.value.is_user_error
 
 
-def test_init_from_env_reads_the_torchrun_contract(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_init_from_env_reads_the_torchrun_contract(tmp_path) -> None:
     env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
            "STARPULSE_STORE": str(tmp_path), "STARPULSE_ALGO": "broadcast=tree", "STARPULSE_CHUNK_BYTES": "8K"}
     comm = init_from_env(env)
@@ -98,11 +98,11 @@ def test_init_from_env_reads_the_torchrun_contract(tmp_path) -> None:  # type: i
         init_from_env(env)
 
 
-def _mismatched_counts(comm):  # type: ignore[no-untyped-def]
+def _mismatched_counts(comm):
     x = np.zeros(10 + comm.rank, np.float32)  # every rank a different size
     try:
         comm.allreduce(x, algo="ring")
-    except Exception as exc:  # noqa: BLE001 - the test looks at which rank saw what
+    except Exception as exc:  # the test looks at which rank saw what
         return f"{type(exc).__name__}: {exc}"
     return "no error"
 
@@ -114,7 +114,7 @@ def test_ranks_with_different_sizes_get_a_mismatch_error_not_garbage() -> None:
                for r in results), results
 
 
-def _mismatched_dtypes(comm):  # type: ignore[no-untyped-def]
+def _mismatched_dtypes(comm):
     x = np.zeros(8, np.float32 if comm.rank == 0 else np.int32)  # same byte size, different type
     try:
         comm.broadcast(x, root=0)
@@ -128,14 +128,14 @@ def test_ranks_with_different_dtypes_get_a_mismatch_error() -> None:
     assert results[1] == "CollectiveMismatchError"
 
 
-def _one_rank_leaves(comm):  # type: ignore[no-untyped-def]
+def _one_rank_leaves(comm):
     if comm.rank == 1:
         return "left"
     errors = []
     for _ in range(2):  # the first call fails on the dead peer, the next one refuses to run
         try:
             comm.allreduce(np.ones(1000, np.float32), algo="ring")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(type(exc).__name__)
     return errors
 
@@ -146,12 +146,12 @@ def test_a_dead_peer_raises_instead_of_hanging(servers: int, gpus: int, first: s
     assert results[0] == [first, "CommAbortedError"]
 
 
-def _one_rank_is_killed(comm):  # type: ignore[no-untyped-def]
+def _one_rank_is_killed(comm):
     if comm.rank == 1:
         os.kill(os.getpid(), signal.SIGKILL)  # no goodbye: only the process table tells
     try:
         comm.allreduce(np.ones(1000, np.float32), algo="ring")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "no error"
 
@@ -163,7 +163,7 @@ def test_a_killed_local_peer_is_detected_before_the_timeout() -> None:
     assert info.value.results[0].endswith(") died")
 
 
-def _raises(comm):  # type: ignore[no-untyped-def]
+def _raises(comm):
     raise ValueError(f"boom on rank {comm.rank}")
 
 
@@ -172,7 +172,7 @@ def test_local_runner_reports_rank_errors() -> None:
         run_local(1, 2, _raises, timeout_s=30)
 
 
-def _rail_algorithms_on_uneven_servers(comm):  # type: ignore[no-untyped-def]
+def _rail_algorithms_on_uneven_servers(comm):
     out = []
     for call in (lambda: comm.allreduce(np.ones(4, np.float32), algo="hier"),
                  lambda: comm.alltoall(np.ones(3, np.float32), algo="rail")):

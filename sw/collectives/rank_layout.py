@@ -15,14 +15,14 @@ LINK_CLASSES = ("intra", "rail", "cross")
 
 
 @dataclass(frozen=True)
-class Layout:
+class RankLayout:
     """``server_of[r]`` and ``local_of[r]`` for every global rank r."""
 
     server_of: tuple[int, ...]
     local_of: tuple[int, ...]
 
     @classmethod
-    def grid(cls, servers: int, gpus: int) -> Layout:
+    def grid(cls, servers: int, gpus: int) -> RankLayout:
         """Ranks numbered server-major: rank = server * gpus + gpu (torchrun's order)."""
         ranks = range(servers * gpus)
         return cls(tuple(r // gpus for r in ranks), tuple(r % gpus for r in ranks))

@@ -1,4 +1,4 @@
-"""fabric.p4 programmed by emu.control, run offline on the embedded target: routing, ECMP, ECN and INT."""
+"""fabric.p4 programmed by emu.control_plane, run offline on the embedded target: routing, ECMP, ECN and INT."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from emu.control import EcnConfig, IntConfig, switch_commands
-from emu.topology import Topology, TopologySpec, switch_port_mac
+from emu.control_plane import EcnConfig, IntConfig, switch_commands
 from p4.compiler import compile_file
 from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
+from sw.collectives.fabric_topology import Topology, TopologySpec, switch_port_mac
 from sw.roce import ECN_CE, ECN_ECT0, Flow, FlowTemplates, Opcode, decode
 from sw.roce.int_md import DSCP_INT, carries_int, parse_int, strip_int
 

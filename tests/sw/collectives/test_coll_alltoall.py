@@ -10,7 +10,7 @@ from sw.collectives.algorithms.alltoall import rail_alltoall
 from sw.collectives.bootstrap import default_model
 from sw.collectives.config import CommConfig
 from sw.collectives.local import run_local
-from sw.collectives.topology import Layout
+from sw.collectives.rank_layout import RankLayout
 from sw.collectives.tuner import CostModel, LinkCost, Tuner
 
 pytestmark = pytest.mark.unit
@@ -26,7 +26,7 @@ def _inputs(n: int, count: int, dtype: str) -> list[np.ndarray]:
     return out
 
 
-def _exchange(comm, blocks: tuple[int, ...]) -> list[str]:  # type: ignore[no-untyped-def]
+def _exchange(comm, blocks: tuple[int, ...]) -> list[str]:
     """Every available algorithm, dtype and block size, out of place and in place; the mismatches found."""
     n, me = comm.world_size, comm.rank
     fails = []
@@ -54,7 +54,7 @@ def test_alltoall_bitwise_exact_for_odd_sizes_and_worlds(servers: int, gpus: int
     assert [f for r in results for f in r] == []
 
 
-def _bytes_per_class(comm, block: int) -> dict[str, dict[str, int]]:  # type: ignore[no-untyped-def]
+def _bytes_per_class(comm, block: int) -> dict[str, dict[str, int]]:
     out = {}
     x = np.arange(comm.world_size * block, dtype=np.int32)
     for algo in ("pairwise", "rail"):
@@ -78,7 +78,7 @@ def test_rail_aligned_moves_the_same_nic_bytes_and_none_across_rails() -> None:
         assert rail["intra"] == blk * (gpus - 1) * servers  # the shuffle: S blocks to each local peer
 
 
-def _traced(comm) -> tuple[int, int, bool]:  # type: ignore[no-untyped-def]
+def _traced(comm) -> tuple[int, int, bool]:
     n, me = comm.world_size, comm.rank
     ins = _inputs(n, n * 9, "int64")
     want = np.concatenate([ins[src][me * 9:(me + 1) * 9] for src in range(n)])
@@ -97,7 +97,7 @@ def _tuner(intra_bps: float, inter_bps: float, cross_bps: float | None = None, s
            gpus: int = 2) -> Tuner:
     intra, inter = LinkCost(20e-6, intra_bps), LinkCost(60e-6, inter_bps)
     cross = None if cross_bps is None else LinkCost(60e-6, cross_bps)
-    return Tuner(Layout.grid(servers, gpus), CostModel(intra, inter, cross), env={})
+    return Tuner(RankLayout.grid(servers, gpus), CostModel(intra, inter, cross), env={})
 
 
 def test_tuner_models_both_schedules_at_the_nic_bound_on_a_non_blocking_fabric() -> None:
@@ -120,15 +120,15 @@ def test_tuner_picks_rail_on_an_oversubscribed_spine_and_pairwise_with_slow_shar
 
 
 def test_tuner_default_model_and_environment_override_for_alltoall() -> None:
-    layout = Layout.grid(4, 2)
+    layout = RankLayout.grid(4, 2)
     assert Tuner(layout, default_model(CommConfig()), env={}).algo("alltoall", 64 << 20) == "rail"
     env = {"STARPULSE_ALGO": "alltoall=pairwise"}
     assert Tuner(layout, default_model(CommConfig()), env=env).algo("alltoall", 64 << 20) == "pairwise"
-    assert Tuner(Layout((0, 0, 1), (0, 1, 0)), default_model(CommConfig()), env={}).algo(
+    assert Tuner(RankLayout((0, 0, 1), (0, 1, 0)), default_model(CommConfig()), env={}).algo(
         "alltoall", 3 << 20) == "pairwise"  # uneven servers: rail-aligned cannot run
 
 
-def _chunked(comm, block: int, chunk_bytes: int) -> list[object]:  # type: ignore[no-untyped-def]
+def _chunked(comm, block: int, chunk_bytes: int) -> list[object]:
     """Both schedules with an explicit chunk: exact, and the messages each sent per link class."""
     n, me = comm.world_size, comm.rank
     ins = _inputs(n, n * block, "int32")

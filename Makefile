@@ -12,7 +12,7 @@ bootstrap:
 demo: bootstrap
 	@bash scripts/demo.sh
 
-test: bootstrap
+test: bootstrap lint
 	$(PY) -m pytest tests
 
 test-fast: bootstrap
@@ -28,4 +28,4 @@ clean:
 	rm -rf build sim_build .pytest_cache
 
 test-coll: bootstrap
-	$(PY) -m pytest tests/unit/test_coll_*.py -q
+	$(PY) -m pytest tests/sw/collectives -q

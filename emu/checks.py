@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from emu.topology import Nic
+from sw.collectives.fabric_topology import FabricNic
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
@@ -42,7 +42,7 @@ class CheckResult:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-def fabric_pairs(fab: Fabric) -> list[tuple[Nic, Nic]]:
+def fabric_pairs(fab: Fabric) -> list[tuple[FabricNic, FabricNic]]:
     """Every NIC pair the fabric carries: all reachable pairs between different servers (same-server pairs
     never touch the fabric: the kernel delivers them locally)."""
     return [(a, b) for a, b in fab.topo.reachable_pairs() if a.server != b.server]
@@ -63,7 +63,7 @@ def check_reachability(fab: Fabric, *, retries: int = 4) -> tuple[CheckResult, l
     return CheckResult("reachability", not failed and bool(pairs), detail, data), results
 
 
-def check_int_hops(fab: Fabric, pairs: list[tuple[Nic, Nic]], results: list[dict[str, Any]]) -> CheckResult:
+def check_int_hops(fab: Fabric, pairs: list[tuple[FabricNic, FabricNic]], results: list[dict[str, Any]]) -> CheckResult:
     """INT stacks carry one hop per switch crossed: 1 on the rail's leaf, 3 through a spine."""
     wrong = []
     counts: dict[int, int] = {}
@@ -87,7 +87,7 @@ def chi2_critical(df: int, z: float = CHI2_Z_P001) -> float:
     return df * (1.0 - k + z * math.sqrt(k)) ** 3
 
 
-def cross_rail_pair(fab: Fabric) -> tuple[Nic, Nic] | None:
+def cross_rail_pair(fab: Fabric) -> tuple[FabricNic, FabricNic] | None:
     for a, b in fabric_pairs(fab):
         if fab.topo.path_switch_hops(a, b) == 3:
             return a, b
@@ -192,7 +192,7 @@ def congest(fab: Fabric, *, rate_bps: int = CONGEST_RATE_BPS, overload: float = 
             payload_bytes: int = CONGEST_PAYLOAD_BYTES, packets: int | None = None) -> CongestionRun:
     """Shape one leaf port (toward a server) to ``rate_bps`` and send ECN-capable UDP into it at ``overload``
     times its rate, so its queue grows steadily to the tail-drop limit; meanwhile probe an idle rail."""
-    by_leaf: dict[str, list[Nic]] = {}
+    by_leaf: dict[str, list[FabricNic]] = {}
     for nic in fab.topo.nics:
         by_leaf.setdefault(nic.leaf, []).append(nic)
     leaf_nics = by_leaf[fab.topo.leaves[0].name]

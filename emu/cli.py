@@ -1,8 +1,8 @@
 """``starpulse fabric``: up (until ``down``, or into the Mininet CLI), status, down, test, fault.
 
-``up`` keeps the fabric in its own process and serves a small JSON-lines Unix socket next to a state file
-(``$STARPULSE_STATE_DIR/fabric-<name>/``, default under /tmp), so ``status``, ``fault`` and ``down`` from
-other shells reach the running fabric.  Topology flags (a contract): ``--servers N --gpus-per-server R
+The command side: argument parsing, checks and printing.  ``up`` hands the built fabric to the fabric daemon
+(``emu.fabric_daemon``: state file and JSON-lines control socket), which ``status``, ``fault`` and ``down`` from
+other shells reach.  Topology flags (a contract): ``--servers N --gpus-per-server R
 --pods P --spines S --link-rate RATE --delay D --mtu M --backend embedded|bmv2 [--oversubscription X] [--seed N]``.
 """
 
@@ -12,19 +12,26 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
 import sys
-import threading
 from pathlib import Path
 from typing import Any, NoReturn
 
-from emu.topology import TopologySpec
+from emu.fabric_daemon import (
+    DEFAULT_NAME,
+    FabricCliError,
+    claim_state_dir,
+    pid_alive,
+    read_state,
+    request,
+    run_fabric,
+    state_dir,
+    summary_line,
+)
 from p4.switch.trace import LEVELS
-from sw.cli import ArgumentParser, call_guarded
 from sw.clock import get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
+from sw.collectives.fabric_topology import TopologySpec
 from sw.units import (
     MAX_LINK_DELAY_NS,
     MAX_LINK_RATE_BPS,
@@ -35,22 +42,12 @@ from sw.units import (
     parse_duration_ns,
     parse_rate_bps,
 )
+from sw.units.cli_guard import ArgumentParser, call_guarded
 
-STATE_ENV = "STARPULSE_STATE_DIR"
 DEFAULT_PFC_PRIORITY = 3
-DEFAULT_NAME = "default"
 DOWN_TIMEOUT_NS = 120_000_000_000
-SERVE_POLL_S = 0.5
-MAX_REQUEST_BYTES = 1 << 20
-MAX_NAME_CHARS = 48            # the control socket's path must fit a Unix socket address (108 bytes)
 PFC_MAX_BYTES = 1 << 24        # XOFF/XON/headroom: 16 MiB, more than a shallow-buffer switch port ever holds
 PFC_MAX_WATCHDOG_MS = 60_000.0
-
-
-class FabricCliError(RuntimeError):
-    """Bad use of ``starpulse fabric`` (a bad flag value, no running fabric, one already running)."""
-
-    is_user_error = True
 
 
 # --- arguments ----------------------------------------------------------------------------------------------
@@ -174,18 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     named(fa)
 
 
-# --- state --------------------------------------------------------------------------------------------------
-def state_dir(name: str) -> Path:
-    base = Path(os.environ.get(STATE_ENV) or "/tmp/starpulse-state")
-    shown = name if len(name) <= MAX_NAME_CHARS else f"{name[:MAX_NAME_CHARS]}... ({len(name)} characters)"
-    if not name.replace("-", "").replace("_", "").isalnum() or not name.isascii():
-        raise FabricCliError(f"--name {shown!r}: use letters, digits, '-' and '_'")
-    if len(name) > MAX_NAME_CHARS:
-        raise FabricCliError(f"--name {shown!r}: at most {MAX_NAME_CHARS} characters (the control socket's path "
-                             "must fit a Unix socket address)")
-    return base / f"fabric-{name}"
-
-
+# --- output -------------------------------------------------------------------------------------------------
 def output_dir(flag: str, path: str, *, create: bool = True) -> Path:
     """``path`` of an output flag (``--pcap``, ``--logdir``) as a directory, created (``create``) only inside an
     existing one: a typo such as /nonexisting/x must not grow a tree."""
@@ -205,84 +191,6 @@ def output_dir(flag: str, path: str, *, create: bool = True) -> Path:
     return d
 
 
-def _pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie waiting for its parent to reap it counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
-
-
-def read_state(name: str) -> dict[str, Any] | None:
-    """The running fabric's state (pid, socket, topology) or None; stale state of a dead process is removed, and
-    what runs killed before writing theirs left behind is reaped (``emu.reap``)."""
-    from emu.reap import reap_dead
-
-    path = state_dir(name) / "state.json"
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        state = None
-    if state is not None and not _pid_alive(int(state.get("pid", 0))):
-        _reap_orphans(name, state)   # first: it says what it stopped
-        state = None
-    reap_dead()
-    return state
-
-
-def _reap_orphans(name: str, state: dict[str, Any]) -> None:
-    """The ``up`` process died without tearing down (e.g. SIGKILL): stop the switch processes and node shells
-    it recorded (only those exact processes), so their namespaces and veths go too; then forget the state."""
-    from emu.fabric import WORKDIR_PREFIX
-    from emu.reap import stop_tracked
-
-    procs = [(int(p), int(t)) for p, t in state.get("processes", [])]
-    stopped = stop_tracked(procs, get_clock()) if procs else 0
-    workdir = Path(state.get("workdir") or "/nonexistent")
-    if workdir.name.startswith(WORKDIR_PREFIX):
-        shutil.rmtree(workdir, ignore_errors=True)
-    if stopped:
-        print(f"fabric {name!r}: its process {state.get('pid')} was gone; stopped {stopped} leftover "
-              "switch/node process(es)", file=sys.stderr)
-    _remove_state(name)
-
-
-def _remove_state(name: str) -> None:
-    d = state_dir(name)
-    for f in ("state.json", "fabric.sock"):
-        with contextlib.suppress(OSError):
-            (d / f).unlink()
-    with contextlib.suppress(OSError):
-        d.rmdir()
-
-
-def request(name: str, req: dict[str, Any], timeout_s: float = 120.0) -> dict[str, Any]:
-    """One request to the running fabric's control socket."""
-    state = read_state(name)
-    if state is None:
-        raise FabricCliError(f"no fabric named {name!r} is running (start one with `starpulse fabric up`)")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        try:
-            s.connect(state["socket"])
-            s.sendall(json.dumps(req).encode() + b"\n")
-            buf = b""
-            while not buf.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
-        except OSError as exc:
-            raise FabricCliError(f"fabric {name!r} (pid {state['pid']}) does not answer: {exc}") from None
-    if not buf:
-        raise FabricCliError(f"fabric {name!r} closed the connection without answering")
-    reply = json.loads(buf)
-    if not reply.get("ok"):
-        raise FabricCliError(reply.get("error", "request failed"))
-    return reply
-
-
 # --- commands -----------------------------------------------------------------------------------------------
 def run(args: argparse.Namespace) -> int:
     cmd = args.fabric_command
@@ -299,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
     raise AssertionError(cmd)
 
 
-def _make_fabric(args: argparse.Namespace, **kwargs: Any):  # type: ignore[no-untyped-def]
+def _make_fabric(args: argparse.Namespace, **kwargs: Any):
     """The ``Fabric`` the topology flags describe (not yet up)."""
     from emu.fabric import Fabric
 
@@ -361,41 +269,6 @@ def _check_bmv2_compat() -> None:
         raise FabricCliError(f"--backend bmv2: {first}") from None
 
 
-def _summary_line(fab: Any) -> str:
-    s = fab.spec
-    return (f"{s.servers} servers x {s.rails} rails, {s.pods} pod(s), {len(fab.topo.leaves)} leaves, "
-            f"{s.spines} spines, {len(fab.topo.nics)} NICs, links {s.link_rate_bps / 1e6:g} Mb/s, MTU {s.mtu}, "
-            f"backend {fab.backend}")
-
-
-def claim_state_dir(name: str) -> Path:
-    """The state directory of a fabric about to come up as ``name``; an error if one by that name runs."""
-    d = state_dir(name)
-    existing = read_state(name)
-    if existing is not None:
-        raise FabricCliError(f"a fabric named {name!r} is already running (pid {existing['pid']}); "
-                             "run `starpulse fabric down` first or pick another --name")
-    return d
-
-
-def open_control(d: Path, fab: Any) -> socket.socket:
-    """Bind the fabric's control socket in its state directory ``d`` and write its state.json, so other
-    processes (``fabric status|fault|down``, ``starpulse run|bench --name``) reach it; serve with ``_serve``."""
-    sock_path = d / "fabric.sock"
-    with contextlib.suppress(OSError):
-        sock_path.unlink()
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        server.bind(str(sock_path))
-        server.listen(8)
-        server.settimeout(SERVE_POLL_S)
-        _write_state(d, fab, sock_path)
-    except BaseException:
-        server.close()
-        raise
-    return server
-
-
 def _up(args: argparse.Namespace) -> int:
     name = args.name
     _choose_dilation(args)
@@ -404,57 +277,7 @@ def _up(args: argparse.Namespace) -> int:
                        wired_links=args.impairable)   # every flag is checked before anything is created
     if args.pcap:
         fab.pcap_dir = str(output_dir("--pcap", args.pcap))
-    d.mkdir(parents=True, exist_ok=True)
-    fab.owned["state_dir"] = str(d)   # killed before it writes its state: the next run removes the directory
-    stop = {"flag": False}
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stop["flag"] = True
-        if signum == signal.SIGINT and not args.cli:
-            raise KeyboardInterrupt
-        if stop.get("shell"):   # wakes the CLI at its prompt; it sees the flag and returns
-            raise KeyboardInterrupt
-
-    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    sock_path = d / "fabric.sock"
-    server: socket.socket | None = None
-    try:
-        fab.up()
-        print(f"fabric {name!r} up in {fab.timings.up_s:.1f} s: {_summary_line(fab)}", flush=True)
-        for nic in fab.topo.nics[:8]:
-            print(f"  {nic.server} {nic.ifname} {nic.ip} -> {nic.leaf} port {nic.leaf_port}")
-        if len(fab.topo.nics) > 8:
-            print(f"  ... {len(fab.topo.nics) - 8} more NICs (addresses 10.<pod>.<rail>.<slot+1>)")
-        server = open_control(d, fab)
-        if args.cli:
-            from emu.fabric_shell import FabricShell
-
-            lock = threading.RLock()   # the CLI's commands vs faults from other shells
-            serving = threading.Thread(target=_serve, args=(server, fab, stop, lock), daemon=True)
-            stop["shell"] = True
-            serving.start()            # status/fault/down from other shells (starpulse run/bench too)
-            try:
-                FabricShell(fab, name=name, lock=lock, stop_requested=lambda: stop["flag"],
-                            on_fault=lambda: _write_state(d, fab, sock_path))
-            finally:
-                stop["shell"] = False
-                stop["flag"] = True
-                serving.join(timeout=30)
-        else:
-            suffix = "" if name == DEFAULT_NAME else f" --name {name}"
-            print(f"running; `starpulse fabric status|fault|down{suffix}` from another shell", flush=True)
-            _serve(server, fab, stop)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if server is not None:
-            server.close()
-        fab.down()
-        _remove_state(name)
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        print(f"fabric {name!r} down in {fab.timings.down_s:.1f} s", flush=True)
-    return 0
+    return run_fabric(fab, name, d, shell=args.cli)
 
 
 def _choose_dilation(args: argparse.Namespace) -> None:
@@ -484,74 +307,6 @@ def apply_dilation(chosen: float | AutoDilation, make: Any) -> Any:
     return clock
 
 
-def _write_state(d: Path, fab: Any, sock_path: Path) -> None:
-    """state.json: how other processes reach this fabric, and exactly which processes it runs."""
-    from emu.net import tracked_processes
-
-    tmp = d / f"state.json.tmp{os.getpid()}"
-    tmp.write_text(json.dumps({
-        "pid": os.getpid(), "socket": str(sock_path), "workdir": str(fab.workdir),
-        "topology": fab.status()["topology"], "backend": fab.backend,
-        "switch_ctl": {n: sw.ctl for n, sw in fab.net.switches.items()},
-        "processes": tracked_processes(fab.net), "node_pids": fab.net.node_pids(),
-        "pfc": {"enabled": fab.pfc.enabled, "priority": fab.spec.pfc_priority},
-        "fault_log": str(fab.faults.log_path), "time_dilation": fab.clock.dilation,
-        "up_s": fab.timings.up_s}, indent=2))
-    tmp.replace(d / "state.json")
-
-
-def _serve(server: socket.socket, fab: Any, stop: dict[str, bool], fault_lock: Any = None) -> None:
-    """Answer status/fault/down requests, one connection at a time, until ``down`` or a signal; faults take
-    ``fault_lock`` (the CLI's: a fault and a CLI command never drive a node's shell at once)."""
-    while not stop["flag"]:
-        try:
-            conn, _ = server.accept()
-        except TimeoutError:
-            continue
-        except InterruptedError:
-            continue
-        with conn:
-            conn.settimeout(10.0)
-            buf = b""
-            try:
-                while not buf.endswith(b"\n") and len(buf) < MAX_REQUEST_BYTES:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    buf += chunk
-                req = json.loads(buf)
-                with fault_lock if fault_lock and req.get("op") in ("fault", "script") else contextlib.nullcontext():
-                    reply = _handle(fab, req, stop)
-                    if reply.get("events"):   # a switch may have restarted: record its new process
-                        _write_state(Path(server.getsockname()).parent, fab, Path(server.getsockname()))
-            except (OSError, json.JSONDecodeError) as exc:
-                reply = {"ok": False, "error": f"bad request: {exc}"}
-            with contextlib.suppress(OSError):
-                conn.sendall(json.dumps(reply).encode() + b"\n")
-        if stop["flag"] and stop.get("shell"):   # `fabric down` while the CLI runs: wake it at its prompt
-            os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _handle(fab: Any, req: dict[str, Any], stop: dict[str, bool]) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    op = req.get("op")
-    try:
-        if op == "status":
-            return {"ok": True, "status": fab.status()}
-        if op == "down":
-            stop["flag"] = True
-            return {"ok": True}
-        if op == "fault":
-            event = fab.faults.apply(req["action"], req["target"], req.get("value"))
-            return {"ok": True, "events": [asdict(event)]}
-        if op == "script":
-            return {"ok": True, "events": [asdict(e) for e in fab.faults.run_script(req["text"])]}
-    except Exception as exc:  # noqa: BLE001 - report to the client, keep the fabric running
-        return {"ok": False, "error": str(exc)}
-    return {"ok": False, "error": f"unknown op {op!r}: expected status, fault, script or down"}
-
-
 def _down(args: argparse.Namespace) -> int:
     state = read_state(args.name)
     if state is None:
@@ -566,7 +321,7 @@ def _down(args: argparse.Namespace) -> int:
     clock = get_clock()
     deadline = clock.now_ns() + DOWN_TIMEOUT_NS
     state_file = state_dir(args.name) / "state.json"
-    while _pid_alive(pid) and state_file.exists():   # a script's fabric (emu.fabric) goes, its process stays
+    while pid_alive(pid) and state_file.exists():   # a script's fabric (emu.fabric) goes, its process stays
         if clock.now_ns() > deadline:
             raise FabricCliError(f"fabric {args.name!r} (pid {pid}) did not stop within "
                                  f"{DOWN_TIMEOUT_NS / 1e9:.0f} s")
@@ -671,7 +426,7 @@ def _test(args: argparse.Namespace) -> int:
     try:
         fab.up()
         if not args.json:
-            print(f"fabric up in {fab.timings.up_s:.1f} s: {_summary_line(fab)}", flush=True)
+            print(f"fabric up in {fab.timings.up_s:.1f} s: {summary_line(fab)}", flush=True)
         checks = run_checks(fab)
         totals = fab.status()["totals"]
     finally:

@@ -1,7 +1,7 @@
 """The ``Fabric`` context manager: bring a rail-optimized P4 fabric up, program it, read it, break it, tear it down.
 
 ``with Fabric(TopologySpec(servers=4, gpus_per_server=2)) as fab:`` builds the Mininet net (``emu.net``),
-programs every switch with the commands ``emu.control`` derives (through each switch's control socket; the same
+programs every switch with the commands ``emu.control_plane`` derives (through each switch's control socket; the same
 command text works for BMv2), shapes every switch port to its link's line rate, and on exit stops exactly what
 it started.  ``status()`` reads per-port counters, queue high-water marks, ECN marks and drop reasons;
 ``faults`` (``emu.faults``) injects failures while it runs; ``probe()`` runs UDP reachability probes from hosts.
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from emu import traffic
-from emu.control import EcnConfig, IntConfig, dscp_priority_map, qos_commands, switch_commands
+from emu import fabric_daemon, traffic
+from emu.control_plane import EcnConfig, IntConfig, dscp_priority_map, qos_commands, switch_commands
 from emu.net import (
     FabricNet,
     Footprint,
@@ -38,12 +38,12 @@ from emu.net import (
 )
 from emu.reap import owned_tempdir, record
 from emu.status import fabric_status, parse_port_stats, parse_table
-from emu.topology import Topology, TopologySpec
 from emu.traffic import PROBE_PORT
 from emu.wire import WireProfile
 from p4.switch.switch_lag import parse_lag_json
 from sw.clock import Clock, get_clock
 from sw.clock.lag import ENV_LAG_DIR, LagStats, fidelity, read_lag_dir, write_lag_file
+from sw.collectives.fabric_topology import Topology, TopologySpec
 
 if TYPE_CHECKING:
     from emu.faults import FaultInjector
@@ -67,7 +67,7 @@ class PfcSettings:
     def commands(self, ports: list[int], priority: int | None = None) -> list[str]:
         """Switch commands enabling PFC on ``ports``, with egress queues deep enough that PFC, not tail drop,
         bounds the buffer (every ingress port may hold XOFF + headroom bytes of minimum-size frames).  With a
-        ``priority`` (the topology's ``pfc_priority``) RoCE is classified by DSCP (``emu.control.qos_commands``)
+        ``priority`` (the topology's ``pfc_priority``) RoCE is classified by DSCP (``emu.control_plane.qos_commands``)
         and only that priority is lossless; without one every priority is, and nothing maps DSCPs."""
         if not self.enabled:
             return []
@@ -156,7 +156,7 @@ class Fabric:
                               "(give either a TopologySpec or fabric up's flags)")
         self.name = name
         if name is not None:
-            cli.state_dir(name)          # the --name check: letters, digits, '-', '_', at most 48 characters
+            fabric_daemon.state_dir(name)    # the --name check: letters, digits, '-', '_', at most 48 characters
         self.lock = threading.RLock()    # node shells: run(), fault(), cli() and the control socket's faults
         self._serving: dict[str, Any] = {"flag": False}
         self.spec = spec
@@ -217,7 +217,7 @@ class Fabric:
 
         if self.fnet is not None:
             raise FabricError("fabric is already up")
-        state_dir = None if self.name is None else cli.claim_state_dir(self.name)   # one fabric per name
+        state_dir = None if self.name is None else fabric_daemon.claim_state_dir(self.name)   # one per name
         if self._pcap_flag:
             self.pcap_dir = str(cli.output_dir("--pcap", self._pcap_flag))
         if self._dilation is not None:   # as fabric up: the dilation given, or calibrated (emu.calibrate)
@@ -277,13 +277,11 @@ class Fabric:
 
     def _publish(self, state_dir: Path) -> None:
         """State file and control socket as ``fabric up`` has them, served by a thread until ``down``."""
-        from emu import cli
-
-        server = cli.open_control(state_dir, self)
+        server = fabric_daemon.open_control(state_dir, self)
         serving = self._serving = {"flag": False, "server": server, "state_dir": state_dir}
 
         def serve() -> None:
-            cli._serve(server, self, serving, self.lock)
+            fabric_daemon.serve(server, self, serving, self.lock)
             if not serving.get("closing"):   # `fabric down --name` from elsewhere: end the script's block
                 _thread.interrupt_main()
 
@@ -292,10 +290,9 @@ class Fabric:
 
     def _republish(self) -> None:
         """Rewrite the state file (a fault may have restarted a switch: its new process is recorded)."""
-        from emu import cli
-
         if self._serving.get("server") is not None:
-            cli._write_state(self._serving["state_dir"], self, self._serving["state_dir"] / "fabric.sock")
+            d = self._serving["state_dir"]
+            fabric_daemon.write_state(d, self, d / "fabric.sock")
 
     @property
     def stop_requested(self) -> bool:
@@ -304,8 +301,6 @@ class Fabric:
 
     def down(self) -> None:
         """Stop every process we started and remove every namespace and veth (idempotent)."""
-        from emu import cli
-
         t0 = self.clock.now_ns()
         serving, self._serving = self._serving, {"flag": False}
         if serving.get("server") is not None:   # published: stop answering before the nodes go
@@ -324,7 +319,7 @@ class Fabric:
         if self._workdir_arg is None and self.workdir.name.startswith(WORKDIR_PREFIX):
             shutil.rmtree(self.workdir, ignore_errors=True)   # ours: switch logs, command files, batches
         if self.name is not None and self.owned.get("state_dir"):
-            cli._remove_state(self.name)
+            fabric_daemon.remove_state(self.name)
             self.owned.pop("state_dir")
         self.timings.down_s = _wall_s(self.clock, t0)
 
@@ -359,7 +354,7 @@ class Fabric:
         return out
 
     def switch_program(self, switch: str) -> list[str]:
-        """Every command that programs ``switch``: tables from ``emu.control`` plus port shaping."""
+        """Every command that programs ``switch``: tables from ``emu.control_plane`` plus port shaping."""
         return (switch_commands(self.topo, switch, self.ecn, self.int_cfg) + self.port_rate_commands(switch)
                 + self.pfc.commands(sorted(self.topo.ports_of(switch)), self.spec.pfc_priority))
 
@@ -485,7 +480,7 @@ class Fabric:
             for name, sw in self.fnet.switches.items():
                 try:
                     comps = parse_lag_json(sw.cli("lag_stats json"))
-                except Exception:  # noqa: BLE001 - a stopped switch has no lag to report (status says so)
+                except Exception:  # a stopped switch has no lag to report (status says so)
                     continue
                 out.update({f"{name} {comp}": s for comp, s in comps.items()})
         if self.lag_dir is not None and self.lag_dir.is_dir():

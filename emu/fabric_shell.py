@@ -26,8 +26,8 @@ from mininet.log import error, output
 from mininet.util import quietRun
 
 from emu.checks import fabric_pairs
-from emu.topology import Nic, Topology
 from emu.traffic import ProbeSession
+from sw.collectives.fabric_topology import FabricNic, Topology
 from sw.units import UnitError, format_rate_bps, parse_number, parse_rate_bps
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class ShellError(RuntimeError):
 
 
 # --- naming NICs ----------------------------------------------------------------------------------------------
-def resolve_nic(topo: Topology, token: str, rail: int | None = None) -> Nic:
+def resolve_nic(topo: Topology, token: str, rail: int | None = None) -> FabricNic:
     """The NIC ``token`` names: ``s3`` (rail ``rail``, default 0), ``s3:1`` / ``s3-eth1`` (rail 1) or an address."""
     for nic in topo.nics:
         if nic.ip == token:
@@ -77,7 +77,7 @@ def resolve_nic(topo: Topology, token: str, rail: int | None = None) -> Nic:
     raise ShellError(f"{token!r}: no rail {want} (rails 0..{topo.spec.gpus_per_server - 1})")
 
 
-def resolve_pair(topo: Topology, a: str, b: str) -> tuple[Nic, Nic]:
+def resolve_pair(topo: Topology, a: str, b: str) -> tuple[FabricNic, FabricNic]:
     """Two NICs; a bare server name takes the rail the other end names (rail 0 when neither does)."""
     src, dst = resolve_nic(topo, a), resolve_nic(topo, b)
     if a in topo.servers and b not in topo.servers:
@@ -102,13 +102,14 @@ def substitute(topo: Topology, word: str) -> str:
 class PingResult:
     """One ``ping -c 1`` from one NIC to another: answered or not, and ping's rtt (wall ms)."""
 
-    src: Nic
-    dst: Nic
+    src: FabricNic
+    dst: FabricNic
     received: bool
     rtt_ms: tuple[float, float, float, float] | None   # min, avg, max, mdev
 
 
-def ping_pairs(fab: Fabric, pairs: list[tuple[Nic, Nic]], timeout_s: float = PING_TIMEOUT_S) -> list[PingResult]:
+def ping_pairs(fab: Fabric, pairs: list[tuple[FabricNic, FabricNic]],
+               timeout_s: float = PING_TIMEOUT_S) -> list[PingResult]:
     """One ping per NIC pair (``ping -I SRC DST`` in the source's namespace), a few in flight at once."""
     done: dict[int, PingResult] = {}
     running: dict[int, subprocess.Popen] = {}
@@ -127,7 +128,7 @@ def ping_pairs(fab: Fabric, pairs: list[tuple[Nic, Nic]], timeout_s: float = PIN
             got = _PING_RECEIVED.search(text)
             rtt = _PING_RTT.search(text)
             done[i] = PingResult(*pairs[i], bool(got and int(got.group(1)) > 0),
-                                 tuple(float(x) for x in rtt.groups()) if rtt else None)  # type: ignore[arg-type]
+                                 tuple(float(x) for x in rtt.groups()) if rtt else None)
     finally:
         for proc in running.values():
             proc.kill()
@@ -148,7 +149,8 @@ def _pct(lost: int, total: int) -> str:
 
 
 # --- iperf ----------------------------------------------------------------------------------------------------
-def run_iperf(fab: Fabric, src: Nic, dst: Nic, seconds: float, udp_bps: int | None = None) -> dict[str, Any]:
+def run_iperf(fab: Fabric, src: FabricNic, dst: FabricNic, seconds: float,
+              udp_bps: int | None = None) -> dict[str, Any]:
     """iperf (v2) from ``src`` to ``dst`` for ``seconds`` of wall time, TCP or UDP at ``udp_bps`` (network rate).
     Returns the server's and the client's rate in network time (bit/s), and for UDP the server's loss %."""
     clock = fab.clock
@@ -172,7 +174,7 @@ def run_iperf(fab: Fabric, src: Nic, dst: Nic, seconds: float, udp_bps: int | No
         if not rows:
             raise ShellError(f"iperf {src.ip} -> {dst.ip}: {err.decode(errors='replace').strip() or 'no result'}")
         ready, _, _ = select.select([server.stdout], [], [], IPERF_START_TIMEOUT_S)
-        server_row = server.stdout.readline().decode(errors="replace").split(",") if ready else []  # type: ignore[union-attr]
+        server_row = server.stdout.readline().decode(errors="replace").split(",") if ready else []
     finally:   # also on Ctrl-C: neither end outlives the command
         if client is not None and client.poll() is None:
             client.kill()
@@ -190,7 +192,7 @@ def run_iperf(fab: Fabric, src: Nic, dst: Nic, seconds: float, udp_bps: int | No
     return result
 
 
-def _wait_listening(fab: Fabric, nic: Nic, udp: bool) -> None:
+def _wait_listening(fab: Fabric, nic: FabricNic, udp: bool) -> None:
     """Until the iperf server in ``nic``'s namespace listens (bounded by ``IPERF_START_TIMEOUT_S`` of wall time)."""
     clock = fab.clock
     host = fab.net.hosts[nic.server]
@@ -231,7 +233,7 @@ class FabricShell(CLI):
         self.on_fault = on_fault or (lambda: None)
         super().__init__(fab.net.net, **kwargs)
 
-    def getLocals(self) -> dict[str, Any]:  # noqa: N802 - Mininet's name
+    def getLocals(self) -> dict[str, Any]:  # Mininet's name
         """``py``/``px`` see the nodes, ``net`` (Mininet) and ``fab`` (the Fabric)."""
         return {**super().getLocals(), "fab": self.fab}
 
@@ -258,7 +260,7 @@ class FabricShell(CLI):
                 return super().onecmd(line)
         except KeyboardInterrupt:
             raise
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a CLI command must never end the fabric
+        except (Exception, SystemExit) as exc:  # a CLI command must never end the fabric
             what = (line.split() or ["?"])[0]
             text = " ".join(str(exc).split()) or type(exc).__name__
             if not getattr(exc, "is_user_error", False):
@@ -283,7 +285,7 @@ class FabricShell(CLI):
         self.waitForNode(node)
 
     # --- reachability ------------------------------------------------------------------------------------------
-    def _ping(self, pairs: list[tuple[Nic, Nic]], timeout_arg: str, full: bool) -> None:
+    def _ping(self, pairs: list[tuple[FabricNic, FabricNic]], timeout_arg: str, full: bool) -> None:
         timeout_s = _number(timeout_arg, "TIMEOUT_S", MAX_TEST_S) if timeout_arg.strip() else PING_TIMEOUT_S
         if not pairs:
             raise ShellError("no NIC pairs of two different servers to ping (one server only?)")
@@ -320,7 +322,7 @@ class FabricShell(CLI):
         """pingall, with every pair's rtt.  Usage: pingallfull [TIMEOUT_S]"""
         self._ping(fabric_pairs(self.fab), line, full=True)
 
-    def _first_two(self) -> list[tuple[Nic, Nic]]:
+    def _first_two(self) -> list[tuple[FabricNic, FabricNic]]:
         servers = self.fab.topo.servers[:2]
         return [(a, b) for a, b in fabric_pairs(self.fab) if {a.server, b.server} == set(servers)]
 
@@ -333,7 +335,7 @@ class FabricShell(CLI):
         self._ping(self._first_two(), line, full=True)
 
     # --- bandwidth ---------------------------------------------------------------------------------------------
-    def _iperf_args(self, line: str, with_bw: bool) -> tuple[float, str | None, Nic, Nic]:
+    def _iperf_args(self, line: str, with_bw: bool) -> tuple[float, str | None, FabricNic, FabricNic]:
         words = shlex.split(line)
         seconds: float = IPERF_SECONDS
         if "-t" in words:
@@ -358,7 +360,7 @@ class FabricShell(CLI):
             raise ShellError(f"{src.ifname} -> {dst.ifname}: same server (the kernel delivers it locally)")
         return seconds, bw, src, dst
 
-    def _iperf_header(self, kind: str, src: Nic, dst: Nic, seconds: float) -> None:
+    def _iperf_header(self, kind: str, src: FabricNic, dst: FabricNic, seconds: float) -> None:
         rails = f"rail {src.rail}" if src.rail == dst.rail else f"rails {src.rail} -> {dst.rail}"
         output(f"*** Iperf: testing {kind} bandwidth between {src.ifname} ({src.ip}) and {dst.ifname} ({dst.ip}), "
                f"{rails}, {seconds:g} s\n")

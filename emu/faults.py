@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emu.reroute import DegradedTopology, link_key, route_commands
-from emu.topology import LinkSpec
+from sw.collectives.fabric_topology import LinkSpec
 from sw.units import UnitError, parse_duration_ns, parse_rate_bps
 
 if TYPE_CHECKING:
@@ -317,7 +317,7 @@ class FaultInjector:
 
 
 def _program_for(fab: Fabric, topo: DegradedTopology, switch: str, rate_overrides: dict[int, int]) -> list[str]:
-    from emu.control import switch_commands
+    from emu.control_plane import switch_commands
 
     return switch_commands(topo, switch, fab.ecn, fab.int_cfg) + fab.port_rate_commands(switch, rate_overrides)
 

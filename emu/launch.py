@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from emu.reap import owned_tempdir
-from emu.topology import Topology, TopologySpec
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import ENV_INTRA_RATE, intra_rate_for
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.pfc import nic_pfc_env
 
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
@@ -223,7 +223,7 @@ class _Rank:
             return
         if self._log is None:
             try:
-                self._log = open(self.log_path, "rb")  # noqa: SIM115 - kept open while following
+                self._log = open(self.log_path, "rb")  # kept open while following
             except OSError:
                 return
         data = self._partial + self._log.read()

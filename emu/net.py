@@ -2,16 +2,18 @@
 
 Every node (hosts and switches) lives in its own network namespace, so the fabric's interfaces never appear in
 the root namespace and parallel fabrics cannot collide even with the plain names ``s<i>-eth<r>`` and
-``p<p>l<r>-eth<port>`` of ``emu.topology``.  Links are plain veth pairs (no TCLink/netem): queues build inside
-the P4 switches, which shape each egress port to its line rate.  Links asked for as impairable go through a
-link-emulator node (``emu.linkemu``); in INT report mode a collector host ``col`` has one NIC on every leaf.
+``p<p>l<r>-eth<port>`` of ``sw.collectives.fabric_topology``.  Links are plain veth pairs (no TCLink/netem):
+queues build inside the P4 switches, which shape each egress port to its line rate.  Links asked for as
+impairable go through a link-emulator node (``emu.linkemu``); in INT report mode a collector host ``col`` has
+one NIC on every leaf.
 
-Host addressing (see ``emu.topology`` for the address plan): each NIC gets its ``/24``; the leaf of its rail is
-its gateway.  Neighbour entries are static (``nud permanent``) for the gateway and for every peer of the same
-``/24`` (mapped to the gateway's MAC: the leaf routes at L3), so hosts never ARP.  Policy routing gives every
-rail its own table (``100 + rail``, rule ``from <nic ip>``), so traffic leaves by the NIC of its source address;
-without a source address, a destination on rail r leaves by the host's NIC on rail r.  Servers are ``RoceHost``
-nodes; topology scripts use the same class (``host_nic``, ``setup_nics``) and ``stop_mininet`` for teardown.
+Host addressing (see ``sw.collectives.fabric_topology`` for the address plan): each NIC gets its ``/24``; the leaf
+of its rail is its gateway.  Neighbour entries are static (``nud permanent``) for the gateway and for every peer
+of the same ``/24`` (mapped to the gateway's MAC: the leaf routes at L3), so hosts never ARP.  Policy routing
+gives every rail its own table (``100 + rail``, rule ``from <nic ip>``), so traffic leaves by the NIC of its
+source address; without a source address, a destination on rail r leaves by the host's NIC on rail r.  Servers
+are ``RoceHost`` nodes; topology scripts use the same class (``host_nic``, ``setup_nics``) and ``stop_mininet``
+for teardown.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from mininet.net import Mininet
 from emu.linkemu import WiredLink, add_wired_link
 from emu.p4switch import P4Host, P4Switch
 from emu.reap import start_time as _start_time
-from emu.topology import Nic, Topology, switch_port_mac
+from sw.collectives.fabric_topology import FabricNic, Topology, switch_port_mac
 
 FABRIC_PRIORITY_QUEUES = 8   # embedded switches: one TM queue per PFC priority (a pause holds only its own)
 
@@ -142,7 +144,7 @@ def host_batch(topo: Topology, server: str) -> list[str]:
     return lines
 
 
-def nic_batch(nic: Nic, mtu: int, *, peer_ips: Iterable[str] = (), routes: Iterable[str] = ()) -> list[str]:
+def nic_batch(nic: FabricNic, mtu: int, *, peer_ips: Iterable[str] = (), routes: Iterable[str] = ()) -> list[str]:
     """``ip -batch`` lines giving one NIC the fabric's settings: MTU + ``INT_HEADROOM_BYTES``, its MAC and
     address, static neighbours (``nud permanent``: the gateway and ``peer_ips``, all at the gateway's MAC),
     its rail's routing table ``100 + rail`` (``FABRIC_SUPERNET`` via the gateway, rule ``from <ip>``) and
@@ -172,14 +174,14 @@ def nic_batch(nic: Nic, mtu: int, *, peer_ips: Iterable[str] = (), routes: Itera
 
 
 def host_nic(ifname: str, address: str, gateway_mac: str, *, rail: int = 0, gateway_ip: str | None = None,
-             mac: str | None = None) -> Nic:
+             mac: str | None = None) -> FabricNic:
     """A NIC of a ``RoceHost`` in a topology of your own: ``host_nic("h1-eth0", "10.0.1.1/24", "02:..")``.
     ``gateway_ip`` defaults to ``.254`` of the NIC's /24 (the fabric's plan); ``mac`` to the interface's own."""
     iface = ipaddress.ip_interface(address)
     if iface.network.prefixlen == 32:
         raise NetBuildError(f"NIC {ifname}: address {address!r}: give ADDR/PREFIX, e.g. 10.0.1.1/24")
     gw = gateway_ip or str(iface.network.network_address + (254 if iface.network.prefixlen <= 24 else 1))
-    return Nic(server=ifname.split("-eth")[0], rail=rail, pod=0, slot=0, ifname=ifname, ip=str(iface.ip),
+    return FabricNic(server=ifname.split("-eth")[0], rail=rail, pod=0, slot=0, ifname=ifname, ip=str(iface.ip),
                mac=mac or "", prefix_len=iface.network.prefixlen, gateway_ip=gw, gateway_mac=gateway_mac,
                leaf="", leaf_port=0)
 
@@ -199,7 +201,7 @@ class RoceHost(P4Host):
                       routes=["10.0.2.0/24"])
     """
 
-    def setup_nics(self, nics: list[Nic], *, mtu: int = 1500, peer_ips: Iterable[str] = (),
+    def setup_nics(self, nics: list[FabricNic], *, mtu: int = 1500, peer_ips: Iterable[str] = (),
                    routes: Iterable[str] = ()) -> None:
         """Configure ``nics`` (``host_nic``) with ``nic_batch``: ``peer_ips`` get static neighbours on each
         NIC's subnet, ``routes`` (e.g. ``10.0.2.0/24``) go via each NIC's gateway; raises ``NetBuildError``."""
@@ -224,7 +226,7 @@ class RoceHost(P4Host):
             raise NetBuildError(f"host {self.name}: configuring with {path} failed: {out.strip()[-500:]}")
 
 
-def _subnet_peers(topo: Topology, nic: Nic) -> list[Nic]:
+def _subnet_peers(topo: Topology, nic: FabricNic) -> list[FabricNic]:
     return [n for n in topo.nics if n.leaf == nic.leaf and n is not nic]
 
 
@@ -362,21 +364,21 @@ def stop_mininet(net: Mininet, wired_links: Iterable[WiredLink] = ()) -> None:
             try:
                 node.sendInt()
                 node.waitOutput()
-            except Exception:  # noqa: BLE001 - terminate() below ends it anyway
+            except Exception:  # terminate() below ends it anyway
                 node.waiting = False
     for sw in net.switches:
         if not isinstance(sw, P4Switch):
             continue
         try:
             sw.stop_process()
-        except Exception as exc:  # noqa: BLE001 - keep tearing down the rest
+        except Exception as exc:  # keep tearing down the rest
             print(f"warning: stopping switch {sw.name}: {exc}", file=sys.stderr)
     try:
         net.stop()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         print(f"warning: mininet stop: {exc}", file=sys.stderr)
         for node in [*net.switches, *net.hosts]:
             try:
                 node.terminate()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass

@@ -213,7 +213,7 @@ class P4Switch(Switch):
                 stream.close()
         self.proc = None
 
-    def stop(self, deleteIntfs: bool = True) -> None:  # noqa: N803 - Mininet's signature
+    def stop(self, deleteIntfs: bool = True) -> None:  # Mininet's signature
         self.stop_process()
         shutil.rmtree(self._workdir, ignore_errors=True)
         super().stop(deleteIntfs)

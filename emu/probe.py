@@ -44,7 +44,7 @@ SEQ_EPOCH_MASK = (1 << (32 - SEQ_INDEX_BITS)) - 1
 
 
 @dataclass(frozen=True)
-class IntHop:
+class ProbeIntHop:
     """One hop's INT metadata as fabric.p4 writes it (instruction bits 0,1,2,3,5,7: 7 words per hop)."""
 
     node_id: int
@@ -76,7 +76,7 @@ def count_drop(drops: dict[str, int], exc: IntFormatError) -> None:
 class IntStack:
     """The per-hop INT data a packet carried, newest hop (the last switch) first."""
 
-    hop_list: tuple[IntHop, ...]
+    hop_list: tuple[ProbeIntHop, ...]
 
     @property
     def hops(self) -> int:
@@ -112,9 +112,9 @@ def parse_int(tos: int, payload: bytes) -> tuple[IntStack | None, bytes]:
         off = INT_SHIM_BYTES + INT_MD_BYTES + h * hop_words * 4
         if hop_words * 4 == _HOP7.size:
             node, inp, outp, lat, q, ts, txb = _HOP7.unpack_from(payload, off)
-            hops.append(IntHop(node, inp, outp, lat, q & 0xFFFFFF, ts, txb))
+            hops.append(ProbeIntHop(node, inp, outp, lat, q & 0xFFFFFF, ts, txb))
         else:
-            hops.append(IntHop(struct.unpack_from("!I", payload, off)[0]))
+            hops.append(ProbeIntHop(struct.unpack_from("!I", payload, off)[0]))
     return IntStack(tuple(hops)), payload[int_bytes:]
 
 
@@ -157,7 +157,7 @@ def sink(addr: str, port: int, idle_ms: int, max_packets: int, clock: Clock | No
                 continue                       # not one of our probes' packets: the sink records only those
             if not body.startswith(MAGIC):
                 continue
-            hop = stack.hop_list[0] if stack and stack.hop_list else IntHop(0)
+            hop = stack.hop_list[0] if stack and stack.hop_list else ProbeIntHop(0)
             out.append([tos & 3, stack.hops if stack else 0, hop.hop_latency_us, hop.queue_occupancy_pkts,
                         hop.egress_ts_us])
     return out

@@ -1,14 +1,14 @@
 """Routes of a fabric with failed links: ECMP groups shrink to the spines that still reach each destination.
 
-``DegradedTopology`` is the ``Topology`` with a set of down leaf-spine links; ``emu.control`` derives its table
+``DegradedTopology`` is the ``Topology`` with a set of down leaf-spine links; ``emu.control_plane`` derives its table
 entries exactly as for the healthy fabric, and ``route_commands`` turns them into the commands that replace a
 switch's routing tables in place.
 """
 
 from __future__ import annotations
 
-from emu.control import switch_commands
-from emu.topology import Route, Switch, Topology, TopologySpec, switch_port_mac
+from emu.control_plane import switch_commands
+from sw.collectives.fabric_topology import Route, Switch, Topology, TopologySpec, switch_port_mac
 
 ROUTE_TABLES = ("FabricIngress.ipv4_lpm", "FabricIngress.ipv6_lpm", "FabricIngress.ecmp_group")
 

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from emu.cli import DEFAULT_NAME, add_topology_arguments, output_dir, read_state, spec_from_args
+from emu.cli import add_topology_arguments, output_dir, spec_from_args
+from emu.fabric_daemon import DEFAULT_NAME, read_state
 from emu.launch import (
     NETS,
     JobResult,
@@ -25,12 +26,12 @@ from emu.launch import (
     terminate_as_interrupt,
 )
 from emu.reap import owned_tempdir, record
-from emu.topology import Topology, TopologySpec
-from sw.cli import ArgumentParser, call_guarded
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.collectives.local import check_local_ranks
 from sw.units import AutoDilation, add_time_dilation_flag, float_flag
+from sw.units.cli_guard import ArgumentParser, call_guarded
 
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from emu.topology import TopologySpec
 from p4.switch.control import ControlAddressError
+from sw.collectives.fabric_topology import TopologySpec
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric

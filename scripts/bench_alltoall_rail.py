@@ -51,7 +51,7 @@ STARPULSE = str(REPO / ".venv" / "bin" / "starpulse")
 
 # --- one rank (run by `starpulse run`) ------------------------------------------------------------------------
 def _status(name: str) -> dict[str, Any] | None:
-    from emu.cli import request
+    from emu.fabric_daemon import request
 
     return request(name, {"op": "status"})["status"]
 

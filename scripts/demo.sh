@@ -2,4 +2,4 @@
 # The main job (`make demo`): run the end-to-end demo with the bootstrapped venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python scripts/demo.py "$@"
+exec .venv/bin/python -m sw.apps.demo "$@"

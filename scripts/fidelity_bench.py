@@ -6,8 +6,8 @@ both report ``fidelity.ok`` must give the same figures within 5 %, and a too-sma
 
 Experiments (each a product command, run as a user runs it, its JSON read back):
   allreduce  ``starpulse bench allreduce -A ring`` at SIZE: busbw / line rate
-  incast     ``python -m sw.roce.incast --cc dcqcn``: the last flow's completion time and the max queue
-  pfc        ``python -m sw.roce.incast --cc none --pfc on``: PFC pauses sent
+  incast     ``python -m sw.apps.incast_bench --cc dcqcn``: the last flow's completion time and the max queue
+  pfc        ``python -m sw.apps.incast_bench --cc none --pfc on``: PFC pauses sent
   too_small  ``starpulse bench`` at ``--low`` dilation: its fidelity must not be ok
 Dilations: ``--dilations A,B`` (default: the two of each experiment's scale, see ``SCALES``).  The machine's
 load (``os.getloadavg``) is recorded with every run.
@@ -44,7 +44,7 @@ def bench(size: str, rate: str, dilation: float, timeout_s: float) -> dict[str, 
     """One ring allreduce at ``size`` on a 2x2 fabric: busbw / line rate, fidelity, load."""
     with tempfile.TemporaryDirectory(prefix="fidelity-bench-") as tmp:
         path = Path(tmp) / "out.json"
-        code, _, err = _run(["sw.collectives.bench_cli", "allreduce", "-A", "ring", "-b", size, "-e", size,
+        code, _, err = _run(["sw.apps.coll_bench", "allreduce", "-A", "ring", "-b", size, "-e", size,
                              "-n", "2", "-w", "1", "-c", "1", "--servers", "2", "--gpus", "2", "--spines", "1",
                              "--link-rate", rate, "--time-dilation", repr(dilation), "-J", str(path)], timeout_s)
         if not path.exists():
@@ -57,7 +57,7 @@ def bench(size: str, rate: str, dilation: float, timeout_s: float) -> dict[str, 
 def incast(cc: str, pfc: bool, senders: int, size: str, rate: str, dilation: float,
            timeout_s: float) -> dict[str, Any]:
     """One N -> 1 incast through the fabric: its report's figures, fidelity and load."""
-    argv = ["sw.roce.incast", "--cc", cc, "--senders", str(senders), "--size", size, "--link-rate", rate,
+    argv = ["sw.apps.incast_bench", "--cc", cc, "--senders", str(senders), "--size", size, "--link-rate", rate,
             "--time-dilation", repr(dilation), "--json", *(["--pfc", "on"] if pfc else [])]
     code, out, err = _run(argv, timeout_s)
     if code not in (0, 1) or not out.strip():

@@ -1,7 +1,7 @@
 /*
  * StarPulse fabric switch: L3 routing with LPM + ECMP, RED-style ECN marking, INT-MD (v2.1) telemetry.
  *
- * One program serves leaves and spines; the control plane (emu/control.py) fills the tables from the topology.
+ * One program serves leaves and spines; the control plane (emu/control_plane.py) fills the tables from the topology.
  * Standard P4_16 for v1model: compiles with p4c for BMv2 simple_switch unchanged.
  *
  * IPv4 and IPv6 alike (RoCEv2 runs over both): routes per family (ipv4_lpm, ipv6_lpm) share the ECMP groups,

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from p4.switch.cli import add_cli_arguments, add_switch_arguments, run_cli, run_switch
-from sw.cli import call_guarded
+from sw.units.cli_guard import call_guarded
 
 
 def main(argv: list[str] | None = None) -> int:

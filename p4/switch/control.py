@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from p4.errors import CommandError, P4Error
+from sw.units.jsonl_socket import JsonLineStream, LineFramer, LineTooLongError, connect, encode_line
 
 MAX_REQUEST_BYTES = 1 << 20
 MAX_PENDING_OUT_BYTES = 16 << 20
@@ -45,11 +46,11 @@ def parse_ctl_address(text: str) -> tuple[str, Any]:
 
 
 class _Conn:
-    __slots__ = ("sock", "inbuf", "outbuf", "subscriptions")
+    __slots__ = ("sock", "framer", "outbuf", "subscriptions")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.inbuf = bytearray()
+        self.framer = LineFramer(MAX_REQUEST_BYTES)
         self.outbuf = bytearray()
         self.subscriptions: set[str] = set()
 
@@ -110,13 +111,12 @@ class ControlServer:
             self._close(conn)
             return
         if data:
-            conn.inbuf += data
-            if len(conn.inbuf) > MAX_REQUEST_BYTES and b"\n" not in conn.inbuf:
-                self._reply(conn, {"ok": False, "error": f"request longer than {MAX_REQUEST_BYTES} bytes"})
-                conn.inbuf.clear()
-            while b"\n" in conn.inbuf:
-                line, _, rest = bytes(conn.inbuf).partition(b"\n")
-                conn.inbuf = bytearray(rest)
+            try:
+                lines = conn.framer.feed(data)
+            except LineTooLongError as exc:
+                lines = []
+                self._reply(conn, {"ok": False, "error": str(exc)})
+            for line in lines:
                 if line.strip():
                     self._reply(conn, self._handle(conn, line))
         self._flush(conn)
@@ -170,7 +170,7 @@ class ControlServer:
                                       "'packet_out' key"}
 
     def _reply(self, conn: _Conn, obj: dict[str, Any]) -> None:
-        conn.outbuf += json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+        conn.outbuf += encode_line(obj)
 
     def _flush(self, conn: _Conn) -> None:
         if conn.sock.fileno() < 0:
@@ -226,26 +226,22 @@ class ControlClient:
     """Talks to a running switch: ``run(cmd)`` returns the output or raises ``CommandError`` with its message."""
 
     def __init__(self, address: str, timeout_s: float = 10.0) -> None:
-        kind, where = parse_ctl_address(address)
-        family = socket.AF_INET if kind == "tcp" else socket.AF_UNIX
+        _kind, where = parse_ctl_address(address)
         self.timeout_s = timeout_s
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout_s)
         try:
-            self.sock.connect(where)
+            self.sock = connect(where, timeout_s)
         except OSError as exc:
-            self.sock.close()
             raise ControlAddressError(
                 f"--ctl {address}: no switch answers there ({exc.strerror or exc}); is `starpulse p4 switch"
                 f" ... --ctl {address}` running in this network namespace?") from None
-        self._buf = bytearray()
+        self._stream = JsonLineStream(self.sock)
         self._events: deque[dict[str, Any]] = deque()
 
     def request(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return its reply (events arriving meanwhile are kept for ``next_event``)."""
         try:
             self.sock.settimeout(self.timeout_s)
-            self.sock.sendall(json.dumps(obj).encode() + b"\n")
+            self._stream.send(obj)
             while True:
                 reply = self._read()
                 if "event" not in reply:
@@ -257,14 +253,10 @@ class ControlClient:
             raise ControlAddressError(f"lost the connection to the switch: {exc.strerror or exc}") from None
 
     def _read(self) -> dict[str, Any]:
-        while b"\n" not in self._buf:
-            data = self.sock.recv(65536)
-            if not data:
-                raise ControlAddressError("the switch closed the control connection")
-            self._buf += data
-        line, _, rest = bytes(self._buf).partition(b"\n")
-        self._buf = bytearray(rest)
-        return json.loads(line)
+        try:
+            return self._stream.recv()
+        except EOFError:
+            raise ControlAddressError("the switch closed the control connection") from None
 
     def run(self, cmd: str) -> str:
         reply = self.request({"cmd": cmd})

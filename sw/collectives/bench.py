@@ -24,9 +24,6 @@ from .comm import Communicator
 from .dtypes import DTYPE_CODES, REDUCE_OPS, bf16_to_f32, f32_to_bf16
 from .tuner import ALGOS
 
-OPS = ("allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall")
-REDUCTIONS = ("allreduce", "reduce", "reducescatter")
-ROOTED = ("broadcast", "reduce")
 DTYPE_ALIASES = {"float": "float32", "half": "float16", "int": "int32", "bf16": "bfloat16"}
 FLOAT_RTOL = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 1e-2}
 """Relative tolerance of the float check: reductions round per step in the buffer's type (avg divides once)."""
@@ -36,33 +33,102 @@ INTRA_PROBE_BYTES = 1 << 20
 network time at 9 x 100 Mb/s, well past the throttle's idle burst)."""
 
 
-class BenchError(ValueError):
+class CollBenchError(ValueError):
     """A bad benchmark flag: the message names the flag, the value and what is allowed."""
 
     is_user_error = True
 
 
+# --- one descriptor per collective (as nccl-tests' per-collective struct) -------------------------------------
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """What the bench needs to know of one collective: buffer shapes, busbw factor, reference result, the call.
+
+    ``count`` is the elements of the larger buffer; a ``send_block``/``recv_block`` buffer is ``count / n`` of it
+    (in place: this rank's block of the larger one).  ``expected(inputs, redop, root, rank, block)`` is what
+    ``rank`` must receive from the ranks' ``inputs`` (None: nothing to check on this rank)."""
+
+    name: str
+    bus_factor: Callable[[int], float]
+    expected: Callable[[list[np.ndarray], str, int, int, int], np.ndarray | None]
+    call: Callable[[_Case, bool], Any]
+    split: bool = False          # count a multiple of the world size: every rank owns a block
+    send_block: bool = False
+    recv_block: bool = False
+    reduces: bool = False
+    rooted: bool = False
+
+
+def _call_broadcast(k: _Case, async_op: bool) -> Any:
+    if not k.in_place and k.comm.rank == k.p.root:
+        k.recv[...] = k.send
+    return k.comm.broadcast(k.recv, k.p.root, algo=k.p.algo, async_op=async_op)
+
+
+def _out(k: _Case) -> np.ndarray | None:
+    """The output argument of the collectives that take ``None`` for in place."""
+    return None if k.in_place else k.recv
+
+
+COLLECTIVES: dict[str, CollectiveSpec] = {c.name: c for c in (
+    CollectiveSpec(
+        "allreduce", lambda n: 2 * (n - 1) / n,
+        lambda ins, redop, root, me, block: _reduce_all(ins, redop),
+        lambda k, a: k.comm.allreduce(k.send, _out(k), k.p.redop, algo=k.p.algo, async_op=a),
+        reduces=True),
+    CollectiveSpec(
+        "broadcast", lambda n: 1.0,
+        lambda ins, redop, root, me, block: ins[root],
+        _call_broadcast, rooted=True),
+    CollectiveSpec(
+        "reduce", lambda n: 1.0,
+        lambda ins, redop, root, me, block: _reduce_all(ins, redop) if me == root else None,
+        lambda k, a: k.comm.reduce(k.send, _out(k), k.p.redop, k.p.root, algo=k.p.algo, async_op=a),
+        reduces=True, rooted=True),
+    CollectiveSpec(
+        "allgather", lambda n: (n - 1) / n,
+        lambda ins, redop, root, me, block: np.concatenate(ins),
+        lambda k, a: k.comm.allgather(k.send, k.recv, algo=k.p.algo, async_op=a),
+        split=True, send_block=True),
+    CollectiveSpec(
+        "reducescatter", lambda n: (n - 1) / n,
+        lambda ins, redop, root, me, block: _reduce_all(ins, redop)[me * block:(me + 1) * block],
+        lambda k, a: k.comm.reducescatter(k.send, k.recv, k.p.redop, algo=k.p.algo, async_op=a),
+        split=True, recv_block=True, reduces=True),
+    CollectiveSpec(
+        "alltoall", lambda n: (n - 1) / n,
+        lambda ins, redop, root, me, block: np.concatenate([x[me * block:(me + 1) * block] for x in ins]),
+        lambda k, a: k.comm.alltoall(k.send, _out(k), algo=k.p.algo, async_op=a),
+        split=True),
+)}
+OPS = tuple(COLLECTIVES)
+REDUCTIONS = tuple(name for name, c in COLLECTIVES.items() if c.reduces)
+ROOTED = tuple(name for name, c in COLLECTIVES.items() if c.rooted)
+
+
+def collective(op: str) -> CollectiveSpec:
+    """The descriptor of ``op``; CollBenchError naming the allowed ones if there is none."""
+    try:
+        return COLLECTIVES[op]
+    except KeyError:
+        raise CollBenchError(f"op {op!r}: allowed {', '.join(OPS)}") from None
+
+
 def bus_factor(op: str, nranks: int) -> float:
     """nccl-tests' busbw / algbw ratio: the share of the data each rank's link must carry."""
-    if op == "allreduce":
-        return 2 * (nranks - 1) / nranks
-    if op in ("allgather", "reducescatter", "alltoall"):
-        return (nranks - 1) / nranks
-    if op in ("broadcast", "reduce"):
-        return 1.0
-    raise BenchError(f"op {op!r}: allowed {', '.join(OPS)}")
+    return collective(op).bus_factor(nranks)
 
 
 def sweep_bytes(min_bytes: int, max_bytes: int, factor: int) -> list[int]:
     """Sizes min, min x f, ... up to max (nccl-tests -b/-e/-f)."""
     if min_bytes < 1:
-        raise BenchError(f"-b {min_bytes}: must be at least 1 byte")
+        raise CollBenchError(f"-b {min_bytes}: must be at least 1 byte")
     if max_bytes < min_bytes:
-        raise BenchError(f"-e {max_bytes}: must be >= -b {min_bytes}")
+        raise CollBenchError(f"-e {max_bytes}: must be >= -b {min_bytes}")
     if max_bytes > MAX_BYTES:
-        raise BenchError(f"-e {max_bytes}: at most {MAX_BYTES} bytes (1G) per rank here")
+        raise CollBenchError(f"-e {max_bytes}: at most {MAX_BYTES} bytes (1G) per rank here")
     if factor < 2 and min_bytes != max_bytes:
-        raise BenchError(f"-f {factor}: the step factor must be >= 2")
+        raise CollBenchError(f"-f {factor}: the step factor must be >= 2")
     out, size = [], min_bytes
     while size <= max_bytes:
         out.append(size)
@@ -90,22 +156,21 @@ class BenchParams:
     line_rate_bps: float | None = None
 
     def __post_init__(self) -> None:
-        if self.op not in OPS:
-            raise BenchError(f"op {self.op!r}: allowed {', '.join(OPS)}")
+        collective(self.op)
         if self.dtype not in DTYPE_CODES:
-            raise BenchError(f"-d {self.dtype}: allowed {', '.join(DTYPE_CODES)} (or float, half, int, bf16)")
+            raise CollBenchError(f"-d {self.dtype}: allowed {', '.join(DTYPE_CODES)} (or float, half, int, bf16)")
         if self.redop not in REDUCE_OPS:
-            raise BenchError(f"-o {self.redop}: allowed {', '.join(REDUCE_OPS)}")
+            raise CollBenchError(f"-o {self.redop}: allowed {', '.join(REDUCE_OPS)}")
         if self.redop == "avg" and self.dtype in ("int32", "int64") and self.op in REDUCTIONS:
-            raise BenchError(f"-o avg: not defined for -d {self.dtype} (use a float type)")
+            raise CollBenchError(f"-o avg: not defined for -d {self.dtype} (use a float type)")
         if self.iters < 1:
-            raise BenchError(f"-n {self.iters}: at least 1 iteration")
+            raise CollBenchError(f"-n {self.iters}: at least 1 iteration")
         if self.warmup < 0:
-            raise BenchError(f"-w {self.warmup}: must be >= 0")
+            raise CollBenchError(f"-w {self.warmup}: must be >= 0")
         if self.root < 0:
-            raise BenchError(f"-r {self.root}: must be a rank >= 0")
+            raise CollBenchError(f"-r {self.root}: must be a rank >= 0")
         if self.algo is not None and self.algo not in ALGOS[self.op]:
-            raise BenchError(f"-A {self.algo}: unknown for {self.op} (allowed: {', '.join(ALGOS[self.op])})")
+            raise CollBenchError(f"-A {self.algo}: unknown for {self.op} (allowed: {', '.join(ALGOS[self.op])})")
         sweep_bytes(self.min_bytes, self.max_bytes, self.factor)
 
     @property
@@ -128,7 +193,7 @@ def dtype_from_flag(text: str) -> str:
 def element_count(op: str, size_bytes: int, itemsize: int, nranks: int) -> int:
     """Elements of the size's buffer: a multiple of the world size for the ops that split it (at least one each)."""
     count = max(1, size_bytes // itemsize)
-    if op in ("allgather", "reducescatter", "alltoall"):
+    if collective(op).split:
         count = max(nranks, count - count % nranks)
     return count
 
@@ -176,38 +241,19 @@ class _Case:
     def __init__(self, comm: Communicator, p: BenchParams, count: int, in_place: bool) -> None:
         self.comm, self.p, self.count, self.in_place = comm, p, count, in_place
         n, dt = comm.world_size, p.np_dtype()
-        op = p.op
-        self.send_count = count // n if op == "allgather" else count
-        self.recv_count = count // n if op == "reducescatter" else count
+        self.spec = spec = COLLECTIVES[p.op]
+        self.send_count = count // n if spec.send_block else count
+        self.recv_count = count // n if spec.recv_block else count
         if in_place:
-            self.buf = np.zeros(max(self.send_count, self.recv_count), dt)
-            block = comm.rank * (count // n)
-            if op == "allgather":
-                self.send, self.recv = self.buf[block:block + self.send_count], self.buf
-            elif op == "reducescatter":
-                self.send, self.recv = self.buf, self.buf[block:block + self.recv_count]
-            else:
-                self.send = self.recv = self.buf
+            self.buf = np.zeros(count, dt)
+            mine = slice(comm.rank * (count // n), (comm.rank + 1) * (count // n))
+            self.send = self.buf[mine] if spec.send_block else self.buf
+            self.recv = self.buf[mine] if spec.recv_block else self.buf
         else:
             self.send, self.recv = np.zeros(self.send_count, dt), np.zeros(self.recv_count, dt)
 
     def issue(self, async_op: bool) -> Any:
-        c, p, a = self.comm, self.p, self.p.algo
-        op = p.op
-        if op == "allreduce":
-            return c.allreduce(self.send, None if self.in_place else self.recv, p.redop, algo=a, async_op=async_op)
-        if op == "broadcast":
-            if not self.in_place and c.rank == p.root:
-                self.recv[...] = self.send
-            return c.broadcast(self.recv, p.root, algo=a, async_op=async_op)
-        if op == "reduce":
-            return c.reduce(self.send, None if self.in_place else self.recv, p.redop, p.root, algo=a,
-                            async_op=async_op)
-        if op == "allgather":
-            return c.allgather(self.send, self.recv, algo=a, async_op=async_op)
-        if op == "reducescatter":
-            return c.reducescatter(self.send, self.recv, p.redop, algo=a, async_op=async_op)
-        return c.alltoall(self.send, None if self.in_place else self.recv, algo=a, async_op=async_op)
+        return self.spec.call(self, async_op)
 
     def time_ns(self, clock: Clock) -> tuple[float, float]:
         """Mean network time of one operation over ``iters`` (after ``warmup``), issued back to back, and the
@@ -229,22 +275,11 @@ class _Case:
         self.recv[...] = 0
         self.send[...] = _to_dtype(inputs[me], p.dtype)
         self.issue(False)
-        block = self.count // n
-        if p.op == "allreduce":
-            want = _reduce_all(inputs, p.redop)
-        elif p.op == "reduce":
-            if me != p.root:
-                return 0
-            want = _reduce_all(inputs, p.redop)
-        elif p.op == "broadcast":
-            want = inputs[p.root]
-        elif p.op == "allgather":
-            want = np.concatenate(inputs)
-        elif p.op == "reducescatter":
-            want = _reduce_all(inputs, p.redop)[me * block:(me + 1) * block]
-        else:
-            want = np.concatenate([inputs[j][me * block:(me + 1) * block] for j in range(n)])
-        want = _as_float(_to_dtype(want, p.dtype), p.dtype) if p.redop != "avg" or p.op not in REDUCTIONS else want
+        want = self.spec.expected(inputs, p.redop, p.root, me, self.count // n)
+        if want is None:
+            return 0
+        if p.redop != "avg" or not self.spec.reduces:
+            want = _as_float(_to_dtype(want, p.dtype), p.dtype)
         return count_wrong(self.recv, want, p.dtype)
 
 
@@ -328,7 +363,7 @@ def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], Non
     clock = clock or get_clock()
     n = comm.world_size
     if p.op in ROOTED and p.root >= n:
-        raise BenchError(f"-r {p.root}: must be a rank in 0..{n - 1}")
+        raise CollBenchError(f"-r {p.root}: must be a rank in 0..{n - 1}")
     rows: list[dict[str, Any]] = []
     emit = on_row or (lambda _line: None)
     intra_rate, intra_measured = measure_intra(comm, clock)

@@ -10,7 +10,6 @@ settings of ``CommConfig``/``Tuner``.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 
@@ -29,9 +28,9 @@ from .config import (
     env_int,
 )
 from .errors import CollectiveUserError
-from .net import Net
-from .store import FileStore
-from .topology import Layout
+from .rank_layout import RankLayout
+from .router import Net
+from .store import CollectiveStore
 from .transport.base import Transport
 from .transport.roce import RoceTransport
 from .transport.shm import ShmTransport
@@ -64,20 +63,20 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
     clock = clock or get_clock()
     if not 0 <= rank < world_size:
         raise CollectiveUserError(f"RANK={rank}: expected 0..{world_size - 1} for WORLD_SIZE={world_size}")
-    store = FileStore(store_path, timeout_s=config.timeout_s, clock=clock)
+    store = CollectiveStore(store_path, timeout_s=config.timeout_s, clock=clock)
     key = f"{name}/"
     if rank == 0:
-        store.set(key + "job", secrets.token_hex(4).encode())
-    job = f"{job_digest(store_path, name)}-{store.get(key + 'job').decode()}"
+        store.set(key + "job", secrets.token_hex(4))
+    job = f"{job_digest(store_path, name)}-{store.wait(key + 'job')}"
 
     if config.net not in NETS:
         raise CollectiveUserError(f"inter-server transport {config.net!r}: expected one of {', '.join(NETS)}")
     listener = listen(config.nic_addr) if world_size > 1 and config.net == "tcp" else None
     port = listener.getsockname()[1] if listener else 0
     me = {"server": server, "local_rank": local_rank, "addr": config.nic_addr, "port": port, "pid": os.getpid()}
-    store.set(f"{key}info/{rank}", json.dumps(me).encode())
-    infos = [json.loads(store.get(f"{key}info/{r}")) for r in range(world_size)]
-    layout = Layout(tuple(i["server"] for i in infos), tuple(i["local_rank"] for i in infos))
+    store.set(f"{key}info/{rank}", me)
+    infos = [store.wait(f"{key}info/{r}") for r in range(world_size)]
+    layout = RankLayout(tuple(i["server"] for i in infos), tuple(i["local_rank"] for i in infos))
     if local_world_size is not None and len(layout.local_ranks(server)) != local_world_size:
         if listener is not None:
             listener.close()
@@ -121,7 +120,7 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
     net = Net(rank, layout, transports, config.timeout_s, clock)
     comm = Communicator(rank, layout, net, Tuner(layout, default_model(config), env), closers)
     if config.calibrate:
-        from .calibrate import calibrate
+        from .cost_calibrate import calibrate
         calibrate(comm)
     return comm
 

@@ -24,8 +24,8 @@ from .algorithms.ring import ring, ring_allreduce, ring_broadcast, ring_reduce
 from .algorithms.tree import tree_allreduce, tree_broadcast, tree_reduce
 from .dtypes import DTYPE_CODES, OP_CODES, check_op, dtype_name, finish_avg, reducer
 from .errors import CollectiveTimeoutError, CollectiveUserError, CommAbortedError
-from .net import Net
-from .topology import Layout
+from .rank_layout import RankLayout
+from .router import Net
 from .tuner import ALGOS, Tuner
 
 _KIND = {"allreduce": 1, "broadcast": 2, "reduce": 3, "allgather": 4, "reducescatter": 5, "alltoall": 6,
@@ -103,7 +103,7 @@ class Communicator:
     operation every later call raises ``CommAbortedError``.  ``close()`` (or a ``with`` block) ends it.
     """
 
-    def __init__(self, rank: int, layout: Layout, net: Net, tuner: Tuner,
+    def __init__(self, rank: int, layout: RankLayout, net: Net, tuner: Tuner,
                  closers: list[Callable[[], None]] | None = None) -> None:
         self.rank = rank
         self.layout = layout
@@ -142,7 +142,7 @@ class Communicator:
                 if self._aborted is not None:
                     raise CommAbortedError(f"{work.what}: communicator aborted earlier ({self._aborted})")
                 work._result = fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiter
+            except BaseException as exc:  # handed to the waiter
                 work._error = exc
                 if self._aborted is None:  # the ranks' message streams are out of step now
                     self._aborted = exc
@@ -161,7 +161,7 @@ class Communicator:
                 return self._queue.get()
             try:
                 self.net.idle_progress(self._wake_r)
-            except BaseException as exc:  # noqa: BLE001 - raised by the next operation
+            except BaseException as exc:  # raised by the next operation
                 self._aborted = self._idle_error = exc
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_r, 4096)

@@ -83,7 +83,7 @@ class CommConfig:
                 if raw not in allowed:
                     raise CollectiveUserError(f"${var}={env[var]!r}: expected one of {', '.join(allowed)}")
                 kw[field] = raw
-        return cls(**kw)  # type: ignore[arg-type]
+        return cls(**kw)
 
 
 def _positive_float(raw: str, var: str) -> float:

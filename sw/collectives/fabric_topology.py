@@ -1,7 +1,7 @@
 """The rail-optimized leaf/spine topology as data: nodes, links, port numbers and the address plan.
 
 Pure and deterministic (no Mininet here), so the control plane, the fabric builder (``emu``), tests and the
-flow-level simulator (``sw.sim``) all derive from one description; ``emu.topology`` re-exports it.
+flow-level simulator (``sw.sim``) all derive from this one description.
 
 Scheme (documented in the README too):
 - server ``s<i>`` (i = 0..servers-1, ``servers/pods`` per pod) holds one NIC per GPU, ``s<i>-eth<r>`` on rail r;
@@ -106,7 +106,7 @@ class TopologySpec:
 
 
 @dataclass(frozen=True)
-class Nic:
+class FabricNic:
     """One GPU's NIC: a host interface on rail ``rail`` with its address and the leaf port it plugs into."""
 
     server: str
@@ -219,14 +219,14 @@ class Topology:
         return pod * self.spec.rails + rail + 1
 
     @cached_property
-    def nics(self) -> list[Nic]:
+    def nics(self) -> list[FabricNic]:
         out = []
         spp = self.spec.servers_per_pod
         for i, server in enumerate(self.servers):
             pod, slot = divmod(i, spp)
             for rail in range(self.spec.rails):
                 leaf = self.leaf_of(pod, rail)
-                out.append(Nic(
+                out.append(FabricNic(
                     server=server, rail=rail, pod=pod, slot=slot, ifname=f"{server}-eth{rail}",
                     ip=nic_ip(pod, rail, slot), mac=nic_mac(pod, rail, slot), prefix_len=24,
                     gateway_ip=f"10.{pod}.{rail}.254", gateway_mac=switch_port_mac(leaf.device_id, slot + 1),
@@ -234,7 +234,7 @@ class Topology:
                 ))
         return out
 
-    def nics_of(self, server: str) -> list[Nic]:
+    def nics_of(self, server: str) -> list[FabricNic]:
         return [n for n in self.nics if n.server == server]
 
     # --- links --------------------------------------------------------------------------------------------
@@ -285,12 +285,12 @@ class Topology:
                 out.append(Route(f"10.{leaf.pod}.{leaf.rail}.0", 24, (port,), (mac,)))
         return out
 
-    def path_switch_hops(self, src: Nic, dst: Nic) -> int:
+    def path_switch_hops(self, src: FabricNic, dst: FabricNic) -> int:
         """Switches a packet crosses from ``src`` to ``dst``: 1 on the same leaf, 3 via a spine, 0 = unreachable."""
         if src.leaf == dst.leaf:
             return 1
         return 3 if self.spines else 0
 
-    def reachable_pairs(self) -> list[tuple[Nic, Nic]]:
+    def reachable_pairs(self) -> list[tuple[FabricNic, FabricNic]]:
         return [(a, b) for a in self.nics for b in self.nics
                 if a is not b and self.path_switch_hops(a, b) > 0]

@@ -63,7 +63,7 @@ def _rank_main(fn: Callable[..., Any], args: tuple[Any, ...], rank: int, world: 
         value = fn(comm, *args)
         write_lag_file()          # a forked rank skips atexit: its throttles' lag reaches $STARPULSE_LAG_DIR now
         results.put((rank, True, value))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+    except BaseException as exc:  # reported to the parent
         results.put((rank, False, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
     finally:
         if comm is not None:
@@ -97,7 +97,7 @@ def run_local(servers: int, gpus: int | Sequence[int], fn: Callable[..., Any], *
         while len(got) < world and not deadline.expired():
             try:
                 rank, ok, value = results.get(timeout=min(1.0, max(0.05, deadline.remaining_s())))
-            except Exception:  # noqa: BLE001 - queue.Empty: look at the clock and the processes again
+            except Exception:  # queue.Empty: look at the clock and the processes again
                 if all(not p.is_alive() for p in procs) and results.empty():
                     break
                 continue

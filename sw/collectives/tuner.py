@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sw.units import UnitError, parse_size_bytes
 
 from .errors import CollectiveUserError
-from .topology import Layout
+from .rank_layout import RankLayout
 
 ALGOS: dict[str, tuple[str, ...]] = {
     "allreduce": ("ring", "tree", "rhd", "hier"),
@@ -96,7 +96,7 @@ def parse_chunk_env(raw: str) -> int:
 class Tuner:
     """Deterministic choice (every rank computes the same) of algorithm and chunk bytes per call."""
 
-    def __init__(self, layout: Layout, model: CostModel, env: dict[str, str] | None = None) -> None:
+    def __init__(self, layout: RankLayout, model: CostModel, env: dict[str, str] | None = None) -> None:
         env = dict(os.environ) if env is None else env
         self.layout = layout
         self.model = model

@@ -53,7 +53,7 @@ _VERBS_API = {
     "sw.roce.qp": ("QpAttr", "QpState", "QueuePair"),
     "sw.roce.qp_connect": ("connect", "exchange", "qp_info", "random_psn"),
     "sw.roce.route": ("RouteError", "interface_of", "next_hop_mac"),
-    "sw.roce.store": ("FileStore", "StoreError"),
+    "sw.units.file_store": ("FileStore", "StoreError"),
 }
 _LAZY = {name: module for module, names in _VERBS_API.items() for name in names}
 

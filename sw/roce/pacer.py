@@ -63,7 +63,7 @@ DCQCN_MIN_RATE_LINE_DIVISOR = 16
 # Byte counter B = 10 MB, the paper's value (Zhu et al. SIGCOMM'15; firmware default 32767 B): the rate-increase
 # timer T (rpg_time_reset) alone then drives the increase.  Byte-counter events come in proportion to a flow's rate,
 # so with B = 32767 B the first flow out of the incast's floor phase got more increases and ran away (through the P4
-# fabric, sw.roce.incast 8 x 1 MiB at 10 Gb/s: 2-3 Gb/s against 1-1.5 for the others, Jain 0.960-0.997, all three
+# fabric, sw.apps.incast_bench 8 x 1 MiB at 10 Gb/s: 2-3 Gb/s against 1-1.5 for the others, Jain 0.960-0.997, all three
 # goals in 3 runs of 5).  With B = 10 MB a 1 MiB flow never reaches F byte-counter periods, so R_HAI never applies.
 # R_AI = 100 Mb/s at 10 Gb/s (1 % of the line per T = 55 us; the paper's 40 Mb/s at 40 Gb/s is 0.1 %), at most
 # line / 100 below 10 Gb/s: the timer-only increase must refill the link after the incast's floor phase and after

@@ -25,7 +25,6 @@ import numpy as np
 from sw.clock import Clock, get_clock
 from sw.roce.nic import Nic
 from sw.roce.qp_connect import connect, exchange, qp_info, random_psn
-from sw.roce.store import FileStore
 from sw.roce.verbs import (
     ACCESS_ALL,
     ATOMIC_BYTES,
@@ -38,6 +37,7 @@ from sw.roce.verbs import (
     WcStatus,
     WrOpcode,
 )
+from sw.units.file_store import FileStore
 
 OPS = {
     "write": WrOpcode.RDMA_WRITE,

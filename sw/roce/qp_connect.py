@@ -16,8 +16,8 @@ from typing import Any
 from sw.roce.flow import DSCP_ROCE_DEFAULT
 from sw.roce.gid import gid_of
 from sw.roce.qp import QpState, QueuePair
-from sw.roce.store import FileStore
 from sw.roce.verbs import MAX_QP_INIT_RD_ATOM, MAX_QP_RD_ATOM, MemoryRegion, VerbsError, query_device
+from sw.units.file_store import FileStore
 
 
 def qp_info(qp: QueuePair, psn: int, mr: MemoryRegion | None = None, *, max_rd_atomic: int = MAX_QP_INIT_RD_ATOM,

@@ -4,7 +4,7 @@ and flow paths.
 Every physical link is two directed links.  Numbering (G rails, S spines per tier-2 group, M super spines):
 per GPU rank r an intra-server pair (GPU -> server switch, switch -> GPU; the NVLink stand-in), per NIC an
 up/down pair to its leaf, per (leaf, spine) an up/down pair, and with 3 tiers per (pod spine, super spine) an
-up/down pair.  Ranks are numbered server-major (rank = server * G + gpu, ``Layout.grid``), GPU g on rail g.
+up/down pair.  Ranks are numbered server-major (rank = server * G + gpu, ``RankLayout.grid``), GPU g on rail g.
 
 Routing: ``ecmp`` picks a spine (and super spine) by fabric.p4's hash, CRC-16 of (src IP, dst IP, protocol,
 UDP source port, UDP destination port) modulo the group size, the same hash at every tier (as the same P4

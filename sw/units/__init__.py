@@ -1,7 +1,9 @@
 """Parsing and printing of rates, sizes and durations as users write them (100M, 1G, 8K, 10us).
 
-A leaf like ``sw.clock``: every package and CLI may import it.  The sub-module ``sw.units.crc16`` holds the other
-pure value codec every layer shares: the CRC-16 of fabric.p4's ECMP hash (the P4 target and the simulator).
+A leaf like ``sw.clock``: every package and CLI may import it.  Its sub-modules are the other tools several layers
+share, each written once: ``crc16`` (the CRC-16 of fabric.p4's ECMP hash: the P4 target and the simulator),
+``cli_guard`` (every entry point's error guard), ``file_store`` (the rendezvous store) and ``jsonl_socket`` (the
+control sockets' JSON-lines framing).
 """
 
 from __future__ import annotations

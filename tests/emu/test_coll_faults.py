@@ -11,7 +11,7 @@ import pytest
 from emu.fabric import Fabric
 from emu.faults import FaultInjector
 from emu.launch import launch
-from emu.topology import TopologySpec
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 
@@ -34,7 +34,7 @@ RANK_SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run_ranks(fabric: Fabric, tmp_path, lines: list[str]):  # type: ignore[no-untyped-def]
+def _run_ranks(fabric: Fabric, tmp_path, lines: list[str]):
     script = tmp_path / "allreduce_loop.py"
     script.write_text(RANK_SCRIPT)
     pids = fabric.net.node_pids()
@@ -42,7 +42,7 @@ def _run_ranks(fabric: Fabric, tmp_path, lines: list[str]):  # type: ignore[no-u
                   logdir=tmp_path, timeout_s=240, echo=lines.append, env={**os.environ, "STARPULSE_TIMEOUT": "120"})
 
 
-def test_allreduce_exact_with_two_percent_loss_and_a_flapping_link(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_allreduce_exact_with_two_percent_loss_and_a_flapping_link(tmp_path) -> None:
     fabric = Fabric(TopologySpec(servers=2, gpus_per_server=2, spines=2), wired_links=["s0:p0l0"])
     try:
         fabric.up()

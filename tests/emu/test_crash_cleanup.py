@@ -192,7 +192,7 @@ def test_roce_perf_selftest_killed_is_reaped_by_the_next(box: dict[str, str]) ->
     crashed = [
         _crash(env, "p1", perf, lambda p: any(ln.startswith(f"sp{p.pid}-h2") for ln in subprocess.run(
             ["ip", "netns", "list"], capture_output=True, text=True).stdout.splitlines()), "namespaces made"),
-        _crash(env, "p2", perf, lambda p: _has(env, "p2", f"{sys.executable} -m sw.roce.perf_cli client"),
+        _crash(env, "p2", perf, lambda p: _has(env, "p2", f"{sys.executable} -m sw.apps.perf_selftest client"),
                "mid-traffic"),
     ]
     assert any(_marked_pids(env, str(c["tag"])) for c in crashed), "the kills left nothing to reap: no test"
@@ -220,7 +220,7 @@ def test_a_dead_switch_is_marked_not_fatal_and_can_be_started() -> None:
     from emu.checks import check_switches_alive
     from emu.cli import print_status
     from emu.fabric import Fabric
-    from emu.topology import TopologySpec
+    from sw.collectives.fabric_topology import TopologySpec
 
     with Fabric(TopologySpec(servers=2, gpus_per_server=1, spines=1)) as fab:
         victim = fab.net.switches["sp0"]

@@ -23,7 +23,7 @@ def _starpulse_run(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[st
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=200)
 
 
-def test_collective_example_on_a_fabric(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_collective_example_on_a_fabric(tmp_path) -> None:
     done = _starpulse_run(tmp_path, "--servers", "2", "--gpus-per-server", "2", "--",
                           "python", "examples/collectives_hello.py")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -32,7 +32,7 @@ def test_collective_example_on_a_fabric(tmp_path) -> None:  # type: ignore[no-un
     assert "fabric down" in done.stderr
 
 
-def test_rdma_example_between_two_fabric_hosts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rdma_example_between_two_fabric_hosts(tmp_path) -> None:
     done = _starpulse_run(tmp_path, "--servers", "2", "--gpus-per-server", "1", "--",
                           "python", "examples/rdma_write_read.py")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -41,7 +41,7 @@ def test_rdma_example_between_two_fabric_hosts(tmp_path) -> None:  # type: ignor
     assert "on s0-eth0" in done.stdout and "on s1-eth0" in done.stdout, done.stdout
 
 
-def test_rdma_example_started_by_hand_from_the_mininet_cli(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rdma_example_started_by_hand_from_the_mininet_cli(tmp_path) -> None:
     """The README's Mininet CLI lines, as written there (store and interpreter swapped for the test's own)."""
     readme = (REPO / "README.md").read_text()
     lines = [line.removeprefix("mininet> ") for line in readme.splitlines()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from emu.checks import CongestionRun, check_ecn_curve, check_int_queue, congest, red_probability
-from emu.control import EcnConfig
+from emu.control_plane import EcnConfig
 from emu.fabric import Fabric
-from emu.topology import TopologySpec
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 

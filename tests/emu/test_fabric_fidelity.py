@@ -12,9 +12,9 @@ import pytest
 
 from emu.cli import print_status
 from emu.fabric import Fabric
-from emu.topology import TopologySpec
 from sw.clock import ENV_DILATION, Clock
 from sw.clock.lag import FIDELITY_KEYS, STRICT_FIDELITY_EXIT, fidelity_exit, mtu_serialization_ns
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 

@@ -19,7 +19,7 @@ from emu.checks import (
 from emu.fabric import Fabric
 from emu.faults import FaultError
 from emu.net import leftovers
-from emu.topology import TopologySpec
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 

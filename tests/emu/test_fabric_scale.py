@@ -8,7 +8,7 @@ import pytest
 from emu.checks import check_int_hops, check_reachability, fabric_pairs
 from emu.fabric import Fabric
 from emu.net import leftovers
-from emu.topology import TopologySpec
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 

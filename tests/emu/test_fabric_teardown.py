@@ -8,7 +8,7 @@ import pytest
 
 from emu.fabric import Fabric, FabricError
 from emu.net import leftovers
-from emu.topology import TopologySpec
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 

@@ -1,4 +1,4 @@
-"""8 -> 1 RDMA WRITE incast through the P4 fabric (sw.roce.incast): every byte arrives with each congestion
+"""8 -> 1 RDMA WRITE incast through the P4 fabric (sw.apps.incast_bench): every byte arrives with each congestion
 control; DCQCN's loop is closed end to end (every CE mark the leaf sets reaches the receiver's NP, every CNP it
 sends reaches its sender and is applied by that sender's reaction point); HPCC runs on the INT the receiver
 echoes and keeps the bottleneck queue and drops at or below what the same incast does without congestion control.
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
+from sw.apps.incast_bench import parse_args, run_incast
 from sw.clock import ENV_DILATION, Clock
-from sw.roce.incast import parse_args, run_incast
 
 pytestmark = pytest.mark.emu
 

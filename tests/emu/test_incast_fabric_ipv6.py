@@ -9,8 +9,8 @@ import os
 
 import pytest
 
+from sw.apps.incast_bench import parse_args, run_incast
 from sw.clock import ENV_DILATION, Clock
-from sw.roce.incast import parse_args, run_incast
 
 pytestmark = pytest.mark.emu
 

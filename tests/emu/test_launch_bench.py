@@ -16,7 +16,7 @@ import pytest
 
 from emu import run_cli
 from emu.net import leftovers
-from sw.collectives import bench_cli
+from sw.apps import coll_bench
 
 pytestmark = pytest.mark.emu
 
@@ -25,12 +25,12 @@ SMALL = ["--servers", "2", "--gpus", "2", "--spines", "1"]
 
 
 @pytest.fixture(autouse=True)
-def no_running_fabric(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def no_running_fabric(tmp_path, monkeypatch):
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path / "state"))   # never pick up someone's `fabric up`
     monkeypatch.setenv("STARPULSE_TIME_DILATION", "1")   # as before auto became the default (tested on its own)
 
 
-def test_run_self_check_exit_code_and_clean_teardown(tmp_path, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_run_self_check_exit_code_and_clean_teardown(tmp_path, capsys, monkeypatch) -> None:
     parser = argparse.ArgumentParser()
     run_cli.add_arguments(parser)
     args = parser.parse_args([*SMALL, "--logdir", str(tmp_path / "logs"), "--timeout", "120", "--",
@@ -39,7 +39,7 @@ def test_run_self_check_exit_code_and_clean_teardown(tmp_path, capsys, monkeypat
     real = run_cli.fabric_target
 
     @contextlib.contextmanager
-    def recording(a, **kw):  # type: ignore[no-untyped-def]
+    def recording(a, **kw):
         with real(a, **kw) as target:
             footprints.append(target.fabric.footprint)
             yield target
@@ -52,9 +52,9 @@ def test_run_self_check_exit_code_and_clean_teardown(tmp_path, capsys, monkeypat
     assert len(footprints) == 1 and leftovers(footprints[0]) == []
 
 
-def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> None:
     out_json = tmp_path / "bench.json"
-    code = bench_cli.main(["allreduce", *SMALL, "-b", "16K", "-e", "64K", "-f", "4", "-n", "2", "-w", "1",
+    code = coll_bench.main(["allreduce", *SMALL, "-b", "16K", "-e", "64K", "-f", "4", "-n", "2", "-w", "1",
                            "-J", str(out_json), "--timeout", "180"])
     text = capsys.readouterr().out
     assert code == 0, text
@@ -75,7 +75,7 @@ def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> N
     assert "# Out of bounds values : 0 OK" in text
 
 
-def test_sigterm_stops_ranks_and_tears_the_fabric_down(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_sigterm_stops_ranks_and_tears_the_fabric_down(tmp_path) -> None:
     script = "import os,time;print('pid',os.getpid(),flush=True);time.sleep(300)"
     env = {**os.environ, "STARPULSE_STATE_DIR": str(tmp_path / "state")}
     proc = subprocess.Popen([sys.executable, "-m", "emu.run_cli", "--servers", "2", "--gpus", "1", "--spines", "0",

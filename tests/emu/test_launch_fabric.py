@@ -11,13 +11,13 @@ import pytest
 
 from emu.fabric import Fabric
 from emu.launch import LaunchError, launch, rank_plan
-from emu.topology import TopologySpec
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 
 
 @pytest.fixture(scope="module")
-def fabric():  # type: ignore[no-untyped-def]
+def fabric():
     fab = Fabric(TopologySpec(servers=2, gpus_per_server=2, spines=1))
     try:
         fab.up()
@@ -39,7 +39,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_every_rank_passes_the_self_check_over_the_fabric(fabric, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_every_rank_passes_the_self_check_over_the_fabric(fabric, tmp_path) -> None:
     lines: list[str] = []
     result = launch(fabric.topo, _servers(fabric), ["python", "-m", "sw.collectives"], logdir=tmp_path,
                     timeout_s=120, echo=lines.append, env={**os.environ, "STARPULSE_TIMEOUT": "60"})
@@ -52,7 +52,7 @@ def test_every_rank_passes_the_self_check_over_the_fabric(fabric, tmp_path) -> N
     assert tx > 100
 
 
-def test_env_contract_and_namespace(fabric, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_env_contract_and_namespace(fabric, tmp_path) -> None:
     script = ("import os,subprocess;"
               "print(os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['LOCAL_RANK'],"
               " os.environ['LOCAL_WORLD_SIZE'], os.environ['STARPULSE_SERVER'], os.environ['STARPULSE_NIC_ADDR'],"
@@ -68,7 +68,7 @@ def test_env_contract_and_namespace(fabric, tmp_path) -> None:  # type: ignore[n
     assert [p.nic_addr for p in rank_plan(fabric.topo)] == ["10.0.0.1", "10.0.1.1", "10.0.0.2", "10.0.1.2"]
 
 
-def test_a_failing_rank_stops_the_others(fabric, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_failing_rank_stops_the_others(fabric, tmp_path) -> None:
     script = ("import os,sys,time;print(os.getpid(),flush=True);r=int(os.environ['RANK']);"
               "sys.exit(3) if r==2 else time.sleep(300)")
     result = launch(fabric.topo, _servers(fabric), [sys.executable, "-c", script], logdir=tmp_path, timeout_s=120)
@@ -85,6 +85,6 @@ def test_a_failing_rank_stops_the_others(fabric, tmp_path) -> None:  # type: ign
         assert not _alive(pid), f"rank {r.rank} (pid {pid}) outlived the job"
 
 
-def test_bad_command_is_a_user_error(fabric, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_command_is_a_user_error(fabric, tmp_path) -> None:
     with pytest.raises(LaunchError, match="no-such-program-xyz"):
         launch(fabric.topo, _servers(fabric), ["no-such-program-xyz"], logdir=tmp_path)

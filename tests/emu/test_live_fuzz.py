@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from emu.fabric import Fabric
-from emu.topology import TopologySpec
 from emu.traffic import stop_proc
+from sw.collectives.fabric_topology import TopologySpec
 from tests.unit.rx_frames import JUMBO_BYTES, fuzz_frames, real_frames
 
 pytestmark = pytest.mark.emu
@@ -90,7 +90,7 @@ def test_ten_thousand_fuzzed_frames_into_a_switch_port_and_into_a_nic_mid_write(
         leaf_if = leaf.intfs[server.leaf_port].name          # the leaf's end of the server's wire
         server_host, fuzz_host = fab.net.hosts[server.server], fab.net.hosts[fuzzer.server]
 
-        perf = [sys.executable, "-m", "sw.roce.perf_cli", "--store", str(tmp_path / "store"), "--name", "fuzz",
+        perf = [sys.executable, "-m", "sw.apps.perf_selftest", "--store", str(tmp_path / "store"), "--name", "fuzz",
                 "--link-rate", "100M", "--timeout", "120", "--json"]
         server_if0 = _if_stats(server_host, server.ifname)
         procs: list[subprocess.Popen] = []

@@ -13,7 +13,7 @@ from emu.checks import congest
 from emu.cli import FabricCliError, _print_pfc, add_topology_arguments, pfc_from_args, spec_from_args
 from emu.fabric import Fabric, FabricError, PfcSettings
 from emu.launch import fabric_env
-from emu.topology import TopologyError, TopologySpec
+from sw.collectives.fabric_topology import TopologyError, TopologySpec
 
 CONGEST_PACKETS = 300     # at 1.5x the port's rate a third stays queued: ~100, beyond the 64-packet default depth
 

@@ -1,4 +1,4 @@
-"""Head-of-line blocking under PFC (emu.hol_bench, small): a victim sharing the uplinks with a 4->1 incast gets
+"""Head-of-line blocking under PFC (sw.apps.hol_bench, small): a victim sharing the uplinks with a 4->1 incast gets
 all its bytes through while the incast's priority is paused; on its own priority its TM queue is never paused.
 Throughputs are printed (the benchmark measures them), never asserted."""
 
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from emu.hol_bench import HolConfig, run_scenario
+from sw.apps.hol_bench import HolConfig, run_scenario
 from sw.clock import ENV_DILATION, Clock
 
 pytestmark = pytest.mark.emu

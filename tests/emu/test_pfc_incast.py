@@ -1,4 +1,4 @@
-"""8 -> 1 RDMA WRITE incast through the P4 fabric with PFC (sw.roce.incast ``--pfc on``): without congestion
+"""8 -> 1 RDMA WRITE incast through the P4 fabric with PFC (sw.apps.incast_bench ``--pfc on``): without congestion
 control and PFC on nothing is dropped and the leaf pauses the senders (their NICs honour it); PFC off drops;
 DCQCN with PFC is lossless too and pauses far less, because it slows the senders before their ingress buffers
 reach XOFF (both pause counts are printed).
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from sw.apps.incast_bench import parse_args, run_incast
 from sw.clock import ENV_DILATION, Clock
-from sw.roce.incast import parse_args, run_incast
 
 pytestmark = pytest.mark.emu
 

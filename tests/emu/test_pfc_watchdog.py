@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from emu.fabric import Fabric, PfcSettings
-from emu.topology import TopologySpec
 from emu.traffic import stop_proc
+from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
 

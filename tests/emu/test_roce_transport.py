@@ -274,7 +274,7 @@ def test_non_roce_frames_are_counted_and_ignored(lab):
 
 def _perf(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [os.environ.get("PYTHON", "python"), "-m", "sw.roce.perf_cli", *argv],
+        [os.environ.get("PYTHON", "python"), "-m", "sw.apps.perf_selftest", *argv],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -381,7 +381,7 @@ def test_perf_server_and_client_sweep_print_a_table(lab, tmp_path, python_env):
         "--timeout",
         "60",
     ]
-    me = [sys.executable, "-m", "sw.roce.perf_cli"]
+    me = [sys.executable, "-m", "sw.apps.perf_selftest"]
     server = h2.popen([*me, "server", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     client = h1.popen(
         [*me, "client", *common, "--op", "send", "--iters", "50", "--lat-iters", "5"],

@@ -40,13 +40,14 @@ def test_one_parser_numbers_auto_and_ceilings() -> None:
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("module", [("sw.collectives.bench_cli", "allreduce"), ("emu.run_cli",), ("emu.cli", "up"),
-                                    ("sw.roce.perf_cli", "--selftest"), ("sw.roce.incast",), ("emu.hol_bench",)])
+@pytest.mark.parametrize("module", [("sw.apps.coll_bench", "allreduce"), ("emu.run_cli",), ("emu.cli", "up"),
+                                    ("sw.apps.perf_selftest", "--selftest"), ("sw.apps.incast_bench",),
+                                    ("sw.apps.hol_bench",)])
 def test_every_command_rejects_bad_dilations_in_one_line(module: tuple[str, ...]) -> None:
     for bad in ("-1", "auto:0"):                     # the parser's every case: the test above
         out = _run(*module, f"--time-dilation={bad}", timeout=60)
         lines = out.stderr.strip().splitlines()
-        if module[0] in ("sw.roce.incast", "emu.hol_bench"):    # plain argparse: its usage block, then the line
+        if module[0] in ("sw.apps.incast_bench", "sw.apps.hol_bench"):   # plain argparse: usage block, then the line
             lines = lines[-1:]
         assert out.returncode == 2 and len(lines) == 1, (module, bad, out.stderr)
         assert "--time-dilation" in lines[0] and repr(bad) in lines[0] and "Traceback" not in out.stderr
@@ -55,7 +56,7 @@ def test_every_command_rejects_bad_dilations_in_one_line(module: tuple[str, ...]
 @pytest.mark.emu
 def test_auto_with_an_impossible_ceiling_is_a_one_line_error() -> None:
     # 10 Gb/s at dilation 1 is ~850k frames/s: no Python switch keeps up, so a ceiling of 1 cannot suffice
-    out = _run("sw.collectives.bench_cli", "allreduce", *SMALL, "--link-rate", "10G", "-b", "16K", "-e", "16K",
+    out = _run("sw.apps.coll_bench", "allreduce", *SMALL, "--link-rate", "10G", "-b", "16K", "-e", "16K",
                "--time-dilation", "auto:1")
     lines = [ln for ln in out.stderr.strip().splitlines() if "error" in ln]
     assert out.returncode == 2, out.stderr
@@ -65,7 +66,7 @@ def test_auto_with_an_impossible_ceiling_is_a_one_line_error() -> None:
 @pytest.mark.emu
 def test_auto_chooses_prints_and_records_a_dilation(tmp_path: Path) -> None:
     out_json = tmp_path / "bench.json"
-    out = _run("sw.collectives.bench_cli", "allreduce", *SMALL, "-b", "16K", "-e", "16K", "-n", "1", "-w", "0",
+    out = _run("sw.apps.coll_bench", "allreduce", *SMALL, "-b", "16K", "-e", "16K", "-n", "1", "-w", "0",
                "-J", str(out_json))                         # no --time-dilation: auto is the default
     assert out.returncode == 0, out.stderr
     chosen = [ln for ln in out.stderr.splitlines() if ln.startswith("time dilation auto: ") and "not ok" not in ln]

@@ -15,13 +15,13 @@ from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from emu.control import IntConfig, switch_commands
-from emu.topology import Topology, TopologySpec
+from emu.control_plane import IntConfig, switch_commands
 from p4.compiler import compile_file
 from p4.pcap import write_pcap
 from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.flow import Flow
 from sw.roce.gid import fabric_ipv6
 from sw.roce.int_md import (

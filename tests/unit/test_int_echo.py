@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from emu.control import IntConfig, switch_commands
-from emu.topology import Topology, TopologySpec
+from emu.control_plane import IntConfig, switch_commands
 from p4.compiler import compile_file
 from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.cc.hpcc import Hpcc
 from sw.clock import ManualClock
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce import Flow, FlowTemplates, Opcode, decode
 from sw.roce.int_md import (
     DSCP_INT,

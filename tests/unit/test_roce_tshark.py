@@ -23,7 +23,7 @@ def dissected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]
     """tshark -T json of every frame of every per-opcode pcap, keyed by file name."""
     if TSHARK is None:
         pytest.skip("tshark is not installed (bootstrap installs it; `starpulse doctor` reports it)")
-    from sw.roce.cli import _run_pcap
+    from sw.apps.roce_cli import _run_pcap
 
     outdir = tmp_path_factory.mktemp("roce_pcaps")
     assert _run_pcap(str(outdir)) == 0

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emu.control import IntConfig, switch_commands
+from emu.control_plane import IntConfig, switch_commands
 from emu.probe import IntFormatError, parse_report
 from emu.probe import parse_int as probe_parse_int
-from emu.topology import Topology, TopologySpec
 from p4.switch.pfc_frame import frame_dscp, is_mac_control, parse_pfc_frame
 from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.decode import RocePacket, decode
 from sw.roce.ecn import ecn_of, mark_ce
 from sw.roce.errors import RoceFormatError

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from emu.probe import IntFormatError, count_drop, parse_report
-from sw.collectives import bench_cli
+from sw.apps import coll_bench
 from sw.collectives.bench import footer_lines
 from sw.roce.decode import decode
 from sw.roce.errors import BadLengthError, RoceFormatError
@@ -79,7 +79,7 @@ def test_the_collectives_bench_reports_its_nics_receive_drops(tmp_path, capfd):
     """Ranks sum their RoCE NICs' drop reasons into the bench report (none here: local ranks have no RoCE NIC);
     the footer names them when there are any."""
     out_json = tmp_path / "out.json"
-    code = bench_cli.main(["allreduce", "-b", "8K", "-e", "8K", "--local", "--servers", "2", "--gpus", "1",
+    code = coll_bench.main(["allreduce", "-b", "8K", "-e", "8K", "--local", "--servers", "2", "--gpus", "1",
                            "-n", "1", "-w", "0", "-J", str(out_json)])
     assert code == 0, capfd.readouterr().out
     report = json.loads(out_json.read_text())

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from fabric_rdma import write_then_read
 
-from emu.control import switch_commands
-from emu.topology import Topology, TopologySpec
+from emu.control_plane import switch_commands
 from p4.compiler import compile_file
 from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.nic_loopback import LinkProfile, MemoryWire
 
 pytestmark = pytest.mark.unit

@@ -130,7 +130,7 @@ def test_incast_with_hpcc_and_echoed_int_has_no_drops_and_fair_shares():
 
 
 def test_incast_bench_rejects_bad_options_with_one_line(capsys):
-    from sw.roce.incast import IncastError, jain, main, parse_args
+    from sw.apps.incast_bench import IncastError, jain, main, parse_args
 
     assert main(["--cc", "dcqcn,tcp"]) == 2
     err = capsys.readouterr().err
@@ -143,7 +143,7 @@ def test_incast_bench_rejects_bad_options_with_one_line(capsys):
 
 
 def test_incast_bench_buffer_and_pfc_options(capsys):
-    from sw.roce.incast import main, parse_args, queue_depth_pkts
+    from sw.apps.incast_bench import main, parse_args, queue_depth_pkts
 
     assert queue_depth_pkts(2 << 20, 1500) == (2 << 20) // (1024 + 58)    # full 1 KiB-MTU RoCE frames
     args = parse_args(["--pfc", "on", "--pfc-xoff", "48K", "--pacer-burst", "16K"])
@@ -155,7 +155,7 @@ def test_incast_bench_buffer_and_pfc_options(capsys):
 
 
 def test_incast_bench_reports_the_host_cc_parameters():
-    from sw.roce.incast import cc_params
+    from sw.apps.incast_bench import cc_params
     from sw.roce.pacer import make_cc, make_np
 
     dcqcn = cc_params("dcqcn", 10_000_000_000, 4_000)

@@ -9,30 +9,18 @@ import threading
 import numpy as np
 import pytest
 
+from sw.apps.perf_selftest import PerfArgError, add_perf_arguments, run_perf
 from sw.clock import Clock, ManualClock
 from sw.roce.nic import Nic
 from sw.roce.nic_loopback import LinkProfile, MemoryWire, run_until
 from sw.roce.nic_port import path_mtu_for
-from sw.roce.perf_cli import PerfArgError, add_perf_arguments, run_perf
 from sw.roce.qp import QpState
 from sw.roce.qp_connect import connect, exchange, qp_info
-from sw.roce.store import FileStore, StoreError
 from sw.roce.verbs import SendWr, VerbsError, WcStatus, WrOpcode
 from sw.units import UnitError
+from sw.units.file_store import FileStore
 
 pytestmark = pytest.mark.unit
-
-
-def test_file_store_roundtrip_atomic_and_timeout(tmp_path):
-    store = FileStore(tmp_path, clock=Clock())
-    assert store.get("k") is None
-    store.set("k", {"qp_num": 17, "mac": "02:00:00:00:00:01"})
-    assert store.get("k") == {"qp_num": 17, "mac": "02:00:00:00:00:01"}
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")], "temporary files renamed away"
-    with pytest.raises(StoreError, match="'missing' did not appear"):
-        store.wait("missing", 5_000_000, poll_ns=1_000_000)
-    with pytest.raises(StoreError, match="store key 'a/b'"):
-        store.set("a/b", 1)
 
 
 def test_two_qps_connect_through_the_store_and_move_data(tmp_path):

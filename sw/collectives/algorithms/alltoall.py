@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectiveUserError
-from ..net import Net
+from ..router import Net
 from .common import chunk_ranges
 
 

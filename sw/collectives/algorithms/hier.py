@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectiveUserError
-from ..net import Net
+from ..router import Net
 from .common import Reduce, segment_bounds
 from .ring import ring
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import CollectiveUserError
-from ..net import Net
+from ..router import Net
 from .common import Reduce, segment_bounds
 
 Plan = list[tuple[int, tuple[int, int], tuple[int, int]]]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..net import Net
+from ..router import Net
 from ..transport.base import Request
 from .common import Reduce, chunk_ranges, segment_bounds
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..net import Net
+from ..router import Net
 from ..transport.base import Request
 from .common import Reduce, chunk_ranges
 

@@ -11,7 +11,6 @@ that computes still acknowledges, returns credits and puts its last paced frames
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
 
 from ..deadline import Deadline
 from ..errors import CollectiveTimeoutError, CollectiveUserError, PeerGoneError
-from ..store import FileStore
+from ..store import CollectiveStore
 from .base import ChannelTransport, StreamChannel
 
 SLOT_BYTES = 16 * 1024
@@ -315,7 +314,7 @@ class RoceTransport(ChannelTransport):
         self._rr = 0   # where the next round robin over the channels starts
 
     @classmethod
-    def connect(cls, my_rank: int, world_size: int, remote: list[int], store: FileStore, key: str, *,
+    def connect(cls, my_rank: int, world_size: int, remote: list[int], store: CollectiveStore, key: str, *,
                 nic_addr: str, line_rate_bps: float | None, cc: str, timeout_s: float,
                 clock: Clock | None = None) -> RoceTransport:
         """Open the rail NIC holding ``nic_addr``, create and connect one QP per rank in ``remote`` via the store."""
@@ -352,15 +351,15 @@ class RoceTransport(ChannelTransport):
                 channels[peer] = ch
             me = {"qps": mine, "credit_addr": credits_mr.addr, "credit_rkey": credits_mr.rkey,
                   "recv_slots": RECV_SLOTS}
-            store.set(f"{key}roce/{my_rank}", json.dumps(me).encode())
+            store.set(f"{key}roce/{my_rank}", me)
             for peer, ch in channels.items():
-                theirs = json.loads(store.get(f"{key}roce/{peer}", timeout_s))
+                theirs = store.wait(f"{key}roce/{peer}", clock.net_duration_ns(timeout_s * 1e9))
                 info = dict(theirs["qps"][str(my_rank)])
                 try:
                     info["mac"] = next_hop_mac(str(info["ip"]), nic.ip, ifname, str(info["mac"]), clock=clock)
                 except RouteError as exc:
                     raise CollectiveTimeoutError(str(exc)) from None
-                connect(ch.qp, int(mine[str(peer)]["psn"]), info,  # type: ignore[call-overload]
+                connect(ch.qp, int(mine[str(peer)]["psn"]), info,
                         path_mtu=min(path_mtu, int(info["path_mtu"])), timeout=QP_TIMEOUT)
                 ch.remote_credit_addr = int(theirs["credit_addr"]) + 8 * my_rank
                 ch.remote_credit_rkey = int(theirs["credit_rkey"])

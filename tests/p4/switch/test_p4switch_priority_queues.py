@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from emu.control import switch_commands
-from emu.topology import Topology, TopologySpec
+from emu.control_plane import switch_commands
 from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
+from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.flow import Flow
 from sw.roce.int_md import parse_int
 from sw.roce.opcodes import Opcode

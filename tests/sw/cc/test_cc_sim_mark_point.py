@@ -16,7 +16,7 @@ LINE_KBPS = 10_000_000
 
 
 def _incast(mark_at: str) -> SimConfig:
-    """sw.roce.incast's defaults: 8 x 1 MiB at 10 Gb/s, 2 MB buffer, Kmin 5 / Kmax 45 pkts / Pmax 1 %."""
+    """sw.apps.incast_bench's defaults: 8 x 1 MiB at 10 Gb/s, 2 MB buffer, Kmin 5 / Kmax 45 pkts / Pmax 1 %."""
     dcqcn = DcqcnParams(line_rate_kbps=LINE_KBPS, min_rate_kbps=100_000, rate_ai_kbps=40_000, rate_hai_kbps=100_000,
                         clamp_target_rate=False)
     return SimConfig(n_flows=8, cc="dcqcn", link_kbps=LINE_KBPS, buffer_bytes=2_000_000, kmin_bytes=5 * FRAME_BYTES,

@@ -46,7 +46,7 @@ def _incast(params: DcqcnParams, senders: int = 8) -> tuple[float, int, int]:
 
 
 def _completion_jain(r: CcSimResult) -> float:
-    """Jain's index of size / completion time, as sw.roce.incast reports it (equal-size flows, one start)."""
+    """Jain's index of size / completion time, as sw.apps.incast_bench reports it (equal-size flows, one start)."""
     xs = [1 / f.completion_ns for f in r.flows if f.completion_ns]
     return sum(xs) ** 2 / (len(xs) * sum(x * x for x in xs))
 

@@ -24,7 +24,7 @@ ORs and the first-set search are built as explicit LUT trees (kept signals, a ca
 since the LUT mapper otherwise chains them.  The read-modify-write has six stages after the issue
 (read and elapsed time; the ``rate * dt`` multiply as four 16 x 16 DSP products, two side by side and two
 summed; two for the credit sums, each a carry-save 3-operand add in two parts whose high part follows its
-low part one clock later, see ``hw.skew_add``; write-back; bitmap update): a refill product at or above
+low part one clock later, see ``hw.lib.skew_add``; write-back; bitmap update): a refill product at or above
 ``2**prod_cut`` caps the credit directly (found from the products' carry into that bit, in two steps), and
 the cap, credit > 0 and token-hint comparisons are the signs of sums computed in parallel, so no path holds
 more than half a wide add.  No operation reads a QP's word while a pick, rate write, doorbell or clear of
@@ -49,8 +49,8 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.skew_add import align, const_skewed, delay, flat, invert, skew_add, skew_add3, split
-from hw.stream import AxiStream, keep_for_remaining
+from hw.lib.skew_add import align, const_skewed, delay, flat, invert, skew_add, skew_add3, split
+from hw.lib.stream import AxiStream, keep_for_remaining
 
 RATE_FRAC_BITS = 24
 TIMESTAMP_BITS = 32

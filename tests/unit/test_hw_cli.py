@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hw.blocks import BLOCKS
+from hw.tools.blocks import BLOCKS
 from sw.cli import main
 
 pytestmark = pytest.mark.unit
@@ -46,7 +46,7 @@ def _cell(kind: str, ins: dict[str, list[int]], outs: dict[str, list[int]]) -> d
 
 def test_logic_levels_count_luts_and_half_carry4s() -> None:
     """FF -> LUT -> LUT -> CARRY4 -> CARRY4 -> FF is 3 levels; INV is free; a second, shorter path is ignored."""
-    from hw.synth import logic_levels
+    from hw.tools.synth import logic_levels
 
     cells = {
         "q": _cell("FDRE", {"D": [9], "C": [1]}, {"Q": [2]}),
@@ -61,7 +61,7 @@ def test_logic_levels_count_luts_and_half_carry4s() -> None:
 
 
 def test_logic_levels_survive_a_combinational_loop() -> None:
-    from hw.synth import logic_levels
+    from hw.tools.synth import logic_levels
 
     cells = {"a": _cell("LUT1", {"I0": [2]}, {"O": [1]}), "b": _cell("LUT1", {"I0": [1]}, {"O": [2]})}
     assert logic_levels({"modules": {"top": {"cells": cells}}}, "top") >= 1
@@ -80,7 +80,7 @@ def test_report_json_has_levels_within_the_400mhz_budget(capsys) -> None:
 
 def test_yosys_failure_detail_is_never_empty(tmp_path: Path) -> None:
     """A failing yosys run is described by its stderr, else stdout, else the log tail, else its exit code."""
-    from hw.synth import failure_detail
+    from hw.tools.synth import failure_detail
 
     log = tmp_path / "x.yosys.log"
     assert failure_detail(1, "ERROR: boom\n", "", log) == "exit 1, stderr: ERROR: boom"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from amaranth.sim import Simulator
 
-from hw.dcqcn import DcqcnRpEngine, NsTimer
+from hw.dcqcn import DcqcnRpEngine
 from hw.errors import HwParamError
+from hw.lib.ns_timer import NsTimer
 from sw.cc import DcqcnParams, DcqcnRp, RateToIncrement
 
 pytestmark = pytest.mark.sim

@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""Amaranth-simulator tests of hw.hpcc and hw.divider: exact quotients, ACK updates against sw.cc.Hpcc, II."""
+"""Amaranth-simulator tests of hw.hpcc and hw.lib.divider: exact quotients, ACK updates against sw.cc.Hpcc, II."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from hw.divider import SeqDivider
 from hw.errors import HwParamError
 from hw.hpcc import KIND_INIT, KIND_NO_INT, KIND_NO_SAMPLE, KIND_RECORD, KIND_UPDATE, HpccEngine
+from hw.lib.divider import SeqDivider
 from sw.cc import AckInfo, Hpcc, HpccParams, IntHop, RateToIncrement
 
 pytestmark = pytest.mark.sim

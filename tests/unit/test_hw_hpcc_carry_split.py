@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""Amaranth-simulator tests of hw.carry_split (the HPCC path's split adds and multiplies)."""
+"""Amaranth-simulator tests of hw.lib.carry_split (the HPCC path's split adds and multiplies)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from hw.carry_split import n_chunks, settled_add, settled_gt, settled_mul
+from hw.lib.carry_split import n_chunks, settled_add, settled_gt, settled_mul
 
 pytestmark = pytest.mark.sim
 

@@ -1,12 +1,12 @@
 # amaranth: UnusedElaboratable=no
-"""hw.dcqcn.NsTimer (split 64-bit count, carry decided a clock ahead) equals the plain ns counter every clock."""
+"""hw.lib.ns_timer.NsTimer (split 64-bit count, carry decided a clock ahead) equals the plain ns counter every clock."""
 
 from __future__ import annotations
 
 import pytest
 from amaranth.sim import Simulator
 
-from hw.dcqcn import NsTimer
+from hw.lib.ns_timer import NsTimer
 
 pytestmark = pytest.mark.sim
 

@@ -1,4 +1,4 @@
-"""Amaranth-simulator test of hw.stream.SkidBuffer: every word through once, in order, under random stalls."""
+"""Amaranth-simulator test of hw.lib.stream.SkidBuffer: every word through once, in order, under random stalls."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from hw.errors import HwParamError
-from hw.stream import SkidBuffer
+from hw.lib.stream import SkidBuffer
 
 pytestmark = pytest.mark.sim
 

@@ -13,7 +13,7 @@ from hwsim import SIMULATORS, run_block
 
 from hw.hpcc import QP_STATE, HpccEngine
 from hw.int_ack import MAX_INT_HOPS, HpccAckFeeder, IntAckParser
-from hw.stream import AxiStream
+from hw.lib.stream import AxiStream
 from sw.cc import HpccParams
 
 pytestmark = pytest.mark.sim

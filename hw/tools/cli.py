@@ -7,8 +7,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from hw.blocks import BLOCKS, DEFAULT_DATA_WIDTH, DEFAULT_N_QPS, check_sizes, write_verilog
 from hw.errors import HwParamError
+from hw.tools.blocks import BLOCKS, DEFAULT_DATA_WIDTH, DEFAULT_N_QPS, check_sizes, write_verilog
 
 
 def _size_flags(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from hw.synth import LEVELS_RULE, MAX_LEVELS_400MHZ, synthesize
+    from hw.tools.synth import LEVELS_RULE, MAX_LEVELS_400MHZ, synthesize
 
     names = args.block or list(BLOCKS)
     rows = []

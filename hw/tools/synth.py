@@ -79,7 +79,7 @@ def count_cells(block: str, cells: dict[str, int]) -> Resources:
     )
 
 
-def _cell_weight(cell_type: str) -> float | None:
+def cell_weight(cell_type: str) -> float | None:
     """Levels a cell adds to a combinational path, or None if it ends paths (registers, RAM, DSP)."""
     if cell_type.startswith("LUT") or cell_type.startswith("MUXF"):
         return 1.0
@@ -94,7 +94,7 @@ def _cell_weight(cell_type: str) -> float | None:
     return None
 
 
-def _comb_inputs(cell_type: str, ports: dict[str, str]) -> list[str]:
+def comb_inputs(cell_type: str, ports: dict[str, str]) -> list[str]:
     """Input ports with a combinational path to the outputs (a LUT RAM's read address only)."""
     inputs = [p for p, d in ports.items() if d == "input"]
     if cell_type.startswith("RAM"):
@@ -114,11 +114,12 @@ def net_drivers(cells: dict) -> dict[int, str]:
     return driver
 
 
-def logic_levels(netlist: dict, top: str) -> int:
-    """Deepest combinational path of a mapped netlist (``write_json``), in levels as described above."""
-    cells = netlist["modules"][top]["cells"]
+def cell_depths(cells: dict) -> tuple[dict[str, float], dict[str, str | None]]:
+    """Each cell's depth (levels from a register or port to its output, as described above) and its deepest
+    combinational input cell (None at a path's start), walked without recursion; registers have depth 0."""
     driver = net_drivers(cells)
     depth: dict[str, float] = {}
+    best: dict[str, str | None] = {}
     visiting: set[str] = set()  # on the DFS path: a combinational loop must not recurse forever
     for root in cells:
         stack = [(root, False)]
@@ -127,20 +128,28 @@ def logic_levels(netlist: dict, top: str) -> int:
             if name in depth or (name in visiting and not expanded):
                 continue
             cell = cells[name]
-            weight = _cell_weight(cell["type"])
+            weight = cell_weight(cell["type"])
             if weight is None:
-                depth[name] = 0.0
+                depth[name], best[name] = 0.0, None
                 continue
-            preds = [driver[b] for p in _comb_inputs(cell["type"], cell.get("port_directions", {}))
+            preds = [driver[b] for p in comb_inputs(cell["type"], cell.get("port_directions", {}))
                      for b in cell["connections"].get(p, []) if isinstance(b, int) and b in driver]
-            preds = [p for p in preds if _cell_weight(cells[p]["type"]) is not None]
+            preds = [p for p in preds if cell_weight(cells[p]["type"]) is not None]
             if expanded:
-                depth[name] = weight + max((depth.get(p, 0.0) for p in preds), default=0.0)
+                arg = max(preds, key=lambda p: depth.get(p, 0.0), default=None)
+                depth[name] = weight + (depth.get(arg, 0.0) if arg else 0.0)
+                best[name] = arg
                 visiting.discard(name)
                 continue
             visiting.add(name)
             stack.append((name, True))
             stack.extend((p, False) for p in preds if p not in depth)
+    return depth, best
+
+
+def logic_levels(netlist: dict, top: str) -> int:
+    """Deepest combinational path of a mapped netlist (``write_json``), in levels as described above."""
+    depth, _ = cell_depths(netlist["modules"][top]["cells"])
     return ceil(max(depth.values(), default=0.0))
 
 

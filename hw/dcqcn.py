@@ -69,11 +69,6 @@ DCQCN_CFG = data.StructLayout({
 """The run-time DCQCN constants (``runtime_cfg=True``): the ``DcqcnParams`` fields, at the model's widths."""
 
 
-def cfg_values(params: DcqcnParams) -> dict[str, int]:
-    """``DCQCN_CFG`` field values for a ``DcqcnParams`` (what a register bank programs)."""
-    return {name: int(getattr(params, name)) for name, _ in DCQCN_CFG}
-
-
 class DcqcnRpEngine(wiring.Component):
     """DCQCN reaction points of ``n_qps`` QPs; constants from a ``DcqcnParams``.
 

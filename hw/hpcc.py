@@ -70,11 +70,6 @@ HPCC_CFG = data.StructLayout({
 """The run-time HPCC constants (``runtime_cfg=True``): the ``HpccParams`` fields of the algorithm, model widths."""
 
 
-def cfg_values(params: HpccParams) -> dict[str, int]:
-    """``HPCC_CFG`` field values for an ``HpccParams`` (what a register bank programs)."""
-    return {name: int(getattr(params, name)) for name, _ in HPCC_CFG}
-
-
 def hop_layout(ts_bits: int, tx_bits: int) -> data.StructLayout:
     """One echoed INT hop as the ACK parser delivers it (``sw.cc.IntHop`` field for field)."""
     return data.StructLayout({"ts_ns": unsigned(ts_bits), "tx_bytes": unsigned(tx_bits),

@@ -19,9 +19,9 @@ class AxiStream(wiring.Signature):
 
     def __init__(self, data_width: int, user_width: int = 0) -> None:
         if data_width <= 0 or data_width % 8:
-            raise ValueError(f"data_width must be a positive multiple of 8, not {data_width}")
+            raise HwParamError(f"data_width must be a positive multiple of 8, not {data_width}")
         if user_width < 0:
-            raise ValueError(f"user_width must be >= 0, not {user_width}")
+            raise HwParamError(f"user_width must be >= 0, not {user_width}")
         self.data_width = data_width
         self.user_width = user_width
         members = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from amaranth.sim import Simulator
 
+from hw.errors import HwParamError
 from hw.sched import TxScheduler, rate_to_reg, reg_to_rate_bps
 
 pytestmark = pytest.mark.sim
@@ -94,7 +95,7 @@ def test_rate_register_resolution_is_within_0_01_percent_from_1_mbps() -> None:
 
 
 def test_bad_parameters_are_rejected() -> None:
-    with pytest.raises(ValueError, match="n_qps"):
+    with pytest.raises(HwParamError, match="n_qps"):
         TxScheduler(n_qps=1000)
-    with pytest.raises(ValueError, match="data_width"):
+    with pytest.raises(HwParamError, match="data_width"):
         TxScheduler(data_width=100)

@@ -13,5 +13,8 @@ Blocks (one Verilog module each, see ``hw.tools.blocks`` and ``starpulse hw veri
 * :mod:`hw.nic_top` - ``NicCcTop``: the CC top level wiring the parsers, CNP generator, DCQCN RP, HPCC
   engine, scheduler, CSR
 * :mod:`hw.csr`    - ``CsrBank``: register bus for rates (clamped with an error flag), counters
-* :mod:`hw.lib.stream` - the AXI-Stream signature they share
+
+Helpers the blocks share are in :mod:`hw.lib` (AXI-Stream signature and skid buffer, split carry adds, skewed
+adders, the sequential divider, the ns time base); the block registry, the ``starpulse hw`` CLI, the yosys report
+and the worst-path analysis are in :mod:`hw.tools`.
 """

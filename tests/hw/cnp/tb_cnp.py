@@ -5,10 +5,9 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, ValueChange
 from cocotb_coverage.coverage import CoverPoint, coverage_db
-from hwsim import tb_params, tb_record
+from hwsim import BlockTestbench, tb_params, tb_record
 
 from sw.cc import DcqcnNp, DcqcnParams
 
@@ -25,12 +24,10 @@ async def test_cnp_pacing_matches_model(dut):
     tp = tb_params()
     model = DcqcnNp(DcqcnParams(cnp_interval_ns=tp["cnp_interval_ns"]))
     rng = random.Random(tp.get("seed", 1))
-    Clock(dut.clk, 2.5, unit="ns").start()
+    tb = BlockTestbench(dut)
     dut.ce__valid.value = 0
     dut.cnp_req__ready.value = 1
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
+    await tb.reset()
     expected_cnps: list[int] = []
     got_cnps: list[int] = []
     errors: list[str] = []

@@ -5,9 +5,8 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
-from hwsim import tb_params, tb_record
+from cocotb.triggers import RisingEdge
+from hwsim import BlockTestbench, tb_params, tb_record
 
 from hw.csr import CSR_ID, ERR_ADDR, ERR_CLAMP, ERR_QP, REG_COUNTER0, REG_ERR, REG_ID, REG_QP_RATE, REG_QP_SEL
 
@@ -17,15 +16,13 @@ async def test_random_register_traffic(dut):
     tp = tb_params()
     n_qps, line, qp_bits = tp["n_qps"], tp["line_rate_reg"], tp["qp_bits"]
     rng = random.Random(tp.get("seed", 1))
-    Clock(dut.clk, 2.5, unit="ns").start()
+    tb = BlockTestbench(dut)
     for sig in (dut.we, dut.re, dut.addr, dut.wdata):
         sig.value = 0
     dut.rate_wr__ready.value = 1
     counters = [rng.randrange(1 << 32) for _ in range(tp["n_counters"])]
     dut.counters.value = sum(c << (32 * i) for i, c in enumerate(counters))
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
+    await tb.reset()
     qp_sel, err, rate_writes = 0, 0, []
 
     async def access(addr: int, value: int | None) -> int:

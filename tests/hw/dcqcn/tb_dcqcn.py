@@ -11,15 +11,13 @@ import random
 import time
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, ValueChange
 from cocotb_coverage.coverage import CoverPoint, coverage_db
-from hwsim import tb_params, tb_record
+from hwsim import CLK_NS, BlockTestbench, tb_params, tb_record
 
 from hw.dcqcn import KIND_CNP, KIND_INIT, KIND_SENT, KIND_TIMER, RP_STATE
 from sw.cc import DcqcnParams, DcqcnRp, RateToIncrement, RpStage
 
-CLK_NS = 2.5
 FIELDS = [(name, field.offset, field.width) for name, field in RP_STATE]
 
 
@@ -37,9 +35,11 @@ def sample(kind: int, st: dict[str, int], p: DcqcnParams) -> None:
     """One coverage sample per trace record."""
 
 
-class TB:
+class TB(BlockTestbench):
+    settle_clocks = 1
+
     def __init__(self, dut) -> None:
-        self.dut = dut
+        super().__init__(dut)
         tp = tb_params()
         self.n_qps = tp["n_qps"]
         self.mtu = tp["mtu_bytes"]
@@ -49,16 +49,9 @@ class TB:
         self.records = 0
         self.rates_checked = 0
         self.errors: list[str] = []
-        Clock(dut.clk, CLK_NS, unit="ns").start()
         for port in ("init", "cnp", "sent"):
             getattr(dut, f"{port}__valid").value = 0
         dut.rate_wr__ready.value = 1
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
 
     async def push(self, port: str, payload: int) -> None:
         getattr(self.dut, f"{port}__payload").value = payload

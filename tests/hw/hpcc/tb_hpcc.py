@@ -15,17 +15,15 @@ import time
 from collections import Counter, deque
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, ValueChange
 from cocotb.utils import get_sim_time
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db
-from hwsim import tb_params, tb_record
+from hwsim import CLK_NS, BlockTestbench, tb_params, tb_record
 
 from hw.hpcc import KIND_INIT, KIND_NO_INT, KIND_NO_SAMPLE, KIND_RECORD, KIND_UPDATE, QP_STATE, HpccEngine
 from sw.cc import AckInfo, Hpcc, HpccParams, IntHop, RateToIncrement
 from sw.cc.hpcc import hop_utilization_q16
 
-CLK_NS = 2.5
 FIELDS = [(name, field.offset, field.width) for name, field in QP_STATE]
 KINDS = [KIND_INIT, KIND_NO_INT, KIND_RECORD, KIND_NO_SAMPLE, KIND_UPDATE]
 LINKS_KBPS = (100_000_000, 40_000_000, 25_000_000)
@@ -107,9 +105,11 @@ class PathStim:
         return AckInfo(self.seq, snd_nxt, tuple(hops))
 
 
-class TB:
+class TB(BlockTestbench):
+    settle_clocks = 1
+
     def __init__(self, dut) -> None:
-        self.dut = dut
+        super().__init__(dut)
         tp = tb_params()
         self.n_qps, self.max_hops = tp["n_qps"], tp["max_hops"]
         self.params = HpccParams(**tp["hpcc"])
@@ -128,16 +128,9 @@ class TB:
         self.errors: list[str] = []
         self.prev_hops_ii: dict[int, tuple[IntHop, ...]] = {}
         self.backpressure = False
-        Clock(dut.clk, CLK_NS, unit="ns").start()
         dut.init__valid.value = 0
         dut.ack__valid.value = 0
         dut.rate_wr__ready.value = 1
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
 
     async def push_init(self, qp: int) -> None:
         self.dut.init__payload.value = qp

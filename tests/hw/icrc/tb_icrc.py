@@ -6,10 +6,9 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import BlockTestbench, tb_params, tb_record
 
 from sw.roce.flow import Flow
 from sw.roce.icrc import icrc, wire_icrc
@@ -67,12 +66,10 @@ def make_frames(rng: random.Random, n: int) -> list[bytes]:
 async def test_icrc_verdicts_match_sw_roce(dut):
     tp = tb_params()
     rng = random.Random(tp.get("seed", 1))
-    Clock(dut.clk, 2.5, unit="ns").start()
+    tb = BlockTestbench(dut)
     source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
+    await tb.reset()
     frames = make_frames(rng, tp["n_frames"])
     want = [icrc(f[l3_of(f):]) == wire_icrc(f[l3_of(f):]) for f in frames]
     got: list[bool] = []

@@ -7,10 +7,9 @@ import random
 from pathlib import Path
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import BlockTestbench, tb_params, tb_record
 
 from sw.roce.flow import Flow
 from sw.roce.icrc import icrc, icrc_bytes
@@ -61,12 +60,10 @@ def with_stray_bytes(rng: random.Random, frames: list[bytes]) -> list[bytes]:
 async def test_generator_appends_icrc(dut):
     tp = tb_params()
     rng = random.Random(tp.get("seed", 1))
-    Clock(dut.clk, 2.5, unit="ns").start()
+    tb = BlockTestbench(dut)
     source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
+    await tb.reset()
     frames = make_frames(rng, tp["n_frames"])
     odd = with_stray_bytes(rng, frames[: tp["n_frames"] // 2])
     bpb = len(source.bus.tkeep)

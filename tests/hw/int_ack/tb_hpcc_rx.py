@@ -18,10 +18,9 @@ import logging
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import CLK_NS, BlockTestbench, tb_record
 from int_ack_stim import IntPath, ack_frame, host_hops
 
 from hw.hpcc import KIND_UPDATE, QP_STATE
@@ -29,7 +28,6 @@ from hw.int_ack import MAX_INT_HOPS, PSN_BITS
 from sw.cc import AckInfo, Hpcc, HpccParams, RateToIncrement
 from sw.roce.pacer import QpPacer
 
-CLK_NS = 2.5
 PSN_MOD = 1 << PSN_BITS
 STATE_FIELDS = ("window_bytes", "wc_bytes", "u_q16", "inc_stage", "rate_kbps", "last_update_seq")
 
@@ -50,15 +48,15 @@ def decode_state(raw: int) -> tuple[int, ...]:
     return tuple((raw >> QP_STATE[name].offset) & ((1 << QP_STATE[name].width) - 1) for name in STATE_FIELDS)
 
 
-class TB:
+class TB(BlockTestbench):
     """Clock, reset, the RX stream source, QP init/clear and sent pulses; a per-clock monitor of rate writes and
     engine trace records."""
 
+    settle_clocks = 4
+
     def __init__(self, dut) -> None:
-        self.dut = dut
-        self.p = tb_params()
+        super().__init__(dut)
         self.qp_bits = self.p["qp_bits"]
-        Clock(dut.clk, CLK_NS, unit="ns").start()
         self.src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
         self.src.log.setLevel(logging.WARNING)
         for sig in (dut.sent, dut.sent_qp, dut.clear, dut.clear_qp, dut.clear_seq, dut.init__valid,
@@ -67,12 +65,6 @@ class TB:
         dut.rate_wr__ready.value = 1
         self.rate_writes: list[tuple[int, int]] = []
         self.updates: list[tuple[int, tuple[int, ...]]] = []
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, 4)
 
     async def monitor(self) -> None:
         dut, mask = self.dut, (1 << self.qp_bits) - 1
@@ -129,7 +121,8 @@ async def test_acks_across_psn_wraps_update_like_sw_cc_hpcc(dut):
     cocotb.start_soon(tb.monitor())
 
     first = first_psns(rng, n_qps)
-    models = {qp: QpPacer(Hpcc(params), 0) for qp in range(n_qps)}
+    hpcc = {qp: Hpcc(params) for qp in range(n_qps)}   # each QP's model, behind its pacer in models
+    models = {qp: QpPacer(hpcc[qp], 0) for qp in range(n_qps)}
     want_rates: dict[int, list[int]] = {qp: [] for qp in range(n_qps)}
     want_updates: dict[int, list[tuple[int, ...]]] = {qp: [] for qp in range(n_qps)}
     for qp in range(n_qps):
@@ -145,7 +138,8 @@ async def test_acks_across_psn_wraps_update_like_sw_cc_hpcc(dut):
         if rng.random() < 0.3:   # a QP starts again just below another wrap (a new connection on the QP)
             qp = rng.randrange(n_qps)
             first[qp] = sent[qp] = acked[qp] = near_wrap(rng)
-            models[qp] = QpPacer(Hpcc(params), 0)
+            hpcc[qp] = Hpcc(params)
+            models[qp] = QpPacer(hpcc[qp], 0)
             await tb.init_qp(qp, first[qp])
             want_rates[qp].append(conv.increment(params.line_rate_kbps))
             inits += 1
@@ -177,7 +171,7 @@ async def test_acks_across_psn_wraps_update_like_sw_cc_hpcc(dut):
                 frame = ack_frame(qp, psn, paths[qp].next_records())
             pkt, hops = host_hops(frame, models[qp], unit)
             assert (pkt.dest_qp & ((1 << tb.qp_bits) - 1), pkt.psn) == (qp, psn)
-            model: Hpcc = models[qp].cc  # type: ignore[assignment]
+            model = hpcc[qp]
             before = model.updates
             model.on_ack(AckInfo(acked[qp], sent[qp], hops), 0)
             if hops:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import BlockTestbench, tb_params, tb_record
 from int_ack_stim import IntPath, ack_frame, flow
 
 from hw.int_ack import MAX_INT_HOPS, RAW_HOP
@@ -83,14 +82,11 @@ def make_frames(rng: random.Random, n: int) -> list[bytes]:
 async def test_int_echo_acks_become_events_like_the_host_reads_them(dut):
     p = tb_params()
     qp_bits = p["qp_bits"]
-    Clock(dut.clk, 2.5, unit="ns").start()
+    tb = BlockTestbench(dut)
     src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
     dut.ack__ready.value = 1
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await ClockCycles(dut.clk, 2)
+    await tb.reset(settle_clocks=2)
     events: list[tuple] = []
 
     async def watch() -> None:

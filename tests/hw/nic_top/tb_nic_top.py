@@ -12,11 +12,10 @@ import random
 import time
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
-from hwsim import csr_access, ring_doorbell, tb_params, tb_record
+from hwsim import CLK_NS, BlockTestbench, ring_doorbell, tb_record
 
 from hw.csr import CSR_ID, ERR_CLAMP, ERR_VALUE, REG_ERR, REG_ID, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
 from hw.nic_top import CC_MODE_DCQCN, CC_MODE_HPCC, CC_MODE_NONE, COUNTER_ADDR
@@ -25,20 +24,18 @@ from sw.roce.flow import ECN_CE, ECN_ECT0, Flow
 from sw.roce.opcodes import Opcode
 from sw.roce.packets import scapy_frame
 
-CLK_NS = 2.5
 FRAC = 1 << 24
 
 
-class TB:
+class TB(BlockTestbench):
     """Clock, reset, RX source, CSR master, and a per-clock monitor of TX bytes per QP and RX frame starts."""
 
     def __init__(self, dut) -> None:
-        self.dut = dut
-        self.p = tb_params()
+        super().__init__(dut)
+        self.settle_clocks = self.p["n_qps"] + 4  # the memories' clearing pass
         self.names = self.p["param_names"]
         self.conv = RateToIncrement(clk_hz=400_000_000)
         self.mtu, self.bpb = self.p["mtu_bytes"], self.p["data_width"] // 8
-        Clock(dut.clk, CLK_NS, unit="ns").start()
         self.rx = AxiStreamSource(AxiStreamBus.from_prefix(dut, "rx_s_axis_"), dut.clk, dut.rst)
         for sig in (dut.csr_we, dut.csr_re, dut.csr_addr, dut.csr_wdata, dut.doorbell__valid):
             sig.value = 0
@@ -49,12 +46,6 @@ class TB:
         self.rx_starts: list[float] = []
         self.cnp_reqs: list[tuple[float, int]] = []
         self.clocks = 0
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, self.p["n_qps"] + 4)  # the memories' clearing pass
 
     async def monitor(self) -> None:
         dut, in_frame = self.dut, False
@@ -69,9 +60,6 @@ class TB:
                 in_frame = not int(dut.rx_s_axis__tlast.value)
             if int(dut.cnp_req__valid.value):
                 self.cnp_reqs.append((get_sim_time("ns"), int(dut.cnp_req__payload.value)))
-
-    async def csr(self, addr: int, value: int | None = None) -> int:
-        return await csr_access(self.dut, addr, value)
 
     async def param(self, name: str, value: int | None = None) -> int:
         return await self.csr(REG_PARAM0 + self.names.index(name), value)

@@ -13,10 +13,9 @@ import random
 import time
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
-from hwsim import csr_access, ring_doorbell, tb_params, tb_record
+from hwsim import BlockTestbench, ring_doorbell, tb_record
 from int_ack_stim import IntPath, ack_frame, host_hops
 
 from hw.csr import ERR_CLAMP, ERR_VALUE, REG_ERR, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
@@ -25,20 +24,18 @@ from hw.sched import RATE_FRAC_BITS
 from sw.cc import AckInfo, Hpcc, HpccParams, RateToIncrement
 from sw.roce.pacer import QpPacer
 
-CLK_NS = 2.5
 HPCC_FIELDS = ("line_rate_kbps", "min_rate_kbps", "base_rtt_ns", "eta_q16", "max_stage", "rate_ai_kbps")
 
 
-class TB:
+class TB(BlockTestbench):
     """Clock, reset, RX source, CSR master; a per-clock monitor of TX frames per QP and scheduler rate writes."""
 
     def __init__(self, dut) -> None:
-        self.dut = dut
-        self.p = tb_params()
+        super().__init__(dut)
+        self.settle_clocks = self.p["n_qps"] + 4  # the memories' clearing pass
         self.names = self.p["param_names"]
         self.qp_bits = self.p["qp_bits"]
         self.conv = RateToIncrement(clk_hz=400_000_000, frac_bits=RATE_FRAC_BITS)
-        Clock(dut.clk, CLK_NS, unit="ns").start()
         self.rx = AxiStreamSource(AxiStreamBus.from_prefix(dut, "rx_s_axis_"), dut.clk, dut.rst)
         for sig in (dut.csr_we, dut.csr_re, dut.csr_addr, dut.csr_wdata, dut.doorbell__valid):
             sig.value = 0
@@ -49,12 +46,6 @@ class TB:
         self.rate_writes: list[tuple[int, int]] = []
         self.clocks = 0
         self.strict = False
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, self.p["n_qps"] + 4)
 
     async def monitor(self) -> None:
         dut, sched = self.dut, self.dut.sched
@@ -73,9 +64,6 @@ class TB:
             if int(valid) and int(ready):
                 raw = int(sched.rate_wr__payload.value)
                 self.rate_writes.append((raw & mask, (raw >> self.qp_bits) & 0xFFFF_FFFF))
-
-    async def csr(self, addr: int, value: int | None = None) -> int:
-        return await csr_access(self.dut, addr, value)
 
     async def param(self, name: str, value: int | None = None) -> int:
         return await self.csr(REG_PARAM0 + self.names.index(name), value)
@@ -113,8 +101,8 @@ class QpModel:
     """The host side of one QP: its HPCC model behind a QpPacer (whose INT conversion the host uses)."""
 
     def __init__(self, params: HpccParams) -> None:
-        self.pacer = QpPacer(Hpcc(params), 0)
-        self.model: Hpcc = self.pacer.cc  # type: ignore[assignment]
+        self.model = Hpcc(params)
+        self.pacer = QpPacer(self.model, 0)
 
 
 @cocotb.test()

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import cocotb
 import pytest
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from cocotb.triggers import RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamBus, AxiStreamSink
-from hwsim import CocotbNicPort, tb_params, tb_record
+from hwsim import BlockTestbench, CocotbNicPort, tb_params, tb_record
 from roce_tx_check import tx_flow
 
 from hw.parser import HDR_BYTES
@@ -30,17 +29,14 @@ PSN_MOD = 1 << 24
 async def test_frames_are_the_host_stacks(dut):
     p = tb_params()
     rng = random.Random(p["seed"])
-    Clock(dut.clk, 2.5, unit="ns").start()
+    tb = BlockTestbench(dut)
     for sig in (dut.csr_we, dut.csr_re, dut.csr_addr, dut.csr_wdata, dut.doorbell__valid, dut.rx_s_axis__tvalid):
         sig.value = 0
     dut.rx_m_axis__tready.value = 1
     dut.cnp_req__ready.value = 1
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "tx_m_axis_"), dut.clk, dut.rst)
     sink.set_pause_generator(iter(lambda: rng.random() < p["pause"], None))
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await ClockCycles(dut.clk, p["n_qps"] + 4)
+    await tb.reset(settle_clocks=p["n_qps"] + 4)  # the memories' clearing pass
     clocks = 0
 
     async def count() -> None:

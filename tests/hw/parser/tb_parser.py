@@ -5,10 +5,9 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import BlockTestbench, tb_params, tb_record
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -63,15 +62,13 @@ def make_frames(rng: random.Random, n: int, qp_mask: int) -> tuple[list[bytes], 
 async def test_parser_events_and_pass_through(dut):
     tp = tb_params()
     rng = random.Random(tp.get("seed", 1))
-    Clock(dut.clk, 2.5, unit="ns").start()
+    tb = BlockTestbench(dut)
     source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
     sink.set_pause_generator(iter(lambda: rng.random() < 0.2, None))
     dut.ce__ready.value = 1
     dut.cnp__ready.value = 1
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
+    await tb.reset()
     frames, want_ce, want_cnp, roce = make_frames(rng, tp["n_frames"], (1 << tp["qp_bits"]) - 1)
     got_ce: list[int] = []
     got_cnp: list[int] = []

@@ -8,11 +8,10 @@ import random
 import time
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, ValueChange
 from cocotbext.axi import AxiStreamBus, AxiStreamSink
-from hwsim import tb_params, tb_record
+from hwsim import CLK_NS, BlockTestbench, tb_record
 
 from hw.sched import (
     OP_CLEAR,
@@ -29,29 +28,22 @@ from sw.cc import CycleTokenBucket
 
 CLK_HZ = 400e6
 SIZE_KEYS = ("data_width", "n_qps", "mtu_bytes", "burst_bytes")
-CLK_NS = 2.5
 
 
-class TB:
+class TB(BlockTestbench):
     """Owns the clock, reset, the sink on m_axis and the doorbell/rate drivers."""
 
+    settle_clocks = 1
+
     def __init__(self, dut, *, sink: bool = True) -> None:
-        self.dut = dut
-        self.p = tb_params()
+        super().__init__(dut)
         self.bpb = self.p["data_width"] // 8
         self.line_reg = self.bpb << RATE_FRAC_BITS
-        Clock(dut.clk, CLK_NS, unit="ns").start()
         self.sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst) if sink else None
         dut.rate_wr__valid.value = 0
         dut.doorbell__valid.value = 0
         if not sink:
             dut.m_axis__tready.value = 1
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
 
     async def _push(self, prefix: str, payload: int) -> None:
         valid = getattr(self.dut, f"{prefix}__valid")

@@ -8,10 +8,9 @@ import random
 from pathlib import Path
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
-from hwsim import tb_params, tb_record
+from hwsim import BlockTestbench, tb_record
 from roce_tx_check import tx_flow
 
 from hw.parser import HDR_BYTES
@@ -21,23 +20,18 @@ from sw.roce.pcap import write_pcap
 OPCODES = (Opcode.SEND_ONLY, Opcode.RDMA_WRITE_MIDDLE, Opcode.SEND_MIDDLE)
 
 
-class TB:
+class TB(BlockTestbench):
+    settle_clocks = 3
+
     def __init__(self, dut) -> None:
-        self.dut, self.p = dut, tb_params()
+        super().__init__(dut)
         self.qp_bits = self.p["qp_bits"]
-        Clock(dut.clk, 2.5, unit="ns").start()
         self.src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
         self.sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
         for sig in (dut.desc__valid, dut.tmpl_wr__valid):
             sig.value = 0
         self.out_clocks: list[int] = []
         self.clock = 0
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 3)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, 3)
 
     async def monitor(self) -> None:
         dut = self.dut

@@ -136,6 +136,18 @@ class BlockTestbench:
         """One access on the top level's CSR bus: write ``value`` or read; returns ``csr_rdata``."""
         return await csr_access(self.dut, addr, value)
 
+    def axis_source(self, prefix: str = "s_axis_"):
+        """A cocotbext-axi source driving the AXI-Stream ports ``<prefix>t*`` on this clock and reset."""
+        from cocotbext.axi import AxiStreamBus, AxiStreamSource
+
+        return AxiStreamSource(AxiStreamBus.from_prefix(self.dut, prefix), self.dut.clk, self.dut.rst)
+
+    def axis_sink(self, prefix: str = "m_axis_"):
+        """A cocotbext-axi sink taking the AXI-Stream ports ``<prefix>t*`` on this clock and reset."""
+        from cocotbext.axi import AxiStreamBus, AxiStreamSink
+
+        return AxiStreamSink(AxiStreamBus.from_prefix(self.dut, prefix), self.dut.clk, self.dut.rst)
+
 
 async def csr_access(dut, addr: int, value: int | None = None) -> int:
     """One access on a top level's CSR bus (``csr_*`` ports): write ``value`` or read; returns ``csr_rdata``."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, tb_params, tb_record
 
 from sw.roce.flow import Flow
@@ -61,8 +61,7 @@ async def test_generator_appends_icrc(dut):
     tp = tb_params()
     rng = random.Random(tp.get("seed", 1))
     tb = BlockTestbench(dut)
-    source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
+    source, sink = tb.axis_source(), tb.axis_sink()
     await tb.reset()
     frames = make_frames(rng, tp["n_frames"])
     odd = with_stray_bytes(rng, frames[: tp["n_frames"] // 2])

@@ -19,7 +19,7 @@ import random
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from hwsim import CLK_NS, BlockTestbench, tb_record
 from int_ack_stim import IntPath, ack_frame, host_hops
 
@@ -57,7 +57,7 @@ class TB(BlockTestbench):
     def __init__(self, dut) -> None:
         super().__init__(dut)
         self.qp_bits = self.p["qp_bits"]
-        self.src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
+        self.src = self.axis_source()
         self.src.log.setLevel(logging.WARNING)
         for sig in (dut.sent, dut.sent_qp, dut.clear, dut.clear_qp, dut.clear_seq, dut.init__valid,
                     dut.init__payload):

@@ -12,7 +12,7 @@ import random
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, tb_params, tb_record
 from int_ack_stim import IntPath, ack_frame, flow
 
@@ -83,8 +83,7 @@ async def test_int_echo_acks_become_events_like_the_host_reads_them(dut):
     p = tb_params()
     qp_bits = p["qp_bits"]
     tb = BlockTestbench(dut)
-    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
+    src, sink = tb.axis_source(), tb.axis_sink()
     dut.ack__ready.value = 1
     await tb.reset(settle_clocks=2)
     events: list[tuple] = []

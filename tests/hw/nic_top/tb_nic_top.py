@@ -14,7 +14,7 @@ import time
 import cocotb
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from hwsim import CLK_NS, BlockTestbench, ring_doorbell, tb_record
 
 from hw.csr import CSR_ID, ERR_CLAMP, ERR_VALUE, REG_ERR, REG_ID, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
@@ -36,7 +36,7 @@ class TB(BlockTestbench):
         self.names = self.p["param_names"]
         self.conv = RateToIncrement(clk_hz=400_000_000)
         self.mtu, self.bpb = self.p["mtu_bytes"], self.p["data_width"] // 8
-        self.rx = AxiStreamSource(AxiStreamBus.from_prefix(dut, "rx_s_axis_"), dut.clk, dut.rst)
+        self.rx = self.axis_source("rx_s_axis_")
         for sig in (dut.csr_we, dut.csr_re, dut.csr_addr, dut.csr_wdata, dut.doorbell__valid):
             sig.value = 0
         dut.rx_m_axis__tready.value = 1

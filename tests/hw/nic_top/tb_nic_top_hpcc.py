@@ -14,7 +14,7 @@ import time
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, ring_doorbell, tb_record
 from int_ack_stim import IntPath, ack_frame, host_hops
 
@@ -36,7 +36,7 @@ class TB(BlockTestbench):
         self.names = self.p["param_names"]
         self.qp_bits = self.p["qp_bits"]
         self.conv = RateToIncrement(clk_hz=400_000_000, frac_bits=RATE_FRAC_BITS)
-        self.rx = AxiStreamSource(AxiStreamBus.from_prefix(dut, "rx_s_axis_"), dut.clk, dut.rst)
+        self.rx = self.axis_source("rx_s_axis_")
         for sig in (dut.csr_we, dut.csr_re, dut.csr_addr, dut.csr_wdata, dut.doorbell__valid):
             sig.value = 0
         dut.rx_m_axis__tready.value = 1

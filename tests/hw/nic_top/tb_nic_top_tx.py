@@ -12,7 +12,6 @@ from pathlib import Path
 import cocotb
 import pytest
 from cocotb.triggers import RisingEdge, with_timeout
-from cocotbext.axi import AxiStreamBus, AxiStreamSink
 from hwsim import BlockTestbench, CocotbNicPort, tb_params, tb_record
 from roce_tx_check import tx_flow
 
@@ -34,7 +33,7 @@ async def test_frames_are_the_host_stacks(dut):
         sig.value = 0
     dut.rx_m_axis__tready.value = 1
     dut.cnp_req__ready.value = 1
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "tx_m_axis_"), dut.clk, dut.rst)
+    sink = tb.axis_sink("tx_m_axis_")
     sink.set_pause_generator(iter(lambda: rng.random() < p["pause"], None))
     await tb.reset(settle_clocks=p["n_qps"] + 4)  # the memories' clearing pass
     clocks = 0

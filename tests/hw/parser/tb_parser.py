@@ -6,7 +6,7 @@ import random
 
 import cocotb
 from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, tb_params, tb_record
 from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
@@ -63,8 +63,7 @@ async def test_parser_events_and_pass_through(dut):
     tp = tb_params()
     rng = random.Random(tp.get("seed", 1))
     tb = BlockTestbench(dut)
-    source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
+    source, sink = tb.axis_source(), tb.axis_sink()
     sink.set_pause_generator(iter(lambda: rng.random() < 0.2, None))
     dut.ce__ready.value = 1
     dut.cnp__ready.value = 1

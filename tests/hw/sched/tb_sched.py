@@ -10,7 +10,6 @@ import time
 import cocotb
 from cocotb.simtime import get_sim_time
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, ValueChange
-from cocotbext.axi import AxiStreamBus, AxiStreamSink
 from hwsim import CLK_NS, BlockTestbench, tb_record
 
 from hw.sched import (
@@ -39,7 +38,7 @@ class TB(BlockTestbench):
         super().__init__(dut)
         self.bpb = self.p["data_width"] // 8
         self.line_reg = self.bpb << RATE_FRAC_BITS
-        self.sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst) if sink else None
+        self.sink = self.axis_sink() if sink else None
         dut.rate_wr__valid.value = 0
         dut.doorbell__valid.value = 0
         if not sink:

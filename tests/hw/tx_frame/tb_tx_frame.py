@@ -9,7 +9,7 @@ from pathlib import Path
 
 import cocotb
 from cocotb.triggers import RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, tb_record
 from roce_tx_check import tx_flow
 
@@ -26,8 +26,8 @@ class TB(BlockTestbench):
     def __init__(self, dut) -> None:
         super().__init__(dut)
         self.qp_bits = self.p["qp_bits"]
-        self.src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis_"), dut.clk, dut.rst)
-        self.sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis_"), dut.clk, dut.rst)
+        self.src = self.axis_source()
+        self.sink = self.axis_sink()
         for sig in (dut.desc__valid, dut.tmpl_wr__valid):
             sig.value = 0
         self.out_clocks: list[int] = []

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Amaranth-simulator test of hw.lib.stream.SkidBuffer: every word through once, in order, under random stalls."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Amaranth HDL of the StarPulse 400G compute NIC (rate limiter, CC engine, RoCE parser, ICRC).
 
-Blocks (one Verilog module each, see ``hw.blocks`` and ``starpulse hw verilog``):
+Blocks (one Verilog module each, see ``hw.tools.blocks`` and ``starpulse hw verilog``):
 
 * :mod:`hw.sched`  - ``TxScheduler``: per-QP token buckets in a BRAM, work-conserving round-robin, framer
 * :mod:`hw.dcqcn`  - ``DcqcnRpEngine``: DCQCN reaction points, bit-exact against ``sw.cc.DcqcnRp``
@@ -13,5 +13,8 @@ Blocks (one Verilog module each, see ``hw.blocks`` and ``starpulse hw verilog``)
 * :mod:`hw.nic_top` - ``NicCcTop``: the CC top level wiring the parsers, CNP generator, DCQCN RP, HPCC
   engine, scheduler, CSR
 * :mod:`hw.csr`    - ``CsrBank``: register bus for rates (clamped with an error flag), counters
-* :mod:`hw.stream` - the AXI-Stream signature they share
+
+Helpers the blocks share are in :mod:`hw.lib` (AXI-Stream signature and skid buffer, split carry adds, skewed
+adders, the sequential divider, the ns time base); the block registry, the ``starpulse hw`` CLI, the yosys report
+and the worst-path analysis are in :mod:`hw.tools`.
 """

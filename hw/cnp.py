@@ -17,8 +17,8 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.dcqcn import TIME_BITS, NsTimer
 from hw.errors import HwParamError
+from hw.lib.ns_timer import TIME_BITS, NsTimer
 from sw.cc import DcqcnParams
 
 NP_STATE = data.StructLayout({"seen": unsigned(1), "last_ns": unsigned(TIME_BITS)})

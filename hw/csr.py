@@ -135,7 +135,7 @@ class CsrBank(wiring.Component):
         for i, p in enumerate(self.params):
             if p.name == name:
                 return REG_PARAM0 + i
-        raise KeyError(name)
+        raise HwParamError(f"no parameter register {name!r}; known: {', '.join(p.name for p in self.params)}")
 
     def elaborate(self, platform):
         m = Module()

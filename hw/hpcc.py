@@ -4,7 +4,7 @@ The second CC mode of the NIC.  Per QP, one state word (W, Wc, U, incStage, last
 count) sits in a BRAM, and the last INT record of every hop (timestamp, tx bytes, queue length) in a second
 BRAM addressed by (QP, hop).  One ACK at a time walks an FSM: read the QP, then per hop read the old record,
 write the new one and - when the hop count matches the stored one - form the two utilisation terms
-``qlen/(B*T)`` and ``txRate/B`` on two saturating sequential dividers (hw.divider) and keep the largest;
+``qlen/(B*T)`` and ``txRate/B`` on two saturating sequential dividers (hw.lib.divider) and keep the largest;
 then the EWMA of U over tau/T, the multiplicative (``Wc*eta/U + W_AI``) or additive (``Wc + W_AI``) window,
 incStage and Wc once per RTT, and the rate ``W*8e6/T`` on a third divider; the rate goes to the limiter on
 ``rate_wr`` (increment units of ``sw.cc.RateToIncrement``, the same port as hw.dcqcn) with the window on
@@ -17,16 +17,16 @@ updates; ``ack_ii_clocks`` gives the bound, e.g. 465 clocks at 3 hops, 100 Gb/s,
 (1.16 us at 400 MHz, 0.86 M ACKs/s per engine; 538 before the tx-term divisor was clamped to the dividend's
 width, 108 before the split; 137 with ``chunk_bits=0``).
 Timing (400 MHz): no carry chain is longer than ``chunk_bits`` per clock - the 64-bit timestamp and sequence
-deltas and compares settle one chunk per clock (``hw.carry_split``), the products are DSP-sized partial
+deltas and compares settle one chunk per clock (``hw.lib.carry_split``), the products are DSP-sized partial
 products, registered, summed by such split adds, and the dividers resolve one quotient bit per
-``ceil(W/chunk_bits)`` clocks (``hw.divider``); the FSM waits the settle clocks, so the results stay exact:
+``ceil(W/chunk_bits)`` clocks (``hw.lib.divider``); the FSM waits the settle clocks, so the results stay exact:
 ``hw report`` counts 6 logic levels (was 18).  The FSM's exits look at flip-flops (the last-hop compare is
 made a clock ahead) and ``init.ready``, ``ack.ready`` and ``rate_wr.valid`` are flip-flops, so a top level
 adds its own logic to no state decode.
 Like every BRAM, the state memories are zero only at configuration: ``init`` each QP before its ACKs.
 With ``runtime_cfg=True`` the constants come from the ``cfg`` input (``HPCC_CFG``, a register bank) instead of
 being built in: W_max, W_min and W_AI (rate x T / 8e6) are recomputed in the background, one after another, by
-split DSP-sized products (``hw.carry_split.settled_mul``) and a fourth divider, so a new value applies to the
+split DSP-sized products (``hw.lib.carry_split.settled_mul``) and a fourth divider, so a new value applies to the
 ACKs and inits that start ``cfg_settle_clocks`` after it was written.
 """
 
@@ -37,9 +37,9 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.carry_split import mul_clocks, n_chunks, settled_add, settled_gt, settled_mul
-from hw.divider import SeqDivider, divider_clocks
 from hw.errors import HwParamError
+from hw.lib.carry_split import mul_clocks, n_chunks, settled_add, settled_gt, settled_mul
+from hw.lib.divider import SeqDivider, divider_clocks
 from sw.cc import AckInfo, HpccParams, RateToIncrement
 from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_BITS, U_FRAC_BITS, U_MAX
 
@@ -68,11 +68,6 @@ HPCC_CFG = data.StructLayout({
     "rate_ai_kbps": unsigned(32),
 })
 """The run-time HPCC constants (``runtime_cfg=True``): the ``HpccParams`` fields of the algorithm, model widths."""
-
-
-def cfg_values(params: HpccParams) -> dict[str, int]:
-    """``HPCC_CFG`` field values for an ``HpccParams`` (what a register bank programs)."""
-    return {name: int(getattr(params, name)) for name, _ in HPCC_CFG}
 
 
 def hop_layout(ts_bits: int, tx_bits: int) -> data.StructLayout:
@@ -184,7 +179,7 @@ class HpccEngine(wiring.Component):
 
     @property
     def delta_clocks(self) -> int:
-        """Clocks the registered hop records' deltas (timestamp, tx bytes) take to settle (``hw.carry_split``)."""
+        """Clocks the registered hop records' deltas (timestamp, tx bytes) take to settle (``hw.lib.carry_split``)."""
         if not self.chunk_bits:
             return 1
         return n_chunks(max(self.params.int_ts_bits, self.params.int_tx_bits), self.chunk_bits)

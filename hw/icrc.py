@@ -33,12 +33,10 @@ from amaranth.lib.wiring import In, Out
 
 from hw.errors import HwParamError
 from hw.int_ack import DSCP_INT
+from hw.lib.stream import AxiStream, tap_head
 from hw.parser import ETH_BYTES, ETHERTYPE_IPV4, TPID_8021Q, VLAN_TAG_BYTES
-from hw.stream import AxiStream, tap_head
 
 ICRC_BYTES = 4
-# frame byte offsets forced to 0xFF in an untagged IPv4 frame (kept for callers of the original checker)
-MASKED_OFFSETS = (15, 22, 24, 25, 40, 41, 46)
 CRC_BITS = 32
 XOR_CHUNK = 36  # inputs per registered partial sum: two levels of 6-input LUTs
 PSEUDO_LRH_BYTES = 8

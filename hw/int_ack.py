@@ -26,11 +26,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.carry_split import n_chunks, settled_add
 from hw.errors import HwParamError
 from hw.hpcc import SEQ_BITS, ack_layout
+from hw.lib.carry_split import n_chunks, settled_add
+from hw.lib.stream import AxiStream, tap_head, tap_qp_bits
 from hw.parser import BTH_BYTES, ETH_BYTES, IPV4_BYTES, ROCEV2_UDP_PORT, UDP_BYTES
-from hw.stream import AxiStream, tap_head, tap_qp_bits
 
 AETH_BYTES, ICRC_BYTES = 4, 4
 ETHERTYPE_IPV4, IP_PROTO_UDP = 0x0800, 17
@@ -45,7 +45,7 @@ HOPS_AT = SHIM_AT + INT_SHIM_BYTES + INT_MD_BYTES
 ACK_TAIL_BYTES = BTH_BYTES + AETH_BYTES + ICRC_BYTES
 CAPTURE_BYTES = HOPS_AT + MAX_INT_HOPS * INT_HOP_BYTES + ACK_TAIL_BYTES
 PSN_BITS = 24
-CHUNK_BITS = 32  # longest carry chain per clock in the feeder (hw.carry_split)
+CHUNK_BITS = 32  # longest carry chain per clock in the feeder (hw.lib.carry_split)
 LO_BITS = 4  # the sent-packet count's bits incremented in one clock (2^LO_BITS > the high pipeline)
 HI_CHUNK_BITS = 20  # its high bits' + 1 per clock
 # a QP's next low wrap (2^LO_BITS pulses, one per clock at most) must come after its high bits are written

@@ -77,9 +77,9 @@ from hw.errors import HwParamError
 from hw.hpcc import HPCC_CFG, KIND_UPDATE, HpccEngine
 from hw.icrc import IcrcChecker
 from hw.int_ack import MAX_INT_HOPS, HpccAckFeeder, IntAckParser
+from hw.lib.stream import AxiStream, SkidBuffer
 from hw.parser import HDR_BYTES, RoceParser
 from hw.sched import PENDING_BITS, RATE_FRAC_BITS, TxScheduler
-from hw.stream import AxiStream, SkidBuffer
 from hw.tx_frame import MIN_DATA_WIDTH, TxFrameBuilder
 from sw.cc import DcqcnParams, RateToIncrement
 from sw.cc.nic_regs import CC_MODE_DCQCN as CC_MODE_DCQCN

@@ -20,7 +20,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.stream import AxiStream, tap_head, tap_qp_bits
+from hw.lib.stream import AxiStream, tap_head, tap_qp_bits
 
 ETH_BYTES, IPV4_BYTES, UDP_BYTES, BTH_BYTES = 14, 20, 8, 12
 IPV6_BYTES, VLAN_TAG_BYTES = 40, 4

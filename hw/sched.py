@@ -24,7 +24,7 @@ ORs and the first-set search are built as explicit LUT trees (kept signals, a ca
 since the LUT mapper otherwise chains them.  The read-modify-write has six stages after the issue
 (read and elapsed time; the ``rate * dt`` multiply as four 16 x 16 DSP products, two side by side and two
 summed; two for the credit sums, each a carry-save 3-operand add in two parts whose high part follows its
-low part one clock later, see ``hw.skew_add``; write-back; bitmap update): a refill product at or above
+low part one clock later, see ``hw.lib.skew_add``; write-back; bitmap update): a refill product at or above
 ``2**prod_cut`` caps the credit directly (found from the products' carry into that bit, in two steps), and
 the cap, credit > 0 and token-hint comparisons are the signs of sums computed in parallel, so no path holds
 more than half a wide add.  No operation reads a QP's word while a pick, rate write, doorbell or clear of
@@ -49,8 +49,9 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from hw.skew_add import align, const_skewed, delay, flat, invert, skew_add, skew_add3, split
-from hw.stream import AxiStream, keep_for_remaining
+from hw.errors import HwParamError
+from hw.lib.skew_add import align, const_skewed, delay, flat, invert, skew_add, skew_add3, split
+from hw.lib.stream import AxiStream, keep_for_remaining
 
 RATE_FRAC_BITS = 24
 TIMESTAMP_BITS = 32
@@ -137,13 +138,13 @@ class TxScheduler(wiring.Component):
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
                  burst_bytes: int = 16384, fifo_depth: int = 8, frac_bits: int = RATE_FRAC_BITS) -> None:
         if data_width <= 0 or data_width % 8:
-            raise ValueError(f"data_width must be a positive multiple of 8, not {data_width}")
+            raise HwParamError(f"data_width must be a positive multiple of 8, not {data_width}")
         if n_qps < 2 or n_qps & (n_qps - 1):
-            raise ValueError(f"n_qps must be a power of two >= 2, not {n_qps}")
+            raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
         if not 1 <= mtu_bytes <= burst_bytes:
-            raise ValueError(f"need 1 <= mtu_bytes <= burst_bytes, got mtu {mtu_bytes} burst {burst_bytes}")
+            raise HwParamError(f"need 1 <= mtu_bytes <= burst_bytes, got mtu {mtu_bytes} burst {burst_bytes}")
         if fifo_depth < PIPE_STAGES + 2:
-            raise ValueError(f"fifo_depth must be >= {PIPE_STAGES + 2} (picks in flight), not {fifo_depth}")
+            raise HwParamError(f"fifo_depth must be >= {PIPE_STAGES + 2} (picks in flight), not {fifo_depth}")
         self.data_width = data_width
         self.bytes_per_beat = data_width // 8
         self.n_qps = n_qps

@@ -31,8 +31,8 @@ from amaranth.lib.wiring import In, Out
 
 from hw.errors import HwParamError
 from hw.icrc import ICRC_BYTES, IcrcGenerator
+from hw.lib.stream import AxiStream
 from hw.parser import BTH_BYTES, ETH_BYTES, HDR_BYTES, IPV4_BYTES, UDP_BYTES
-from hw.stream import AxiStream
 
 PSN_BITS = 24
 MIN_DATA_WIDTH = 512  # the header (54 bytes) within the first beat

@@ -1,6 +1,6 @@
 """The ``starpulse`` command: a thin dispatcher over each package's command module.
 
-Each subcommand lives beside the code it drives (``sw.apps.roce_cli``, ``p4.cli``, ``hw.cli``, ...) and is imported
+Each subcommand lives beside the code it drives (``sw.apps.roce_cli``, ``p4.cli``, ``hw.tools.cli``, ...) and is imported
 only when invoked, so ``starpulse --help`` is instant and this module statically imports no package above it
 (the CLI is the top layer; it is housed in ``sw/`` only because the top-level layout is fixed).
 
@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("sw.cli.doctor", "check every external piece (root, netns, mnexec, simulators, tshark, BMv2)"),
     "roce": ("sw.apps.roce_cli", "RoCEv2 wire format and transport: pcap, bench, perf"),
     "p4": ("p4.cli", "P4_16 v1model target: check, sim, bench, switch, cli"),
-    "hw": ("hw.cli", "FPGA NIC RTL: verilog, report"),
+    "hw": ("hw.tools.cli", "FPGA NIC RTL: verilog, report"),
     "cc": ("sw.cc.cli", "congestion-control golden models: sim, params"),
     "fabric": ("emu.cli", "multi-rail leaf/spine fabric of P4 switches: up, status, down, test"),
     "run": ("emu.run_cli", "run a command on every GPU rank of a fabric (torchrun-style env, per-rank logs)"),

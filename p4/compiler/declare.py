@@ -5,6 +5,7 @@ from __future__ import annotations
 from lark import Token, Tree
 
 from p4.compiler.context import CompilerContext
+from p4.compiler.expressions import known
 from p4.compiler.ir import BOOL, ERROR, INFINT, STRING, E
 from p4.compiler.limits import (
     MAX_STACK_SIZE,
@@ -87,15 +88,9 @@ class Declarations(CompilerContext):
                 self.global_functions[name_of(subtrees(d, "name")[0])] = d
 
     def const_value(self, e: E, t: P4Type, node: Tree) -> E:
-        if isinstance(e.const, (int, str)):
-            v = e.const
-        else:
-            try:
-                v = eval(e.src, dict(self.ns)) if "S[" not in e.src else None  # our own code
-            except Exception:
-                v = None
-            if not isinstance(v, int):
-                raise self.err(node, "expected a compile-time constant here")
+        v = e.const if isinstance(e.const, (int, str)) else known(e)
+        if v is None:
+            raise self.err(node, "expected a compile-time constant here")
         if isinstance(t, BitT):
             v = wrap_const(v, t)
         return E(repr(v), t, const=v)

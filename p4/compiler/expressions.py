@@ -6,6 +6,7 @@ from typing import Any
 
 from lark import Tree
 
+from p4.compiler import fold
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import BOOL, ERROR, INFINT, STRING, VOID, E, Ref, Sym
 from p4.compiler.limits import (
@@ -24,6 +25,33 @@ from p4.types import (
 )
 
 
+def known(e: E) -> int | bool | None:
+    """The compile-time value of ``e``: its constant, else what the folder computed; None if only known at run time."""
+    v = e.const if e.const is not None else e.value
+    return v if isinstance(v, int) else None
+
+
+def fold_known(op: str, a: E, b: E, t: P4Type) -> int | bool | None:
+    """``a op b`` folded when both operands are known (None for int division by zero: the caller decides)."""
+    ka, kb = known(a), known(b)
+    if ka is None or kb is None:
+        return None
+    try:
+        return fold.binary(op, ka, kb, t)
+    except (ZeroDivisionError, OverflowError):
+        return None
+
+
+def fold_known_cast(a: E, source: P4Type, target: P4Type) -> int | bool | None:
+    ka = known(a)
+    return None if ka is None else fold.cast(ka, source, target)
+
+
+def fold_known_unary(op: str, a: E) -> int | bool | None:
+    ka = known(a)
+    return None if ka is None else fold.unary(op, ka, a.type)
+
+
 class Expressions(CompilerContext):
     """Typed expressions: operators, casts, names, members, indices, slices, lookahead."""
 
@@ -34,7 +62,7 @@ class Expressions(CompilerContext):
             if e.const is not None:
                 v = wrap_const(e.const, want)
                 return E(repr(v), want, const=v)
-            return E(self.wrap(e.src, want), want)
+            return E(self.wrap(e.src, want), want, value=fold_known_cast(e, INFINT, want))
         return e
 
     def _expr(self, n: Any, want: P4Type | None) -> E:  # one dispatch over the grammar
@@ -80,14 +108,15 @@ class Expressions(CompilerContext):
             a, b = self.coerce(a, t), self.coerce(b, t)
             if c.const is not None:
                 return a if c.const else b
-            return E(f"({a.src} if {c.src} else {b.src})", t)
+            kc = known(c)
+            return E(f"({a.src} if {c.src} else {b.src})", t, value=None if kc is None else known(a if kc else b))
         if d in ("lor", "land"):
             a, b = self.expect_bool(n.children[0]), self.expect_bool(n.children[1])
             op = "or" if d == "lor" else "and"
-            return E(f"({a.src} {op} {b.src})", BOOL)
+            return E(f"({a.src} {op} {b.src})", BOOL, value=fold_known("||" if d == "lor" else "&&", a, b, BOOL))
         if d == "lnot":
             a = self.expect_bool(n.children[0])
-            return E(f"(not {a.src})", BOOL)
+            return E(f"(not {a.src})", BOOL, value=fold_known_unary("!", a))
         if d in ("bor", "bxor", "band"):
             return self.arith({"bor": "|", "bxor": "^", "band": "&"}[d], n.children[0], n.children[1], n, want)
         if d == "sub":
@@ -98,15 +127,16 @@ class Expressions(CompilerContext):
             a = self.expr(n.children[0], want)
             if isinstance(a.type, BitT):
                 if a.type.signed:
-                    return E(f"(~{a.src})", a.type)
-                return E(f"({a.src} ^ {a.type.mask})", a.type)
+                    return E(f"(~{a.src})", a.type, value=fold_known_unary("~", a))
+                return E(f"({a.src} ^ {a.type.mask})", a.type, value=fold_known_unary("~", a))
             raise self.err(n, f"~ needs bit<N> or int<N>, not {a.type}")
         if d == "neg":
             a = self.expr(n.children[0], want)
             if isinstance(a.type, InfIntT):
-                return E(f"(-{a.src})", INFINT, const=-a.const if a.const is not None else None)
+                return E(f"(-{a.src})", INFINT, const=-a.const if a.const is not None else None,
+                         value=fold_known_unary("-", a))
             if isinstance(a.type, BitT):
-                return E(self.wrap(f"(-{a.src})", a.type), a.type)
+                return E(self.wrap(f"(-{a.src})", a.type), a.type, value=fold_known_unary("-", a))
             raise self.err(n, f"unary - needs a number, not {a.type}")
         if d == "cast":
             return self.cast(n)
@@ -164,12 +194,16 @@ class Expressions(CompilerContext):
             if e.const is not None:
                 v = wrap_const(e.const, t)
                 return E(repr(v), t, const=v)
-            return E(self.wrap(e.src, t), t)
+            return E(self.wrap(e.src, t), t, value=fold_known_cast(e, INFINT, t))
         return e
 
     def arith(self, op: str, an: Any, bn: Any, node: Any, want: P4Type | None) -> E:
         a = self.expr(an)
         b = self.expr(bn)
+
+        def out(src: str, t: P4Type) -> E:   # a and b as finally coerced: the folded value rides along
+            return E(src, t, value=fold_known(op, a, b, t))
+
         if op in ("<<", ">>"):
             if isinstance(a.type, InfIntT) and want is not None and isinstance(want, BitT):
                 a = self.coerce(a, want)
@@ -183,14 +217,14 @@ class Expressions(CompilerContext):
                                              "target's limit for compile-time integers)")
                     v = a.const << b.const if op == "<<" else a.const >> b.const
                     return E(repr(v), INFINT, const=v)
-                return E(f"({a.src} {op} {b.src})", INFINT)
+                return out(f"({a.src} {op} {b.src})", INFINT)
             if not isinstance(t, BitT):
                 raise self.err(an, f"cannot shift a {t}")
             if op == ">>":
-                return E(f"({a.src} >> {b.src})", t)
+                return out(f"({a.src} >> {b.src})", t)
             if b.const is not None:
-                return E("0" if b.const >= t.width else self.wrap(f"{a.src} << {b.const}", t), t)
-            return E(f"({self.wrap(f'{a.src} << {b.src}', t)} if {b.src} < {t.width} else 0)", t)
+                return out("0" if b.const >= t.width else self.wrap(f"{a.src} << {b.const}", t), t)
+            return out(f"({self.wrap(f'{a.src} << {b.src}', t)} if {b.src} < {t.width} else 0)", t)
         if op == "++":
             if not (isinstance(a.type, BitT) and isinstance(b.type, BitT)):
                 raise self.err(node, f"'++' needs bit<N>/int<N> operands with known widths, not {a.type} and "
@@ -198,8 +232,10 @@ class Expressions(CompilerContext):
             t = BitT(a.type.width + b.type.width, a.type.signed)
             bs = f"({b.src} & {b.type.mask})" if b.type.signed else b.src
             as_ = f"({a.src} & {a.type.mask})" if a.type.signed else a.src
+            ka, kb = known(a), known(b)
             return E(self.wrap(f"({as_} << {b.type.width}) | {bs}", t) if t.signed else
-                     f"(({as_} << {b.type.width}) | {bs})", t)
+                     f"(({as_} << {b.type.width}) | {bs})", t,
+                     value=None if ka is None or kb is None else fold.concat(ka, a.type, kb, b.type))
         if isinstance(a.type, InfIntT) and want is not None and isinstance(want, BitT) and \
                 isinstance(b.type, InfIntT) and op not in ("==", "!=", "<", ">", "<=", ">="):
             pass
@@ -213,11 +249,11 @@ class Expressions(CompilerContext):
             if isinstance(a.const, int) and isinstance(b.const, int):
                 v = (a.const == b.const) == (op == "==")
                 return E(repr(v), BOOL, const=v)
-            return E(f"({a.src} {op} {b.src})", BOOL)
+            return E(f"({a.src} {op} {b.src})", BOOL, value=fold_known(op, a, b, t))
         if op in ("<", ">", "<=", ">="):
             if not isinstance(t, (BitT, InfIntT)):
                 raise self.err(node, f"'{op}' needs numbers, not {t}")
-            return E(f"({a.src} {op} {b.src})", BOOL)
+            return E(f"({a.src} {op} {b.src})", BOOL, value=fold_known(op, a, b, t))
         if isinstance(t, BoolT) and op in ("&", "|", "^"):
             raise self.err(node, f"'{op}' on bool: use && / ||")
         if not isinstance(t, (BitT, InfIntT)):
@@ -226,32 +262,32 @@ class Expressions(CompilerContext):
             pyop = {"/": "//", "|+|": "+", "|-|": "-"}.get(op, op)
             if isinstance(a.const, int) and isinstance(b.const, int):
                 try:
-                    v = eval(f"{a.const} {pyop} {b.const}")  # two ints and an operator
+                    v = fold.binary(op, a.const, b.const, INFINT)
                 except ZeroDivisionError:
                     raise self.err(node, "division by zero") from None
                 return E(repr(v), INFINT, const=v)
-            return E(f"({a.src} {pyop} {b.src})", INFINT)
+            return out(f"({a.src} {pyop} {b.src})", INFINT)
         if op in ("&", "|", "^"):
-            return E(f"({a.src} {op} {b.src})", t)
+            return out(f"({a.src} {op} {b.src})", t)
         if op in ("+", "-", "*"):
-            return E(self.wrap(f"{a.src} {op} {b.src}", t), t)
+            return out(self.wrap(f"{a.src} {op} {b.src}", t), t)
         if op in ("/", "%"):
             if t.signed:
                 raise self.err(node, f"'{op}' is not defined for signed int<N> in P4")
             if b.const == 0:
                 raise self.err(node, f"division by zero ('{op}' by the constant 0)")
             pyop = "//" if op == "/" else "%"
-            return E(f"({a.src} {pyop} {b.src} if {b.src} else 0)", t)
+            return out(f"({a.src} {pyop} {b.src} if {b.src} else 0)", t)
         if op == "|+|":
             if t.signed:
                 h = 1 << (t.width - 1)
-                return E(f"max(-{h}, min({h - 1}, {a.src} + {b.src}))", t)
-            return E(f"min({t.mask}, {a.src} + {b.src})", t)
+                return out(f"max(-{h}, min({h - 1}, {a.src} + {b.src}))", t)
+            return out(f"min({t.mask}, {a.src} + {b.src})", t)
         if op == "|-|":
             if t.signed:
                 h = 1 << (t.width - 1)
-                return E(f"max(-{h}, min({h - 1}, {a.src} - {b.src}))", t)
-            return E(f"max(0, {a.src} - {b.src})", t)
+                return out(f"max(-{h}, min({h - 1}, {a.src} - {b.src}))", t)
+            return out(f"max(0, {a.src} - {b.src})", t)
         raise self.err(node, f"unsupported operator {op}")
 
     def struct_equal(self, a: Ref, b: Ref, negate: bool) -> str:
@@ -290,26 +326,27 @@ class Expressions(CompilerContext):
             s = s.base
         if isinstance(t2, BitT):
             if isinstance(s, BoolT):
-                return E(f"(1 if {a.src} else 0)", t)
+                return E(f"(1 if {a.src} else 0)", t, value=fold_known_cast(a, s, t2))
             if isinstance(s, InfIntT):
                 if a.const is not None:
                     v = wrap_const(a.const, t2)
                     return E(repr(v), t, const=v)
-                return E(self.wrap(a.src, t2), t)
+                return E(self.wrap(a.src, t2), t, value=fold_known_cast(a, s, t2))
             if isinstance(s, BitT):
+                value = fold_known_cast(a, s, t2)
                 if s == t2:
-                    return E(a.src, t, const=a.const)
+                    return E(a.src, t, const=a.const, value=value)
                 if not t2.signed:
                     if not s.signed and s.width <= t2.width:
-                        return E(a.src, t, const=a.const)
-                    return E(f"({a.src} & {t2.mask})", t)
-                return E(self.wrap(a.src, t2), t)
+                        return E(a.src, t, const=a.const, value=value)
+                    return E(f"({a.src} & {t2.mask})", t, value=value)
+                return E(self.wrap(a.src, t2), t, value=value)
         if isinstance(t2, BoolT) and isinstance(s, BitT) and s.width == 1:
-            return E(f"({a.src} == 1)", BOOL)
+            return E(f"({a.src} == 1)", BOOL, value=fold_known_cast(a, s, t2))
         if isinstance(t2, BoolT) and isinstance(s, BoolT):
             return a
         if isinstance(t2, InfIntT):
-            return E(a.src, INFINT, const=a.const)
+            return E(a.src, INFINT, const=a.const, value=a.value)
         raise self.err(n, f"cannot cast {a.type} to {t}")
 
     def name_expr(self, name: str, n: Any) -> E:
@@ -414,7 +451,8 @@ class Expressions(CompilerContext):
         if isinstance(b.const, int):
             v = (b.const >> lo) & ((1 << w) - 1)
             return E(repr(v), BitT(w), const=v)
-        return E(src, BitT(w))
+        kb = known(b)
+        return E(src, BitT(w), value=None if kb is None else (kb >> lo) & ((1 << w) - 1))
 
     def lookahead(self, n: Tree) -> E:
         obj = self.expr(n.children[0])

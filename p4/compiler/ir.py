@@ -37,13 +37,18 @@ class Ref:
 
 @dataclass
 class E:
-    """A compiled expression: Python source and P4 type; ``ref`` if it denotes storage, ``const`` if known."""
+    """A compiled expression: Python source and P4 type; ``ref`` if it denotes storage, ``const`` if known.
+
+    ``const`` lets code generation specialise (the source is the literal); ``value`` is what ``fold`` computed for
+    an expression whose code still computes at run time, for the places that need a compile-time constant.
+    """
 
     src: str
     type: P4Type
     ref: Ref | None = None
     const: Any = None
     union: Ref | None = None   # set when this is a member of a header_union (for sibling invalidation)
+    value: int | bool | None = None   # folded compile-time value when ``const`` is not set (code stays run-time)
 
 
 @dataclass

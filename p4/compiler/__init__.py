@@ -92,13 +92,13 @@ def run_passes(c: Compiler, tree: Tree, passes: tuple[Pass, ...] = PASSES) -> No
         for p in passes:
             p.run(c, tree)
     except RecursionError:
-        node = getattr(c, "last_node", None)
+        node = c.last_node
         raise CompileError("program nests too deeply for this compiler",
                            c.pos(node) if node is not None else c.end_pos()) from None
     except CompileError:
         raise
     except Exception as exc:  # a compiler bug must still point the user at the construct
-        node = getattr(c, "last_node", None)
+        node = c.last_node
         raise CompileError(f"internal compiler error ({type(exc).__name__}: {exc}) while compiling this; "
                            "please report it", c.pos(node) if node is not None else None) from exc
 

@@ -148,7 +148,7 @@ class Blocks(CompilerContext):
             meta_range=self.meta_range, headers_range=self.headers_range)
 
     def _all_action_infos(self) -> list[ActionInfo]:
-        infos = list(self.__dict__.get("_global_infos", {}).values())
+        infos = list(self.global_action_infos.values())
         seen = {id(i) for i in infos}
 
         def walk(sc: dict[str, Sym]) -> None:

@@ -153,10 +153,10 @@ class Calls(CompilerContext):
 
     def global_action(self, name: str) -> ActionInfo:
         key = f"@global.{name}"
-        info = self.__dict__.setdefault("_global_infos", {}).get(key)
+        info = self.global_action_infos.get(key)
         if info is None:
             info = ActionInfo(name, self.global_actions[name], None)
-            self.__dict__["_global_infos"][key] = info
+            self.global_action_infos[key] = info
             self.compile_action(info)
         return info
 
@@ -194,7 +194,7 @@ class Calls(CompilerContext):
                 scope[pname] = Sym("ref", t, ref=ref)
             params.append((direction, t, pname, scope[pname]))
         info.params = params
-        saved_out, saved_in_action, saved_ret = self.out, self.in_action, getattr(self, "fn_ret", None)
+        saved_out, saved_in_action, saved_ret = self.out, self.in_action, self.fn_ret
         self.out = Emitter()
         self.in_action = True
         self.fn_ret = ret_t
@@ -214,7 +214,7 @@ class Calls(CompilerContext):
         info.spec = spec
 
     def global_function(self, name: str) -> ActionInfo:
-        cache = self.__dict__.setdefault("_global_fns", {})
+        cache = self.global_function_infos
         if name not in cache:
             info = ActionInfo(name, self.global_functions[name], None)
             cache[name] = info
@@ -275,7 +275,7 @@ class Calls(CompilerContext):
                 self.out(f"{r.src} = {self.coerce(e, t).src}")
                 scope[pname] = Sym("ref", t, ref=r)
         key = ("inlined", full)
-        cache = self.__dict__.setdefault("_inlined", {})
+        cache = self.inlined_controls
         saved = self.scopes
         self.scopes = [scope]
         if key not in cache:

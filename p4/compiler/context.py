@@ -9,7 +9,7 @@ from typing import Any
 from lark import Token, Tree
 
 from p4 import algorithms
-from p4.compiler.ir import E, Emitter, Ref, Sym
+from p4.compiler.ir import ActionInfo, E, Emitter, Ref, Sym
 from p4.compiler.limits import (
     MAX_STATE_SLOTS,
 )
@@ -23,6 +23,7 @@ from p4.program import (
     DigestLayout,
     ExitControl,
     ParserError,
+    Program,
     ReturnControl,
 )
 from p4.tables import ActionProfile, ActionSpec, Table, ValueSet
@@ -39,7 +40,24 @@ from p4.types import (
 
 
 class CompilerContext:
-    """State and helpers every pass uses: positions and errors, slot allocation, name lookup."""
+    """State and helpers every pass uses: positions and errors, slot allocation, name lookup.
+
+    Set by pass ``bind``: ``blocks`` (role -> declaration), the roots ``hdr_ref``/``meta_ref``/``sm_ref``, their
+    slot ranges and ``sm_slots``; while ``codegen`` is in a parser: ``parser_name``, ``parser_states``,
+    ``inline_budget``; by pass ``link``: ``program``.
+    """
+
+    blocks: dict[str, Tree]
+    hdr_ref: Ref
+    meta_ref: Ref
+    sm_ref: Ref
+    sm_slots: dict[str, int]
+    headers_range: tuple[int, int]
+    meta_range: tuple[int, int]
+    parser_name: str
+    parser_states: dict[str, Tree]
+    inline_budget: int
+    program: Program
 
     def __init__(self, pre: Preprocessed, name: str, seed: int = 0) -> None:
         self.pre = pre
@@ -81,6 +99,12 @@ class CompilerContext:
         self.pending_functions: list[list[str]] = []
         self.decl_pos: dict[str, SourcePos | None] = {}     # declared type/parser/control name -> where
         self.warnings: list[str] = []                        # rendered "file:line:col: warning: ..."
+        self.last_node: Any = None                           # the construct being compiled (for internal errors)
+        self.fn_ret: P4Type | None = None                    # return type of the function being compiled
+        self.call_type_args: list[P4Type] = []               # explicit type arguments of the call being compiled
+        self.global_action_infos: dict[str, ActionInfo] = {}     # top-level actions, compiled on first use
+        self.global_function_infos: dict[str, ActionInfo] = {}   # top-level functions, compiled on first use
+        self.inlined_controls: dict[tuple[str, str], dict[str, Sym]] = {}   # locals of controls applied inside one
 
     # --- errors and positions -----------------------------------------------------------------------------
     def pos(self, node: Any) -> SourcePos | None:

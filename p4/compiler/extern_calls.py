@@ -235,7 +235,7 @@ class ExternCalls(CompilerContext):
             recv = self.expr(args[0], BitT(32))
             data = self.expr(args[1])
             terms = self.flatten(data, args[1])
-            targs = getattr(self, "call_type_args", None) or []
+            targs = self.call_type_args
             self.call_type_args = []
             names = [n or f"f{i}" for i, (_, _, n) in enumerate(terms)]
             tname = str(data.type)

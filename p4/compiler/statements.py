@@ -90,7 +90,7 @@ class Statements(CompilerContext):
             if self.in_parser:
                 raise self.err(s, "return is not allowed in a parser")
             value = s.children[0] if s.children else None
-            ret_t = getattr(self, "fn_ret", None)
+            ret_t = self.fn_ret
             if value is not None:
                 if ret_t is None or isinstance(ret_t, VoidT):
                     raise self.err(s, "return with a value is only allowed in functions that return one")

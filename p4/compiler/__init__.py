@@ -104,8 +104,10 @@ def run_passes(c: Compiler, tree: Tree, passes: tuple[Pass, ...] = PASSES) -> No
 
 
 def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
-                         checks: tuple[Pass, ...] = ()) -> Program:
-    tree = parse(pre)
+                         checks: tuple[Pass, ...] = (), tree: Tree | None = None) -> Program:
+    """Run the passes and ``checks`` over ``pre`` (parsed here unless its parse ``tree`` is given)."""
+    if tree is None:
+        tree = parse(pre)
     c = Compiler(pre, name, seed)
     run_passes(c, tree)
     prog = c.program

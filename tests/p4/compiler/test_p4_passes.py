@@ -132,3 +132,26 @@ def test_runtime_helpers_shift_and_index_header_stacks() -> None:
     with pytest.raises(ParserError):
         stack_index(3, 3)
     assert parse_int("8w0x1_F") == (31, BitT(8)) and parse_int("4s15")[0] == -1
+
+
+class _CountTables:
+    """A check pass of our own: sees the finished compilation after the built-in passes."""
+
+    name = "count-tables"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def run(self, c: Compiler, tree: Tree) -> None:
+        self.seen.append(f"{c.program.name}: {len(c.tables)} tables")
+        if "I" not in c.controls:
+            raise CompileError("no control I", c.end_pos())
+
+
+def test_a_check_pass_runs_after_link_and_its_error_stops_the_compile() -> None:
+    check = _CountTables()
+    compile_source(V1_PRELUDE + PROGRAM, "t.p4", checks=(check,))
+    assert check.seen == ["t.p4: 0 tables"]
+    renamed = PROGRAM.replace("control I(", "control J(").replace("I(), Eg()", "J(), Eg()")
+    with pytest.raises(CompileError, match="no control I"):
+        compile_source(V1_PRELUDE + renamed, "t.p4", checks=(_CountTables(),))

@@ -30,7 +30,6 @@ from p4.compiler.declare import Declarations
 from p4.compiler.expressions import Expressions
 from p4.compiler.extern_calls import ExternCalls
 from p4.compiler.parser_states import ParserStates
-from p4.compiler.runtime import make_stack_index
 from p4.compiler.statements import Statements
 from p4.errors import CompileError
 from p4.parse import parse
@@ -114,8 +113,6 @@ def compile_preprocessed(pre: Preprocessed, name: str, seed: int = 0,
     for check in checks:                   # after compiling: the program is well-formed and its names resolve
         check.run(c, tree)
     prog.warnings = c.warnings
-    err = prog.errors.index("StackOutOfBounds")
-    prog.helpers["_sx"] = make_stack_index(err)
     try:
         prog.instantiate()                 # every pipeline does this: a compiler bug must show here, not later
     except Exception as exc:  # as above

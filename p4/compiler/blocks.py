@@ -6,7 +6,7 @@ from lark import Tree
 
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import ActionInfo, Sym
-from p4.compiler.runtime import STATE_TYPES, pop_front, push_front, stack_index, to_signed
+from p4.compiler.runtime import STATE_TYPES, make_stack_index, pop_front, push_front, to_signed
 from p4.compiler.syntax import name_of, nonnull, subtrees
 from p4.errors import CompileError
 from p4.program import (
@@ -126,8 +126,8 @@ class Blocks(CompilerContext):
         src_lines.extend(self.out.lines)
         source = "\n".join(src_lines) + "\n"
         ns = self.ns
-        ns.update({"_INIT": self.init, "_sx": stack_index, "_sgn": to_signed, "_push_front": push_front,
-                   "_pop_front": pop_front})
+        ns.update({"_INIT": self.init, "_sx": make_stack_index(self.errors.index("StackOutOfBounds")),
+                   "_sgn": to_signed, "_push_front": push_front, "_pop_front": pop_front})
         code = compile(source, f"<p4:{self.prog_name}>", "exec")
         for t in self.tables.values():       # entries and defaults use the table's own action specs
             for e in t.entries.values():

@@ -14,12 +14,6 @@ from p4.tables import ActionProfile, Table, ValueSet
 STATE_TYPES = (Table, Register, Counter, Meter, ActionProfile, ValueSet, _random.Random, collections.deque)
 
 
-def stack_index(i: int, count: int) -> int:
-    if not 0 <= i < count:
-        raise ParserError(3)  # error.StackOutOfBounds (index fixed by _fix_error_codes)
-    return i
-
-
 def to_signed(v: int, w: int) -> int:
     return v - (1 << w) if v >> (w - 1) else v
 
@@ -50,6 +44,7 @@ def pop_front(S: list, base: int, esize: int, count: int, k: int) -> None:
 
 
 def make_stack_index(code: int) -> Callable[[int, int], int]:
+    """``_sx``: a run-time stack index checked against the stack's size; ``code`` is error.StackOutOfBounds."""
     def sx(i: int, count: int) -> int:
         if not 0 <= i < count:
             raise ParserError(code)

@@ -6,7 +6,7 @@ import pytest
 from lark import Tree
 
 from p4.compiler import PASSES, Compiler, compile_source, fold
-from p4.compiler.runtime import pop_front, push_front, stack_index, to_signed
+from p4.compiler.runtime import make_stack_index, pop_front, push_front, to_signed
 from p4.compiler.syntax import parse_int
 from p4.errors import CompileError
 from p4.parse import parse
@@ -128,9 +128,11 @@ def test_runtime_helpers_shift_and_index_header_stacks() -> None:
     assert S == [3, False, 1, True, 1, True, 2]
     pop_front(S, 0, 2, 3, 2)
     assert S == [1, True, 2, False, 1, False, 2]
+    stack_index = make_stack_index(7)
     assert stack_index(2, 3) == 2 and to_signed(0xFF, 8) == -1
-    with pytest.raises(ParserError):
+    with pytest.raises(ParserError) as exc:
         stack_index(3, 3)
+    assert exc.value.code == 7
     assert parse_int("8w0x1_F") == (31, BitT(8)) and parse_int("4s15")[0] == -1
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from p4.errors import P4Error
 
 if TYPE_CHECKING:
-    from p4.compiler import CheckPass
+    from p4.compiler import Pass
     from p4.program import Program
 
 
@@ -74,7 +74,7 @@ def _compile(args: argparse.Namespace) -> Program:
     path = Path(args.program)
     if not path.is_file():
         raise P4Error(f"{args.program}: no such file")
-    checks: tuple[CheckPass, ...] = ()
+    checks: tuple[Pass, ...] = ()
     if getattr(args, "target_compat", None):
         from p4.compat_bmv2 import check_pass
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from lark import Token, Tree
 
-from p4.compiler import Compiler, _name, _nonnull, _trees
+from p4.compiler import Compiler
+from p4.compiler.syntax import name_of, nonnull, subtrees
 from p4.errors import CompileError
 from p4.types import BitT, EnumT, StackT, StructLike
 
@@ -56,26 +57,26 @@ class _Scope:
             if not isinstance(d, Tree):
                 continue
             if d.data == "table_decl":
-                s.tables[_name(_trees(d, "name")[0])] = d
+                s.tables[name_of(subtrees(d, "name")[0])] = d
             elif d.data == "action_decl":
-                s.actions[_name(_trees(d, "name")[0])] = d
+                s.actions[name_of(subtrees(d, "name")[0])] = d
             elif d.data == "function_decl":
-                s.functions[_name(_trees(d, "name")[0])] = d
+                s.functions[name_of(subtrees(d, "name")[0])] = d
             elif d.data == "instantiation":
-                s.instances[_name(_trees(d, "name")[0])] = str(_trees(_trees(d, "type_ref")[0])[0].children[0])
-        for p in _trees(_trees(decl, "params")[0], "param"):
-            if _type_text(_trees(p, "type_ref")[0]) == "packet_out":
-                s.packet_out = _name(_trees(p, "name")[0])
+                s.instances[name_of(subtrees(d, "name")[0])] = str(subtrees(subtrees(d, "type_ref")[0])[0].children[0])
+        for p in subtrees(subtrees(decl, "params")[0], "param"):
+            if _type_text(subtrees(p, "type_ref")[0]) == "packet_out":
+                s.packet_out = name_of(subtrees(p, "name")[0])
         return s
 
     @property
     def body(self) -> Tree:
-        return _trees(self.decl, "block")[-1]
+        return subtrees(self.decl, "block")[-1]
 
 
 def _type_text(t: Tree) -> str:
     """The name a ``type_ref`` spells (``packet_in``, a struct name, ...), '' for built-in types."""
-    inner = _trees(t)[0] if _trees(t) else t
+    inner = subtrees(t)[0] if subtrees(t) else t
     return str(inner.children[0]) if inner.children and isinstance(inner.children[0], Token) else ""
 
 
@@ -85,7 +86,7 @@ def _callee(s: Tree) -> tuple[str, str]:
     if s.data == "generic_call_stmt":
         return "", str(head.children[0])
     if head.data in ("lv_member", "member_expr") and head.children[0].data in ("lv_name", "name_ref"):
-        return str(head.children[0].children[0]), _name(head.children[1])
+        return str(head.children[0].children[0]), name_of(head.children[1])
     if head.data in ("lv_name", "name_ref"):
         return "", str(head.children[0])
     return "?", ""
@@ -93,8 +94,8 @@ def _callee(s: Tree) -> tuple[str, str]:
 
 def _args(s: Tree) -> list[Any]:
     """The argument expressions of a call (statement, expression or action reference)."""
-    a = _trees(s, "args")
-    return _nonnull(a[0].children) if a else []
+    a = subtrees(s, "args")
+    return nonnull(a[0].children) if a else []
 
 
 def _statements(body: Tree) -> Iterator[Tree]:
@@ -189,10 +190,10 @@ class _Cfg:
         positive = True
         while isinstance(cond, Tree) and cond.data == "lnot":
             cond, positive = cond.children[0], not positive
-        if isinstance(cond, Tree) and cond.data == "member_expr" and _name(cond.children[1]) in ("hit", "miss"):
+        if isinstance(cond, Tree) and cond.data == "member_expr" and name_of(cond.children[1]) in ("hit", "miss"):
             name = self.table_of(cond.children[0], sc)
             if name:
-                return name, positive == (_name(cond.children[1]) == "hit")
+                return name, positive == (name_of(cond.children[1]) == "hit")
         return "", True
 
     def stmt(self, s: Tree, live: Live, sc: _Scope) -> Live:  # one dispatch over statement kinds
@@ -200,7 +201,7 @@ class _Cfg:
         if d == "block":
             return self.block(s, live, sc)
         if d == "annotated_block":
-            return self.block(_trees(s, "block")[0], live, sc)
+            return self.block(subtrees(s, "block")[0], live, sc)
         if d == "if_stmt":
             kids = (list(s.children) + [None, None])[:3]
             cond, then, other = kids
@@ -221,15 +222,15 @@ class _Cfg:
             subject = s.children[0]
             table = ""
             if isinstance(subject, Tree) and subject.data == "member_expr" and \
-                    _name(subject.children[1]) == "action_run":
+                    name_of(subject.children[1]) == "action_run":
                 table = self.table_of(subject.children[0], sc)
             n = self.add("table", subject, live, table) if table else \
                 self.add("cond", s, self.hidden_applies(subject, live, sc))
             result: Live = [(n, None)]                        # no label matched
             labels: Live = []
-            for case in _trees(s, "switch_case"):
+            for case in subtrees(s, "switch_case"):
                 lab = case.children[0].children[0]
-                labels.append((n, "default" if isinstance(lab, Token) else _name(lab.children[0])
+                labels.append((n, "default" if isinstance(lab, Token) else name_of(lab.children[0])
                                if isinstance(lab, Tree) and lab.children else "?"))
                 if case.children[1] is not None:
                     result += self.stmt(case.children[1], labels, sc)
@@ -255,7 +256,7 @@ class _Cfg:
                 self.returns.append([])
                 live = self.block(inner.body, self.hidden_applies(s, live, sc), inner)
                 return live + self.returns.pop()
-        if d == "var_decl" and len(_nonnull([c for c in s.children if isinstance(c, Tree)
+        if d == "var_decl" and len(nonnull([c for c in s.children if isinstance(c, Tree)
                                              and c.data != "annotation"])) < 3:
             return live                                           # a declaration alone runs nothing
         if d == "const_decl":
@@ -282,7 +283,7 @@ class Bmv2Compat:
         self.c, self.tree = c, tree
         self.findings: list[CompileError] = []
         blocks = c.blocks
-        self.scopes = {role: _Scope.of(blocks[role], _name(_trees(blocks[role], "name")[0]))
+        self.scopes = {role: _Scope.of(blocks[role], name_of(subtrees(blocks[role], "name")[0]))
                        for role in ("verify", "ingress", "egress", "compute", "deparser")}
         for check in (self.tables_applied_once, self.deparser_only_emits, self.checksum_controls,
                       self.conditionals_in_actions, self.clone_and_resubmit_blocks, self.action_data_types,
@@ -363,7 +364,7 @@ class Bmv2Compat:
             if not isinstance(s, Tree):
                 continue
             if s.data in ("block", "annotated_block"):
-                self._deparser_block(s if s.data == "block" else _trees(s, "block")[0], sc)
+                self._deparser_block(s if s.data == "block" else subtrees(s, "block")[0], sc)
                 continue
             if s.data in ("exit_stmt", "return_stmt"):
                 return
@@ -392,7 +393,7 @@ class Bmv2Compat:
             if not isinstance(s, Tree):
                 continue
             if s.data in ("block", "annotated_block"):
-                self._checksum_block(s if s.data == "block" else _trees(s, "block")[0], role, allowed)
+                self._checksum_block(s if s.data == "block" else subtrees(s, "block")[0], role, allowed)
                 continue
             if s.data == "return_stmt":
                 continue
@@ -432,7 +433,7 @@ class Bmv2Compat:
     def _used_names(self) -> set[str]:
         """Names used as actions (table action lists, defaults, entries) or called anywhere: unused actions are
         dropped by p4c before the back end sees them."""
-        used = {_name(_trees(r, "name")[0]) for r in self.tree.iter_subtrees() if r.data == "action_ref"}
+        used = {name_of(subtrees(r, "name")[0]) for r in self.tree.iter_subtrees() if r.data == "action_ref"}
         for t in self.tree.iter_subtrees():
             if t.data in ("call_stmt", "call_expr"):
                 used.add(_callee(t)[1] if _callee(t)[0] == "" else "")
@@ -449,7 +450,7 @@ class Bmv2Compat:
         decls += [(n, d, None) for n, d in self.c.global_actions.items()]
         for name, decl, sc in decls:
             if name in used:
-                self._action_body(_trees(decl, "block")[0], sc, 0, set())
+                self._action_body(subtrees(decl, "block")[0], sc, 0, set())
 
     def _callee_body(self, s: Tree, sc: _Scope | None) -> Tree | None:
         obj, method = _callee(s)
@@ -458,7 +459,7 @@ class Bmv2Compat:
         for table in ((sc.actions, sc.functions) if sc is not None else ()) + \
                      (self.c.global_actions, self.c.global_functions):
             if method in table:
-                return _trees(table[method], "block")[0]
+                return subtrees(table[method], "block")[0]
         return None
 
     def _guarded_call(self, body: Tree, sc: _Scope | None, seen: set[int]) -> bool:
@@ -477,7 +478,7 @@ class Bmv2Compat:
             if not isinstance(s, Tree):
                 continue
             if s.data in ("block", "annotated_block"):
-                self._action_body(s if s.data == "block" else _trees(s, "block")[0], sc, depth, seen)
+                self._action_body(s if s.data == "block" else subtrees(s, "block")[0], sc, depth, seen)
             elif s.data == "if_stmt":
                 kids = (list(s.children) + [None, None])[:3]
                 const = _is_literal_bool(kids[0])
@@ -510,7 +511,7 @@ class Bmv2Compat:
                     kind = ""
                     if fn in ("clone", "clone_preserving_field_list", "clone3") and args and \
                             isinstance(args[0], Tree) and args[0].data == "type_member":
-                        kind = _name(args[0].children[1])
+                        kind = name_of(args[0].children[1])
                     if kind in wrong or fn in wrong:
                         self.flag(s, f"{fn}({kind + ', ...' if kind else '...'}) in {role}: BMv2 accepts {rule}")
 
@@ -522,16 +523,16 @@ class Bmv2Compat:
             for aname, decl in sc.actions.items():
                 if aname not in used:
                     continue
-                for p in _trees(_trees(decl, "params")[0], "param"):
-                    dirn = p.children[len(_trees(p, "annotation"))]
+                for p in subtrees(subtrees(decl, "params")[0], "param"):
+                    dirn = p.children[len(subtrees(p, "annotation"))]
                     if dirn is not None:
                         continue
                     try:
-                        t = self.c.resolve_type(_trees(p, "type_ref")[0])
+                        t = self.c.resolve_type(subtrees(p, "type_ref")[0])
                     except CompileError:
                         continue
                     if not isinstance(t, (BitT, EnumT)):
-                        self.flag(p, f"action data '{_name(_trees(p, 'name')[0])}' of {aname} is {t}: BMv2 takes "
+                        self.flag(p, f"action data '{name_of(subtrees(p, 'name')[0])}' of {aname} is {t}: BMv2 takes "
                                      f"only bit<N> or int<N> action data (use bit<1> for a flag)")
 
     def headers_struct(self) -> None:
@@ -541,11 +542,11 @@ class Bmv2Compat:
         if not isinstance(htype, StructLike):
             return
         decl = next((d for d in self.tree.children if isinstance(d, Tree) and d.data == "struct_decl"
-                     and _name(_trees(d, "name")[0]) == htype.name), None)
+                     and name_of(subtrees(d, "name")[0]) == htype.name), None)
         for fname, ft in htype.fields:
             ok = isinstance(ft, StackT) or (isinstance(ft, StructLike) and (ft.is_header or ft.kind == "header_union"))
             if not ok:
-                at = next((f for f in _trees(decl, "field") if _name(_trees(f, "name")[0]) == fname), decl) \
+                at = next((f for f in subtrees(decl, "field") if name_of(subtrees(f, "name")[0]) == fname), decl) \
                     if decl is not None else None
                 self.flag(at, f"field '{fname}' of the headers struct {htype.name} is {ft}: BMv2 takes only "
                               f"headers, header stacks and header unions there (put other values in metadata)")
@@ -559,21 +560,21 @@ class Bmv2Compat:
                  "support_timeout"}
         for sc in self._all_scopes():
             for tname, decl in sc.tables.items():
-                for prop in _trees(decl, "simple_prop"):
-                    pname = _name(_trees(prop, "name")[0])
+                for prop in subtrees(decl, "simple_prop"):
+                    pname = name_of(subtrees(prop, "name")[0])
                     if pname not in legal:
                         self.flag(prop, f"table property '{pname}' of {sc.prefix}.{tname}: p4c's BMv2 back end "
                                         f"knows only {', '.join(sorted(legal))}")
-                lpm = [k for p in _trees(decl, "key_prop") for k in _trees(p, "key_elem")
-                       if _name(_trees(k, "name")[0]) == "lpm"]
+                lpm = [k for p in subtrees(decl, "key_prop") for k in subtrees(p, "key_elem")
+                       if name_of(subtrees(k, "name")[0]) == "lpm"]
                 if len(lpm) > 1:
                     self.flag(lpm[1], f"table {sc.prefix}.{tname} has {len(lpm)} lpm keys: BMv2 tables take at "
                                       f"most one (make the others ternary)")
-                for p in _trees(decl, "actions_prop"):
-                    for item in _trees(p, "action_ref_item"):
-                        ref = _trees(item, "action_ref")[0]
+                for p in subtrees(decl, "actions_prop"):
+                    for item in subtrees(p, "action_ref_item"):
+                        ref = subtrees(item, "action_ref")[0]
                         if _args(ref):
-                            self.flag(ref, f"action {_name(_trees(ref, 'name')[0])} is listed with arguments in "
+                            self.flag(ref, f"action {name_of(subtrees(ref, 'name')[0])} is listed with arguments in "
                                            f"table {sc.prefix}.{tname}: BMv2 takes only action names there")
 
 
@@ -584,8 +585,8 @@ class Bmv2Compat:
         for sc in self._all_scopes():
             owner: dict[str, tuple[str, str]] = {}
             for tname, decl in sc.tables.items():
-                for prop in _trees(decl, "simple_prop"):
-                    pname, value = _name(_trees(prop, "name")[0]), prop.children[-1]
+                for prop in subtrees(decl, "simple_prop"):
+                    pname, value = name_of(subtrees(prop, "name")[0]), prop.children[-1]
                     if not (isinstance(value, Tree) and value.data == "name_ref"):
                         continue
                     ref = str(value.children[0])
@@ -597,8 +598,8 @@ class Bmv2Compat:
                         owner.setdefault(ref, (pname, tname))
                     elif pname == "meters":
                         owner.setdefault(ref, (pname, tname))
-            for d in _trees(sc.decl, "instantiation"):
-                name = _name(_trees(d, "name")[0])
+            for d in subtrees(sc.decl, "instantiation"):
+                name = name_of(subtrees(d, "name")[0])
                 if sc.instances.get(name) != "direct_meter" or name in owner:
                     continue
                 if any(_callee(s) == (name, "read") for s in _statements(sc.decl) if s.data == "call_stmt"):
@@ -611,15 +612,15 @@ class Bmv2Compat:
         other extern call (hash, random, counters, registers, mark_to_drop, ...) is refused there."""
         decl = self.c.blocks["parser"]
         pkt = ""
-        for prm in _trees(_trees(decl, "params")[0], "param"):
-            if _type_text(_trees(prm, "type_ref")[0]) == "packet_in":
-                pkt = _name(_trees(prm, "name")[0])
-        for state in _trees(decl, "parser_state"):
+        for prm in subtrees(subtrees(decl, "params")[0], "param"):
+            if _type_text(subtrees(prm, "type_ref")[0]) == "packet_in":
+                pkt = name_of(subtrees(prm, "name")[0])
+        for state in subtrees(decl, "parser_state"):
             for s in _statements(state):
                 if s.data not in ("call_stmt", "generic_call_stmt"):
                     continue
                 head = s.children[0]
-                method = _name(head.children[1]) if head.data == "lv_member" else _callee(s)[1]
+                method = name_of(head.children[1]) if head.data == "lv_member" else _callee(s)[1]
                 obj = _callee(s)[0]
                 if (obj == pkt and method in ("extract", "lookahead", "advance")) or \
                         (head.data == "lv_member" and obj != pkt and

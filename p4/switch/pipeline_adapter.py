@@ -34,7 +34,7 @@ SWITCH_COMMANDS = {
                      "e.g. 100M, counting each frame plus OVERHEAD_BYTES, 24 for Ethernet's preamble/FCS/gap; "
                      "'off' removes it)",
 }
-_COMPILER_FILES = ("compiler.py", "parse.py", "p4.lark", "preprocess.py", "program.py", "pipeline.py")
+_COMPILER_FILES = ("parse.py", "p4.lark", "preprocess.py", "program.py", "pipeline.py")
 
 
 def cache_dir() -> Path:
@@ -63,7 +63,8 @@ def compile_cached(path: str | Path, *, seed: int = 0, include_dirs: list[Path] 
     """Compile ``path`` like ``p4.compiler.compile_file``, reusing a cached parse tree for identical source."""
     from lark import Tree
 
-    from p4 import compiler
+    from p4.compiler import compile_preprocessed
+    from p4.parse import parse
     from p4.preprocess import preprocess
 
     if not Path(path).is_file():
@@ -79,7 +80,7 @@ def compile_cached(path: str | Path, *, seed: int = 0, include_dirs: list[Path] 
     if not isinstance(tree, Tree):
         tree = None
     if tree is None:
-        tree = compiler.parse(pre)           # raises CompileError with file:line:col for bad programs
+        tree = parse(pre)                    # raises CompileError with file:line:col for bad programs
         try:
             entry.parent.mkdir(parents=True, exist_ok=True)
             tmp = entry.with_suffix(f".tmp{os.getpid()}")
@@ -87,13 +88,7 @@ def compile_cached(path: str | Path, *, seed: int = 0, include_dirs: list[Path] 
             tmp.replace(entry)
         except OSError:
             pass                             # a read-only home only costs start-up time
-    # compile_preprocessed() parses internally; hand it the (cached) tree instead of re-parsing.
-    real_parse = compiler.parse
-    compiler.parse = lambda _pre: tree
-    try:
-        return compiler.compile_preprocessed(pre, Path(path).stem, seed)
-    finally:
-        compiler.parse = real_parse
+    return compile_preprocessed(pre, Path(path).stem, seed, tree=tree)
 
 
 class SwitchPipeline:

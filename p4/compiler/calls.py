@@ -1,0 +1,293 @@
+"""Calls: methods of headers/stacks/tables/controls, direct calls of actions and functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Tree
+
+from p4.compiler.context import CompilerContext
+from p4.compiler.ir import BOOL, INFINT, VOID, ActionInfo, E, Emitter, Sym, TableInfo
+from p4.compiler.syntax import name_of, subtrees
+from p4.tables import ActionSpec
+from p4.types import (
+    BitT,
+    P4Type,
+    StackT,
+    StructLike,
+    VarbitT,
+    VoidT,
+)
+
+
+class Calls(CompilerContext):
+    """Calls of methods, actions and functions (actions and functions compile on first use)."""
+
+    # --- calls --------------------------------------------------------------------------------------------
+    def call(self, callee: Tree, args: list, *, as_stmt: bool) -> E:
+        if callee.data in ("member_expr", "lv_member"):
+            method = name_of(callee.children[1])
+            objn = callee.children[0]
+            # table.apply().hit / .miss handled by member access on call results below
+            obj = self.expr(objn)
+            return self.method_call(obj, method, args, callee, as_stmt)
+        if callee.data in ("name_ref", "lv_name"):
+            fname = str(callee.children[0])
+            sym = None
+            for sc in reversed(self.scopes):
+                if fname in sc:
+                    sym = sc[fname]
+                    break
+            if sym is None and fname in self.global_actions:
+                sym = Sym("action", value=self.global_action(fname))
+            if sym is None and fname in self.global_functions:
+                sym = Sym("function", value=self.global_function(fname))
+            if sym is not None and sym.kind == "action":
+                return self.direct_action_call(sym.value, args, callee)
+            if sym is not None and sym.kind == "function":
+                return self.direct_action_call(sym.value, args, callee, function=True)
+            if fname in self.extern_funcs or fname == "verify":
+                return self.extern_func(fname, args, callee)
+            raise self.err(callee, f"unknown function or action '{fname}'")
+        # t.apply().hit style: callee is a call
+        raise self.err(callee, "unsupported call")
+
+    def method_call(self, obj: E, method: str, args: list, node: Any, as_stmt: bool) -> E:
+        t = obj.type
+        if isinstance(t, StructLike) and t.is_header and obj.ref is not None:
+            v = obj.ref.off(0)
+            if args:
+                raise self.err(node, f"{method}() takes no arguments")
+            if method == "isValid":
+                return E(f"S[{v}]", BOOL)
+            if method == "setValid":
+                self.out(f"S[{v}] = True")
+                self.invalidate_siblings(obj)
+                return E("None", VOID)
+            if method == "setInvalid":
+                self.out(f"S[{v}] = False")
+                return E("None", VOID)
+            if method in ("minSizeInBits", "maxSizeInBits"):
+                return E(repr(t.width_bits), INFINT, const=t.width_bits)
+            if method in ("minSizeInBytes", "maxSizeInBytes"):
+                return E(repr(t.width_bits // 8), INFINT, const=t.width_bits // 8)
+            raise self.err(node, f"header {t.name} has no method '{method}' (isValid, setValid, setInvalid, "
+                                 "minSizeInBits, minSizeInBytes)")
+        if isinstance(t, StructLike) and t.kind == "header_union" and obj.ref is not None and method == "isValid":
+            return E("(" + " or ".join(f"S[{obj.ref.field(f).off(0)}]" for f, _ in t.fields) + ")", BOOL)
+        if isinstance(t, StackT) and obj.ref is not None:
+            if method in ("push_front", "pop_front"):
+                if len(args) != 1:
+                    raise self.err(node, f"{method} takes 1 argument (a constant count), got {len(args)}")
+                k = self.const_value(self.expr(args[0]), INFINT, node).const
+                self.out(f"_{method}(S, {obj.ref.base}, {t.elem.size}, {t.count}, {k})")
+                return E("None", VOID)
+            raise self.err(node, f"header stack has no method '{method}'")
+        sym = obj.const
+        if isinstance(sym, tuple) and len(sym) == 2 and isinstance(sym[0], Sym):
+            # t.apply().hit comes here as member of a call; not expected
+            raise self.err(node, f"unsupported method call '{method}'")
+        if not isinstance(sym, Sym):
+            raise self.err(node, f"'{method}': {t} has no methods")
+        if sym.kind == "packet_in":
+            return self.packet_in_call(method, args, node)
+        if sym.kind == "packet_out":
+            if method != "emit":
+                raise self.err(node, f"packet_out has no method '{method}'")
+            if len(args) != 1:
+                raise self.err(node, f"emit takes 1 argument, got {len(args)}")
+            self.emit(self.expr(args[0]), args[0])
+            return E("None", VOID)
+        if sym.kind == "table":
+            if method != "apply":
+                raise self.err(node, f"table has no method '{method}'")
+            tinfo: TableInfo = sym.value
+            return E(f"{tinfo.fn_name}(S)", VOID, const=("apply", tinfo))
+        if sym.kind == "extern":
+            return self.extern_method(sym, method, args, node)
+        if sym.kind == "control":
+            if method != "apply":
+                raise self.err(node, "controls only have apply()")
+            self.inline_control(sym.value, args, node)
+            return E("None", VOID)
+        raise self.err(node, f"'{method}' cannot be called on this")
+
+    # member access on apply() result
+    def apply_result(self, e: E, member: str, node: Any) -> E:
+        tinfo = e.const[1]
+        if member == "hit":
+            return E(f"{tinfo.fn_name}(S)[0]", BOOL)
+        if member == "miss":
+            return E(f"(not {tinfo.fn_name}(S)[0])", BOOL)
+        raise self.err(node, f"apply() result has no member '{member}' (hit, miss, action_run)")
+
+    def packet_in_call(self, method: str, args: list, node: Any) -> E:
+        if method == "extract":
+            if len(args) not in (1, 2):
+                raise self.err(node, f"extract takes 1 or 2 arguments, got {len(args)}")
+            h = self.expr(args[0])
+            if not (isinstance(h.type, StructLike) and h.type.is_header) or h.ref is None:
+                raise self.err(args[0], f"extract needs a header, not {h.type}")
+            vb = [ft for _, ft in h.type.fields if isinstance(ft, VarbitT)]
+            if bool(vb) != (len(args) == 2):
+                raise self.err(node, "extract(hdr, bits) is for headers with a varbit field, extract(hdr) for "
+                                     "fixed-size headers")
+            var_len = self.expr(args[1], BitT(32)).src if vb else None
+            self.extract(h.ref, args[0], var_len)
+            self.invalidate_siblings(h)
+            an = args[0]
+            if an.data in ("member_expr", "lv_member") and name_of(an.children[1]) == "next":
+                stack = self.expr(an.children[0])
+                self.out(f"S[{stack.ref.base}] += 1")
+            return E("None", VOID)
+        if method == "advance":
+            if len(args) != 1:
+                raise self.err(node, f"advance takes 1 argument, got {len(args)}")
+            a = self.expr(args[0], BitT(32))
+            self.out(f"if o + ({a.src} >> 3) > n: raise _PE({self.errors.index('PacketTooShort')})")
+            self.out(f"o += {a.src} >> 3")
+            return E("None", VOID)
+        if method == "length":
+            return E("(n << 3)", BitT(32))
+        raise self.err(node, f"packet_in has no method '{method}'")
+
+    def global_action(self, name: str) -> ActionInfo:
+        key = f"@global.{name}"
+        info = self.global_action_infos.get(key)
+        if info is None:
+            info = ActionInfo(name, self.global_actions[name], None)
+            self.global_action_infos[key] = info
+            self.compile_action(info)
+        return info
+
+    # --- actions ------------------------------------------------------------------------------------------
+    def compile_action(self, info: ActionInfo, function: bool = False) -> None:
+        """Generate ``def <fn>(S, <action data...>)``; directional params get slots (copy-in/out).
+
+        Functions compile the same way and also ``return`` their value.
+        """
+        node = info.node
+        info.fn_name = self.fresh(("f_" if function else "a_") + info.name.replace(".", "_"))
+        ret_t: P4Type | None = None
+        if function:
+            rnode = [c for c in node.children if isinstance(c, Tree) and c.data == "type_ref"]
+            ret_t = self.resolve_type(rnode[0]) if rnode else VOID
+            if not (ret_t.scalar or isinstance(ret_t, VoidT)):
+                raise self.err(node, f"functions returning {ret_t} are not supported yet (return bit/int/bool)")
+        info.ret_type = ret_t
+        params = []
+        scope: dict[str, Sym] = {}
+        pynames = []
+        for p in subtrees(subtrees(node, "params")[0], "param"):
+            dirn = p.children[len(subtrees(p, "annotation"))]
+            direction = str(dirn.children[0]) if dirn is not None else ""
+            t = self.resolve_type(subtrees(p, "type_ref")[0])
+            pname = name_of(subtrees(p, "name")[0])
+            if pname in scope:
+                raise self.err(p, f"duplicate parameter '{pname}'")
+            if direction in ("", "in") and t.scalar:
+                py = f"p_{pname}"
+                scope[pname] = Sym("py", t, value=py)
+                pynames.append(py)
+            else:
+                ref = self.alloc(t, p)
+                scope[pname] = Sym("ref", t, ref=ref)
+            params.append((direction, t, pname, scope[pname]))
+        info.params = params
+        saved_out, saved_in_action, saved_ret = self.out, self.in_action, self.fn_ret
+        self.out = Emitter()
+        self.in_action = True
+        self.fn_ret = ret_t
+        self.out(f"def {info.fn_name}(S{''.join(', ' + p for p in pynames)}):")
+        self.out.indent()
+        self.scopes.append(scope)
+        body = subtrees(node, "block")[0]
+        self.stmts(body.children)
+        self.scopes.pop()
+        self.pending_functions.append(self.out.lines)
+        self.out, self.in_action, self.fn_ret = saved_out, saved_in_action, saved_ret
+        if function:
+            return
+        data_params = [(n, t.width if isinstance(t, BitT) else 1) for d, t, n, _ in params if d == ""]
+        spec = ActionSpec(info.name, None, data_params, 0)  # fn bound after exec
+        self.actions[info.name] = spec
+        info.spec = spec
+
+    def global_function(self, name: str) -> ActionInfo:
+        cache = self.global_function_infos
+        if name not in cache:
+            info = ActionInfo(name, self.global_functions[name], None)
+            cache[name] = info
+            saved = self.scopes
+            self.scopes = []
+            self.compile_action(info, function=True)
+            self.scopes = saved
+        return cache[name]
+
+    def direct_action_call(self, info: ActionInfo, args: list, node: Any, function: bool = False) -> E:
+        kind = "function" if function else "action"
+        if len(args) != len(info.params):
+            raise self.err(node, f"{kind} {info.name} takes {len(info.params)} arguments, got {len(args)}")
+        pyargs = []
+        copy_out = []
+        for (direction, t, pname, sym), a in zip(info.params, args, strict=True):
+            if sym.kind == "py":
+                v = self.coerce(self.expr(a, t), t)
+                pyargs.append(v.src)
+            else:
+                if direction in ("in", "inout", ""):
+                    self.assign_ref(sym.ref, a, node)
+                if direction in ("out", "inout"):
+                    tgt = self.expr(a)
+                    if tgt.ref is None:
+                        raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
+                    copy_out.append((tgt.ref, sym.ref))
+        call = f"{info.fn_name}(S{''.join(', ' + p for p in pyargs)})"
+        ret_t = info.ret_type
+        result = E("None", VOID)
+        if function and ret_t is not None and not isinstance(ret_t, VoidT):
+            tmp = self.fresh("r")
+            self.out(f"{tmp} = {call}")
+            result = E(tmp, ret_t)
+        else:
+            self.out(call)
+        for dst, src in copy_out:
+            if dst.type.scalar:
+                self.out(f"{dst.src} = {src.src}")
+            else:
+                self.copy(dst, src)
+        return result
+
+    def inline_control(self, value: tuple, args: list, node: Any) -> None:
+        cnode, full = value
+        params = subtrees(subtrees(cnode, "params")[0], "param")
+        if len(params) != len(args):
+            raise self.err(node, f"control apply takes {len(params)} arguments, got {len(args)}")
+        scope: dict[str, Sym] = {}
+        for p, a in zip(params, args, strict=True):
+            pname = name_of(subtrees(p, "name")[0])
+            t = self.resolve_type(subtrees(p, "type_ref")[0])
+            e = self.expr(a, t)
+            if e.ref is not None:
+                scope[pname] = Sym("ref", e.ref.type, ref=e.ref)
+            else:
+                r = self.alloc(t)
+                self.out(f"{r.src} = {self.coerce(e, t).src}")
+                scope[pname] = Sym("ref", t, ref=r)
+        key = ("inlined", full)
+        cache = self.inlined_controls
+        saved = self.scopes
+        self.scopes = [scope]
+        if key not in cache:
+            self.control_locals(cnode, full, scope)
+            cache[key] = dict(scope)
+        else:
+            scope.update({k: v for k, v in cache[key].items() if k not in scope})
+        body = subtrees(cnode, "block")[-1]
+        self.out("try:")
+        self.out.indent()
+        self.stmts(body.children)
+        self.out.dedent()
+        self.out("except _Ret:")
+        self.out("    pass")
+        self.scopes = saved

@@ -1,0 +1,433 @@
+"""A control's local declarations: variables, extern instances, tables, action profiles, value sets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Tree
+
+from p4 import algorithms
+from p4.compiler.context import CompilerContext
+from p4.compiler.ir import INFINT, ActionInfo, E, Emitter, Sym, TableInfo
+from p4.compiler.limits import (
+    MAX_EXTERN_ENTRIES,
+)
+from p4.compiler.syntax import annotations_of, name_of, nonnull, subtrees, token_of
+from p4.externs import Counter, Meter, Register
+from p4.tables import ActionProfile, ActionSpec, KeySpec, Table, ValueSet
+from p4.types import (
+    BitT,
+    BoolT,
+    EnumT,
+    ErrorT,
+    StructLike,
+)
+
+
+class ControlDeclarations(CompilerContext):
+    """Locals of a control: instances, tables (keys, actions, const entries)."""
+
+    # --- controls -----------------------------------------------------------------------------------------
+    def control_locals(self, node: Tree, prefix: str, scope: dict[str, Sym]) -> None:
+        self._every_scope.append(scope)
+        for d in node.children:
+            if not isinstance(d, Tree):
+                continue
+            if d.data == "var_decl":
+                self.scopes.append(scope)
+                self.var_decl_into(d, scope)
+                self.scopes.pop()
+            elif d.data == "const_decl":
+                self.scopes.append(scope)
+                t = self.resolve_type(subtrees(d, "type_ref")[0])
+                e = self.expr(subtrees(d)[-1], want=t)
+                scope[name_of(subtrees(d, "name")[0])] = Sym("const", t, value=self.const_value(e, t, d))
+                self.scopes.pop()
+            elif d.data == "instantiation":
+                self.scopes.append(scope)
+                self.instantiate(d, prefix, scope)
+                self.scopes.pop()
+            elif d.data == "action_decl":
+                aname = name_of(subtrees(d, "name")[0])
+                full_name = f"{prefix}.{aname}" if prefix else aname
+                anns = annotations_of(d)
+                if anns.get("name"):
+                    # @name("x") is relative to the control, @name(".x") global - as p4c names it for BMv2
+                    given = str(anns["name"][0])
+                    full_name = given[1:] if given.startswith(".") else (f"{prefix}.{given}" if prefix else given)
+                info = ActionInfo(full_name, d, prefix)
+                scope[aname] = Sym("action", value=info)
+                self.scopes.append(scope)
+                self.compile_action(info)
+                self.scopes.pop()
+            elif d.data == "table_decl":
+                self.scopes.append(scope)
+                self.table(d, prefix, scope)
+                self.scopes.pop()
+            elif d.data == "function_decl":
+                fname = name_of(subtrees(d, "name")[0])
+                info = ActionInfo(f"{prefix}.{fname}" if prefix else fname, d, prefix)
+                scope[fname] = Sym("function", value=info)
+                self.scopes.append(scope)
+                self.compile_action(info, function=True)
+                self.scopes.pop()
+
+    def var_decl_into(self, d: Tree, scope: dict[str, Sym]) -> None:
+        kids = [c for c in d.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
+        t = self.resolve_type(kids[0])
+        name = name_of(kids[1])
+        ref = self.alloc(t, d)
+        scope[name] = Sym("ref", t, ref=ref)
+        if len(kids) > 2:
+            e = self.expr(kids[2], t)
+            if e.const is None or not t.scalar:
+                raise self.err(kids[2], "control-level variable initialisers must be constants here")
+            self.init[ref.base] = self.coerce(e, t).const
+
+    def instantiate(self, d: Tree, prefix: str, scope: dict[str, Sym]) -> None:
+        tref = subtrees(d, "type_ref")[0]
+        inner = subtrees(tref)[0]
+        tname = str(inner.children[0])
+        targs = []
+        if inner.data == "spec_type":
+            targs = [self.resolve_type(c) for c in subtrees(inner, "type_args")[0].children if isinstance(c, Tree)]
+        name = name_of(subtrees(d, "name")[0])
+        args = nonnull(subtrees(d, "args")[0].children)
+        full = f"{prefix}.{name}" if prefix else name
+        anns = annotations_of(d)
+        if "name" in anns and anns["name"]:
+            full = str(anns["name"][0]).lstrip(".")
+        var = self.fresh("x_" + name)
+        if tname in self.controls:
+            scope[name] = Sym("control", value=(self.controls[tname], full))
+            return
+        cargs = [self.expr(a) for a in args]
+
+        def cint(i: int) -> int:
+            if i >= len(cargs) or cargs[i].const is None:
+                raise self.err(d, f"{tname} argument {i + 1} must be a compile-time constant")
+            return int(cargs[i].const)
+
+        def entries(i: int) -> int:
+            n = cint(i)
+            if not 0 <= n <= MAX_EXTERN_ENTRIES:
+                raise self.err(d, f"{tname} size {n} out of range 0..{MAX_EXTERN_ENTRIES:,} (this target's limit)")
+            return n
+
+        def enum_member(i: int) -> str:
+            e = cargs[i]
+            if not isinstance(e.type, EnumT):
+                raise self.err(d, f"{tname}(...) argument {i + 1}: expected an enum member, got {e.type}")
+            return next(k for k, v in e.type.members.items() if v == e.const)
+
+        inst: dict[str, Any] = {"kind": tname, "var": var, "name": full}
+        want_args = {"register": (1, 2), "counter": (2,), "direct_counter": (1,), "meter": (2,),
+                     "direct_meter": (1,), "Checksum16": (0,), "action_profile": (1,),
+                     "action_selector": (3,)}.get(tname)
+        if want_args is not None and len(cargs) not in want_args:
+            raise self.err(d, f"{tname}(...) takes {' or '.join(map(str, want_args))} constructor arguments, "
+                              f"got {len(cargs)}")
+        if tname == "register":
+            elem = targs[0] if targs else BitT(32)
+            if not isinstance(elem, BitT):
+                raise self.err(d, f"register element type must be bit<N>/int<N>, not {elem}")
+            obj: Any = Register(full, entries(0), elem.width, elem.signed)
+            inst["elem"] = elem
+            self.registers[full] = obj
+        elif tname == "counter":
+            obj = Counter(full, entries(0), enum_member(1))
+            self.counters[full] = obj
+        elif tname == "direct_counter":
+            obj = Counter(full, 0, enum_member(0), direct=True)
+            inst["kind"] = "counter"
+            self.counters[full] = obj
+        elif tname == "meter":
+            obj = Meter(full, entries(0), enum_member(1))
+            self.meters[full] = obj
+        elif tname == "direct_meter":
+            obj = Meter(full, 0, enum_member(0), direct=True)
+            inst["kind"] = "meter"
+            inst["slot"] = self.alloc(BitT(32)).base
+            self.meters[full] = obj
+        elif tname == "Checksum16":
+            obj = None
+        elif tname in ("action_profile", "action_selector"):
+            obj = self.make_profile(tname, cargs, full, d)
+        else:
+            raise self.err(tref, f"extern {tname} is not supported by this target")
+        inst["obj"] = obj
+        self.ns[var] = obj
+        scope[name] = Sym("extern", value=inst)
+
+    def table(self, d: Tree, prefix: str, scope: dict[str, Sym]) -> None:
+        tname = name_of(subtrees(d, "name")[0])
+        full = f"{prefix}.{tname}" if prefix else tname
+        anns = annotations_of(d)
+        if "name" in anns and anns["name"]:
+            given = str(anns["name"][0])
+            full = given[1:] if given.startswith(".") else (f"{prefix}.{given}" if prefix else given)
+        keys: list[KeySpec] = []
+        key_srcs: list[str] = []
+        actions: dict[str, ActionSpec] = {}
+        action_infos: list[tuple[ActionInfo, dict]] = []
+        size, default, const_default = 1024, None, False
+        entries_node = None
+        dc = dm = None
+        sel_terms: list[tuple[str, int, str]] = []
+        profile = None
+        for p in d.children:
+            if not isinstance(p, Tree):
+                continue
+            if p.data == "key_prop":
+                for ke in subtrees(p, "key_elem"):
+                    e = self.expr(ke.children[0])
+                    mk = name_of(ke.children[1])
+                    if mk not in self.match_kinds:
+                        raise self.err(ke.children[1], f"unsupported match kind '{mk}' (exact, lpm, ternary, "
+                                                       "range, optional, selector)")
+                    if isinstance(e.type, BoolT):
+                        src, w = f"int({e.src})", 1
+                    elif isinstance(e.type, BitT):
+                        src, w = (f"({e.src} & {e.type.mask})" if e.type.signed else e.src), e.type.width
+                    elif isinstance(e.type, EnumT) and e.type.base is not None:
+                        src, w = e.src, e.type.base.width
+                    elif isinstance(e.type, (ErrorT, EnumT)):
+                        src, w = e.src, 32
+                    else:
+                        raise self.err(ke.children[0], f"table key must be bit<N>/int<N>/bool, not {e.type}")
+                    if mk == "selector":
+                        sel_terms.append((src, w, ""))
+                        continue
+                    kanns = annotations_of(ke)
+                    kname = str(kanns["name"][0]) if "name" in kanns else self.key_text(ke.children[0])
+                    keys.append(KeySpec(kname, mk, w))
+                    key_srcs.append(src)
+            elif p.data == "actions_prop":
+                for item in subtrees(p, "action_ref_item"):
+                    iann = annotations_of(item)
+                    aref = subtrees(item, "action_ref")[0]
+                    an = name_of(aref.children[0])
+                    sym = self.lookup(an, aref)
+                    if sym.kind != "action":
+                        raise self.err(aref, f"'{an}' is not an action")
+                    info: ActionInfo = sym.value
+                    action_infos.append((info, iann))
+            elif p.data == "entries_prop":
+                entries_node = p
+            elif p.data == "simple_prop":
+                pname = name_of(subtrees(p, "name")[0])
+                is_const = token_of(p, "CONST") is not None
+                val = [c for c in p.children if isinstance(c, Tree) and c.data not in ("annotation", "name")][0]
+                if pname == "size":
+                    size = int(self.const_value(self.expr(val), INFINT, val).const)
+                elif pname == "default_action":
+                    default = val
+                    const_default = is_const
+                elif pname == "counters":
+                    dc = self.expr(val).const
+                elif pname == "meters":
+                    dm = self.expr(val).const
+                elif pname == "implementation":
+                    profile = self.table_profile(val, full, scope)
+                elif pname in ("support_timeout", "max_group_size"):
+                    pass
+                else:
+                    raise self.err(p, f"unknown table property '{pname}'")
+        action_index: dict[str, int] = {}
+        for i, (info, iann) in enumerate(action_infos):
+            base = info.spec
+            assert base is not None, info.name          # compile_action ran for every action a table lists
+            decl_ann = annotations_of(info.node)
+            spec = ActionSpec(base.name, None, base.params, i, "defaultonly" in iann or "defaultonly" in decl_ann,
+                              "tableonly" in iann or "tableonly" in decl_ann)
+            actions[info.name] = spec
+            action_index[info.name] = i
+        fn_name = self.fresh("t_" + full.replace(".", "_"))
+        table = Table(full, keys, actions, size)
+        if sel_terms and (profile is None or profile.algo is None):
+            raise self.err(d, f"table {full} has selector keys but no action_selector implementation")
+        table.profile = profile
+        if profile is not None:
+            profile.tables.append(table)
+        if dc is not None:
+            table.direct_counter = dc.value["obj"]
+        if dm is not None:
+            table.direct_meter = dm.value["obj"]
+        self.tables[full] = table
+        tinfo = TableInfo(full, fn_name, table, action_index,
+                          {name_of(subtrees(info.node, "name")[0]): i for i, (info, _) in enumerate(action_infos)})
+        scope[tname] = Sym("table", value=tinfo)
+        # default action
+        if default is None:
+            noact = self.find_action(actions, "NoAction")
+            if noact is None:
+                noact = self.global_action("NoAction").spec if "NoAction" in self.global_actions else None
+                if noact is not None:
+                    actions.setdefault(noact.name, ActionSpec(noact.name, None, [], len(actions)))
+                    noact = actions[noact.name]
+            table.default_action, table.default_data = noact, ()
+        else:
+            spec, data = self.action_call_const(default, actions, full)
+            table.default_action, table.default_data = spec, data
+        table.const_default = const_default
+        table.initial_default = (table.default_action, table.default_data)
+        if entries_node is not None:
+            table.const_entries = token_of(entries_node, "CONST") is not None
+            self.const_entries(entries_node, table, actions)
+        # generate the apply function
+        em = Emitter()
+        em(f"def {fn_name}(S):")
+        em.indent()
+        if key_srcs:
+            key = key_srcs[0] if len(key_srcs) == 1 else "(" + ", ".join(key_srcs) + ")"
+            em(f"e = {fn_name}_T.lookup({key})")
+        else:
+            em("e = None")
+        em("if e is None:")
+        em(f"    a = {fn_name}_T.default_action")
+        em(f"    a.fn(S, *{fn_name}_T.default_data)")
+        em("    return False, a.index")
+        plen = f"S[{self.sm_slots['packet_length']}]"
+        if table.direct_counter is not None:
+            em(f"e.packets += 1; e.bytes += {plen}")
+        if table.direct_meter is not None:
+            em(f"S[{dm.value['slot']}] = {fn_name}_T.meter_exec(e, {plen}, _now_us())")
+        if profile is not None:
+            # indirect table: the entry names a member, or a group whose member the selector hash picks
+            em(f"P = {fn_name}_T.profile")
+            em("if e.group is not None:")
+            em("    g = P.groups.get(e.group)")
+            em("    if not g:")
+            em("        return False, -1")
+            if sel_terms:
+                val, nbits = self.pack(sel_terms)
+                em(f"    h = _alg.{profile.algo}(_alg.to_bytes({val}, {nbits})) & {(1 << profile.width) - 1}")
+            else:
+                em("    h = 0")
+            em("    m = P.members[g[h % len(g)]]")
+            em("else:")
+            em("    m = P.members[e.member]")
+            em("m.action.fn(S, *m.data)")
+            em("return True, m.action.index")
+        else:
+            em("e.fn(S, *e.data)")
+            em("return True, e.action.index")
+        self.pending_functions.append(em.lines)
+        self.ns[f"{fn_name}_T"] = table
+
+    def table_profile(self, val: Tree, table: str, scope: dict[str, Sym]) -> ActionProfile:
+        """``implementation = action_selector(...)`` (inline) or the name of an action_profile/selector."""
+        if val.data == "ctor_expr":
+            kind = str(val.children[0])
+            args = [self.expr(a) for a in nonnull(val.children[2].children)]
+            return self.make_profile(kind, args, f"{table}_profile", val)
+        e = self.expr(val)
+        sym = e.const
+        if isinstance(sym, Sym) and sym.kind == "extern" and isinstance(sym.value["obj"], ActionProfile):
+            return sym.value["obj"]
+        raise self.err(val, "implementation must be action_profile(size) or action_selector(algo, size, width)")
+
+    def make_profile(self, kind: str, args: list[E], name: str, node: Any) -> ActionProfile:
+        if kind == "action_profile" and len(args) == 1:
+            prof = ActionProfile(name, int(self.const_value(args[0], INFINT, node).const))
+        elif kind == "action_selector" and len(args) == 3:
+            a = args[0]
+            algo = next((k for k, v in a.type.members.items() if v == a.const), "") \
+                if isinstance(a.type, EnumT) else ""
+            if algo not in algorithms.HASHES:
+                raise self.err(node, f"action_selector algorithm must be one of {', '.join(algorithms.HASHES)}")
+            prof = ActionProfile(name, int(self.const_value(args[1], INFINT, node).const), algo,
+                                 int(self.const_value(args[2], INFINT, node).const))
+        else:
+            raise self.err(node, "expected action_profile(size) or action_selector(algo, size, outputWidth)")
+        self.profiles[name] = prof
+        return prof
+
+    def key_text(self, n: Tree) -> str:
+        if n.data in ("name_ref",):
+            return str(n.children[0])
+        if n.data == "member_expr":
+            return f"{self.key_text(n.children[0])}.{name_of(n.children[1])}"
+        if n.data == "call_expr":
+            return self.key_text(n.children[0]) + "()"
+        if n.data == "index_expr":
+            return f"{self.key_text(n.children[0])}[...]"
+        return "key"
+
+    @staticmethod
+    def find_action(actions: dict[str, ActionSpec], name: str) -> ActionSpec | None:
+        if name in actions:
+            return actions[name]
+        hits = [a for full, a in actions.items() if full.split(".")[-1] == name]
+        return hits[0] if len(hits) == 1 else None
+
+    def action_call_const(self, n: Tree, actions: dict[str, ActionSpec], table: str) -> tuple[ActionSpec, tuple]:
+        if n.data == "call_expr":
+            an, args = n.children[0], nonnull(n.children[1].children)
+        elif n.data == "action_ref":
+            an, args = n.children[0], nonnull(n.children[1].children) if n.children[1] is not None else []
+        else:
+            an, args = n, []
+        aname = str(an.children[0]) if isinstance(an, Tree) else str(an)
+        spec = self.find_action(actions, aname)
+        if spec is None:
+            raise self.err(n, f"action '{aname}' is not in the actions list of table {table}")
+        if len(args) != len(spec.params):
+            raise self.err(n, f"action {spec.name} takes {len(spec.params)} action-data arguments, "
+                              f"got {len(args)}")
+        data = []
+        for (_pname, w), a in zip(spec.params, args, strict=True):
+            e = self.expr(a, BitT(w))
+            data.append(self.const_value(e, BitT(w), a).const)
+        return spec, tuple(data)
+
+    def const_entries(self, p: Tree, table: Table, actions: dict[str, ActionSpec]) -> None:
+        for prio, ent in enumerate(subtrees(p, "entry")):
+            ks = ent.children[0]
+            aref = subtrees(ent, "action_ref")[0]
+            items = subtrees(ks) if ks.data == "tuple_keyset" else [ks]
+            if len(items) != len(table.keys):
+                raise self.err(ks, f"entry has {len(items)} key values, table {table.name} has "
+                                   f"{len(table.keys)} keys")
+            match = []
+            for item, key in zip(items, table.keys, strict=True):
+                match.append(self.keyset_match(item, key.width, key.kind))
+            spec, data = self.action_call_const(aref, actions, table.name)
+            table.add(match, spec, data, prio + 1, const=True)
+
+    def keyset_match(self, item: Tree, width: int, kind: str) -> tuple[int, int]:
+        full = (1 << width) - 1
+        t = BitT(width)
+        if item.data == "ks_default":
+            return (0, full) if kind == "range" else (0, 0)
+        if item.data == "ks_mask":
+            v = self.const_value(self.expr(item.children[0], t), t, item).const
+            m = self.const_value(self.expr(item.children[1], t), t, item).const
+            return (v & m, m)
+        if item.data == "ks_range":
+            lo = self.const_value(self.expr(item.children[0], t), t, item).const
+            hi = self.const_value(self.expr(item.children[1], t), t, item).const
+            return (lo, hi)
+        v = self.const_value(self.expr(item, t), t, item).const
+        return (v, v) if kind == "range" else (v & full, full)
+
+    def value_set(self, d: Tree, scope: dict[str, Sym]) -> None:
+        """``value_set<T>(size) name;``: select-case values the control plane fills (pvs_add ...)."""
+        targs = [c for c in subtrees(d, "type_args")[0].children if isinstance(c, Tree)]
+        t = self.resolve_type(targs[0])
+        if isinstance(t, StructLike):
+            width = t.width_bits
+        elif isinstance(t, BitT):
+            width = t.width
+        else:
+            raise self.err(d, f"value_set element type must be bit<N> or a struct of bit fields, not {t}")
+        size = int(self.const_value(self.expr([c for c in d.children if isinstance(c, Tree)
+                                               and c.data not in ("annotation", "type_args", "name")][0]),
+                                    INFINT, d).const)
+        name = name_of(subtrees(d, "name")[0])
+        full = f"{self.parser_name}.{name}"
+        vs = ValueSet(full, width, size)
+        var = self.fresh("pvs_" + name)
+        self.ns[var] = vs
+        self.value_sets[full] = vs
+        scope[name] = Sym("value_set", value={"var": var, "obj": vs})

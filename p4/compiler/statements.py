@@ -1,0 +1,289 @@
+"""Statements: type-check and emit assignments, conditionals, switches, returns and exits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Token, Tree
+
+from p4.compiler.context import CompilerContext
+from p4.compiler.ir import INFINT, Ref, Sym, TableInfo
+from p4.compiler.syntax import name_of, nonnull, subtrees
+from p4.types import (
+    BitT,
+    EnumT,
+    ErrorT,
+    ExternT,
+    InfIntT,
+    ListT,
+    StackT,
+    StructLike,
+    VoidT,
+    default_value,
+)
+
+
+class Statements(CompilerContext):
+    """Statement code generation inside a parser state, action or apply block."""
+
+    # --- statements ---------------------------------------------------------------------------------------
+    def stmts(self, nodes: list[Any]) -> None:
+        self.scopes.append({})
+        start = len(self.out.lines)
+        for s in nodes:
+            if s is not None:
+                self.stmt(s)
+        if len(self.out.lines) == start:
+            self.out("pass")
+        self.scopes.pop()
+
+    def stmt(self, s: Tree) -> None:  # one dispatch over statement kinds
+        d = s.data
+        self.last_node = s
+        if d == "block":
+            self.stmts(s.children)
+        elif d == "annotated_block":   # @atomic { ... }: one packet at a time already, so just the block
+            self.stmts(subtrees(s, "block")[0].children)
+        elif d == "var_decl":
+            self.var_decl(s)
+        elif d == "const_decl":
+            t = self.resolve_type(subtrees(s, "type_ref")[0])
+            e = self.expr(subtrees(s)[-1], want=t)
+            self.scopes[-1][name_of(subtrees(s, "name")[0])] = Sym("const", t, value=self.const_value(e, t, s))
+        elif d == "assign":
+            self.assign(s.children[0], s.children[1], s)
+        elif d == "call_stmt":
+            e = self.call(s.children[0], nonnull(s.children[1].children), as_stmt=True)
+            if e.src != "None":
+                self.out(e.src)
+        elif d == "generic_call_stmt":
+            head = s.children[0]
+            self.call_type_args = [self.resolve_type(c) for c in subtrees(head, "type_args")[0].children
+                                   if isinstance(c, Tree)]
+            try:
+                self.call(Tree("lv_name", [head.children[0]], head.meta), nonnull(s.children[1].children),
+                          as_stmt=True)
+            finally:
+                self.call_type_args = []
+        elif d == "if_stmt":
+            s = Tree("if_stmt", (list(s.children) + [None, None])[:3], s.meta)
+            c = self.expect_bool(s.children[0])
+            if c.const is not None:
+                branch = s.children[1] if c.const else s.children[2]
+                if branch is not None:
+                    self.stmts([branch])
+                return
+            self.out(f"if {c.src}:")
+            self.out.indent()
+            self.stmts([s.children[1]])
+            self.out.dedent()
+            if s.children[2] is not None:
+                self.out("else:")
+                self.out.indent()
+                self.stmts([s.children[2]])
+                self.out.dedent()
+        elif d == "switch_stmt":
+            self.switch(s)
+        elif d == "exit_stmt":
+            self.out("raise _Exit()")
+        elif d == "return_stmt":
+            if self.in_parser:
+                raise self.err(s, "return is not allowed in a parser")
+            value = s.children[0] if s.children else None
+            ret_t = self.fn_ret
+            if value is not None:
+                if ret_t is None or isinstance(ret_t, VoidT):
+                    raise self.err(s, "return with a value is only allowed in functions that return one")
+                v = self.expr(value, ret_t)
+                if v.type != ret_t and not isinstance(v.type, InfIntT):
+                    raise self.err(value, f"function returns {ret_t}, not {v.type}")
+                self.out(f"return {self.coerce(v, ret_t).src}")
+            elif ret_t is not None and not isinstance(ret_t, VoidT):
+                raise self.err(s, f"this function must return a value of type {ret_t}")
+            elif self.in_action:
+                self.out("return")
+            else:
+                self.out("raise _Ret()")  # leave this control's apply block
+        else:
+            raise self.err(s, f"unsupported statement ({d})")
+
+    def var_decl(self, s: Tree) -> None:
+        kids = [c for c in s.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
+        tnode, name_n = kids[0], kids[1]
+        init = kids[2] if len(kids) > 2 else None
+        t = self.resolve_type(tnode) if tnode.data not in ("name",) else None
+        name = name_of(name_n)
+        if isinstance(t, ExternT):
+            raise self.err(s, f"'{name}': instantiate externs with {t.name}(...) {name};")
+        ref = self.alloc(t, s)
+        self.scopes[-1][name] = Sym("ref", t, ref=ref)
+        if init is not None:
+            self.assign_ref(ref, init, s)
+        elif self.scopes and not isinstance(ref.base, str) and len(self.scopes) > 1:
+            # locals are re-initialised each time the declaration executes (BMv2 leaves them at 0)
+            if t.scalar:
+                self.out(f"S[{ref.base}] = {default_value(t)!r}")
+            elif isinstance(t, StructLike) or isinstance(t, StackT):
+                self.out(f"S[{ref.base}:{ref.base + t.size}] = _INIT[{ref.base}:{ref.base + t.size}]")
+
+    def assign(self, lhs: Tree, rhs: Tree, node: Tree) -> None:
+        if lhs.data == "lv_slice":
+            b = self.expr(lhs.children[0])
+            hi = self.const_value(self.expr(lhs.children[1]), INFINT, lhs).const
+            lo = self.const_value(self.expr(lhs.children[2]), INFINT, lhs).const
+            if b.ref is None or not isinstance(b.type, BitT) or not (0 <= lo <= hi < b.type.width):
+                raise self.err(lhs, "invalid slice assignment")
+            w = hi - lo + 1
+            v = self.expr(rhs, BitT(w))
+            if not isinstance(v.type, BitT) or v.type.width != w:
+                raise self.err(rhs, f"cannot assign {v.type} to a {w}-bit slice")
+            m = ((1 << w) - 1) << lo
+            keep = b.type.mask ^ m
+            self.out(f"{b.ref.src} = ({b.ref.src} & {keep}) | (({v.src} << {lo}) & {m})")
+            return
+        target = self.expr(lhs)
+        if target.ref is None:
+            raise self.err(lhs, "left side of = is not assignable")
+        self.assign_ref(target.ref, rhs, node)
+
+    def assign_ref(self, ref: Ref, rhs: Any, node: Any) -> None:
+        t = ref.type
+        v = self.expr(rhs, t)
+        if t.scalar:
+            vt = v.type
+            ok = vt == t or (isinstance(t, EnumT) and vt is t) or (isinstance(vt, InfIntT) and isinstance(t, BitT))
+            if isinstance(t, EnumT) and t.base is not None and vt == t.base:
+                ok = True
+            if not ok:
+                raise self.err(rhs, f"cannot assign a value of type {vt} to {t}")
+            v = self.coerce(v, t)
+            self.out(f"{ref.src} = {v.src}")
+            return
+        if isinstance(v.const, tuple) and v.const and v.const[0] == "fields" and isinstance(t, StructLike):
+            pairs = v.const[1]
+            missing = [f for f, _ in t.fields if f not in pairs]
+            extra = [f for f in pairs if f not in t.offsets]
+            if extra:
+                raise self.err(pairs[extra[0]][0], f"{t.name} has no field '{extra[0]}'")
+            if missing:
+                raise self.err(rhs, f"missing field(s) {', '.join(missing)} for {t.name}")
+            for fname, ft in t.fields:
+                kv, item = pairs[fname]
+                if not ft.scalar:
+                    raise self.err(kv, "nested structure initialisers are not supported yet")
+                item = self.coerce(item, ft)
+                if item.type != ft and not (isinstance(ft, EnumT) and item.type is ft):
+                    raise self.err(kv, f"field '{fname}' is {ft}, not {item.type}")
+                self.out(f"{ref.field(fname).src} = {item.src}")
+            if t.is_header:
+                self.out(f"S[{ref.base}] = True")
+            return
+        if isinstance(v.type, ListT) and isinstance(t, StructLike):
+            items = v.const
+            if len(items) != len(t.fields):
+                raise self.err(rhs, f"{t.name} has {len(t.fields)} fields, the list has {len(items)}")
+            for (fname, ft), item in zip(t.fields, items, strict=True):
+                if not ft.scalar:
+                    raise self.err(rhs, "nested list initialisers are not supported yet")
+                item = self.coerce(item, ft)
+                self.out(f"{ref.field(fname).src} = {item.src}")
+            if t.is_header:
+                self.out(f"S[{ref.base}] = True")
+            return
+        if v.ref is None or v.type is not t:
+            raise self.err(rhs, f"cannot assign a value of type {v.type} to {t}")
+        self.copy(ref, v.ref)
+
+    def copy(self, dst: Ref, src: Ref) -> None:
+        n = dst.type.size
+        if isinstance(dst.base, int) and isinstance(src.base, int):
+            self.out(f"S[{dst.base}:{dst.base + n}] = S[{src.base}:{src.base + n}]")
+        else:
+            a, b = self.fresh("d"), self.fresh("s")
+            self.out(f"{a} = {dst.base}; {b} = {src.base}")
+            self.out(f"S[{a}:{a}+{n}] = S[{b}:{b}+{n}]")
+
+    def switch(self, s: Tree) -> None:
+        subject = s.children[0]
+        cases = subtrees(s, "switch_case")
+        # switch (t.apply().action_run)
+        if subject.data == "member_expr" and name_of(subject.children[1]) == "action_run":
+            call = subject.children[0]
+            tinfo = self.table_of_apply(call)
+            if tinfo is None:
+                raise self.err(subject, "action_run needs table.apply()")
+            r = self.fresh("ar")
+            self.out(f"{r} = {tinfo.fn_name}(S)[1]")
+            first = True
+            pending: list[int] = []
+            for c in cases:
+                label = c.children[0]
+                lab = label.children[0]
+                block = c.children[1]
+                if isinstance(lab, Token) and lab.type == "DEFAULT":
+                    cond = None
+                else:
+                    if not (isinstance(lab, Tree) and lab.data == "name_ref"):
+                        raise self.err(lab, "action_run labels must be action names")
+                    an = name_of(lab)
+                    idx = self.find_table_action(tinfo, an, lab)
+                    pending.append(idx)
+                    if block is None:
+                        continue
+                    cond = f"{r} in {tuple(pending)!r}" if len(pending) > 1 else f"{r} == {pending[0]}"
+                    pending = []
+                if cond is None:
+                    self.out("else:" if not first else "if True:")
+                else:
+                    self.out(("if " if first else "elif ") + cond + ":")
+                first = False
+                self.out.indent()
+                self.stmts([block] if block is not None else [])
+                self.out.dedent()
+            return
+        e = self.expr(subject)
+        if not isinstance(e.type, (BitT, EnumT, ErrorT)):
+            raise self.err(subject, f"switch needs table.apply().action_run or a bit/enum value, not {e.type}")
+        r = self.fresh("sw")
+        self.out(f"{r} = {e.src}")
+        first, pending = True, []
+        for c in cases:
+            lab = c.children[0].children[0]
+            block = c.children[1]
+            if isinstance(lab, Token) and lab.type == "DEFAULT":
+                cond = None
+            else:
+                lv = self.expr(lab, e.type if isinstance(e.type, BitT) else None)
+                if not isinstance(lv.const, int):
+                    raise self.err(lab, "switch labels must be compile-time constants")
+                if isinstance(e.type, EnumT) and lv.type is not e.type:
+                    raise self.err(lab, f"label of type {lv.type} in a switch on {e.type}")
+                pending.append(lv.const)
+                if block is None:
+                    continue
+                cond, pending = f"{r} in {tuple(pending)!r}", []
+            self.out("else:" if cond is None and not first else ("if True:" if cond is None else
+                     ("if " if first else "elif ") + cond + ":"))
+            first = False
+            self.out.indent()
+            self.stmts([block] if block is not None else [])
+            self.out.dedent()
+
+    def find_table_action(self, tinfo: TableInfo, an: str, node: Any) -> int:
+        if an in tinfo.local_index:
+            return tinfo.local_index[an]
+        for full, idx in tinfo.action_index.items():
+            if full == an or full.split(".")[-1] == an:
+                return idx
+        raise self.err(node, f"table {tinfo.name} has no action '{an}'")
+
+    def table_of_apply(self, call: Tree) -> TableInfo | None:
+        if call.data != "call_expr":
+            return None
+        callee = call.children[0]
+        if callee.data != "member_expr" or name_of(callee.children[1]) != "apply":
+            return None
+        obj = self.expr(callee.children[0])
+        if isinstance(obj.const, Sym) and obj.const.kind == "table":
+            return obj.const.value
+        return None

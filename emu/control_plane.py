@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sw.collectives.fabric_topology import CNP_PRIORITY, Topology, TopologyError, switch_port_mac
-from sw.roce.flow import DSCP_CNP_DEFAULT, DSCP_ROCE_DEFAULT
-from sw.roce.gid import fabric_ipv6, fabric_ipv6_prefix_len
-from sw.roce.int_md import DSCP_INT
+from sw.roce.wire.flow import DSCP_CNP_DEFAULT, DSCP_ROCE_DEFAULT
+from sw.roce.wire.gid import fabric_ipv6, fabric_ipv6_prefix_len
+from sw.roce.wire.int_md import DSCP_INT
 
 ROCE_UDP_PORT = 4791
 REPORT_MIRROR_SESSION = 250
@@ -71,7 +71,7 @@ def switch_commands(topo: Topology, switch: str, ecn: EcnConfig | None = None,
         cmds.append(f"table_add FabricEgress.ecn_config {red_action} {port} => {ecn.kmin} {ecn.kmax} {ecn.pmax_q16}")
     group = 1
     for route in topo.routes(switch):
-        # every route twice: its IPv4 prefix and the same prefix in the fabric's IPv6 plan (sw.roce.gid)
+        # every route twice: its IPv4 prefix and the same prefix in the fabric's IPv6 plan (sw.roce.wire.gid)
         prefixes = (("ipv4_lpm", f"{route.prefix}/{route.prefix_len}"),
                     ("ipv6_lpm", f"{fabric_ipv6(route.prefix)}/{fabric_ipv6_prefix_len(route.prefix_len)}"))
         if len(route.ports) == 1:

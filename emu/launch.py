@@ -28,7 +28,7 @@ from emu.reap import owned_tempdir
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.collectives.config import ENV_INTRA_RATE, intra_rate_for
 from sw.collectives.fabric_topology import Topology, TopologySpec
-from sw.roce.pfc import nic_pfc_env
+from sw.roce.softnic.pfc import nic_pfc_env
 
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 POLL_NS = 50_000_000

@@ -1,6 +1,6 @@
 """RoCEv2 ICRC checker and generator at full data width: one beat per clock, CRC-32 from ``amaranth.lib.crc``.
 
-The invariant CRC (IBTA A17.3.3; golden model ``sw.roce.icrc``) runs over 8 bytes of 1s, then the IP header,
+The invariant CRC (IBTA A17.3.3; golden model ``sw.roce.wire.icrc``) runs over 8 bytes of 1s, then the IP header,
 UDP, BTH and payload with the router-mutable fields forced to 1s: IPv4 TOS, TTL and header checksum, or IPv6
 traffic class, flow label and hop limit; the UDP checksum; the BTH resv8a byte.  Frames are Ethernet II,
 optionally with one 802.1Q tag (TPID 0x8100), then IPv4 without options (IHL 5) or IPv6 with UDP as next
@@ -305,7 +305,7 @@ class IcrcChecker(wiring.Component):
     pulses per frame with ``ok``, ``latency`` clocks after the frame's last beat.
 
     ``int_md`` (with ``done``): the frame is untagged IPv4 with DSCP ``DSCP_INT``, i.e. carries an INT stack
-    between UDP and BTH (``sw.roce.int_md``); its ICRC covers the frame with the stack stripped, so ``ok`` does
+    between UDP and BTH (``sw.roce.wire.int_md``); its ICRC covers the frame with the stack stripped, so ``ok`` does
     not apply to it.
     """
 
@@ -354,7 +354,7 @@ class IcrcGenerator(wiring.Component):
     """Appends the ICRC to each RoCEv2 frame (IPv4/IPv6, optional 802.1Q tag) at one beat per clock.
 
     Input frames end where the ICRC goes: their IP and UDP lengths already count the 4 ICRC bytes (as for
-    ``sw.roce.icrc.with_icrc``).  The ICRC (least significant byte first) goes after the last byte; when
+    ``sw.roce.wire.icrc.with_icrc``).  The ICRC (least significant byte first) goes after the last byte; when
     fewer than 4 lanes are free it spills into one extra beat, for which the input is held one clock.
     ``tkeep`` must be contiguous from lane 0 (AXI-Stream packed frames).  ``tuser`` (``user_width`` bits) goes
     along with each beat (a spill beat repeats its frame's).

@@ -1,6 +1,6 @@
 """INT-echo ACK parser and HPCC feeder: RoCEv2 ACKs carrying echoed INT hops -> ``hw.hpcc.HpccEngine`` ACKs.
 
-Wire format (``sw.roce.int_md``, ``p4/programs/fabric.p4``): Ethernet / IPv4 (IHL 5, DSCP ``DSCP_INT``) / UDP
+Wire format (``sw.roce.wire.int_md``, ``p4/programs/fabric.p4``): Ethernet / IPv4 (IHL 5, DSCP ``DSCP_INT``) / UDP
 4791 / INT shim (type 1, length 4 + 7 * H words) / INT-MD header (version 2, 7 words per hop, domain-specific
 id ``INT_ECHO_DOMAIN_ID``: the requester's own forward-path hops echoed back) / H = 0..4 hop records of 28 bytes,
 newest first (node, ports, latency, queue id + 24-bit occupancy, 64-bit egress timestamp, 32-bit tx bytes) /
@@ -11,12 +11,12 @@ that (no payload).  No VLAN tag and no IPv6: the fabric stamps INT into untagged
 190 bytes as the beats go by and, three clocks after a frame's last beat, pulses ``ack`` for one clock with the
 destination QP, PSN, hop count and raw hop records (an event the consumer cannot take in that clock is lost and
 counted in ``dropped``).  ``HpccAckFeeder`` turns those events into the engine's ``ack`` payload, as the host stack
-(``sw.roce.pacer.QpPacer.int_hops``) does for ``sw.cc.Hpcc``: ts_ns = timestamp * ``ts_unit_ns`` (fabric.p4 writes
-microseconds), qlen_bytes = occupancy * ``qlen_unit_bytes`` (saturating at 2^32 - 1), link_kbps = ``link_kbps`` for
-every hop; sequences count packets, as PSNs do: ``snd_nxt`` is the QP's first PSN (``clear_seq`` at its init, 0
-unless driven) plus the frames the scheduler sent on it since (``sent`` pulses), the next PSN without the 24-bit
-wrap; ``ack_seq`` the ACK's PSN + 1 widened to 64 bits against ``snd_nxt`` (exact while fewer than 2^23 packets are
-outstanding, across PSN wraps).
+(``QpPacer.int_hops`` in ``sw.roce.softnic.qp_pacer``) does for ``sw.cc.Hpcc``: ts_ns = timestamp * ``ts_unit_ns``
+(fabric.p4 writes microseconds), qlen_bytes = occupancy * ``qlen_unit_bytes`` (saturating at 2^32 - 1), link_kbps =
+``link_kbps`` for every hop; sequences count packets, as PSNs do: ``snd_nxt`` is the QP's first PSN (``clear_seq``
+at its init, 0 unless driven) plus the frames the scheduler sent on it since (``sent`` pulses), the next PSN without
+the 24-bit wrap; ``ack_seq`` the ACK's PSN + 1 widened to 64 bits against ``snd_nxt`` (exact while fewer than 2^23
+packets are outstanding, across PSN wraps).
 """
 
 from __future__ import annotations

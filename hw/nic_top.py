@@ -7,10 +7,10 @@ Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
   The parser's CE or CNP event of a frame waits (in one of ``EVENT_SLOTS`` slots, by frame number) for the frame's
   ICRC verdict, ``icrc_check.latency`` clocks after its last beat: a RoCEv2 frame with a wrong ICRC raises no event
   and counts in RX_ICRC_ERRORS.  Frames carrying INT (DSCP_INT) are not judged: their ICRC covers the frame
-  without the INT stack (``sw.roce.int_md``).  A CE-marked RoCE
+  without the INT stack (``sw.roce.wire.int_md``).  A CE-marked RoCE
   packet's QP goes to ``cnp_gen`` (notification point), which puts at most one request per QP per CNP_INTERVAL_NS on
   ``cnp_req`` (the QP a CNP must be sent for).  A received CNP's QP goes through a small FIFO to ``dcqcn_rp``.
-  A RoCE ACK carrying echoed INT hops (``hw.int_ack``: the wire format of ``sw.roce.int_md`` and fabric.p4)
+  A RoCE ACK carrying echoed INT hops (``hw.int_ack``: the wire format of ``sw.roce.wire.int_md`` and fabric.p4)
   goes through a small FIFO to ``hpcc_feed``, which converts its hops to HPCC units (timestamps in us,
   occupancy x HPCC_QLEN_UNIT_BYTES, every hop at HPCC_LINE_RATE_KBPS) and pairs its PSN with the QP's count
   of sent frames (``snd_nxt``, in packets), then to ``hpcc`` (``hw.hpcc.HpccEngine``, 4 hops).
@@ -25,7 +25,7 @@ Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
   54-byte header template (Ethernet/IPv4/UDP/BTH, staged in the TMPL words and handed over by TMPL_WR, see
   ``hw.csr``; the template's BTH PSN is the QP's next PSN), IP/UDP lengths, IPv4 checksum, the QP's PSN (+1 per
   frame, wrapping at 2^24) and the ICRC.  The payload is ``tx_frame``'s per-QP pattern (byte i of PSN p of QP q
-  = ((p + i) mod 256) xor (q mod 256), ``sw.roce.pattern``): a NIC whose host side is a register bus has no
+  = ((p + i) mod 256) xor (q mod 256), ``sw.roce.wire.pattern``): a NIC whose host side is a register bus has no
   payload memory to read, and a pattern lets the receiver check every byte, offset and PSN.  Doorbell sizes and
   the MTU must be multiples of 4 (the pad count is the template's).  The opcode is the template's: SEND ONLY
   (0x04) is the one that fits the RTL's unreliable streams: every frame is a whole message without RETH (the

@@ -1,7 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """TX RoCEv2 framer: per-QP header templates + the scheduler's payload frames -> complete frames with their ICRC.
 
-Every QP has a 54-byte header template (Ethernet / IPv4 without options / UDP / BTH, as ``sw.roce.template`` builds
+Every QP has a 54-byte header template (Ethernet / IPv4 without options / UDP / BTH, as ``sw.roce.wire.template`` builds
 it), written on ``tmpl_wr`` (QP, the header bytes in wire order, byte 0 in bits 0..7).  The template's BTH PSN is
 the QP's first PSN; the IPv4 total length, header checksum and UDP length in it are ignored.  As the host stack's
 fast path does, the checksum comes from a sum precomputed at template write (the header words other than the
@@ -15,7 +15,7 @@ appended by ``hw.icrc.IcrcGenerator``.  The header shifts the payload by 54 byte
 more than ``bytes per beat - 54`` bytes takes one more beat (the input is held a clock), as may the ICRC.
 With ``pattern_payload`` the input beats' data is ignored and the payload is a per-QP pattern instead: payload
 byte i of the frame with PSN p of QP q is ((p + i) mod 256) xor (q mod 256) (golden model
-``sw.roce.pattern.pattern_payload``), so a receiver checks every byte, its offset, the PSN and the QP of a frame
+``sw.roce.wire.pattern.pattern_payload``), so a receiver checks every byte, its offset, the PSN and the QP of a frame
 without a payload memory in the NIC.
 Data width >= 512 bits (the header fits in the first beat).  Pipeline: five registered stages (template and PSN
 read, lengths, checksum sum, checksum fold, header insert), then the ICRC generator's.

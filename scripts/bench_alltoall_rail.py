@@ -42,7 +42,7 @@ def wire_overhead(net: str, mtu: int) -> float:
     """Wire bytes per payload byte of the ranks' transport (RoCE: full frames of the path MTU)."""
     if net == "tcp":
         return ETH_IP_TCP_OVERHEAD
-    from sw.roce.nic_port import path_mtu_for
+    from sw.roce.softnic.port import path_mtu_for
 
     pmtu = path_mtu_for(mtu)
     return (pmtu + ROCE_FRAME_EXTRA_BYTES) / pmtu

@@ -70,7 +70,7 @@ def _victim_pattern(size: int) -> np.ndarray:
 
 
 def _open(args: argparse.Namespace) -> tuple[Any, int]:
-    from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
+    from sw.roce.softnic.port import interface_mtu, open_device, path_mtu_for
 
     nic = open_device(args.dev, line_rate_bps=args.link_rate_bps, cc=args.cc)
     return nic, path_mtu_for(interface_mtu(args.dev))
@@ -78,7 +78,7 @@ def _open(args: argparse.Namespace) -> tuple[Any, int]:
 
 def run_victim_receiver(args: argparse.Namespace) -> dict[str, Any]:
     """One QP and a buffer for the victim's WRITE; serve until the sender reported, then verify the bytes."""
-    from sw.roce.qp_connect import connect, qp_info
+    from sw.roce.transport.qp_connect import connect, qp_info
     from sw.units.file_store import FileStore
 
     nic, mtu = _open(args)
@@ -101,8 +101,8 @@ def run_victim_receiver(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_victim_sender(args: argparse.Namespace) -> dict[str, Any]:
     """Connect, wait for "go" (the incast's start signal), WRITE ``--size`` bytes, report the completion time."""
-    from sw.roce.qp_connect import connect, qp_info
-    from sw.roce.verbs import SendWr, WcStatus, WrOpcode
+    from sw.roce.transport.qp_connect import connect, qp_info
+    from sw.roce.transport.verbs import SendWr, WcStatus, WrOpcode
     from sw.units.file_store import FileStore
 
     nic, mtu = _open(args)
@@ -159,7 +159,7 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
     from emu.fabric import Fabric, PfcSettings
     from emu.status import priority_status
     from emu.traffic import stop_proc
-    from sw.roce.nic_port import ENV_NIC_PFC
+    from sw.roce.softnic.port import ENV_NIC_PFC
     from sw.units.file_store import FileStore
 
     if name not in SCENARIOS:

@@ -15,7 +15,7 @@ of it), not the switch's 64-packet default that no CC can keep an 8 x line-rate 
 in packets of the path MTU (1 KiB here): Kmin 5 (~5 KB, DCQCN's Kmin), Kmax 45 (~50 KB: DCQCN's 200 KB at 40G
 scaled to 10G, the same 40 µs of queue), Pmax 1 %, judged by fabric.p4 on the queue's depth at dequeue (as
 DCTCP-style switches and the HPCC authors' ns-3 switch do: marks on the enqueue depth lag the queue by its delay).
-Host DCQCN parameters: sw.roce.pacer.  ``--pfc on`` turns on 802.1Qbb in the leaf (per ingress port
+Host DCQCN parameters: sw.roce.softnic.qp_pacer.  ``--pfc on`` turns on 802.1Qbb in the leaf (per ingress port
 XOFF/XON/headroom) and in the NICs, and reports the pauses the leaf sent.
 
 Each run also reports the DCQCN chain, to find where a loop breaks: CE marks the leaf set (``ecn_marks``), CE
@@ -47,9 +47,9 @@ import numpy as np
 
 from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
-from sw.roce.pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
-from sw.roce.qp_connect import connect, qp_info
-from sw.roce.verbs import SendWr, WcStatus, WrOpcode
+from sw.roce.softnic.qp_pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
+from sw.roce.transport.qp_connect import connect, qp_info
+from sw.roce.transport.verbs import SendWr, WcStatus, WrOpcode
 from sw.units import AutoDilation, add_time_dilation_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
 from sw.units.file_store import FileStore
 
@@ -81,7 +81,7 @@ def _pattern(index: int, size: int) -> np.ndarray:
 
 
 def _open(args: argparse.Namespace):
-    from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
+    from sw.roce.softnic.port import interface_mtu, open_device, path_mtu_for
 
     opts = {} if args.pacer_burst_bytes is None else {"pacer_burst_bytes": args.pacer_burst_bytes}
     nic = open_device(args.dev, line_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"), cc=args.cc,
@@ -189,7 +189,7 @@ def run_sender(args: argparse.Namespace) -> dict[str, Any]:
 
 def queue_depth_pkts(buffer_bytes: int, if_mtu: int) -> int:
     """The bottleneck queue in packets that holds ``buffer_bytes`` of full RoCE frames of the path MTU."""
-    from sw.roce.nic_port import path_mtu_for
+    from sw.roce.softnic.port import path_mtu_for
 
     return max(1, buffer_bytes // (path_mtu_for(if_mtu) + ROCE_FRAME_OVERHEAD_BYTES))
 
@@ -200,8 +200,8 @@ def jain(values: list[float]) -> float:
 
 
 def cc_params(cc: str, link_rate_bps: int, base_rtt_ns: int) -> dict[str, Any]:
-    """The parameters the senders' congestion control runs with (sw.roce.pacer's host choice), for the report;
-    DCQCN's include the receiver NP's CNP spacing."""
+    """The parameters the senders' congestion control runs with (sw.roce.softnic.qp_pacer's host choice), for the
+    report; DCQCN's include the receiver NP's CNP spacing."""
     params = getattr(make_cc(cc, link_rate_bps, base_rtt_ns=base_rtt_ns), "params", None)
     out = dataclasses.asdict(params) if params is not None else {}
     if cc == "dcqcn":
@@ -226,7 +226,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
     from emu.control_plane import EcnConfig
     from emu.fabric import Fabric, PfcSettings
     from emu.traffic import stop_proc
-    from sw.roce.nic_port import ENV_NIC_IPV6, ENV_NIC_PFC
+    from sw.roce.softnic.port import ENV_NIC_IPV6, ENV_NIC_PFC
 
     clock = clock or get_clock()
     rate = parse_rate_bps(args.link_rate, what="--link-rate")
@@ -251,7 +251,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         else:
             env.pop(ENV_NIC_PFC, None)
         if args.ipv6:
-            env[ENV_NIC_IPV6] = "fabric"  # every NIC on its IPv4 address in the fabric's IPv6 plan (sw.roce.gid)
+            env[ENV_NIC_IPV6] = "fabric"  # every NIC on its IPv4 address in the fabric's IPv6 plan (sw.roce.wire.gid)
         else:
             env.pop(ENV_NIC_IPV6, None)
         me = [sys.executable, "-m", "sw.apps.incast_bench"]

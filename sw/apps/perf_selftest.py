@@ -30,13 +30,13 @@ from sw.clock.lag import (
     read_lag_dir,
     search_dilation,
 )
-from sw.roce.gid import interface_ipv6, path_mtu_headroom_bytes
-from sw.roce.nic import Nic
-from sw.roce.nic_port import interface_mtu, open_device, path_mtu_for
-from sw.roce.pacer import CC_NAMES
-from sw.roce.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
-from sw.roce.transport_rules import PATH_MTUS
-from sw.roce.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
+from sw.roce.softnic.nic import SoftNic
+from sw.roce.softnic.port import interface_mtu, open_device, path_mtu_for
+from sw.roce.softnic.qp_pacer import CC_NAMES
+from sw.roce.tools.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
+from sw.roce.transport.rules import PATH_MTUS
+from sw.roce.transport.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
+from sw.roce.wire.gid import interface_ipv6, path_mtu_headroom_bytes
 from sw.units import (
     MAX_LINK_RATE_BPS,
     AutoDilation,
@@ -190,7 +190,7 @@ def _rd_atomic(args: argparse.Namespace) -> int:
     return args.rd_atomic
 
 
-def _nic(args: argparse.Namespace) -> tuple[Nic, int]:
+def _nic(args: argparse.Namespace) -> tuple[SoftNic, int]:
     if not 1 <= args.qp_timeout <= 31:
         raise PerfArgError(f"--qp-timeout {args.qp_timeout}: must be 1..31 (4.096 us * 2^N)")
     if not args.dev:

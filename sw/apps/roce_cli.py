@@ -58,7 +58,7 @@ def _payload_bytes(text: str) -> int:
 
 
 def _run_pcap(outdir: str) -> int:
-    from sw.roce.pcap import write_opcode_pcaps
+    from sw.roce.wire.sample_pcaps import write_opcode_pcaps
 
     path = Path(outdir)
     if path.exists() and not path.is_dir():
@@ -73,8 +73,8 @@ def _run_pcap(outdir: str) -> int:
 
 
 def _run_bench(args: argparse.Namespace) -> int:
-    from sw.roce.bench import run_bench
-    from sw.roce.opcodes import LAYOUTS, Opcode
+    from sw.roce.tools.bench import run_bench
+    from sw.roce.wire.opcodes import LAYOUTS, Opcode
 
     seconds = _seconds(args.seconds)
     payload_bytes = _payload_bytes(args.payload_bytes)

@@ -1,7 +1,7 @@
 """The RTL NIC's (``nic_cc_top``) register map: addresses, error bits, CC modes, counters and the parameter table.
 
 Pure data, the one definition: ``hw.csr`` and ``hw.nic_top`` build the registers from it, a host driver
-(``sw.roce.rtl_nic_driver``) addresses them by it without importing the RTL.  See ``hw.csr`` for the bus and the
+(``sw.roce.softnic.rtl_nic_driver``) addresses them by it without importing the RTL.  See ``hw.csr`` for the bus and the
 meaning of each word, ``hw.nic_top`` for the counters and parameters.
 """
 
@@ -45,7 +45,7 @@ COUNTERS = (
     ("RX_ICRC_ERRORS", "RoCEv2 frames (no INT) with a wrong ICRC: their CE/CNP events dropped"),
     ("TX_FRAMES", "frames that left on tx_m_axis (RoCEv2 with ICRC; below 512 bits the scheduler's frames)"),
 )
-# sw.roce.qp_requester.DATA_FRAME_OVERHEAD_BYTES (sw.cc may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
+# sw.roce.transport.requester.DATA_FRAME_OVERHEAD_BYTES (sw.cc may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
 DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
 COUNTER_ADDR = {name: REG_COUNTER0 + i for i, (name, _) in enumerate(COUNTERS)}
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sw.clock import Clock, get_clock
-from sw.roce.errors import DROP_REASONS
+from sw.roce.wire.errors import DROP_REASONS
 
 from .comm import Communicator
 from .dtypes import DTYPE_CODES, REDUCE_OPS, bf16_to_f32, f32_to_bf16

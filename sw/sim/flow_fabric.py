@@ -22,7 +22,7 @@ from functools import cached_property
 import numpy as np
 
 from sw.collectives.fabric_topology import TopologySpec
-from sw.roce.flow import udp_sport
+from sw.roce.wire.flow import udp_sport
 from sw.units.crc16 import CRC16_TABLE, crc16
 
 LINK_CLASSES = ("nvlink", "host-leaf", "leaf-spine", "spine-super")

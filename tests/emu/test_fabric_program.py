@@ -13,7 +13,7 @@ from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec, switch_port_mac
 from sw.roce import ECN_CE, ECN_ECT0, Flow, FlowTemplates, Opcode, decode
-from sw.roce.int_md import DSCP_INT, carries_int, parse_int, strip_int
+from sw.roce.wire.int_md import DSCP_INT, carries_int, parse_int, strip_int
 
 pytestmark = pytest.mark.unit
 

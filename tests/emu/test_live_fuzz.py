@@ -19,7 +19,7 @@ import pytest
 from emu.fabric import Fabric
 from emu.traffic import stop_proc
 from sw.collectives.fabric_topology import TopologySpec
-from tests.unit.rx_frames import JUMBO_BYTES, fuzz_frames, real_frames
+from tests.sw.roce.softnic.rx_frames import JUMBO_BYTES, fuzz_frames, real_frames
 
 pytestmark = pytest.mark.emu
 

@@ -20,12 +20,12 @@ import pytest
 from emu.netns import Host, NetnsLab
 from emu.wire import WireProfile
 from sw.clock import get_clock
-from sw.roce.gid import interface_ipv6
-from sw.roce.nic import Nic
-from sw.roce.nic_port import RawSocketPort
-from sw.roce.qp import QpState, QueuePair
-from sw.roce.qp_connect import connect, qp_info
-from sw.roce.verbs import Access, RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode
+from sw.roce.softnic.nic import SoftNic
+from sw.roce.softnic.port import RawSocketPort
+from sw.roce.transport.qp import QpState, QueuePair
+from sw.roce.transport.qp_connect import connect, qp_info
+from sw.roce.transport.verbs import Access, RecvWr, SendWr, WcOpcode, WcStatus, WrOpcode
+from sw.roce.wire.gid import interface_ipv6
 
 pytestmark = pytest.mark.emu
 
@@ -54,7 +54,7 @@ class End:
 
     host: Host
     port: RawSocketPort
-    nic: Nic
+    nic: SoftNic
 
     def __post_init__(self) -> None:
         self.pd = self.nic.alloc_pd()
@@ -65,7 +65,7 @@ class End:
 def _end(host: Host, **nic_kw) -> End:
     with in_netns(host):
         port = RawSocketPort("eth0")
-    return End(host, port, Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS, **nic_kw))
+    return End(host, port, SoftNic(port, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS, **nic_kw))
 
 
 def _connect(a: End, b: End, *, mtu: int = 4096, **attrs: int) -> None:
@@ -453,7 +453,7 @@ def _pair_ipv6(lab: NetnsLab) -> tuple[End, End]:
         host.cmd("ip", "-6", "addr", "add", f"{addr}/64", "dev", "eth0", "nodad")
         with in_netns(host):
             port = RawSocketPort("eth0", ip=interface_ipv6("eth0"))
-        ends.append(End(host, port, Nic(port, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS)))
+        ends.append(End(host, port, SoftNic(port, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS)))
     return ends[0], ends[1]
 
 

@@ -185,7 +185,7 @@ async def ring_doorbell(dut, qp: int, n_bytes: int, qp_bits: int) -> None:
 
 
 class CocotbNicPort:
-    """``sw.roce.rtl_nic_driver.NicPort`` on a simulated top level's CSR bus and doorbell stream."""
+    """``sw.roce.softnic.rtl_nic_driver.NicPort`` on a simulated top level's CSR bus and doorbell stream."""
 
     def __init__(self, dut, qp_bits: int) -> None:
         self.dut, self.qp_bits = dut, qp_bits

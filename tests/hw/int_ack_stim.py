@@ -2,8 +2,8 @@
 
 ``IntPath`` is one QP's forward path in the units a fabric.p4 switch writes (microsecond timestamps, a 32-bit tx
 byte counter that wraps, queue occupancy in packets); ``ack_frame`` builds the responder's ACK with
-``sw.roce.FlowTemplates`` and echoes the hops into it with ``sw.roce.int_md.insert_int``; ``host_hops`` is the
-host stack's path from such a frame to HPCC input (``sw.roce.nic`` strip + decode, ``QpPacer.int_hops``).
+``sw.roce.FlowTemplates`` and echoes the hops into it with ``sw.roce.wire.int_md.insert_int``; ``host_hops`` is the
+host stack's path from such a frame to HPCC input (``sw.roce.softnic.nic`` strip + decode, ``QpPacer.int_hops``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import random
 
 from sw.cc import IntHop
 from sw.roce import Flow, FlowTemplates, Opcode, decode
-from sw.roce.decode import RocePacket
-from sw.roce.int_md import IntHopRecord, carries_int, insert_int, strip_int
-from sw.roce.pacer import QpPacer
+from sw.roce.softnic.qp_pacer import QpPacer
+from sw.roce.wire.decode import RocePacket
+from sw.roce.wire.int_md import IntHopRecord, carries_int, insert_int, strip_int
 
 BITS_NS_PER_KBPS = 8_000_000
 SYNDROME_ACK = 0x1F  # ACK with credit count 31 (no end-to-end credit), as sw.roce's responder sends

@@ -5,12 +5,12 @@ burst meanwhile; a pause of another priority does not; the NIC's own PFC frames 
 from __future__ import annotations
 
 import pytest
-from mem_port import MemPort
 
 from sw.clock import ManualClock
 from sw.collectives.transport.roce import WIRE_OVERHEAD_BYTES, WirePort
-from sw.roce.nic import Nic
-from sw.roce.pfc import parse_pfc, pfc_frame
+from sw.roce.softnic.nic import SoftNic
+from sw.roce.softnic.pfc import parse_pfc, pfc_frame
+from tests.sw.roce.softnic.mem_port import MemPort
 
 pytestmark = pytest.mark.unit
 
@@ -20,11 +20,11 @@ SWITCH_MAC = bytes.fromhex("025046000001")
 DATA = bytes(12) + b"\x08\x00" + bytes(986)     # 1000 bytes
 
 
-def _wire(rx_xoff_frames: int = 0) -> tuple[WirePort, Nic, MemPort, ManualClock]:
+def _wire(rx_xoff_frames: int = 0) -> tuple[WirePort, SoftNic, MemPort, ManualClock]:
     clock = ManualClock()
     port = MemPort()
     wire = WirePort(port, RATE_BPS, clock)  # type: ignore[arg-type]
-    nic = Nic(wire, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS, clock=clock, pfc_priority=PRIO,
+    nic = SoftNic(wire, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS, clock=clock, pfc_priority=PRIO,
               pfc_rx_xoff_frames=rx_xoff_frames, pfc_rx_xon_frames=0)
     wire.pfc = nic.pfc
     return wire, nic, port, clock

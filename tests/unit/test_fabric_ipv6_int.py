@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fabric_rdma import write_then_read
 from scapy.layers.inet import UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
@@ -22,9 +21,10 @@ from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec
-from sw.roce.flow import Flow
-from sw.roce.gid import fabric_ipv6
-from sw.roce.int_md import (
+from sw.roce.softnic.loopback import LinkProfile, MemoryWire
+from sw.roce.wire.flow import Flow
+from sw.roce.wire.gid import fabric_ipv6
+from sw.roce.wire.int_md import (
     DSCP_INT,
     INT_HOP_BYTES,
     INT_MD_BYTES,
@@ -35,9 +35,9 @@ from sw.roce.int_md import (
     parse_int,
     strip_int,
 )
-from sw.roce.nic_loopback import LinkProfile, MemoryWire
-from sw.roce.opcodes import Opcode
-from sw.roce.template import FlowTemplates
+from sw.roce.wire.opcodes import Opcode
+from sw.roce.wire.template import FlowTemplates
+from tests.sw.roce.transport.fabric_rdma import write_then_read
 
 pytestmark = pytest.mark.unit
 

@@ -17,19 +17,19 @@ from pathlib import Path
 import numpy as np
 
 from sw.clock import Clock, get_clock
-from sw.roce.nic import Nic
-from sw.roce.nic_port import (
+from sw.roce.softnic.nic import SoftNic
+from sw.roce.softnic.pfc import NicPfc
+from sw.roce.softnic.port import (
     ROCE_HEADROOM_BYTES,
-    PortError,
+    NicPortError,
     RawSocketPort,
     env_pfc_options,
     path_mtu_for,
 )
-from sw.roce.pfc import NicPfc
-from sw.roce.qp import QueuePair
-from sw.roce.qp_connect import connect, qp_info, random_psn
-from sw.roce.route import RouteError, interface_of, next_hop_mac
-from sw.roce.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
+from sw.roce.softnic.route import RouteError, interface_of, next_hop_mac
+from sw.roce.transport.qp import QueuePair
+from sw.roce.transport.qp_connect import connect, qp_info, random_psn
+from sw.roce.transport.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
 
 from ..deadline import Deadline
 from ..errors import CollectiveTimeoutError, CollectiveUserError, PeerGoneError
@@ -96,7 +96,7 @@ class WirePort:
     Adapter around ``sw.roce``'s port: its NIC paces each QP on its own at line rate, so several active QPs
     would together leave at a multiple of it and overrun the first switch queue; a real NIC's port serializes
     them.  Frames wait here (bounded by the transport's in-flight budget) instead of being dropped downstream.
-    PFC (``$STARPULSE_NIC_PFC``): a pause of the NIC's priority, as its ``NicPfc`` (``sw.roce.pfc``) took and
+    PFC (``$STARPULSE_NIC_PFC``): a pause of the NIC's priority, as its ``NicPfc`` (``sw.roce.softnic.pfc``) took and
     counts it, holds the queued frames too, without earning tokens; our own PFC frames leave at once.
     """
 
@@ -110,7 +110,7 @@ class WirePort:
         self._tokens = float(self.burst_bytes)
         self._last_ns = clock.now_ns()
         self._queue: deque[bytes] = deque()
-        self.pfc: NicPfc | None = None   # the NIC's PFC state, once the Nic exists (None: PFC off)
+        self.pfc: NicPfc | None = None   # the NIC's PFC state, once the SoftNic exists (None: PFC off)
 
     def send(self, frame: bytes) -> None:
         if frame[12:14] == b"\x88\x08":   # MAC control (the NIC's PFC): the MAC sends it at once, paused or not
@@ -300,7 +300,7 @@ class RoceTransport(ChannelTransport):
     name = "roce"
     host_progress = True
 
-    def __init__(self, my_rank: int, nic: Nic, wire: WirePort, channels: dict[int, RoceChannel],
+    def __init__(self, my_rank: int, nic: SoftNic, wire: WirePort, channels: dict[int, RoceChannel],
                  credits: np.ndarray, clock: Clock, drain_s: float = DRAIN_WALL_S) -> None:
         self.my_rank = my_rank
         self.drain_s = drain_s
@@ -329,10 +329,10 @@ class RoceTransport(ChannelTransport):
         try:
             pfc_options = env_pfc_options()   # a PFC fabric's class: the NIC honours (and may send) its pauses
             wire = WirePort(RawSocketPort(ifname), rate_bps, clock)
-        except PortError as exc:
+        except NicPortError as exc:
             raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
         try:
-            nic = Nic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock, **pfc_options)
+            nic = SoftNic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock, **pfc_options)
             wire.pfc = nic.pfc
             peer_budget = inflight_budget_bytes(rate_bps, path_mtu_for(wire.mtu), clock.dilation)
             budget = SendBudget(min(BUDGET_PEERS, max(1, len(remote))) * peer_budget, peer_budget)

@@ -1,4 +1,4 @@
-"""cocotb test of hw.icrc.IcrcChecker against sw.roce.icrc on Scapy-built RoCEv2 frames (IPv4, IPv6, 802.1Q),
+"""cocotb test of hw.icrc.IcrcChecker against sw.roce.wire.icrc on Scapy-built RoCEv2 frames (IPv4, IPv6, 802.1Q),
 good and corrupted."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, tb_params, tb_record
 
-from sw.roce.flow import Flow
-from sw.roce.icrc import icrc, wire_icrc
-from sw.roce.opcodes import Opcode
-from sw.roce.packets import scapy_frame
+from sw.roce.wire.flow import Flow
+from sw.roce.wire.icrc import icrc, wire_icrc
+from sw.roce.wire.opcodes import Opcode
+from sw.roce.wire.packets import scapy_frame
 
 
 def l3_of(frame: bytes) -> int:

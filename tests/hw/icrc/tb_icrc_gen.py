@@ -1,5 +1,5 @@
 """cocotb test of hw.icrc.IcrcGenerator: RoCEv2 frames (IPv4, IPv6, 802.1Q) without ICRC in, frames with the
-ICRC of sw.roce.icrc out, under backpressure and then back to back; the output frames go to a pcap for tshark."""
+ICRC of sw.roce.wire.icrc out, under backpressure and then back to back; the output frames go to a pcap for tshark."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, tb_params, tb_record
 
-from sw.roce.flow import Flow
-from sw.roce.icrc import icrc, icrc_bytes
-from sw.roce.opcodes import LAYOUTS, Opcode
-from sw.roce.packets import scapy_frame
-from sw.roce.pcap import write_pcap
+from sw.roce.wire.flow import Flow
+from sw.roce.wire.icrc import icrc, icrc_bytes
+from sw.roce.wire.opcodes import LAYOUTS, Opcode
+from sw.roce.wire.packets import scapy_frame
+from sw.roce.wire.sample_pcaps import write_pcap
 
 ICRC_BYTES = 4
 OPCODES = [op for op in LAYOUTS if op != Opcode.CNP] + [Opcode.CNP]
@@ -48,7 +48,7 @@ def make_frames(rng: random.Random, n: int) -> list[bytes]:
 
 def with_stray_bytes(rng: random.Random, frames: list[bytes]) -> list[bytes]:
     """Frames lengthened by 1-3 bytes before the ICRC (RoCE frames all end 2 mod 4 bytes before it), so every
-    last-beat tkeep occurs; their ICRC is recomputed by sw.roce.icrc."""
+    last-beat tkeep occurs; their ICRC is recomputed by sw.roce.wire.icrc."""
     out = []
     for i, frame in enumerate(frames):
         body = frame[:-ICRC_BYTES] + bytes(rng.randrange(256) for _ in range(i % 4))
@@ -75,7 +75,7 @@ async def test_generator_appends_icrc(dut):
     for _ in frames + odd:
         got.append(bytes((await sink.recv()).tdata))
     bad = [i for i, (a, b) in enumerate(zip(got, frames + odd, strict=True)) if a != b]
-    assert not bad, f"frames {bad[:8]} differ from sw.roce.icrc"
+    assert not bad, f"frames {bad[:8]} differ from sw.roce.wire.icrc"
 
     # 2: back to back with the output always ready: one output beat per clock, no bubbles
     sink.clear_pause_generator()

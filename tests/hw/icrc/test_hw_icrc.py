@@ -1,5 +1,5 @@
 # amaranth: UnusedElaboratable=no
-"""Amaranth-simulator tests of hw.icrc: generator and checker agree with sw.roce.icrc on IPv4, IPv6 and 802.1Q."""
+"""Amaranth-simulator tests of hw.icrc: generator and checker agree with sw.roce.wire.icrc on IPv4, IPv6 and 802.1Q."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from amaranth.sim import Simulator
 
 from hw.errors import HwParamError
 from hw.icrc import ICRC_BYTES, IcrcChecker, IcrcGenerator, mask_plan
-from sw.roce.flow import Flow
-from sw.roce.icrc import icrc, icrc_bytes, wire_icrc
-from sw.roce.opcodes import Opcode
-from sw.roce.packets import scapy_frame
+from sw.roce.wire.flow import Flow
+from sw.roce.wire.icrc import icrc, icrc_bytes, wire_icrc
+from sw.roce.wire.opcodes import Opcode
+from sw.roce.wire.packets import scapy_frame
 
 pytestmark = pytest.mark.sim
 
@@ -37,7 +37,7 @@ def _l3(frame: bytes) -> bytes:
 
 def _frames(seed: int, n: int) -> list[bytes]:
     """IPv4, IPv6, tagged and not, of lengths covering every last-beat tkeep: real RoCE frames all end 2 mod 4
-    bytes before the ICRC, so 3 of 4 frames get 1-3 stray bytes there (their ICRC then comes from sw.roce.icrc)."""
+    bytes before the ICRC, so 3 of 4 frames get 1-3 stray bytes there (their ICRC then comes from sw.roce.wire.icrc)."""
     rng = random.Random(seed)
     frames = []
     for i in range(n):

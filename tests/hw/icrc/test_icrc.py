@@ -13,7 +13,7 @@ from roce_tx_check import independent_icrc
 from scapy.utils import rdpcap
 
 from hw.icrc import IcrcChecker, IcrcGenerator
-from sw.roce.icrc import icrc
+from sw.roce.wire.icrc import icrc
 
 pytestmark = pytest.mark.sim
 
@@ -48,7 +48,7 @@ def test_icrc_gen(simulator: str, data_width: int) -> None:
         plain = frame[:12] + frame[16:] if frame[12:14] == b"\x81\x00" else frame
         assert icrc(plain[14:]) == reference(plain) == int.from_bytes(frame[-4:], "little")
     if TSHARK is None:
-        pytest.skip("tshark is not installed: ICRC checked against sw.roce.icrc and the bitwise CRC only")
+        pytest.skip("tshark is not installed: ICRC checked against sw.roce.wire.icrc and the bitwise CRC only")
     out = subprocess.run([TSHARK, "-o", "ip.check_checksum:TRUE", "-r", str(pcap), "-T", "json"],
                          capture_output=True, text=True, timeout=120, check=True)
     dissected = json.loads(out.stdout)

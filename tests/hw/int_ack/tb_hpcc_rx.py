@@ -26,7 +26,7 @@ from int_ack_stim import IntPath, ack_frame, host_hops
 from hw.hpcc import KIND_UPDATE, QP_STATE
 from hw.int_ack import MAX_INT_HOPS, PSN_BITS
 from sw.cc import AckInfo, Hpcc, HpccParams, RateToIncrement
-from sw.roce.pacer import QpPacer
+from sw.roce.softnic.qp_pacer import QpPacer
 
 PSN_MOD = 1 << PSN_BITS
 STATE_FIELDS = ("window_bytes", "wc_bytes", "u_q16", "inc_stage", "rate_kbps", "last_update_seq")

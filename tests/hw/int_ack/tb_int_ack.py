@@ -2,7 +2,8 @@
 
 A random mix of INT-echo ACKs (0..4 hops), plain ACKs, INT ACKs not marked as echo, NAKs and data frames with INT,
 CNPs and frames cut short, all built by sw.roce, goes through the tap with no idle clock between frames.  Every
-``ack`` event must be exactly what the host stack (``sw.roce.int_md.strip_int`` + ``sw.roce.decode``) takes as an
+``ack`` event must be exactly what the host stack (``sw.roce.wire.int_md.strip_int`` + ``sw.roce.wire.decode``)
+takes as an
 INT echo for HPCC, in order, and the frames must come out unchanged.
 """
 
@@ -18,9 +19,9 @@ from int_ack_stim import IntPath, ack_frame, flow
 
 from hw.int_ack import MAX_INT_HOPS, RAW_HOP
 from sw.roce import FlowTemplates, Opcode, decode
-from sw.roce.errors import RoceFormatError
-from sw.roce.int_md import carries_int, insert_int, strip_int
-from sw.roce.packets import scapy_frame
+from sw.roce.wire.errors import RoceFormatError
+from sw.roce.wire.int_md import carries_int, insert_int, strip_int
+from sw.roce.wire.packets import scapy_frame
 
 HOP_BITS = RAW_HOP.size
 

@@ -20,9 +20,9 @@ from hwsim import CLK_NS, BlockTestbench, ring_doorbell, tb_record
 from hw.csr import CSR_ID, ERR_CLAMP, ERR_VALUE, REG_ERR, REG_ID, REG_PARAM0, REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
 from hw.nic_top import CC_MODE_DCQCN, CC_MODE_HPCC, CC_MODE_NONE, COUNTER_ADDR
 from sw.cc import DcqcnNp, DcqcnParams, DcqcnRp, RateToIncrement
-from sw.roce.flow import ECN_CE, ECN_ECT0, Flow
-from sw.roce.opcodes import Opcode
-from sw.roce.packets import scapy_frame
+from sw.roce.wire.flow import ECN_CE, ECN_ECT0, Flow
+from sw.roce.wire.opcodes import Opcode
+from sw.roce.wire.packets import scapy_frame
 
 FRAC = 1 << 24
 

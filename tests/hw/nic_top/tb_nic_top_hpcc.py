@@ -22,7 +22,7 @@ from hw.csr import ERR_CLAMP, ERR_VALUE, REG_ERR, REG_PARAM0, REG_QP_INIT, REG_Q
 from hw.nic_top import CC_MODE_DCQCN, CC_MODE_HPCC, COUNTER_ADDR
 from hw.sched import RATE_FRAC_BITS
 from sw.cc import AckInfo, Hpcc, HpccParams, RateToIncrement
-from sw.roce.pacer import QpPacer
+from sw.roce.softnic.qp_pacer import QpPacer
 
 HPCC_FIELDS = ("line_rate_kbps", "min_rate_kbps", "base_rtt_ns", "eta_q16", "max_stage", "rate_ai_kbps")
 

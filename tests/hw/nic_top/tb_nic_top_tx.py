@@ -1,6 +1,7 @@
-"""cocotb test of nic_cc_top's TX path, driven by the host driver (sw.roce.rtl_nic_driver): templates written over
+"""cocotb test of nic_cc_top's TX path, driven by the host driver (sw.roce.softnic.rtl_nic_driver): templates written
+over
 the CSR bus, rates, QP_INIT, doorbells, and the RoCEv2 frames on tx_m_axis byte-exact against sw.roce's templates
-with the pattern payload (sw.roce.pattern) and the PSNs of each QP (across the 24-bit wrap), under random
+with the pattern payload (sw.roce.wire.pattern) and the PSNs of each QP (across the 24-bit wrap), under random
 backpressure; the TX counters and QP_RATE read back as written."""
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from roce_tx_check import tx_flow
 
 from hw.parser import HDR_BYTES
 from sw.roce import FlowTemplates, Opcode
-from sw.roce.pattern import pattern_payload
-from sw.roce.pcap import write_pcap
-from sw.roce.rtl_nic_driver import RtlNicDriver, RtlNicError
+from sw.roce.softnic.rtl_nic_driver import RtlNicDriver, RtlNicError
+from sw.roce.wire.pattern import pattern_payload
+from sw.roce.wire.sample_pcaps import write_pcap
 
 PSN_MOD = 1 << 24
 

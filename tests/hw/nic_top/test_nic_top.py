@@ -18,8 +18,8 @@ from hw.int_ack import MAX_INT_HOPS
 from hw.nic_top import DATA_FRAME_OVERHEAD_BYTES, NicCcTop
 from sw.cc import DcqcnParams, HpccParams
 from sw.roce import Opcode
-from sw.roce.int_md import DSCP_INT, strip_int
-from sw.roce.pcap import write_pcap
+from sw.roce.wire.int_md import DSCP_INT, strip_int
+from sw.roce.wire.sample_pcaps import write_pcap
 
 pytestmark = pytest.mark.sim
 
@@ -94,7 +94,7 @@ def test_int_ack_frames_decode_in_tshark_as_roce_acks(tmp_path: Path) -> None:
 def test_hpcc_qlen_unit_resets_to_the_host_stacks_data_frame() -> None:
     """The INT occupancy unit after reset is the frame the host stack multiplies occupancies by (hw may not import
     sw.roce, so the constant is mirrored)."""
-    from sw.roce.qp_requester import DATA_FRAME_OVERHEAD_BYTES as HOST_OVERHEAD_BYTES
+    from sw.roce.transport.requester import DATA_FRAME_OVERHEAD_BYTES as HOST_OVERHEAD_BYTES
 
     dut = NicCcTop(**SIZES)
     (unit,) = [p for p in dut.params if p.name == "hpcc_qlen_unit_bytes"]

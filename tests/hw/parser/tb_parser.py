@@ -12,9 +12,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 
-from sw.roce.flow import ECN_CE, Flow
-from sw.roce.opcodes import Opcode
-from sw.roce.packets import scapy_frame
+from sw.roce.wire.flow import ECN_CE, Flow
+from sw.roce.wire.opcodes import Opcode
+from sw.roce.wire.packets import scapy_frame
 
 
 def tag(frame: bytes, rng: random.Random) -> bytes:

@@ -15,7 +15,7 @@ from roce_tx_check import tx_flow
 
 from hw.parser import HDR_BYTES
 from sw.roce import FlowTemplates, Opcode
-from sw.roce.pcap import write_pcap
+from sw.roce.wire.sample_pcaps import write_pcap
 
 OPCODES = (Opcode.SEND_ONLY, Opcode.RDMA_WRITE_MIDDLE, Opcode.SEND_MIDDLE)
 

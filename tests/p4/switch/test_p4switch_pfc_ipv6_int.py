@@ -7,10 +7,10 @@ import pytest
 
 from p4.switch.pfc import PfcManager, int_orig_dscp
 from p4.switch.tm import TrafficManager
-from sw.roce.flow import Flow
-from sw.roce.int_md import DSCP_INT, IntHopRecord, insert_int
-from sw.roce.opcodes import Opcode
-from sw.roce.template import FlowTemplates
+from sw.roce.wire.flow import Flow
+from sw.roce.wire.int_md import DSCP_INT, IntHopRecord, insert_int
+from sw.roce.wire.opcodes import Opcode
+from sw.roce.wire.template import FlowTemplates
 
 pytestmark = pytest.mark.unit
 

@@ -12,10 +12,10 @@ from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec
-from sw.roce.flow import Flow
-from sw.roce.int_md import parse_int
-from sw.roce.opcodes import Opcode
-from sw.roce.packets import scapy_frame
+from sw.roce.wire.flow import Flow
+from sw.roce.wire.int_md import parse_int
+from sw.roce.wire.opcodes import Opcode
+from sw.roce.wire.packets import scapy_frame
 
 pytestmark = pytest.mark.unit
 

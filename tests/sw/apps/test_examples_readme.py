@@ -71,10 +71,11 @@ def test_public_names_are_documented(package: str) -> None:
 
 
 def test_verbs_api_is_importable_from_sw_roce_without_loading_it_eagerly() -> None:
-    code = ("import sys, sw.roce; eager = 'sw.roce.nic' in sys.modules; from sw.roce import QueuePair, open_device;"
+    code = ("import sys, sw.roce; eager = 'sw.roce.softnic.nic' in sys.modules; "
+            "from sw.roce import QueuePair, open_device;"
             "print(eager, QueuePair.__module__, open_device.__module__)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert done.stdout.split() == ["False", "sw.roce.qp", "sw.roce.nic_port"], done.stdout + done.stderr
+    assert done.stdout.split() == ["False", "sw.roce.transport.qp", "sw.roce.softnic.port"], done.stdout + done.stderr
 
 
 def _algorithms(comm):

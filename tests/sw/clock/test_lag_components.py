@@ -13,7 +13,7 @@ from emu.wire import WireProfile, _Direction
 from sw.clock import ManualClock
 from sw.clock.lag import LagStats, read_lag_dir, register, write_lag_file
 from sw.collectives.transport.throttle import Throttle
-from sw.roce.pacer import QpPacer, make_cc
+from sw.roce.softnic.qp_pacer import QpPacer, make_cc
 
 pytestmark = pytest.mark.unit
 

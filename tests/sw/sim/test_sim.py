@@ -65,7 +65,7 @@ def test_ecmp_collisions_slow_cross_pod_flows_rail_routing_does_not():
     src, dst = np.arange(4), np.arange(4, 8)          # pod 0 -> pod 1, one flow per server
     nbytes = np.full(4, 1 << 20)
     times = {r: run_phase(fab.paths(src, dst, r), nbytes, fab.capacity_bps)[0] for r in ("ecmp", "rail")}
-    from sw.roce.flow import udp_sport
+    from sw.roce.wire.flow import udp_sport
     sport = udp_sport(src + 1, dst + 1)
     spine = ecmp_index(fab.nic_ip(src), fab.nic_ip(dst), sport, 1 << 16) % spec.spines
     for i in range(4):   # the same hash as the P4 target's crc16 over the 104-bit 5-tuple key

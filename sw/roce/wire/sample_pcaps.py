@@ -1,0 +1,72 @@
+"""Sample RoCEv2 captures: one classic-pcap file per opcode, for Wireshark and for tshark-based tests.
+
+Each file holds the same opcode twice, over IPv4 then IPv6, with fixed illustrative field values
+(``SAMPLE_FIELDS``) and a valid ICRC, built by the fast template path.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from sw.roce.wire.flow import Flow
+from sw.roce.wire.opcodes import LAYOUTS, Opcode
+from sw.roce.wire.template import FlowTemplates
+
+LINKTYPE_ETHERNET = 1
+_PCAP_MAGIC_US = 0xA1B2C3D4
+
+SAMPLE_FLOW_V4 = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.0.0.2", 0x000011, 0x000022)
+SAMPLE_FLOW_V6 = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", "fd00::1", "fd00::2", 0x000011, 0x000022)
+SAMPLE_PAYLOAD = bytes(range(37))  # 37 bytes: exercises the pad count (3)
+
+
+def sample_fields(opcode: Opcode) -> dict[str, int | bool | bytes]:
+    """The field values written for ``opcode`` (tests compare tshark's dissection against these)."""
+    fields: dict[str, int | bool | bytes] = {
+        "psn": 0x010000 + int(opcode),
+        "ackreq": opcode in (Opcode.SEND_LAST, Opcode.SEND_ONLY, Opcode.RDMA_WRITE_LAST, Opcode.RDMA_WRITE_ONLY),
+        "payload": SAMPLE_PAYLOAD if LAYOUTS[opcode].has_payload else b"",
+    }
+    headers = LAYOUTS[opcode].headers
+    if "RETH" in headers:
+        fields.update(va=0x00007F0012345000, rkey=0x00C0FFEE, dma_len=4096)
+    if "ImmDt" in headers:
+        fields["immdt"] = 0xCAFEF00D
+    if "AETH" in headers:
+        fields.update(syndrome=0x1F, msn=0x000203)
+    if "AtomicETH" in headers:
+        fields.update(va=0x00007F0000000040, rkey=0x00000BAD, swapdt=0x1111222233334444, cmpdt=0x5555666677778888)
+    if "AtomicAckETH" in headers:
+        fields["orig_rem_dt"] = 0x0123456789ABCDEF
+    return fields
+
+
+def write_pcap(path: Path, frames: list[bytes], *, start_ns: int = 0, step_ns: int = 1000) -> None:
+    """Write Ethernet frames to a classic pcap file (µs timestamps, deterministic)."""
+    with open(path, "wb") as out:
+        out.write(struct.pack("<IHHiIII", _PCAP_MAGIC_US, 2, 4, 0, 0, 65535, LINKTYPE_ETHERNET))
+        for i, frame in enumerate(frames):
+            t_us = (start_ns + i * step_ns) // 1000
+            out.write(struct.pack("<IIII", t_us // 1_000_000, t_us % 1_000_000, len(frame), len(frame)))
+            out.write(frame)
+
+
+def pcap_name(opcode: Opcode) -> str:
+    """File name of an opcode's capture: ``0x0a_RDMA_WRITE_ONLY.pcap``."""
+    return f"0x{int(opcode):02x}_{opcode.name}.pcap"
+
+
+def write_opcode_pcaps(outdir: Path) -> list[Path]:
+    """One pcap per RC opcode and CNP under ``outdir`` (created if missing); returns the paths written."""
+    outdir.mkdir(parents=True, exist_ok=True)
+    v4, v6 = FlowTemplates(SAMPLE_FLOW_V4), FlowTemplates(SAMPLE_FLOW_V6)
+    paths = []
+    for opcode in LAYOUTS:
+        fields = sample_fields(opcode)
+        psn, payload = fields.pop("psn"), fields.pop("payload")
+        frames = [tpl[opcode].build(psn, payload, **fields) for tpl in (v4, v6)]  # type: ignore[arg-type]
+        path = outdir / pcap_name(opcode)
+        write_pcap(path, frames)
+        paths.append(path)
+    return paths

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from p4.errors import P4Error
-from p4.pcap import read_pcap, write_pcap
 from p4.pipeline import Digest, Pipeline
+from sw.units.pcap_file import PcapFormatError, read_pcap, write_pcap
 
 
 @dataclass
 class P4SimResult:
-    outputs: dict[int, list[tuple[float, bytes]]] = field(default_factory=dict)
+    outputs: dict[int, list[tuple[int, bytes]]] = field(default_factory=dict)
     drops: dict[str, int] = field(default_factory=dict)
     digests: list[Digest] = field(default_factory=list)
     packets_in: int = 0
@@ -44,9 +44,12 @@ def run(pipeline: Pipeline, inputs: list[tuple[int, Path]]) -> P4SimResult:
     """Feed every input frame through the pipeline in BMv2 pcap-mode order; collect outputs."""
     streams = []
     for order, (port, path) in enumerate(inputs):
-        streams.append([(ts, order, i, port, frame) for i, (ts, frame) in enumerate(read_pcap(path))])
+        try:
+            streams.append([(ts, order, i, port, frame) for i, (ts, frame) in enumerate(read_pcap(path))])
+        except PcapFormatError as exc:
+            raise P4Error(str(exc)) from None
     res = P4SimResult()
-    outputs: dict[int, list[tuple[float, bytes]]] = defaultdict(list)
+    outputs: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
     for ts, _order, _i, port, frame in heapq.merge(*streams):
         res.packets_in += 1
         out, ing = pipeline.process(port, frame)

@@ -16,7 +16,6 @@ from scapy.layers.l2 import Ether
 
 from emu.control_plane import IntConfig, switch_commands
 from p4.compiler import compile_file
-from p4.pcap import write_pcap
 from p4.pipeline import Pipeline
 from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
@@ -37,6 +36,7 @@ from sw.roce.wire.int_md import (
 )
 from sw.roce.wire.opcodes import Opcode
 from sw.roce.wire.template import FlowTemplates
+from sw.units.pcap_file import write_pcap
 from tests.sw.roce.transport.fabric_rdma import write_then_read
 
 pytestmark = pytest.mark.unit
@@ -188,7 +188,7 @@ def test_tshark_reads_the_int_stamped_ipv6_frames_consistently(program, topo, tm
         _, on_links = _route(topo, switches, a, _v6_frame(topo, a, b, bytes(size), va=1, rkey=2, dma_len=size))
         frames.extend(on_links)  # 1, 2 and 3 hops of INT
     pcap = tmp_path / "int6.pcap"
-    write_pcap(pcap, [(i * 1e-6, f) for i, f in enumerate(frames)])
+    write_pcap(pcap, [(i * 1000, f) for i, f in enumerate(frames)])
     fields = ["frame.len", "ipv6.plen", "ipv6.nxt", "ipv6.tclass.dscp", "udp.length", "udp.checksum.status",
               "udp.dstport"]
     out = subprocess.run([TSHARK, "-o", "udp.check_checksum:TRUE", "-r", str(pcap), "-T", "json",

@@ -6,16 +6,16 @@ Each file holds the same opcode twice, over IPv4 then IPv6, with fixed illustrat
 
 from __future__ import annotations
 
-import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 from sw.roce.wire.flow import Flow
 from sw.roce.wire.opcodes import LAYOUTS, Opcode
 from sw.roce.wire.template import FlowTemplates
+from sw.units.pcap_file import write_pcap
 
-LINKTYPE_ETHERNET = 1
-_PCAP_MAGIC_US = 0xA1B2C3D4
-
+SAMPLE_SNAPLEN = 65535
+SAMPLE_STEP_NS = 1000
 SAMPLE_FLOW_V4 = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", "10.0.0.1", "10.0.0.2", 0x000011, 0x000022)
 SAMPLE_FLOW_V6 = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", "fd00::1", "fd00::2", 0x000011, 0x000022)
 SAMPLE_PAYLOAD = bytes(range(37))  # 37 bytes: exercises the pad count (3)
@@ -42,14 +42,9 @@ def sample_fields(opcode: Opcode) -> dict[str, int | bool | bytes]:
     return fields
 
 
-def write_pcap(path: Path, frames: list[bytes], *, start_ns: int = 0, step_ns: int = 1000) -> None:
-    """Write Ethernet frames to a classic pcap file (µs timestamps, deterministic)."""
-    with open(path, "wb") as out:
-        out.write(struct.pack("<IHHiIII", _PCAP_MAGIC_US, 2, 4, 0, 0, 65535, LINKTYPE_ETHERNET))
-        for i, frame in enumerate(frames):
-            t_us = (start_ns + i * step_ns) // 1000
-            out.write(struct.pack("<IIII", t_us // 1_000_000, t_us % 1_000_000, len(frame), len(frame)))
-            out.write(frame)
+def write_frames(path: Path, frames: Sequence[bytes]) -> None:
+    """Write ``frames`` 1 µs apart from t = 0 to a µs pcap, the layout of the sample captures."""
+    write_pcap(path, ((i * SAMPLE_STEP_NS, f) for i, f in enumerate(frames)), snaplen=SAMPLE_SNAPLEN)
 
 
 def pcap_name(opcode: Opcode) -> str:
@@ -67,6 +62,6 @@ def write_opcode_pcaps(outdir: Path) -> list[Path]:
         psn, payload = fields.pop("psn"), fields.pop("payload")
         frames = [tpl[opcode].build(psn, payload, **fields) for tpl in (v4, v6)]  # type: ignore[arg-type]
         path = outdir / pcap_name(opcode)
-        write_pcap(path, frames)
+        write_frames(path, frames)
         paths.append(path)
     return paths

@@ -15,7 +15,7 @@ from sw.roce.wire.flow import Flow
 from sw.roce.wire.icrc import icrc, icrc_bytes
 from sw.roce.wire.opcodes import LAYOUTS, Opcode
 from sw.roce.wire.packets import scapy_frame
-from sw.roce.wire.sample_pcaps import write_pcap
+from sw.roce.wire.sample_pcaps import write_frames
 
 ICRC_BYTES = 4
 OPCODES = [op for op in LAYOUTS if op != Opcode.CNP] + [Opcode.CNP]
@@ -95,7 +95,7 @@ async def test_generator_appends_icrc(dut):
             busy += 1
     back = [bytes((await sink.recv()).tdata) for _ in frames]
     assert back == frames
-    write_pcap(Path(tp["pcap"]), got)
+    write_frames(Path(tp["pcap"]), got)
     tb_record(frames=len(got), ipv4=sum(1 for f in got if l3_of(f)[0] >> 4 == 4),
               ipv6=sum(1 for f in got if l3_of(f)[0] >> 4 == 6), vlan=sum(1 for f in got if f[12:14] == b"\x81\x00"),
               out_beats=busy, out_clocks=clocks,

@@ -20,7 +20,7 @@ from hw.parser import HDR_BYTES
 from sw.roce import FlowTemplates, Opcode
 from sw.roce.softnic.rtl_nic_driver import RtlNicDriver, RtlNicError
 from sw.roce.wire.pattern import pattern_payload
-from sw.roce.wire.sample_pcaps import write_pcap
+from sw.roce.wire.sample_pcaps import write_frames
 
 PSN_MOD = 1 << 24
 
@@ -78,7 +78,7 @@ async def test_frames_are_the_host_stacks(dut):
     got = [await with_timeout(sink.recv(), 200_000, "ns") for _ in range(n_frames)]
     wall = time.perf_counter() - wall0
     frames = [bytes(f.tdata) for f in got]
-    write_pcap(Path(p["pcap"]), frames)
+    write_frames(Path(p["pcap"]), frames)
     users = [f.tuser if isinstance(f.tuser, int) else f.tuser[0] for f in got]
     seen: dict[int, list[bytes]] = {qp: [] for qp in want}
     for user, data in zip(users, frames, strict=True):

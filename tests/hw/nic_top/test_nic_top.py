@@ -19,7 +19,7 @@ from hw.nic_top import DATA_FRAME_OVERHEAD_BYTES, NicCcTop
 from sw.cc import DcqcnParams, HpccParams
 from sw.roce import Opcode
 from sw.roce.wire.int_md import DSCP_INT, strip_int
-from sw.roce.wire.sample_pcaps import write_pcap
+from sw.roce.wire.sample_pcaps import write_frames
 
 pytestmark = pytest.mark.sim
 
@@ -74,8 +74,8 @@ def test_int_ack_frames_decode_in_tshark_as_roce_acks(tmp_path: Path) -> None:
     cases = [(qp, rng.randrange(1 << 24), IntPath(rng, n, HPCC.line_rate_kbps, 122, 3200).next_records())
              for qp, n in ((1, 1), (2, 2), (5, 3), (7, 4), (3, 0))]
     frames = [ack_frame(qp, psn, records) for qp, psn, records in cases]
-    write_pcap(tmp_path / "int.pcap", frames)
-    write_pcap(tmp_path / "plain.pcap", [strip_int(f)[0] for f in frames])
+    write_frames(tmp_path / "int.pcap", frames)
+    write_frames(tmp_path / "plain.pcap", [strip_int(f)[0] for f in frames])
     fields = ["-e", "ip.dsfield.dscp", "-e", "udp.dstport", "-e", "udp.length", "-e", "infiniband.bth.opcode",
               "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "infiniband.aeth.syndrome"]
     rows = {}

@@ -15,7 +15,7 @@ from roce_tx_check import tx_flow
 
 from hw.parser import HDR_BYTES
 from sw.roce import FlowTemplates, Opcode
-from sw.roce.wire.sample_pcaps import write_pcap
+from sw.roce.wire.sample_pcaps import write_frames
 
 OPCODES = (Opcode.SEND_ONLY, Opcode.RDMA_WRITE_MIDDLE, Opcode.SEND_MIDDLE)
 
@@ -100,7 +100,7 @@ async def test_frames_match_the_host_stacks_templates(dut):
     gaps = burst[-1] - burst[0] + 1 - len(burst)
     frames = [bytes(f.tdata) for f in got]
     if p.get("pcap"):
-        write_pcap(Path(p["pcap"]), frames)
+        write_frames(Path(p["pcap"]), frames)
     tb_record(frames=len(frames), burst_beats=len(burst), burst_idle_clocks=gaps,
               wrapped=sum(1 for f in want if f[HDR_BYTES - 3:HDR_BYTES] == b"\0\0\0"))
     for i, (g, w, f) in enumerate(zip(frames, want, got, strict=True)):

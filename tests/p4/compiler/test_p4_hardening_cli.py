@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from p4.errors import CommandError, P4Error
-from p4.pcap import read_pcap, write_pcap
+from p4.errors import CommandError
 from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.cli import main
 from sw.clock import ManualClock
+from sw.units.pcap_file import PcapFormatError, read_pcap, write_pcap
 from tests.p4.compiler.conftest import PROGRAMS
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ FRAME = bytes(12) + b"\x08\x00" + bytes(46)
 
 def _sim(tmp_path: Path, *extra: str) -> int:
     pcap = tmp_path / "in.pcap"
-    write_pcap(pcap, [(0.0, FRAME)])
+    write_pcap(pcap, [(0, FRAME)])
     return main(["p4", "sim", str(PROGRAMS / "basic.p4"), "--in", f"1:{pcap}", "--out", str(tmp_path / "o"),
                  *extra])
 
@@ -112,7 +112,7 @@ def _block(btype: int, body: bytes) -> bytes:
 def test_short_pcapng_blocks_are_one_format_error(tmp_path: Path, blocks: list[bytes]) -> None:
     path = tmp_path / "bad.pcapng"
     path.write_bytes(_shb() + _block(1, struct.pack("<HHI", 1, 0, 65535)) + b"".join(blocks))
-    with pytest.raises(P4Error, match=r"bad\.pcapng: .*byte \d+"):
+    with pytest.raises(PcapFormatError, match=r"bad\.pcapng: .*byte \d+"):
         list(read_pcap(path))
 
 

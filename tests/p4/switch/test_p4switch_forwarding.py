@@ -11,7 +11,7 @@ from scapy.layers.l2 import Ether
 from switchlab import FEATURES_P4, host_ip, host_mac, tshark_fields
 
 from p4.errors import CommandError
-from p4.switch.pcap import read_pcap
+from sw.units.pcap_file import read_pcap
 
 pytestmark = pytest.mark.emu
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from p4.errors import CommandError
-from p4.switch.pcap import PcapWriter
 from p4.switch.pfc import PfcManager, port_mac
 from p4.switch.pfc_frame import (
     PFC_DST_MAC,
@@ -22,6 +21,7 @@ from p4.switch.pfc_frame import (
 )
 from p4.switch.tm import TrafficManager
 from sw.clock import ManualClock
+from sw.units.pcap_file import PcapWriter
 
 pytestmark = pytest.mark.unit
 

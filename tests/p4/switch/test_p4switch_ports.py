@@ -8,8 +8,8 @@ import time
 import pytest
 
 from emu.netns import NetnsLab
-from p4.switch.pcap import PcapWriter, read_pcap
 from p4.switch.ports import SwitchPort, SwitchPortError, parse_interface_spec
+from sw.units.pcap_file import PcapWriter, read_pcap
 
 pytestmark = pytest.mark.emu
 

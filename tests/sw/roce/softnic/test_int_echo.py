@@ -30,7 +30,7 @@ from sw.roce.wire.int_md import (
     parse_int,
     strip_int,
 )
-from sw.roce.wire.sample_pcaps import write_pcap
+from sw.roce.wire.sample_pcaps import write_frames
 
 pytestmark = pytest.mark.unit
 
@@ -90,7 +90,7 @@ def test_echoed_ack_crosses_the_fabric_without_gaining_hops():
 def test_tshark_dissects_the_ack_after_strip(tmp_path):
     a, b = TOPO.nics_of("s1")[0], TOPO.nics_of("s0")[0]
     plain, _ = strip_int(insert_int(_ack(a, b), HOPS))
-    write_pcap(tmp_path / "ack.pcap", [plain])
+    write_frames(tmp_path / "ack.pcap", [plain])
     out = subprocess.run(["tshark", "-r", str(tmp_path / "ack.pcap"), "-T", "json"], capture_output=True,
                          text=True, timeout=60, check=True)
     layers = json.loads(out.stdout)[0]["_source"]["layers"]

@@ -18,7 +18,7 @@ from sw.roce.softnic.nic import SoftNic
 from sw.roce.transport.qp import QpState
 from sw.roce.transport.verbs import ACCESS_ALL, Access, SendWr, WcStatus, WrOpcode
 from sw.roce.wire.icrc import icrc
-from sw.roce.wire.sample_pcaps import write_pcap
+from sw.roce.wire.sample_pcaps import write_frames
 
 pytestmark = pytest.mark.unit
 
@@ -62,7 +62,7 @@ def dissected(request, tmp_path_factory) -> tuple[list[bytes], list[dict], dict[
         pytest.skip("tshark is not installed (bootstrap installs it; `starpulse doctor` reports it)")
     frames, values = _atomic_frames(request.param)
     pcap = tmp_path_factory.mktemp("atomic") / "atomic.pcap"
-    write_pcap(pcap, frames)
+    write_frames(pcap, frames)
     out = subprocess.run([TSHARK, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE", "-r", str(pcap),
                           "-T", "json"], capture_output=True, text=True, timeout=120, check=True)
     layers = [p["_source"]["layers"] for p in json.loads(out.stdout)]

@@ -17,7 +17,7 @@ from sw.roce.wire.sample_pcaps import (
     SAMPLE_PAYLOAD,
     pcap_name,
     sample_fields,
-    write_pcap,
+    write_frames,
 )
 
 pytestmark = pytest.mark.unit
@@ -41,7 +41,7 @@ def dissected(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]
             frames.append(bytes(pkt))
             owners.append(pcap_name(opcode))
     combined = outdir / "all.pcap"
-    write_pcap(combined, frames)
+    write_frames(combined, frames)
     # Let tshark verify the IPv4 header and UDP checksums too (off by default).
     out = subprocess.run([TSHARK, "-o", "ip.check_checksum:TRUE", "-o", "udp.check_checksum:TRUE",
                           "-r", str(combined), "-T", "json"], capture_output=True, text=True, timeout=120,

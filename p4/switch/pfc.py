@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from p4.errors import CommandError
-from p4.switch.pfc_frame import (
+from p4.switch.tm import TrafficManager
+from sw.units.pfc_frame import (
     PFC_MAX_QUANTA,
     PFC_PRIORITIES,
     build_pfc_frame,
@@ -26,7 +27,6 @@ from p4.switch.pfc_frame import (
     parse_pfc_frame,
     quanta_to_ns,
 )
-from p4.switch.tm import TrafficManager
 
 DEFAULT_XOFF_BYTES = 48_000
 DEFAULT_XON_BYTES = 24_000

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sw.units.pfc_frame import is_mac_control
-
 from p4.errors import CommandError, P4Error
 from p4.switch.control import ControlServer
 from p4.switch.pfc import PFC_COMMANDS, PfcManager
@@ -27,6 +25,7 @@ from p4.switch.tm import QDEPTH_SCOPES, SCHEDULERS, TM_COMMANDS, TrafficManager
 from p4.switch.trace import TRACE, frame_summary, make_logger
 from sw.clock import Clock, get_clock
 from sw.units.pcap_file import PcapWriter
+from sw.units.pfc_frame import is_mac_control
 
 RX_BATCH_FRAMES = 64
 IDLE_WAKEUP_S = 0.2        # wall seconds between housekeeping passes (pcap flush, port liveness) when idle

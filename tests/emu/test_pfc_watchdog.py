@@ -21,10 +21,10 @@ WATCHDOG_MS = 50
 # The stuck host: a full-quanta pause every 10 ms (wall), forever (until the test stops it).
 STORM = """
 import socket, sys, time
-from sw.roce.softnic.pfc import pfc_frame
+from sw.units.pfc_frame import build_pfc_frame
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind((sys.argv[1], 0))
-frame = pfc_frame(s.getsockname()[4], 0, 0xFFFF)
+frame = build_pfc_frame(s.getsockname()[4], {0: 0xFFFF})
 print("storming", flush=True)
 while True:
     s.send(frame)

@@ -9,7 +9,7 @@ import pytest
 from sw.clock import ManualClock
 from sw.collectives.transport.roce import WIRE_OVERHEAD_BYTES, WirePort
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.pfc import parse_pfc, pfc_frame
+from sw.units.pfc_frame import build_pfc_frame, parse_pfc_frame
 from tests.sw.roce.softnic.mem_port import MemPort
 
 pytestmark = pytest.mark.unit
@@ -38,7 +38,7 @@ def test_a_pause_of_our_priority_holds_the_wire_for_its_quanta() -> None:
     assert 1 < burst < 100 and len(wire._queue) == 1
     wire.send(DATA)
     wire.send(DATA)
-    port.rx.append(pfc_frame(SWITCH_MAC, PRIO, 1000))            # 512 us
+    port.rx.append(build_pfc_frame(SWITCH_MAC, {PRIO: 1000}))            # 512 us
     nic.progress()
     assert nic.pfc is not None and nic.pfc.counters.pauses_rx == 1
     assert wire.ready_in_ns() == 512_000
@@ -58,16 +58,16 @@ def test_a_pause_of_our_priority_holds_the_wire_for_its_quanta() -> None:
 
 def test_xon_resumes_and_other_priorities_do_not_pause() -> None:
     wire, nic, port, clock = _wire()
-    port.rx.append(pfc_frame(SWITCH_MAC, 0, 0xFFFF))             # priority 0 (lossy class): not ours
+    port.rx.append(build_pfc_frame(SWITCH_MAC, {0: 0xFFFF}))             # priority 0 (lossy class): not ours
     nic.progress()
     wire.send(DATA)
     assert len(port.tx) == 1
-    port.rx.append(pfc_frame(SWITCH_MAC, PRIO, 0xFFFF))
+    port.rx.append(build_pfc_frame(SWITCH_MAC, {PRIO: 0xFFFF}))
     nic.progress()
     wire.send(DATA)
     assert len(port.tx) == 1
     clock.advance_ns(1_000_000)
-    port.rx.append(pfc_frame(SWITCH_MAC, PRIO, 0))               # XON
+    port.rx.append(build_pfc_frame(SWITCH_MAC, {PRIO: 0}))               # XON
     nic.progress()
     assert wire.drain() is True and len(port.tx) == 2
     c = nic.pfc.counters  # type: ignore[union-attr]
@@ -76,9 +76,9 @@ def test_xon_resumes_and_other_priorities_do_not_pause() -> None:
 
 def test_our_own_pause_frames_leave_while_the_wire_is_paused() -> None:
     wire, nic, port, clock = _wire(rx_xoff_frames=2)
-    port.rx += [pfc_frame(SWITCH_MAC, PRIO, 0xFFFF), DATA, DATA]  # paused, and a receive backlog of 3 frames
+    port.rx += [build_pfc_frame(SWITCH_MAC, {PRIO: 0xFFFF}), DATA, DATA]  # paused, and a receive backlog of 3 frames
     wire.send(DATA)
     assert port.tx == [DATA]
     nic.progress()
     wire.send(DATA)
-    assert [parse_pfc(f) for f in port.tx[1:]] == [{PRIO: 0xFFFF}]   # XOFF out at once, the data frame held
+    assert [parse_pfc_frame(f) for f in port.tx[1:]] == [{PRIO: 0xFFFF}]   # XOFF out at once, the data frame held

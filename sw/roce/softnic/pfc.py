@@ -10,21 +10,22 @@ backlog lasts, and a burst at or below ``rx_xon_frames`` sends XON.  All time is
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sw.roce.wire.errors import TruncatedFrameError
+from sw.units.pfc_frame import (
+    PFC_BODY_END,
+    PFC_MAX_QUANTA,
+    build_pfc_frame,
+    is_mac_control,
+    parse_pfc_frame,
+    quanta_to_ns,
+)
 
 # PFC for every NIC a process opens (any tool: perf, incast, collectives): "PRIO" honours pauses of the
 # priority the NIC sends on, "PRIO,XOFF_FRAMES,XON_FRAMES" also pauses the switch on a receive backlog.
 ENV_NIC_PFC = "STARPULSE_NIC_PFC"
-PFC_DST_MAC = bytes.fromhex("0180c2000001")
-MAC_CONTROL_ETHERTYPE = b"\x88\x08"
-PFC_OPCODE = 0x0101
-PFC_MAX_QUANTA = 0xFFFF
-BITS_PER_QUANTUM = 512
-_BODY = struct.Struct("!HHH8H")
 
 
 class PfcConfigError(ValueError):
@@ -43,28 +44,6 @@ class NicPfcCounters:
     pauses_sent: int = 0      # XOFF frames and their refreshes
     xon_sent: int = 0
     xoff_events: int = 0
-
-
-def pfc_frame(src_mac: bytes, priority: int, quanta: int) -> bytes:
-    """A PFC frame for one priority (quanta 0 = XON), padded to the 60-byte minimum."""
-    times = [0] * 8
-    times[priority] = quanta
-    frame = PFC_DST_MAC + src_mac + _BODY.pack(0x8808, PFC_OPCODE, 1 << priority, *times)
-    return frame + bytes(60 - len(frame))
-
-
-def parse_pfc(frame: bytes) -> dict[int, int] | None:
-    """{priority: quanta} of a PFC frame's enabled classes; None for any other frame; a MAC control frame too
-    short for the PFC body raises ``TruncatedFrameError``."""
-    if frame[12:14] != MAC_CONTROL_ETHERTYPE:
-        return None
-    if len(frame) < 12 + _BODY.size:
-        raise TruncatedFrameError(f"MAC control frame of {len(frame)} bytes is shorter than a PFC frame "
-                                  f"({12 + _BODY.size})", len(frame))
-    _etype, opcode, vector, *times = _BODY.unpack_from(frame, 12)
-    if opcode != PFC_OPCODE:
-        return None
-    return {p: times[p] for p in range(8) if vector & (1 << p)}
 
 
 class NicPfc:
@@ -90,12 +69,16 @@ class NicPfc:
         self._refresh_at_ns = 0
 
     def quanta_ns(self, quanta: int) -> int:
-        return int(quanta * BITS_PER_QUANTUM * 1_000_000_000 / self.line_rate_bps)
+        return quanta_to_ns(quanta, self.line_rate_bps)
 
     # --- honouring -----------------------------------------------------------------------------------------
     def on_frame(self, frame: bytes, now_ns: int) -> bool:
-        """True when ``frame`` was a PFC frame (consumed here); a pause of our priority holds the transmitter."""
-        quanta = parse_pfc(frame)
+        """True when ``frame`` was a PFC frame (consumed here); a pause of our priority holds the transmitter.  A MAC
+        control frame too short for the PFC body raises ``TruncatedFrameError`` (the NIC counts it malformed)."""
+        if len(frame) < PFC_BODY_END and is_mac_control(frame):
+            raise TruncatedFrameError(f"MAC control frame of {len(frame)} bytes is shorter than a PFC frame "
+                                      f"({PFC_BODY_END})", len(frame))
+        quanta = parse_pfc_frame(frame)
         if quanta is None:
             return False
         q = quanta.get(self.priority)
@@ -144,12 +127,12 @@ class NicPfc:
         elif self._xoff and n_frames <= self.rx_xon_frames:
             self._xoff = False
             c.xon_sent += 1
-            self.send(pfc_frame(self.mac, self.priority, 0))
+            self.send(build_pfc_frame(self.mac, {self.priority: 0}))
 
     def _pause(self, now_ns: int) -> None:
         self.counters.pauses_sent += 1
         self._refresh_at_ns = now_ns + self.quanta_ns(PFC_MAX_QUANTA) // 2
-        self.send(pfc_frame(self.mac, self.priority, PFC_MAX_QUANTA))
+        self.send(build_pfc_frame(self.mac, {self.priority: PFC_MAX_QUANTA}))
 
     def next_deadline_ns(self) -> int | None:
         """When a pause of our transmitter runs out (None when not paused)."""

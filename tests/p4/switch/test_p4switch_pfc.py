@@ -12,16 +12,16 @@ import pytest
 
 from p4.errors import CommandError
 from p4.switch.pfc import PfcManager, port_mac
-from p4.switch.pfc_frame import (
+from p4.switch.tm import TrafficManager
+from sw.clock import ManualClock
+from sw.units.pcap_file import PcapWriter
+from sw.units.pfc_frame import (
     PFC_DST_MAC,
     build_pfc_frame,
     frame_dscp,
     parse_pfc_frame,
     quanta_to_ns,
 )
-from p4.switch.tm import TrafficManager
-from sw.clock import ManualClock
-from sw.units.pcap_file import PcapWriter
 
 pytestmark = pytest.mark.unit
 

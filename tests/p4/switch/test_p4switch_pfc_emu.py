@@ -8,7 +8,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from switchlab import FEATURES_P4, host_ip, host_mac, tshark_fields
 
-from p4.switch.pfc_frame import build_pfc_frame, parse_pfc_frame
+from sw.units.pfc_frame import build_pfc_frame, parse_pfc_frame
 
 pytestmark = pytest.mark.emu
 

@@ -8,8 +8,8 @@ import pytest
 
 from p4.errors import CommandError
 from p4.switch.pfc import ALL_PRIORITIES, PfcManager, parse_priorities, port_mac
-from p4.switch.pfc_frame import build_pfc_frame, parse_pfc_frame
 from p4.switch.tm import TrafficManager
+from sw.units.pfc_frame import build_pfc_frame, parse_pfc_frame
 
 pytestmark = pytest.mark.unit
 

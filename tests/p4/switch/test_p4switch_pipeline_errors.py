@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from p4.switch.bench import BASIC_P4, udp_frame
-from p4.switch.pfc_frame import build_pfc_frame
 from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
+from sw.units.pfc_frame import build_pfc_frame
 
 pytestmark = pytest.mark.unit
 

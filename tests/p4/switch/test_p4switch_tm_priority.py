@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from p4.switch.pfc import PfcManager, int_orig_dscp
-from p4.switch.pfc_frame import build_pfc_frame
 from p4.switch.tm import TrafficManager, TrafficManagerError
+from sw.units.pfc_frame import build_pfc_frame
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,6 @@ import numpy as np
 from sw.clock import ManualClock
 from sw.roce.softnic.loopback import LinkProfile, MemoryWire, run_until
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.pfc import pfc_frame
 from sw.roce.transport.qp_connect import connect, qp_info
 from sw.roce.transport.verbs import CompletionQueue, SendWr, WcStatus, WrOpcode
 from sw.roce.wire.errors import RoceFormatError
@@ -23,6 +22,7 @@ from sw.roce.wire.icrc import icrc, icrc_bytes
 from sw.roce.wire.int_md import IntHopRecord, insert_int, ipv4_checksum
 from sw.roce.wire.opcodes import Opcode
 from sw.roce.wire.template import FlowTemplates
+from sw.units.pfc_frame import build_pfc_frame
 
 MAC_A, MAC_B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
 IP_A, IP_B = "10.9.0.1", "10.9.0.2"
@@ -54,7 +54,7 @@ def real_frames(dst_qp: int = 0x11, *, macs: tuple[str, str] = (MAC_A, MAC_B),
         "int_write": insert_int(write, [HOP, HOP], echo=False, remaining_hop_cnt=2),
         "int_ack_v6": insert_int(t6[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1), [HOP]),
         "int_echo": insert_int(ack, [HOP, HOP, HOP]),
-        "pfc": pfc_frame(bytes.fromhex(macs[0].replace(":", "")), 3, 0xFFFF),
+        "pfc": build_pfc_frame(bytes.fromhex(macs[0].replace(":", "")), {3: 0xFFFF}),
     }
 
 

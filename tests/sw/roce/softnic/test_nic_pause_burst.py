@@ -8,10 +8,10 @@ import pytest
 
 from sw.clock import ManualClock
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.pfc import pfc_frame
 from sw.roce.softnic.qp_pacer import IDLE_BURST_BYTES
 from sw.roce.transport.qp_connect import connect, qp_info
 from sw.roce.transport.verbs import SendWr, WrOpcode
+from sw.units.pfc_frame import build_pfc_frame
 from tests.sw.roce.softnic.mem_port import MemPort
 
 pytestmark = pytest.mark.unit
@@ -41,14 +41,14 @@ def _frames_at_resume(pause_ns: int) -> int:
     """Frames the NIC sends in one instant right after a pause of ``pause_ns`` ended."""
     nic, port, clock = _sender(pfc=True)
     nic.progress()                               # the first frame leaves: the QP is backlogged and paced
-    port.rx.append(pfc_frame(SWITCH_MAC, 0, 0xFFFF))
+    port.rx.append(build_pfc_frame(SWITCH_MAC, {0: 0xFFFF}))
     nic.progress()
     assert nic.pfc is not None and nic.pfc.counters.pauses_rx == 1
     sent_before = len(port.tx)
     clock.advance_ns(pause_ns)
     nic.progress()                               # still paused: nothing leaves
     assert len(port.tx) == sent_before
-    port.rx.append(pfc_frame(SWITCH_MAC, 0, 0))  # XON
+    port.rx.append(build_pfc_frame(SWITCH_MAC, {0: 0}))  # XON
     nic.progress()
     return len(port.tx) - sent_before
 

@@ -16,14 +16,13 @@ from hypothesis import strategies as st
 from emu.control_plane import IntConfig, switch_commands
 from emu.probe import IntFormatError, parse_report
 from emu.probe import parse_int as probe_parse_int
-from p4.switch.pfc_frame import frame_dscp, is_mac_control, parse_pfc_frame
 from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.softnic.loopback import LinkProfile
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.pfc import parse_pfc
+from sw.roce.softnic.pfc import NicPfc
 from sw.roce.wire.decode import RocePacket, decode
 from sw.roce.wire.ecn import ecn_of, mark_ce
 from sw.roce.wire.errors import RoceFormatError
@@ -37,6 +36,7 @@ from sw.roce.wire.int_md import (
     parse_int,
     strip_int,
 )
+from sw.units.pfc_frame import frame_dscp, is_mac_control, parse_pfc_frame
 from tests.sw.roce.softnic.rx_frames import FIELD_OFFSETS, FIELD_VALUES, JUMBO_BYTES, WritePair, mutate, real_frames
 
 pytestmark = pytest.mark.unit
@@ -100,11 +100,12 @@ def test_int_parse_and_strip_return_a_result_or_raise_the_format_error(frame):
 
 @FUZZ
 @given(mutated())
-def test_pfc_codecs_return_a_result_or_raise_the_format_error(frame):
-    quanta = _either(parse_pfc, frame)
+def test_pfc_codec_and_nic_pfc_return_a_result_or_raise_the_format_error(frame):
+    quanta = parse_pfc_frame(frame)                 # the one codec: None for anything but a PFC frame
     assert quanta is None or all(0 <= p < 8 and 0 <= q <= 0xFFFF for p, q in quanta.items())
-    switch_quanta = parse_pfc_frame(frame)          # the switch's codec: None for anything but a PFC frame
-    assert switch_quanta is None or switch_quanta == parse_pfc(frame)
+    nic_pfc = NicPfc(mac="02:00:00:00:00:01", line_rate_bps=10**9, send=lambda _frame: None)
+    consumed = _either(lambda f: nic_pfc.on_frame(f, 0), frame)
+    assert consumed is None or consumed == (quanta is not None)
     assert isinstance(is_mac_control(frame), bool)
     assert frame_dscp(frame) in (None, *range(64))
 

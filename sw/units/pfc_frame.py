@@ -2,7 +2,7 @@
 
 Layout: dst 01:80:C2:00:00:01, src, EtherType 0x8808, opcode 0x0101, class-enable vector (bit p = priority p),
 eight 16-bit pause times in quanta (1 quantum = 512 bit times at the link's rate), zero padding to 60 bytes.
-A leaf module with no switch state, so tests and tools decode frames with it too.
+The one PFC codec of the project (switch, host NIC, tests): a leaf with no state.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ PFC_MAX_QUANTA = 0xFFFF
 BITS_PER_QUANTUM = 512
 MIN_FRAME_BYTES = 60          # without FCS
 _BODY = struct.Struct("!HHH8H")
+PFC_BODY_END = 12 + _BODY.size  # a MAC control frame shorter than this cannot hold a PFC body
 
 
 def build_pfc_frame(src_mac: bytes, quanta_by_priority: dict[int, int]) -> bytes:
@@ -43,7 +44,7 @@ def is_mac_control(frame: bytes) -> bool:
 
 def parse_pfc_frame(frame: bytes) -> dict[int, int] | None:
     """{priority: quanta} for each class enabled in a PFC frame; None when ``frame`` is not a PFC frame."""
-    if len(frame) < 14 + _BODY.size - 2 or not is_mac_control(frame):
+    if len(frame) < PFC_BODY_END or not is_mac_control(frame):
         return None
     _etype, opcode, vector, *times = _BODY.unpack_from(frame, 12)
     if opcode != PFC_OPCODE:

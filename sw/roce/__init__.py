@@ -10,15 +10,17 @@ The verbs API (ibverbs names; see ``examples/rdma_write_read.py``), loaded on fi
 ``NicPortError``, ``RouteError``, ``StoreError``.
 
 Public entry points: ``Flow`` (addressing of one connection), ``FlowTemplates``/``PacketTemplate`` (fast
-build), ``decode``/``RocePacket`` (fast parse), ``scapy_packet`` (reference build), ``Opcode``, and the
-``RoceFormatError`` family.  Every name loads on first use, so ``import sw.roce`` imports no Scapy;
-importing ``sw.roce.wire.headers`` registers the Scapy layers on UDP port 4791.
+build), ``HeaderFields`` (the extended headers' values every builder takes), ``decode``/``RocePacket`` (fast
+parse), ``scapy_packet`` (reference build), ``Opcode``, and the ``RoceFormatError`` family.
+Every name loads on first use, so ``import sw.roce`` imports no Scapy; importing ``sw.roce.wire.headers`` registers
+the Scapy layers on UDP port 4791.
 
 Typical use on an AF_PACKET socket::
 
     flow = Flow(src_mac, dst_mac, "10.0.0.1", "10.0.0.2", src_qpn=0x11, dst_qpn=0x22)
     tx = FlowTemplates(flow)                                    # per connection, once
-    sock.send(tx[Opcode.RDMA_WRITE_ONLY].build(psn, data, ackreq=True, va=va, rkey=rkey, dma_len=len(data)))
+    reth = HeaderFields(va=va, rkey=rkey, dma_len=len(data))   # sw.roce.wire.fields: the extended headers
+    sock.send(tx[Opcode.RDMA_WRITE_ONLY].build(psn, data, ackreq=True, ext=reth))
     try:
         pkt = decode(sock.recv(65535))                          # RocePacket: opcode, dest_qp, psn, ecn, ...
     except RoceFormatError:
@@ -31,6 +33,7 @@ import importlib
 
 _API = {
     "sw.roce.wire.decode": ("RocePacket", "decode"),
+    "sw.roce.wire.fields": ("HeaderFields",),
     "sw.roce.wire.errors": ("BadLengthError", "BadVersionError", "IcrcMismatchError", "IpChecksumError",
                             "NotRoceError", "RoceFormatError", "TruncatedFrameError", "UnsupportedOpcodeError"),
     "sw.roce.wire.flow": ("ECN_CE", "ECN_ECT0", "ECN_ECT1", "ECN_NOT_ECT", "Flow", "udp_sport"),

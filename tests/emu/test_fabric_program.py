@@ -13,6 +13,7 @@ from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec, switch_port_mac
 from sw.roce import ECN_CE, ECN_ECT0, Flow, FlowTemplates, Opcode, decode
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.int_md import DSCP_INT, carries_int, parse_int, strip_int
 
 pytestmark = pytest.mark.unit
@@ -38,8 +39,8 @@ def _switch(_program, name: str, ecn: EcnConfig | None = None, int_cfg: IntConfi
 
 def _frame(src, dst, payload: bytes = b"x" * 256, src_qpn: int = 0x11, ecn: int = ECN_ECT0) -> bytes:
     flow = Flow(src.mac, src.gateway_mac, src.ip, dst.ip, src_qpn, 0x22)
-    return FlowTemplates(flow)[Opcode.RDMA_WRITE_ONLY].build(7, payload, ecn=ecn, va=0x1000, rkey=5,
-                                                             dma_len=len(payload))
+    return FlowTemplates(flow)[Opcode.RDMA_WRITE_ONLY].build(7, payload, ecn=ecn,
+        ext=HeaderFields(va=0x1000, rkey=5, dma_len=len(payload)))
 
 
 def test_rail_local_write_crosses_one_switch_and_keeps_a_valid_icrc(program):

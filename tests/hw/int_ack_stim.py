@@ -14,6 +14,7 @@ from sw.cc import IntHop
 from sw.roce import Flow, FlowTemplates, Opcode, decode
 from sw.roce.softnic.qp_pacer import QpPacer
 from sw.roce.wire.decode import RocePacket
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.int_md import IntHopRecord, carries_int, insert_int, strip_int
 
 BITS_NS_PER_KBPS = 8_000_000
@@ -29,7 +30,7 @@ def flow(qp: int) -> Flow:
 def ack_frame(qp: int, psn: int, records: list[IntHopRecord] | None, *, echo: bool = True,
               syndrome: int = SYNDROME_ACK, msn: int = 0) -> bytes:
     """An RC ACK for ``qp`` acknowledging ``psn``, with ``records`` echoed as INT (None: a plain ACK)."""
-    plain = FlowTemplates(flow(qp))[Opcode.ACKNOWLEDGE].build(psn, b"", syndrome=syndrome, msn=msn)
+    plain = FlowTemplates(flow(qp))[Opcode.ACKNOWLEDGE].build(psn, b"", ext=HeaderFields(syndrome=syndrome, msn=msn))
     return plain if records is None else insert_int(plain, records, echo=echo)
 
 

@@ -21,6 +21,7 @@ from p4.runtime_cli import RuntimeCLI
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.softnic.loopback import LinkProfile, MemoryWire
+from sw.roce.wire.fields import NO_FIELDS, HeaderFields
 from sw.roce.wire.flow import Flow
 from sw.roce.wire.gid import fabric_ipv6
 from sw.roce.wire.int_md import (
@@ -88,9 +89,10 @@ def _route(topo: Topology, switches: dict[str, Pipeline], src_nic, frame: bytes)
     return frame, on_links
 
 
-def _v6_frame(topo: Topology, a, b, payload: bytes, opcode: Opcode = Opcode.RDMA_WRITE_ONLY, **fields) -> bytes:
+def _v6_frame(topo: Topology, a, b, payload: bytes, opcode: Opcode = Opcode.RDMA_WRITE_ONLY,
+              ext: HeaderFields = NO_FIELDS) -> bytes:
     flow = Flow(a.mac, a.gateway_mac, fabric_ipv6(a.ip), fabric_ipv6(b.ip), 0x11, 0x22)
-    return FlowTemplates(flow)[opcode].build(7, payload, **fields)
+    return FlowTemplates(flow)[opcode].build(7, payload, ext=ext)
 
 
 def _udp_checksum_ok(frame: bytes) -> bool:
@@ -116,7 +118,7 @@ def test_int_stamped_over_ipv6_with_lengths_and_udp_checksum_consistent(program,
     a = topo.nics_of("s0")[0]
     b = topo.nics_of("s1")[0] if pair == "same_leaf" else topo.nics_of("s1")[1]
     switches = _switches(program, topo, ManualClock(start_ns=5_000))
-    sent = _v6_frame(topo, a, b, bytes(range(256)) * 3, va=0x1000, rkey=5, dma_len=768)
+    sent = _v6_frame(topo, a, b, bytes(range(256)) * 3, ext=HeaderFields(va=0x1000, rkey=5, dma_len=768))
     assert _udp_checksum_ok(sent)
     got, _ = _route(topo, switches, a, sent)
     hops, int_bytes, orig_dscp = parse_int(got)
@@ -169,7 +171,7 @@ def test_ecn_marks_the_ipv6_traffic_class(program, topo):
 
 def test_host_insert_and_strip_of_an_int_echo_over_ipv6(topo):
     a, b = topo.nics_of("s0")[0], topo.nics_of("s1")[0]
-    ack = _v6_frame(topo, b, a, b"", Opcode.ACKNOWLEDGE, msn=3)
+    ack = _v6_frame(topo, b, a, b"", Opcode.ACKNOWLEDGE, ext=HeaderFields(msn=3))
     hops = [IntHopRecord(7, 1, 2, 1500, 0, 12, 987654321, 4_000_000), IntHopRecord(3, 4, 1, 900, 0, 70000, 5, 6)]
     echo = insert_int(ack, hops)
     assert carries_int(echo) and _udp_checksum_ok(echo)
@@ -185,7 +187,8 @@ def test_tshark_reads_the_int_stamped_ipv6_frames_consistently(program, topo, tm
     switches = _switches(program, topo, ManualClock(start_ns=77_000))
     frames = []
     for size in (0, 1, 256, 1000):
-        _, on_links = _route(topo, switches, a, _v6_frame(topo, a, b, bytes(size), va=1, rkey=2, dma_len=size))
+        sent = _v6_frame(topo, a, b, bytes(size), ext=HeaderFields(va=1, rkey=2, dma_len=size))
+        _, on_links = _route(topo, switches, a, sent)
         frames.extend(on_links)  # 1, 2 and 3 hops of INT
     pcap = tmp_path / "int6.pcap"
     write_pcap(pcap, [(i * 1000, f) for i, f in enumerate(frames)])

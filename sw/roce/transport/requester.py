@@ -51,6 +51,7 @@ from sw.roce.transport.verbs import (
     wc_opcode_of,
 )
 from sw.roce.wire.decode import RocePacket
+from sw.roce.wire.fields import NO_FIELDS, HeaderFields
 from sw.roce.wire.opcodes import Opcode
 
 if TYPE_CHECKING:
@@ -221,21 +222,14 @@ class Requester:
         psn = self.tx_psn
         if op.is_read:
             done = i * mtu
-            frame = qp.templates[Opcode.RDMA_READ_REQUEST].build(
-                psn, b"", ackreq=True, va=wr.remote_addr + done, rkey=wr.rkey, dma_len=op.length - done
-            )
+            ext = HeaderFields(va=wr.remote_addr + done, rkey=wr.rkey, dma_len=op.length - done)
+            frame = qp.templates[Opcode.RDMA_READ_REQUEST].build(psn, b"", ackreq=True, ext=ext)
             step = op.n_pkts - i
         elif op.is_atomic:
             fetch_add = wr.opcode == WrOpcode.ATOMIC_FETCH_AND_ADD
-            frame = qp.templates[_ATOMIC_OPCODE[wr.opcode]].build(
-                psn,
-                b"",
-                ackreq=True,
-                va=wr.remote_addr,
-                rkey=wr.rkey,
-                swapdt=wr.compare_add if fetch_add else wr.swap,
-                cmpdt=0 if fetch_add else wr.compare_add,
-            )
+            ext = HeaderFields(va=wr.remote_addr, rkey=wr.rkey, swapdt=wr.compare_add if fetch_add else wr.swap,
+                               cmpdt=0 if fetch_add else wr.compare_add)
+            frame = qp.templates[_ATOMIC_OPCODE[wr.opcode]].build(psn, b"", ackreq=True, ext=ext)
             step = 1
         else:
             start = i * mtu
@@ -249,20 +243,17 @@ class Requester:
             last = i == op.n_pkts - 1
             every = qp.attr.ack_every_pkts
             ackreq = last or i % every == every - 1 or self._window_fills()
-            fields: dict[str, int] = {}
-            if i == 0 and opcode in (
+            reth = i == 0 and opcode in (
                 Opcode.RDMA_WRITE_FIRST,
                 Opcode.RDMA_WRITE_ONLY,
                 Opcode.RDMA_WRITE_ONLY_WITH_IMMEDIATE,
-            ):
-                fields = {"va": wr.remote_addr, "rkey": wr.rkey, "dma_len": op.length}
-            if (
-                last
-                and wr.imm_data is not None
-                and wr.opcode in (WrOpcode.SEND_WITH_IMM, WrOpcode.RDMA_WRITE_WITH_IMM)
-            ):
-                fields["immdt"] = wr.imm_data
-            frame = qp.templates[opcode].build(psn, payload, ackreq=ackreq, se=last, **fields)
+            )
+            with_imm = wr.opcode in (WrOpcode.SEND_WITH_IMM, WrOpcode.RDMA_WRITE_WITH_IMM)
+            imm = last and wr.imm_data is not None and with_imm
+            ext = NO_FIELDS
+            if reth or imm:
+                ext = HeaderFields(va=wr.remote_addr, rkey=wr.rkey, dma_len=op.length, immdt=wr.imm_data or 0)
+            frame = qp.templates[opcode].build(psn, payload, ackreq=ackreq, se=last, ext=ext)
             self.sent_bytes += end - start
             step = 1
         if psn_diff(psn, self.max_sent_psn) < 0:

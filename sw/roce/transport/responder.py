@@ -59,6 +59,7 @@ from sw.roce.transport.verbs import (
     WorkCompletion,
 )
 from sw.roce.wire.decode import RocePacket
+from sw.roce.wire.fields import NO_FIELDS, HeaderFields
 from sw.roce.wire.int_md import IntHopRecord, insert_int
 from sw.roce.wire.opcodes import Opcode
 
@@ -379,11 +380,11 @@ class Responder:
             self.out.popleft()
             self.qp.counters.acks_sent += 1
             if item.orig is None:
-                frame = tpl[Opcode.ACKNOWLEDGE].build(item.psn, b"", syndrome=item.syndrome, msn=item.msn)
+                ext = HeaderFields(syndrome=item.syndrome, msn=item.msn)
+                frame = tpl[Opcode.ACKNOWLEDGE].build(item.psn, b"", ext=ext)
             else:
-                frame = tpl[Opcode.ATOMIC_ACKNOWLEDGE].build(
-                    item.psn, b"", syndrome=item.syndrome, msn=item.msn, orig_rem_dt=item.orig
-                )
+                ext = HeaderFields(syndrome=item.syndrome, msn=item.msn, orig_rem_dt=item.orig)
+                frame = tpl[Opcode.ATOMIC_ACKNOWLEDGE].build(item.psn, b"", ext=ext)
                 self.rd_atomic_busy.discard(item.psn)  # answered once: its responder resource is free
             if item.hops:
                 frame = insert_int(frame, item.hops)
@@ -395,10 +396,10 @@ class Responder:
         start = item.off + i * mtu
         end = min(item.off + item.length, start + mtu)
         opcode = segment_opcode(READ_RESP_OPS, i, item.n_pkts)
-        fields = {}
+        ext = NO_FIELDS
         if opcode != Opcode.RDMA_READ_RESPONSE_MIDDLE:
-            fields = {"syndrome": SYN_ACK | CREDITS_INVALID, "msn": item.msn}
-        frame = tpl[opcode].build(psn_add(item.first_psn, i), item.mr.view[start:end], **fields)
+            ext = HeaderFields(syndrome=SYN_ACK | CREDITS_INVALID, msn=item.msn)
+        frame = tpl[opcode].build(psn_add(item.first_psn, i), item.mr.view[start:end], ext=ext)
         item.next_i += 1
         psn = psn_add(item.first_psn, i)
         if psn_diff(psn, self.resp_high_psn) < 0:

@@ -1,7 +1,7 @@
 """Reference RoCEv2 frames built with Scapy: the slow, obviously-right path the fast template must match.
 
-``scapy_packet(flow, opcode, psn=..., payload=..., ...)`` returns an Ether/IP(v6)/UDP/BTH/... packet whose
-bytes are a complete frame (no FCS) with the ICRC computed by Scapy's RoCE layer.  Header conventions (the
+``scapy_packet(flow, opcode, psn=..., payload=..., ext=HeaderFields(...))`` returns an Ether/IP(v6)/UDP/BTH/...
+packet whose bytes are a complete frame (no FCS) with the ICRC computed by Scapy's RoCE layer.  Header conventions (the
 template follows them byte for byte): IPv4 ID 0 with DF set; UDP checksum 0 over IPv4 (RoCEv2 NICs rely on
 the ICRC) and computed over IPv6 (RFC 8200 requires it); IPv6 flow label = the QP-pair hash; payload padded
 to 4 bytes with PadCnt set; CNP with BECN set and the CNP DSCP.
@@ -14,6 +14,7 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
+from sw.roce.wire.fields import NO_FIELDS, HeaderFields
 from sw.roce.wire.flow import ECN_ECT0, Flow
 from sw.roce.wire.headers import (
     AETH,
@@ -57,15 +58,7 @@ def scapy_packet(
     ackreq: bool = False,
     se: bool = False,
     dqpn: int | None = None,
-    va: int = 0,
-    rkey: int = 0,
-    dma_len: int = 0,
-    immdt: int = 0,
-    syndrome: int = 0,
-    msn: int = 0,
-    swapdt: int = 0,
-    cmpdt: int = 0,
-    orig_rem_dt: int = 0,
+    ext: HeaderFields = NO_FIELDS,
 ) -> Packet:
     """One complete RoCEv2 frame of ``flow`` built layer by layer with Scapy (ICRC by scapy.contrib.roce)."""
     check_fields(opcode, psn, len(payload), ecn, dqpn)
@@ -99,28 +92,17 @@ def scapy_packet(
         / UDP(sport=flow.udp_sport, dport=ROCEV2_UDP_DPORT, chksum=0 if flow.ip_version == 4 else None)
         / bth
     )
-    values = {
-        "va": va,
-        "rkey": rkey,
-        "dma_len": dma_len,
-        "immdt": immdt,
-        "syndrome": syndrome,
-        "msn": msn,
-        "swapdt": swapdt,
-        "cmpdt": cmpdt,
-        "orig_rem_dt": orig_rem_dt,
-    }
     for header in LAYOUTS[op].headers:
         if header == "RETH":
-            pkt = pkt / RETH(va=values["va"], rkey=values["rkey"], dma_len=values["dma_len"])
+            pkt = pkt / RETH(va=ext.va, rkey=ext.rkey, dma_len=ext.dma_len)
         elif header == "ImmDt":
-            pkt = pkt / ImmDt(immdt=values["immdt"])
+            pkt = pkt / ImmDt(immdt=ext.immdt)
         elif header == "AETH":
-            pkt = pkt / AETH(syndrome=values["syndrome"], msn=values["msn"])
+            pkt = pkt / AETH(syndrome=ext.syndrome, msn=ext.msn)
         elif header == "AtomicETH":
-            pkt = pkt / AtomicETH(va=values["va"], rkey=values["rkey"], swapdt=values["swapdt"], cmpdt=values["cmpdt"])
+            pkt = pkt / AtomicETH(va=ext.va, rkey=ext.rkey, swapdt=ext.swapdt, cmpdt=ext.cmpdt)
         elif header == "AtomicAckETH":
-            pkt = pkt / AtomicAckETH(orig_rem_dt=values["orig_rem_dt"])
+            pkt = pkt / AtomicAckETH(orig_rem_dt=ext.orig_rem_dt)
         elif header == "CNPPadding":
             pkt = pkt / CNPPadding()
     if payload or pad:
@@ -128,6 +110,18 @@ def scapy_packet(
     return pkt
 
 
-def scapy_frame(flow: Flow, opcode: int, **fields: object) -> bytes:
+def scapy_frame(
+    flow: Flow,
+    opcode: int,
+    *,
+    psn: int = 0,
+    payload: bytes = b"",
+    ecn: int = ECN_ECT0,
+    ackreq: bool = False,
+    se: bool = False,
+    dqpn: int | None = None,
+    ext: HeaderFields = NO_FIELDS,
+) -> bytes:
     """``bytes(scapy_packet(...))``: the reference frame (Ethernet header through ICRC, no FCS)."""
-    return bytes(scapy_packet(flow, opcode, **fields))  # type: ignore[arg-type]
+    return bytes(scapy_packet(flow, opcode, psn=psn, payload=payload, ecn=ecn, ackreq=ackreq, se=se, dqpn=dqpn,
+                              ext=ext))

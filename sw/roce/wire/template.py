@@ -13,7 +13,7 @@ byte-identical to ``sw.roce.wire.packets.scapy_frame`` (a property test checks e
 Usage (the transport calls this per packet on an AF_PACKET socket)::
 
     tpl = FlowTemplates(flow)                       # once per connection direction
-    frame = tpl[Opcode.RDMA_WRITE_ONLY].build(psn, payload, va=addr, rkey=key, dma_len=len(payload))
+    frame = tpl[Opcode.RDMA_WRITE_ONLY].build(psn, payload, ext=HeaderFields(va=addr, rkey=key, dma_len=len(payload)))
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from sw.roce.wire.fields import NO_FIELDS, HeaderFields
 from sw.roce.wire.flow import ECN_ECT0, Flow
 from sw.roce.wire.icrc import PSEUDO_LRH
 from sw.roce.wire.opcodes import BTH_BYTES, ICRC_BYTES, LAYOUTS, Opcode, OpcodeLayout
@@ -73,9 +74,9 @@ def _ones_sum(data: bytes) -> int:
 class PacketTemplate:
     """One opcode of one flow: ``build(psn, payload, ...)`` returns a complete frame (no FCS) as bytes.
 
-    ``build(psn, payload=b"", ecn=ECN_ECT0, ackreq=False, se=False, dqpn=None, *, va, rkey, dma_len, immdt,
-    syndrome, msn, swapdt, cmpdt, orig_rem_dt)``: ``dqpn`` None means the flow's destination QP; keyword
-    fields of headers this opcode does not carry are ignored.  Values that do not fit raise ValueError.
+    ``build(psn, payload=b"", ecn=ECN_ECT0, ackreq=False, se=False, dqpn=None, ext=HeaderFields(...))``: ``dqpn``
+    None means the flow's destination QP; ``ext`` fields of headers this opcode does not carry are ignored.
+    Values that do not fit raise ValueError.
     """
 
     def __init__(self, flow: Flow, opcode: Opcode | int) -> None:
@@ -89,32 +90,22 @@ class PacketTemplate:
         self.build = make(self, ref, layout)
 
 
-def _ext_values(
-    kind: int,
-    va: int,
-    rkey: int,
-    dma_len: int,
-    immdt: int,
-    syndrome: int,
-    msn: int,
-    swapdt: int,
-    cmpdt: int,
-    orig_rem_dt: int,
-) -> tuple[int, ...]:
+def _ext_values(kind: int, ext: HeaderFields) -> tuple[int, ...]:
     """The extended-header field values of one layout kind, in ``_EXT_FORMATS`` order."""
     if kind == 1:
-        return (va, rkey, dma_len)
+        return (ext.va, ext.rkey, ext.dma_len)
     if kind == 2:
-        return (immdt,)
+        return (ext.immdt,)
     if kind == 3:
-        return (va, rkey, dma_len, immdt)
+        return (ext.va, ext.rkey, ext.dma_len, ext.immdt)
     if kind == 6:
-        return (va, rkey, swapdt, cmpdt)
+        return (ext.va, ext.rkey, ext.swapdt, ext.cmpdt)
+    syndrome, msn = ext.syndrome, ext.msn
     if msn >> 24 or syndrome >> 8 or msn < 0 or syndrome < 0:
         raise ValueError(f"syndrome={syndrome} / msn={msn}: must fit in 8 / 24 bits")
     if kind == 4:
         return (syndrome << 24 | msn,)
-    return (syndrome << 24 | msn, orig_rem_dt)
+    return (syndrome << 24 | msn, ext.orig_rem_dt)
 
 
 def _bad_fields(tpl: PacketTemplate, psn: int, dqpn: int, n: int, ecn: object) -> ValueError:
@@ -158,16 +149,7 @@ def _builder_v4(tpl: PacketTemplate, ref: bytes, layout: OpcodeLayout) -> Callab
         ackreq: bool = False,
         se: bool = False,
         dqpn: int | None = None,
-        *,
-        va: int = 0,
-        rkey: int = 0,
-        dma_len: int = 0,
-        immdt: int = 0,
-        syndrome: int = 0,
-        msn: int = 0,
-        swapdt: int = 0,
-        cmpdt: int = 0,
-        orig_rem_dt: int = 0,
+        ext: HeaderFields = NO_FIELDS,
     ) -> bytes:
         n = len(payload)
         if dqpn is None:
@@ -183,7 +165,7 @@ def _builder_v4(tpl: PacketTemplate, ref: bytes, layout: OpcodeLayout) -> Callab
         csum = ((csum & 0xFFFF) + (csum >> 16)) ^ 0xFFFF
         w0 = w0_base | se << 23 | pad << 20
         w2 = ackreq << 31 | psn
-        ext = _ext_values(kind, va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if kind else ()
+        ext = _ext_values(kind, ext) if kind else ()
         try:
             hdr = wire(c_eth, tos, tot_len, c_idttl, csum, c_addrports, udp_len, 0, w0, resv8a | dqpn, w2, *ext)
         except struct.error as exc:
@@ -224,16 +206,7 @@ def _builder_v6(tpl: PacketTemplate, ref: bytes, layout: OpcodeLayout) -> Callab
         ackreq: bool = False,
         se: bool = False,
         dqpn: int | None = None,
-        *,
-        va: int = 0,
-        rkey: int = 0,
-        dma_len: int = 0,
-        immdt: int = 0,
-        syndrome: int = 0,
-        msn: int = 0,
-        swapdt: int = 0,
-        cmpdt: int = 0,
-        orig_rem_dt: int = 0,
+        ext: HeaderFields = NO_FIELDS,
     ) -> bytes:
         n = len(payload)
         if dqpn is None:
@@ -245,7 +218,7 @@ def _builder_v6(tpl: PacketTemplate, ref: bytes, layout: OpcodeLayout) -> Callab
         w0 = w0_base | se << 23 | pad << 20
         w1 = resv8a | dqpn
         w2 = ackreq << 31 | psn
-        ext = _ext_values(kind, va, rkey, dma_len, immdt, syndrome, msn, swapdt, cmpdt, orig_rem_dt) if kind else ()
+        ext = _ext_values(kind, ext) if kind else ()
         try:
             crc = crc32(masked(udp_len, m_mid, udp_len, b"\xff\xff", w0, 0xFF000000 | dqpn, w2, *ext), crc0)
         except struct.error as exc:
@@ -288,10 +261,12 @@ class FlowTemplates:
         opcode: Opcode | int,
         psn: int,
         payload: bytes | bytearray | memoryview = b"",
-        **fields: int | bool | None,
+        *,
+        ackreq: bool = False,
+        ext: HeaderFields = NO_FIELDS,
     ) -> bytes:
-        """Convenience form of ``self[opcode].build(psn, payload, **fields)``."""
-        return self[opcode].build(psn, payload, **fields)  # type: ignore[arg-type]
+        """Convenience form of ``self[opcode].build(psn, payload, ackreq=..., ext=...)``."""
+        return self[opcode].build(psn, payload, ackreq=ackreq, ext=ext)
 
     def __iter__(self) -> Iterator[PacketTemplate]:
         return (self[op] for op in LAYOUTS)

@@ -11,6 +11,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamFrame
 from hwsim import BlockTestbench, tb_params, tb_record
 
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.flow import Flow
 from sw.roce.wire.icrc import icrc, icrc_bytes
 from sw.roce.wire.opcodes import LAYOUTS, Opcode
@@ -38,7 +39,7 @@ def make_frames(rng: random.Random, n: int) -> list[bytes]:
         payload = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 400))) \
             if LAYOUTS[op].has_payload else b""
         frame = scapy_frame(flow, op, psn=rng.randrange(1 << 24), ecn=rng.randrange(4), payload=payload,
-                            va=rng.randrange(1 << 64), rkey=rng.randrange(1 << 32), dma_len=len(payload))
+            ext=HeaderFields(va=rng.randrange(1 << 64), rkey=rng.randrange(1 << 32), dma_len=len(payload)))
         if vlan:
             frame = frame[:12] + b"\x81\x00" + rng.randrange(1 << 16).to_bytes(2, "big") + frame[12:]
         assert icrc(l3_of(frame)) == int.from_bytes(frame[-ICRC_BYTES:], "little")

@@ -7,6 +7,7 @@ import pytest
 
 from p4.switch.pfc import PfcManager, int_orig_dscp
 from p4.switch.tm import TrafficManager
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.flow import Flow
 from sw.roce.wire.int_md import DSCP_INT, IntHopRecord, insert_int
 from sw.roce.wire.opcodes import Opcode
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.unit
 
 def _frame(src_ip: str, dst_ip: str, with_int: bool) -> bytes:
     flow = Flow("02:00:00:00:00:01", "02:00:00:00:00:02", src_ip, dst_ip, 3, 4, dscp=26)
-    frame = FlowTemplates(flow)[Opcode.RDMA_WRITE_ONLY].build(1, b"data", va=0, rkey=1, dma_len=4)
+    frame = FlowTemplates(flow)[Opcode.RDMA_WRITE_ONLY].build(1, b"data", ext=HeaderFields(va=0, rkey=1, dma_len=4))
     return insert_int(frame, [IntHopRecord(1, 2, 3, 4, 0, 5, 6, 7)], echo=False, remaining_hop_cnt=3) \
         if with_int else frame
 

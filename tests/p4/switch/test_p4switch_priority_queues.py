@@ -12,6 +12,7 @@ from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.flow import Flow
 from sw.roce.wire.int_md import parse_int
 from sw.roce.wire.opcodes import Opcode
@@ -40,7 +41,8 @@ def leaf():
 def _roce_frame(topo: Topology, dscp: int) -> bytes:
     a, b = topo.nics_of(topo.servers[0])[0], topo.nics_of(topo.servers[1])[0]
     flow = Flow(a.mac, a.gateway_mac, a.ip, b.ip, 0x11, 0x22, dscp=dscp)
-    return scapy_frame(flow, Opcode.RDMA_WRITE_ONLY, payload=bytes(256), va=0x1000, rkey=1, dma_len=256)
+    return scapy_frame(flow, Opcode.RDMA_WRITE_ONLY, payload=bytes(256),
+        ext=HeaderFields(va=0x1000, rkey=1, dma_len=256))
 
 
 def test_dscp_class_picks_the_queue_and_int_reports_it(leaf) -> None:

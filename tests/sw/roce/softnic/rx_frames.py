@@ -16,6 +16,7 @@ from sw.roce.softnic.nic import SoftNic
 from sw.roce.transport.qp_connect import connect, qp_info
 from sw.roce.transport.verbs import CompletionQueue, SendWr, WcStatus, WrOpcode
 from sw.roce.wire.errors import RoceFormatError
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.flow import Flow
 from sw.roce.wire.gid import fabric_ipv6
 from sw.roce.wire.icrc import icrc, icrc_bytes
@@ -43,16 +44,18 @@ def real_frames(dst_qp: int = 0x11, *, macs: tuple[str, str] = (MAC_A, MAC_B),
     from ``macs[0]``/``ips[0]`` to ``macs[1]``/``ips[1]``)."""
     t4 = templates(dst_qp=dst_qp, macs=macs, ips=ips)
     t6 = templates(ipv6=True, dst_qp=dst_qp, macs=macs, ips=ips)
-    write = t4[Opcode.RDMA_WRITE_ONLY].build(5, bytes(range(64)), ackreq=True, va=0x1000, rkey=7, dma_len=64)
-    ack = t4[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1)
+    write = t4[Opcode.RDMA_WRITE_ONLY].build(5, bytes(range(64)), ackreq=True,
+        ext=HeaderFields(va=0x1000, rkey=7, dma_len=64))
+    ack = t4[Opcode.ACKNOWLEDGE].build(5, b"", ext=HeaderFields(syndrome=0x1F, msn=1))
     return {
         "write": write,
-        "write_v6": t6[Opcode.RDMA_WRITE_ONLY].build(5, bytes(64), ackreq=True, va=0x1000, rkey=7, dma_len=64),
+        "write_v6": t6[Opcode.RDMA_WRITE_ONLY].build(5, bytes(64), ackreq=True,
+            ext=HeaderFields(va=0x1000, rkey=7, dma_len=64)),
         "send": t4[Opcode.SEND_ONLY].build(9, b"hello"),
         "ack": ack,
         "cnp": t4[Opcode.CNP].build(0, b""),
         "int_write": insert_int(write, [HOP, HOP], echo=False, remaining_hop_cnt=2),
-        "int_ack_v6": insert_int(t6[Opcode.ACKNOWLEDGE].build(5, b"", syndrome=0x1F, msn=1), [HOP]),
+        "int_ack_v6": insert_int(t6[Opcode.ACKNOWLEDGE].build(5, b"", ext=HeaderFields(syndrome=0x1F, msn=1)), [HOP]),
         "int_echo": insert_int(ack, [HOP, HOP, HOP]),
         "pfc": build_pfc_frame(bytes.fromhex(macs[0].replace(":", "")), {3: 0xFFFF}),
     }

@@ -20,6 +20,7 @@ from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce import Flow, FlowTemplates, Opcode, decode
 from sw.roce.softnic.qp_pacer import QpPacer, make_cc
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.int_md import (
     DSCP_INT,
     INT_ECHO_DOMAIN_ID,
@@ -46,7 +47,7 @@ HOPS = [
 
 def _ack(src, dst) -> bytes:
     flow = Flow(src.mac, src.gateway_mac, src.ip, dst.ip, 0x22, 0x11)
-    return FlowTemplates(flow)[Opcode.ACKNOWLEDGE].build(99, b"", syndrome=0x1F, msn=3)
+    return FlowTemplates(flow)[Opcode.ACKNOWLEDGE].build(99, b"", ext=HeaderFields(syndrome=0x1F, msn=3))
 
 
 def _shim_offset(frame: bytes) -> int:

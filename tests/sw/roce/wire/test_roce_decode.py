@@ -24,6 +24,7 @@ from sw.roce import (
     scapy_frame,
 )
 from sw.roce.wire.errors import IpChecksumError
+from sw.roce.wire.fields import FIELDS_OF_HEADER, HeaderFields
 from sw.roce.wire.headers import AETH, BTH, RETH, AtomicAckETH, AtomicETH, CNPPadding, ImmDt, layer_class
 from sw.roce.wire.opcodes import LAYOUTS
 
@@ -34,33 +35,29 @@ FLOW6 = Flow("02:00:00:00:00:0a", "02:00:00:00:00:0b", "fd00::a", "fd00::b", 0x0
 TPL = FlowTemplates(FLOW)
 TPL6 = FlowTemplates(FLOW6)
 BTH_AT = 14 + 20 + 8
-FIELDS = dict(va=0x0000_7F00_DEAD_0000, rkey=0x1234_5678, dma_len=300, immdt=0xFEED_BEEF, syndrome=0x1F,
-              msn=0x00_0A_0B, swapdt=0x0102_0304_0506_0708, cmpdt=0x1112_1314_1516_1718,
-              orig_rem_dt=0x2122_2324_2526_2728)
-# Which RocePacket fields each extended header fills.
-HEADER_FIELDS = {"RETH": ("va", "rkey", "dma_len"), "ImmDt": ("immdt",), "AETH": ("syndrome", "msn"),
-                 "AtomicETH": ("va", "rkey", "swapdt", "cmpdt"), "AtomicAckETH": ("orig_rem_dt",),
-                 "CNPPadding": ()}
+FIELDS = HeaderFields(va=0x0000_7F00_DEAD_0000, rkey=0x1234_5678, dma_len=300, immdt=0xFEED_BEEF, syndrome=0x1F,
+                     msn=0x00_0A_0B, swapdt=0x0102_0304_0506_0708, cmpdt=0x1112_1314_1516_1718,
+                     orig_rem_dt=0x2122_2324_2526_2728)
 
 
 def _valid(opcode: Opcode = Opcode.SEND_ONLY, payload: bytes = b"hello world") -> bytes:
-    return TPL[opcode].build(0x00ABCD, payload if LAYOUTS[opcode].has_payload else b"", ackreq=True, **FIELDS)
+    return TPL[opcode].build(0x00ABCD, payload if LAYOUTS[opcode].has_payload else b"", ackreq=True, ext=FIELDS)
 
 
 @pytest.mark.parametrize("flow", [FLOW, FLOW6], ids=["ipv4", "ipv6"])
 @pytest.mark.parametrize("opcode", list(LAYOUTS), ids=lambda op: op.name)
 def test_round_trip_every_opcode(flow: Flow, opcode: Opcode):
     payload = b"payload!!" if LAYOUTS[opcode].has_payload else b""
-    frame = FlowTemplates(flow)[opcode].build(77, payload, ackreq=True, **FIELDS)
+    frame = FlowTemplates(flow)[opcode].build(77, payload, ackreq=True, ext=FIELDS)
     pkt = decode(frame)
     assert pkt.opcode == opcode and pkt.psn == 77 and pkt.ackreq and pkt.dest_qp == flow.dst_qpn
     assert bytes(pkt.payload) == payload and pkt.pad_count == (-len(payload) & 3)
     assert (pkt.src_ip, pkt.dst_ip, pkt.ip_version) == (flow.src_ip, flow.dst_ip, flow.ip_version)
     assert pkt.src_mac == flow.src_mac_bytes and pkt.dst_mac == flow.dst_mac_bytes
     assert pkt.udp_sport == flow.udp_sport and pkt.icrc_ok
-    present = {name for header in LAYOUTS[opcode].headers for name in HEADER_FIELDS[header]}
+    present = {name for header in LAYOUTS[opcode].headers for name in FIELDS_OF_HEADER[header]}
     for name in ("va", "rkey", "dma_len", "immdt", "syndrome", "msn", "swapdt", "cmpdt", "orig_rem_dt"):
-        assert getattr(pkt, name) == (FIELDS[name] if name in present else None), name
+        assert getattr(pkt, name) == (getattr(FIELDS, name) if name in present else None), name
 
 
 @pytest.mark.parametrize("opcode", list(LAYOUTS), ids=lambda op: op.name)
@@ -74,7 +71,7 @@ def test_scapy_dissects_our_layers(opcode: Opcode):
     for header_class, names in ((RETH, ("va", "rkey", "dma_len")), (ImmDt, ("immdt",)), (AETH, ("syndrome", "msn")),
                                 (AtomicETH, ("va", "rkey", "swapdt", "cmpdt")), (AtomicAckETH, ("orig_rem_dt",))):
         if header_class in pkt:
-            assert all(getattr(pkt[header_class], n) == FIELDS[n] for n in names)
+            assert all(getattr(pkt[header_class], n) == getattr(FIELDS, n) for n in names)
     if opcode == Opcode.CNP:
         assert CNPPadding in pkt and pkt[BTH].becn == 1
 
@@ -90,7 +87,7 @@ def test_vlan_tag_and_ethernet_padding_are_handled():
     frame = _valid(Opcode.ACKNOWLEDGE)
     tagged = frame[:12] + b"\x81\x00\x60\x05" + frame[12:] + b"\0" * 8   # 802.1Q PCP 3, VLAN 5, padded
     pkt = decode(tagged)
-    assert pkt.opcode == Opcode.ACKNOWLEDGE and pkt.msn == FIELDS["msn"] and pkt.icrc_ok
+    assert pkt.opcode == Opcode.ACKNOWLEDGE and pkt.msn == FIELDS.msn and pkt.icrc_ok
 
 
 def test_ipv4_options_are_covered_by_the_icrc():
@@ -177,7 +174,7 @@ def test_random_bytes_only_raise_roce_format_errors(data):
        st.integers(0, 200), st.booleans(), st.booleans())
 def test_garbled_valid_frames_only_raise_roce_format_errors(opcode, edits, cut, tagged, ipv6):
     payload = b"hello world" if LAYOUTS[opcode].has_payload else b""
-    frame = bytearray((TPL6 if ipv6 else TPL)[opcode].build(0x00ABCD, payload, **FIELDS))
+    frame = bytearray((TPL6 if ipv6 else TPL)[opcode].build(0x00ABCD, payload, ext=FIELDS))
     if tagged:
         frame[12:12] = b"\x81\x00\x00\x07"
     for offset, value in edits:

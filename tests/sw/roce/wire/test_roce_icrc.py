@@ -7,6 +7,7 @@ from scapy.layers.l2 import Ether
 
 from sw.roce import ECN_CE, ECN_ECT0, Flow, IcrcMismatchError, Opcode, decode, scapy_frame
 from sw.roce.wire.ecn import ecn_of, mark_ce
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.headers import BTH
 from sw.roce.wire.icrc import icrc, wire_icrc
 from sw.roce.wire.opcodes import LAYOUTS
@@ -81,8 +82,8 @@ def test_scapy_contrib_icrc_agrees_on_the_real_capture():
 @pytest.mark.parametrize("opcode", list(LAYOUTS), ids=lambda op: op.name)
 def test_three_implementations_agree(flow: Flow, opcode: Opcode):
     payload = bytes(range(7)) if LAYOUTS[opcode].has_payload else b""
-    frame = scapy_frame(flow, opcode, psn=0x123456, payload=payload, ecn=ECN_ECT0, va=0x1122334455667788,
-                        rkey=0xAABBCCDD, dma_len=7, immdt=0x01020304, syndrome=0x60, msn=42)
+    frame = scapy_frame(flow, opcode, psn=0x123456, payload=payload, ecn=ECN_ECT0,
+        ext=HeaderFields(va=0x1122334455667788, rkey=0xAABBCCDD, dma_len=7, immdt=0x01020304, syndrome=0x60, msn=42))
     ours = icrc(frame[14:])
     assert ours == wire_icrc(frame[14:])          # Scapy's contrib wrote this one
     assert ours == _independent_icrc(frame)
@@ -109,8 +110,8 @@ def test_masked_fields_do_not_change_icrc(flow: Flow):
 
 @pytest.mark.parametrize("flow", [FLOW_V4, FLOW_V6], ids=["ipv4", "ipv6"])
 def test_covered_byte_change_is_an_icrc_mismatch(flow: Flow):
-    frame = bytearray(scapy_frame(flow, Opcode.RDMA_WRITE_ONLY, psn=1, payload=b"x" * 64, va=4096, rkey=1,
-                                  dma_len=64))
+    frame = bytearray(scapy_frame(flow, Opcode.RDMA_WRITE_ONLY, psn=1, payload=b"x" * 64,
+        ext=HeaderFields(va=4096, rkey=1, dma_len=64)))
     frame[-10] ^= 0x01       # one payload bit
     with pytest.raises(IcrcMismatchError) as exc:
         decode(bytes(frame))

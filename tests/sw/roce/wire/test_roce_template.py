@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sw.roce import Flow, FlowTemplates, Opcode, decode, scapy_frame, udp_sport
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.flow import ECN_ECT0, flow_label
 from sw.roce.wire.opcodes import LAYOUTS
 
@@ -28,10 +29,10 @@ u32, u64 = st.integers(0, 0xFFFFFFFF), st.integers(0, 0xFFFFFFFFFFFFFFFF)
 def packets(draw):
     opcode = draw(st.sampled_from(list(LAYOUTS)))
     payload = draw(st.binary(max_size=300)) if LAYOUTS[opcode].has_payload else b""
+    ext = HeaderFields(va=draw(u64), rkey=draw(u32), dma_len=draw(u32), immdt=draw(u32), syndrome=draw(u8),
+                       msn=draw(u24), swapdt=draw(u64), cmpdt=draw(u64), orig_rem_dt=draw(u64))
     fields = dict(psn=draw(u24), payload=payload, ecn=draw(st.integers(0, 3)), ackreq=draw(st.booleans()),
-                  se=draw(st.booleans()), dqpn=draw(st.none() | u24), va=draw(u64), rkey=draw(u32),
-                  dma_len=draw(u32), immdt=draw(u32), syndrome=draw(u8), msn=draw(u24), swapdt=draw(u64),
-                  cmpdt=draw(u64), orig_rem_dt=draw(u64))
+                  se=draw(st.booleans()), dqpn=draw(st.none() | u24), ext=ext)
     return draw(st.sampled_from([4, 6])), opcode, fields
 
 
@@ -71,12 +72,12 @@ def test_out_of_range_fields_are_rejected(bad):
 
 
 @pytest.mark.parametrize("version", [4, 6])
-@pytest.mark.parametrize("bad", [dict(va=1 << 64), dict(rkey=-1), dict(dma_len=1 << 32)])
+@pytest.mark.parametrize("bad", [HeaderFields(va=1 << 64), HeaderFields(rkey=-1), HeaderFields(dma_len=1 << 32)])
 def test_out_of_range_header_fields_are_value_errors(version, bad):
     with pytest.raises(ValueError, match="RDMA_WRITE_ONLY"):
-        TEMPLATES[version][Opcode.RDMA_WRITE_ONLY].build(0, b"x", **bad)
+        TEMPLATES[version][Opcode.RDMA_WRITE_ONLY].build(0, b"x", ext=bad)
     with pytest.raises(ValueError):
-        TEMPLATES[version][Opcode.ACKNOWLEDGE].build(0, msn=1 << 24)
+        TEMPLATES[version][Opcode.ACKNOWLEDGE].build(0, ext=HeaderFields(msn=1 << 24))
 
 
 def test_payload_on_a_header_only_opcode_is_rejected():

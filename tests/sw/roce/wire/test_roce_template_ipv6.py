@@ -9,6 +9,7 @@ import pytest
 from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.flow import Flow
 from sw.roce.wire.opcodes import Opcode
 from sw.roce.wire.packets import scapy_frame
@@ -42,8 +43,9 @@ def test_payload_words_sum_matches_a_word_by_word_sum(size):
 def test_ipv6_frames_carry_scapys_udp_checksum_on_both_sides_of_the_threshold(size):
     payload = np.random.default_rng(100 + size).integers(0, 256, size, dtype=np.uint8)
     opcode = Opcode.RDMA_WRITE_ONLY
-    frame = FlowTemplates(FLOW6)[opcode].build(9, memoryview(payload), va=4, rkey=5, dma_len=size)
-    assert frame == scapy_frame(FLOW6, opcode, psn=9, payload=payload.tobytes(), va=4, rkey=5, dma_len=size)
+    frame = FlowTemplates(FLOW6)[opcode].build(9, memoryview(payload), ext=HeaderFields(va=4, rkey=5, dma_len=size))
+    assert frame == scapy_frame(FLOW6, opcode, psn=9, payload=payload.tobytes(),
+        ext=HeaderFields(va=4, rkey=5, dma_len=size))
     pkt = Ether(frame)
     wire = pkt[UDP].chksum
     del pkt[UDP].chksum

@@ -243,11 +243,11 @@ class SoftNic:
     def next_deadline_ns(self) -> int | None:
         """Earliest network time at which a timer fires or a paced QP may send again."""
         pfc = self.pfc
-        paused = pfc is not None and pfc.paused_until_ns > self.clock.now_ns()   # pacing waits for the pause
-        times = [t for qp in self.qps.values() for t in (qp.timer_deadline_ns(), None if paused else qp.wake_ns)
-                 if t is not None]
-        if paused:
-            times.append(pfc.paused_until_ns)  # type: ignore[union-attr]
+        paused_until = pfc.paused_until_ns if pfc is not None and pfc.paused_until_ns > self.clock.now_ns() else None
+        times = [t for qp in self.qps.values()                  # pacing waits for the pause
+                 for t in (qp.timer_deadline_ns(), None if paused_until else qp.wake_ns) if t is not None]
+        if paused_until:
+            times.append(paused_until)
         return min(times, default=None)
 
     def poll(self, max_wait_ns: int = 1_000_000) -> bool:

@@ -85,11 +85,3 @@ LAYOUTS: dict[Opcode, OpcodeLayout] = {
 LAYOUT_BY_BYTE: list[OpcodeLayout | None] = [
     LAYOUTS.get(Opcode(b)) if b in Opcode._value2member_map_ else None for b in range(256)
 ]
-
-
-def opcode_name(opcode: int) -> str:
-    """'RDMA_WRITE_ONLY' for 0x0a; 'UNKNOWN_0xNN' for opcodes outside the RC set."""
-    try:
-        return Opcode(opcode).name
-    except ValueError:
-        return f"UNKNOWN_0x{opcode:02x}"

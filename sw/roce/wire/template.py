@@ -30,6 +30,7 @@ from sw.roce.wire.icrc import PSEUDO_LRH
 from sw.roce.wire.opcodes import BTH_BYTES, ICRC_BYTES, LAYOUTS, Opcode, OpcodeLayout
 from sw.roce.wire.packets import scapy_frame
 
+Payload = bytes | bytearray | memoryview
 _PADS = (b"", b"\0", b"\0\0", b"\0\0\0")
 _ICRC = struct.Struct("<I")
 _UDP_BYTES = 8
@@ -50,7 +51,7 @@ _EXT_FORMATS: dict[tuple[str, ...], tuple[str, int]] = {
 NUMPY_SUM_MIN_BYTES = 1024  # below this, one int.from_bytes is cheaper than a numpy call
 
 
-def payload_words_sum(payload: bytes | bytearray | memoryview) -> int:
+def payload_words_sum(payload: Payload) -> int:
     """Big-endian 16-bit words of ``payload`` zero-padded to 4 bytes, summed modulo 0xFFFF (one's complement sum).
 
     Large payloads: numpy sums native 32-bit words (no overflow in uint64 below 16 GiB); as 2**16 == 1 (mod 0xFFFF)
@@ -142,15 +143,8 @@ def _builder_v4(tpl: PacketTemplate, ref: bytes, layout: OpcodeLayout) -> Callab
     default_dqpn, has_payload = tpl.flow.dst_qpn, layout.has_payload
     crc32, icrc_pack, pads = zlib.crc32, _ICRC.pack, _PADS
 
-    def build(
-        psn: int,
-        payload: bytes | bytearray | memoryview = b"",
-        ecn: int = ECN_ECT0,
-        ackreq: bool = False,
-        se: bool = False,
-        dqpn: int | None = None,
-        ext: HeaderFields = NO_FIELDS,
-    ) -> bytes:
+    def build(psn: int, payload: Payload = b"", ecn: int = ECN_ECT0, ackreq: bool = False, se: bool = False,
+              dqpn: int | None = None, ext: HeaderFields = NO_FIELDS) -> bytes:
         n = len(payload)
         if dqpn is None:
             dqpn = default_dqpn
@@ -199,15 +193,8 @@ def _builder_v6(tpl: PacketTemplate, ref: bytes, layout: OpcodeLayout) -> Callab
     default_dqpn, has_payload = tpl.flow.dst_qpn, layout.has_payload
     crc32, icrc_pack, pads, from_bytes, words_sum = zlib.crc32, _ICRC.pack, _PADS, int.from_bytes, payload_words_sum
 
-    def build(
-        psn: int,
-        payload: bytes | bytearray | memoryview = b"",
-        ecn: int = ECN_ECT0,
-        ackreq: bool = False,
-        se: bool = False,
-        dqpn: int | None = None,
-        ext: HeaderFields = NO_FIELDS,
-    ) -> bytes:
+    def build(psn: int, payload: Payload = b"", ecn: int = ECN_ECT0, ackreq: bool = False, se: bool = False,
+              dqpn: int | None = None, ext: HeaderFields = NO_FIELDS) -> bytes:
         n = len(payload)
         if dqpn is None:
             dqpn = default_dqpn
@@ -260,7 +247,7 @@ class FlowTemplates:
         self,
         opcode: Opcode | int,
         psn: int,
-        payload: bytes | bytearray | memoryview = b"",
+        payload: Payload = b"",
         *,
         ackreq: bool = False,
         ext: HeaderFields = NO_FIELDS,

@@ -1,1 +1,2 @@
-"""RoCE tools: the ``starpulse roce`` CLI, the template-vs-Scapy benchmark, the perftest-style verbs benchmark."""
+"""RoCE tools: the template-vs-Scapy packet benchmark and the perftest-style verbs benchmark (``starpulse roce``
+bench/perf drive them)."""

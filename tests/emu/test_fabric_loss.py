@@ -1,0 +1,41 @@
+"""A forced loss is reported at its place: every switch port's receive ring made tiny
+(``STARPULSE_P4SWITCH_RING_BYTES``) and a burst from one NIC: ``fabric status`` shows the kernel ring drops at
+the leaf port facing that NIC, and ``emu.loss`` names that port as the place whose counter grew."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from emu.fabric import Fabric
+from emu.loss import loss_counters, loss_places, loss_summary
+from p4.switch.ports import RING_BYTES_ENV
+from sw.collectives.fabric_topology import TopologySpec
+
+pytestmark = pytest.mark.emu
+
+BURST_DATAGRAMS = 20000
+
+
+def test_tiny_ring_burst_is_reported_at_the_leaf_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RING_BYTES_ENV, "4096")      # two frames per port ring
+    fab = Fabric(TopologySpec(servers=2, gpus_per_server=1, spines=1))
+    try:
+        fab.up()
+        src, dst = fab.topo.nics[0], fab.topo.nics[1]
+        before = loss_counters(fab)
+        fab.net.hosts[src.server].cmd(
+            f"{sys.executable} -m emu.probe --blast {BURST_DATAGRAMS} --pps 1e9 --size 64 "
+            f"--src {src.ip} --dst {dst.ip} --port 9 2>&1")
+        places = loss_places(before, loss_counters(fab))
+        status = fab.status()
+    finally:
+        fab.down()
+    place = f"{src.leaf} port {src.leaf_port} rx_kernel_drops"
+    assert places.get(place, 0) > 0, places
+    assert place in loss_summary(places, {"ok": True})
+    port = status["switches"][src.leaf]["ports"][str(src.leaf_port)]
+    assert port["rx_kernel_drops"] > 0 and status["totals"]["rx_kernel_drops"] >= port["rx_kernel_drops"]
+    assert set(status["hosts"]) == {"s0", "s1"}
+    assert set(status["hosts"][src.server]["nics"]) == {src.ifname}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from emu.status import drop_reasons, host_drops, parse_port_stats
+from emu.status import ControlAddressError, drop_reasons, host_drops, parse_port_stats
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
@@ -25,7 +25,7 @@ def loss_counters(fab: Fabric) -> dict[str, int]:
                 for port, s in parse_port_stats(sw.cli("port_stats")).items():
                     out.update({f"{name} port {port} {k}": s.get(k, 0) for k in PORT_DROP_COUNTERS})
             out.update({f"{name} {reason}": n for reason, n in drop_reasons(sw).items()})
-        except OSError:
+        except (OSError, ControlAddressError):
             continue     # its control socket refused or timed out: the switches check names it
     for host, h in host_drops(fab).items():
         out[f"{host} udp_rcvbuf_errors"] = h["udp_rcvbuf_errors"]

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from emu.loss import loss_counters, loss_places, loss_summary
 from sw.collectives.fabric_topology import FabricNic
 
 if TYPE_CHECKING:
@@ -49,17 +50,23 @@ def fabric_pairs(fab: Fabric) -> list[tuple[FabricNic, FabricNic]]:
 
 
 def check_reachability(fab: Fabric, *, retries: int = 4) -> tuple[CheckResult, list[dict[str, Any]]]:
+    """Every NIC pair probed; when pairs stay unanswered the detail names the places whose drop counters grew
+    during the probes (``emu.loss``) and the fidelity verdict (a starved CPU, not a routing bug)."""
     pairs = fabric_pairs(fab)
+    before = loss_counters(fab)
     results = fab.probe([(a.ip, b.ip) for a, b in pairs], retries=retries)
     failed = [f"{r['src']}->{r['dst']}" for r in results if not r["ok"]]
     rail_local = sum(1 for a, b in pairs if a.leaf == b.leaf)
     detail = (f"{len(pairs) - len(failed)}/{len(pairs)} NIC pairs answered ({rail_local} rail-local, "
               f"{len(pairs) - rail_local} cross-rail/cross-pod)")
-    if failed:
-        detail += f"; unreachable: {', '.join(failed[:8])}{' ...' if len(failed) > 8 else ''}"
     rtts = sorted(r["rtt_ns"] for r in results if r["ok"])
     data = {"pairs": len(pairs), "failed": failed, "rail_local_pairs": rail_local,
             "median_rtt_ns": rtts[len(rtts) // 2] if rtts else None}
+    if failed:
+        places, fid = loss_places(before, loss_counters(fab)), fab.fidelity()
+        detail += (f"; unreachable: {', '.join(failed[:8])}{' ...' if len(failed) > 8 else ''}; "
+                   f"{loss_summary(places, fid)}")
+        data |= {"loss_places": places, "fidelity": fid}
     return CheckResult("reachability", not failed and bool(pairs), detail, data), results
 
 

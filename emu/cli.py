@@ -361,6 +361,15 @@ def print_status(fabric_name: str, status: dict[str, Any]) -> None:
         drops = {k: v for k, v in sw["drop_reasons"].items() if v}
         if drops:
             print(f"{name:<6} drops: {', '.join(f'{k}={v}' for k, v in drops.items())}")
+        lost = [f"port {port} {k}={p[k]}" for port, p in sw["ports"].items()
+                for k in ("rx_kernel_drops", "pipeline_drop_pkts") if p.get(k)]
+        if lost:
+            print(f"{name:<6} lost: {', '.join(lost)}")
+    host_lost = [f"{host} {k}={v}" for host, h in status.get("hosts", {}).items()
+                 for k, v in (("udp_rcvbuf_errors", h["udp_rcvbuf_errors"]),
+                              *((f"{i} rx_dropped", n["rx_dropped"]) for i, n in h["nics"].items())) if v]
+    if host_lost:
+        print(f"host drops: {', '.join(host_lost)}")
     if status.get("pfc"):
         _print_pfc(status)
     fid = status.get("fidelity")

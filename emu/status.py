@@ -1,9 +1,11 @@
 """``Fabric.status()``: per switch port, per link and direction, and in total — packets, bytes, queue depth and
-high-water marks, ECN marks, drops by cause — read through each switch's control socket."""
+high-water marks, ECN marks, drops by cause and place — read through each switch's control socket; the hosts'
+NIC and UDP socket drops from their network namespaces' ``/proc/<pid>/net``."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from p4.switch.control import ControlAddressError
@@ -19,7 +21,8 @@ _COUNTER_RE = re.compile(r"packets=(\d+), bytes=(\d+)")
 def fabric_status(fab: Fabric) -> dict[str, Any]:
     """Per switch and port: rx/tx counters, queue depth and high-water mark, ECN marks, drops by cause."""
     out: dict[str, Any] = {"topology": spec_dict(fab.spec), "backend": fab.backend, "switches": {}}
-    totals = {"rx_pkts": 0, "tx_pkts": 0, "ecn_marks": 0, "drops": 0, "queue_drop_pkts": 0}
+    totals = {"rx_pkts": 0, "tx_pkts": 0, "ecn_marks": 0, "drops": 0, "queue_drop_pkts": 0, "rx_kernel_drops": 0,
+              "pipeline_drop_pkts": 0, "host_drops": 0}
     peers = _port_peers(fab)
     for name, sw in fab.net.switches.items():
         entry = _switch_status(fab, name, sw, peers.get(name, {}))
@@ -29,8 +32,13 @@ def fabric_status(fab: Fabric) -> dict[str, Any]:
             totals["tx_pkts"] += p["tx_pkts"]
             totals["ecn_marks"] += p["ecn_marks"]
             totals["queue_drop_pkts"] += p["queue_drop_pkts"]
+            totals["rx_kernel_drops"] += p["rx_kernel_drops"]
+            totals["pipeline_drop_pkts"] += p["pipeline_drop_pkts"]
         totals["drops"] += sum(entry["drop_reasons"].values()) + sum(
             p["queue_drop_pkts"] for p in entry["ports"].values())
+    out["hosts"] = host_drops(fab)
+    totals["host_drops"] = sum(h["udp_rcvbuf_errors"] + sum(n["rx_dropped"] for n in h["nics"].values())
+                               for h in out["hosts"].values())
     out["totals"] = totals
     out["links"] = _link_status(fab, out["switches"])
     out["faults"] = fab.faults.active() if fab.faults else {}
@@ -98,12 +106,50 @@ def _live_switch_status(fab: Fabric, name: str, sw: Any, peers: dict[int, str]) 
             "rx_pkts": s.get("rx_pkts", rx[0]), "rx_bytes": s.get("rx_bytes", rx[1]),
             "tx_pkts": s.get("tx_pkts", tx[0]), "tx_bytes": s.get("tx_bytes", tx[1]),
             "qdepth_pkts": s.get("qdepth_pkts", 0), "high_water_pkts": s.get("high_water_pkts", 0),
-            "queue_drop_pkts": s.get("queue_drop_pkts", 0),
+            "queue_drop_pkts": s.get("queue_drop_pkts", 0),    # TM tail drops at this egress port
+            "rx_kernel_drops": s.get("rx_kernel_drops", 0),    # the port socket's receive ring overflowed
+            "pipeline_drop_pkts": s.get("pipeline_drop_pkts", 0),   # the program dropped (parser, no route, ...)
             "ecn_marks": _counter(sw.cli(f"counter_read FabricEgress.ecn_marks {port}"))[0],
         }
-    drops = {reason: _counter(sw.cli(f"counter_read FabricIngress.drop_reasons {i}"))[0]
-             for i, reason in DROP_REASONS.items()}
-    return {"running": True, "alive": True, "state": "running", "ports": ports, "drop_reasons": drops}
+    return {"running": True, "alive": True, "state": "running", "ports": ports, "drop_reasons": drop_reasons(sw)}
+
+
+def drop_reasons(sw: Any) -> dict[str, int]:
+    """One switch's program drops by cause (no_route, ttl, parser, acl): fabric.p4's ``drop_reasons`` counter."""
+    return {reason: _counter(sw.cli(f"counter_read FabricIngress.drop_reasons {i}"))[0]
+            for i, reason in DROP_REASONS.items()}
+
+
+def host_drops(fab: Fabric) -> dict[str, dict[str, Any]]:
+    """Per fabric host: its NICs' kernel receive/transmit drops (``/proc/net/dev``) and the UDP socket buffer
+    overflows of its namespace (``/proc/net/snmp`` RcvbufErrors: the probes use UDP sockets), 0 if unreadable."""
+    out: dict[str, dict[str, Any]] = {}
+    nics: dict[str, list[str]] = {}
+    for nic in fab.topo.nics:
+        nics.setdefault(nic.server, []).append(nic.ifname)
+    for name, host in fab.net.hosts.items():
+        dev, udp = _proc_net(host.pid)
+        out[name] = {"udp_rcvbuf_errors": udp.get("RcvbufErrors", 0), "udp_in_errors": udp.get("InErrors", 0),
+                     "nics": {ifname: dev.get(ifname, {"rx_dropped": 0, "tx_dropped": 0})
+                              for ifname in nics.get(name, [])}}
+    return out
+
+
+def _proc_net(pid: int) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """``/proc/<pid>/net/dev`` drops per interface and the ``Udp:`` row of ``/proc/<pid>/net/snmp``."""
+    dev: dict[str, dict[str, int]] = {}
+    udp: dict[str, int] = {}
+    try:
+        for line in Path(f"/proc/{pid}/net/dev").read_text().splitlines()[2:]:
+            ifname, _, fields = line.partition(":")
+            f = fields.split()
+            dev[ifname.strip()] = {"rx_dropped": int(f[3]), "tx_dropped": int(f[11])}
+        rows = [ln.split() for ln in Path(f"/proc/{pid}/net/snmp").read_text().splitlines() if ln.startswith("Udp:")]
+        if len(rows) >= 2:
+            udp = {k: int(v) for k, v in zip(rows[0][1:], rows[1][1:], strict=False)}
+    except (OSError, ValueError, IndexError):
+        pass    # a host whose shell is gone: no counters
+    return dev, udp
 
 
 def _counter(text: str) -> tuple[int, int]:

@@ -35,6 +35,9 @@ TP_STATUS_USER = 1
 SIOCGIFMTU = 0x8921
 RX_RING_BYTES = 4 << 20
 RING_ENV = "STARPULSE_P4SWITCH_RING"     # "0" turns the receive ring off (plain recv() per frame)
+RING_BYTES_ENV = "STARPULSE_P4SWITCH_RING_BYTES"   # receive ring size per port (a tiny one forces kernel drops)
+RING_BLOCK_BYTES = 1 << 16
+PAGE_BYTES = 4096
 _GONE_ERRNOS = {errno.ENETDOWN, errno.ENXIO, errno.ENODEV, errno.EBADF}
 
 
@@ -95,21 +98,22 @@ class SwitchPort:
         self._view = memoryview(self._buf)
         self._ring: mmap.mmap | None = None
         if os.environ.get(RING_ENV, "1") != "0" and not self._filter_outgoing:
-            self._setup_ring(ifname)     # before bind: every frame then lands in the ring
+            self._setup_ring(ifname, ring_bytes_from_env())     # before bind: every frame then lands in the ring
         sock.bind((ifname, ETH_P_ALL))
         mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
         sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
 
-    def _setup_ring(self, ifname: str) -> None:
-        """A TPACKET_V2 receive ring: the kernel writes frames into shared memory, no syscall per frame."""
+    def _setup_ring(self, ifname: str, ring_bytes: int) -> None:
+        """A TPACKET_V2 receive ring of about ``ring_bytes`` (at least one page-sized block holding one frame):
+        the kernel writes frames into shared memory, no syscall per frame."""
         try:
             ifreq = fcntl.ioctl(self.sock, SIOCGIFMTU, struct.pack("16si12x", ifname.encode(), 0))
             mtu = struct.unpack_from("16si", ifreq)[1]
             frame_bytes = 2048
             while frame_bytes < mtu + 14 + 4 + 128:
                 frame_bytes *= 2
-            block_bytes = max(frame_bytes, 1 << 16)
-            blocks = max(1, RX_RING_BYTES // block_bytes)
+            block_bytes = max(frame_bytes, min(RING_BLOCK_BYTES, ring_bytes // PAGE_BYTES * PAGE_BYTES), PAGE_BYTES)
+            blocks = max(1, ring_bytes // block_bytes)
             self.sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
             req = struct.pack("IIII", block_bytes, blocks, frame_bytes, blocks * (block_bytes // frame_bytes))
             self.sock.setsockopt(SOL_PACKET, PACKET_RX_RING, req)
@@ -244,6 +248,16 @@ class SwitchPort:
             self._ring.close()
             self._ring = None
         self.sock.close()
+
+
+def ring_bytes_from_env() -> int:
+    """The receive ring size: ``STARPULSE_P4SWITCH_RING_BYTES`` if set (a positive integer), else 4 MiB."""
+    text = os.environ.get(RING_BYTES_ENV, "").strip()
+    if not text:
+        return RX_RING_BYTES
+    if not text.isdigit() or int(text) <= 0:
+        raise SwitchPortError(f"{RING_BYTES_ENV}={text!r}: expected a positive number of bytes, e.g. 4096")
+    return int(text)
 
 
 def parse_interface_spec(spec: str) -> tuple[int, str]:

@@ -76,6 +76,11 @@ def test_up_status_fault_down_from_other_processes(tmp_path: Path) -> None:
         status = _cli("status", "--json", "--name", name, env=env, timeout=60)
         assert status.returncode == 0, status.stderr
         assert set(json.loads(status.stdout)["switches"]) == {"p0l0", "p0l1", "sp0", "sp1"}
+        port = json.loads(status.stdout)["switches"]["p0l0"]["ports"]["1"]
+        assert {"rx_kernel_drops", "queue_drop_pkts", "pipeline_drop_pkts"} <= set(port)
+        hosts = json.loads(status.stdout)["hosts"]
+        assert set(hosts) == {"s0", "s1"} and set(hosts["s0"]["nics"]) == {"s0-eth0", "s0-eth1"}
+        assert {"udp_rcvbuf_errors", "udp_in_errors"} <= set(hosts["s0"])
         assert list(json.loads(status.stdout)["fidelity"]) == ["time_dilation", "bound_ns", "late_share",
                                                                "lag_p99_ns", "lag_max_ns", "worst_component", "ok"]
 

@@ -155,13 +155,13 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
         sel = [r for r in rows if r["op"] == op]
         if sel:
             ax.scatter([r["measured_s"] for r in sel], [r["predicted_s"] for r in sel], marker=marker, label=op)
-    times = [t for r in rows for t in (r["measured_s"], r["predicted_s"]) if t > 0]
-    if times:
-        lim = np.array([min(times) / 1.5, max(times) * 1.5])
+    top = max((t for r in rows for t in (r["measured_s"], r["predicted_s"])), default=0.0) * 1.1
+    if top > 0:
+        lim = np.array([0.0, top])
         ax.plot(lim, lim, "k-", lw=0.8, label="predicted = measured")
         ax.fill_between(lim, lim * 0.9, lim * 1.1, color="grey", alpha=0.2, label="±10 %")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set_xlim(lim)
+        ax.set_ylim(lim)
     ax.set_xlabel("measured (emulated fabric), s of network time")
     ax.set_ylabel("predicted (flow-level simulator), s")
     ax.legend()

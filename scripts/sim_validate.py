@@ -207,8 +207,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.calib_sizes = [s.strip() for s in args.calib_sizes.split(",") if s.strip()]
     try:
         args.link_rate_bps = parse_rate_bps(args.link_rate, what="--link-rate")
-        for s in (args.minbytes, args.maxbytes, *args.calib_sizes):
-            parse_size_bytes(s)
+        sizes = [("-b", args.minbytes), ("-e", args.maxbytes), *(("--calib-sizes", c) for c in args.calib_sizes)]
+        for flag, s in sizes:
+            parse_size_bytes(s, what=flag)
     except UnitError as exc:
         raise ValidateError(str(exc)) from None
     if not 1 <= len(args.calib_sizes) <= 2:

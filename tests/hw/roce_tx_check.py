@@ -24,7 +24,7 @@ def tx_flow(qp: int) -> Flow:
 
 def independent_icrc():
     """The bitwise, mask-based ICRC of tests/sw/roce/wire/test_roce_icrc.py (shares nothing with zlib or the RTL)."""
-    path = Path(__file__).resolve().parents[1] / "unit" / "test_roce_icrc.py"
+    path = Path(__file__).resolve().parents[1] / "sw" / "roce" / "wire" / "test_roce_icrc.py"
     spec = importlib.util.spec_from_file_location("roce_icrc_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from p4.compiler import compile_file
 from p4.errors import CompileError
 from p4.pipeline import Pipeline
+from p4.program import Program
 from sw.clock import ManualClock
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(120)]
@@ -40,7 +41,7 @@ NASTY = [
 ]
 
 
-def _compile_bytes(data: bytes, name: str) -> object:
+def _compile_bytes(data: bytes, name: str) -> Program | CompileError:
     """Compile source bytes from a file (as `p4 check` does); returns the Program or the CompileError."""
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / name
@@ -60,8 +61,8 @@ def _assert_diagnostic(exc: CompileError, path: str) -> None:
     assert text.startswith(f"{exc.pos.file}:{exc.pos.line}:"), text
 
 
-def _run_frames(prog: object, frames: list[bytes]) -> None:
-    pipe = Pipeline(prog, clock=ManualClock())  # type: ignore[arg-type]
+def _run_frames(prog: Program, frames: list[bytes]) -> None:
+    pipe = Pipeline(prog, clock=ManualClock())
     for i, frame in enumerate(frames):
         pipe.process(1 + i % 4, frame)
     TRIED["frames"] += len(frames)

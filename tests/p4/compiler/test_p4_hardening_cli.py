@@ -16,6 +16,7 @@ from sw.cli import main
 from sw.clock import ManualClock
 from sw.units.pcap_file import PcapFormatError, read_pcap, write_pcap
 from tests.p4.compiler.conftest import PROGRAMS
+from tests.p4.switch.capture_switch import CapturingSwitch
 
 if TYPE_CHECKING:
     from tests.p4.compiler.conftest import ProgramSwitch
@@ -161,9 +162,8 @@ def test_switch_survives_a_looping_parser_and_forwards_with_parser_timeout(tmp_p
     prog = tmp_path / "loop.p4"
     prog.write_text(LOOP)
     clock = ManualClock()
-    sw = EmbeddedSwitch(load_pipeline(prog, clock=clock), SwitchConfig(interfaces=[]), clock)
-    sent: list[tuple[int, bytes]] = []
-    sw.transmit = lambda port, frame, _now: sent.append((port, frame))  # type: ignore[method-assign]
+    sw = CapturingSwitch(load_pipeline(prog, clock=clock), SwitchConfig(interfaces=[]), clock)
+    sent = sw.sent
     try:
         for _ in range(3):
             sw.receive(1, FRAME, clock.now_ns())
@@ -177,15 +177,19 @@ def test_switch_survives_a_looping_parser_and_forwards_with_parser_timeout(tmp_p
 @pytest.mark.parametrize("line", [b"[" * 100_000, b'{"cmd": ' + b"[" * 50_000 + b"}", b"\xff\xfe", b"1e999999"])
 def test_control_socket_request_that_breaks_the_json_parser_is_one_error(tmp_path: Path, line: bytes) -> None:
     import selectors
+    import socket
 
-    from p4.switch.control import ControlServer
+    from p4.switch.control import ControlServer, _Conn
 
     sel = selectors.DefaultSelector()
     server = ControlServer(str(tmp_path / "ctl.sock"), sel, lambda cmd: "", lambda: {})
+    ours, peer = socket.socketpair()
     try:
-        reply = server._handle(None, line)  # type: ignore[arg-type]
+        reply = server._handle(_Conn(ours), line)
         assert reply["ok"] is False, reply
         assert "malformed request" in reply["error"] or "unknown request" in reply["error"], reply
     finally:
+        ours.close()
+        peer.close()
         server.close()
         sel.close()

@@ -22,7 +22,8 @@ ETH_P_ALL = 0x0003
 
 def open_raw_socket(netns: str | None, ifname: str) -> socket.socket:
     """An AF_PACKET socket bound to ``ifname`` inside namespace ``netns`` (None: this one), non-blocking."""
-    result: dict[str, object] = {}
+    opened: list[socket.socket] = []
+    failed: list[BaseException] = []
 
     def opener() -> None:
         try:
@@ -37,16 +38,16 @@ def open_raw_socket(netns: str | None, ifname: str) -> socket.socket:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)   # nothing until bound to ifname
             sock.bind((ifname, ETH_P_ALL))
             sock.setblocking(False)
-            result["sock"] = sock
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
-            result["error"] = exc
+            opened.append(sock)
+        except BaseException as exc:    # handed to the caller's thread
+            failed.append(exc)
 
     t = threading.Thread(target=opener)   # setns changes only this short-lived thread's namespace
     t.start()
     t.join()
-    if "error" in result:
-        raise result["error"]  # type: ignore[misc]
-    return result["sock"]  # type: ignore[return-value]
+    if failed:
+        raise failed[0]
+    return opened[0]
 
 
 def netns_names() -> set[str]:

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from p4.errors import P4Error
 from p4.switch.pipeline_adapter import load_pipeline
-from p4.switch.switch import EmbeddedSwitch, SwitchConfig
+from p4.switch.switch import SwitchConfig
 from sw.clock import ManualClock
+from tests.p4.switch.capture_switch import CapturingSwitch
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(120)]
 
@@ -23,9 +24,9 @@ FUZZ = settings(max_examples=250, deadline=2000, derandomize=True, database=None
 TRIED = {"lines": 0, "errors": 0, "frames": 0}
 
 _CLOCK = ManualClock()
-_SWITCH = EmbeddedSwitch(load_pipeline(FABRIC_P4, clock=_CLOCK), SwitchConfig(interfaces=[], priority_levels=8), _CLOCK)
-_SENT: list[tuple[int, bytes]] = []
-_SWITCH.transmit = lambda port, frame, _now: _SENT.append((port, frame))  # type: ignore[method-assign]
+_SWITCH = CapturingSwitch(load_pipeline(FABRIC_P4, clock=_CLOCK), SwitchConfig(interfaces=[], priority_levels=8),
+                          _CLOCK)
+_SENT = _SWITCH.sent
 _STATE = _SWITCH.pipeline.pipe.state
 _NAMES = sorted({*_STATE.tables, *_STATE.actions, *_STATE.registers, *_STATE.counters, *_STATE.meters,
                  *(n.split(".")[-1] for n in _STATE.tables), *(n.split(".")[-1] for n in _STATE.actions)})

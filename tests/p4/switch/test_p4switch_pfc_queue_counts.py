@@ -13,6 +13,7 @@ from scapy.layers.l2 import Ether
 from p4.switch.pipeline_adapter import load_pipeline
 from p4.switch.switch import EmbeddedSwitch, SwitchConfig
 from sw.clock import ManualClock
+from tests.p4.switch.capture_switch import CapturingSwitch
 
 pytestmark = pytest.mark.unit
 
@@ -32,11 +33,9 @@ def _frames() -> list[bytes]:
 
 def _switch() -> tuple[EmbeddedSwitch, list[tuple[int, bytes]]]:
     clock = ManualClock()
-    sw = EmbeddedSwitch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
+    sw = CapturingSwitch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
     sw.execute(f"table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.0.2/32 => 02:00:00:00:00:02 {OUT_PORT}")
-    sent: list[tuple[int, bytes]] = []
-    sw.transmit = lambda port, frame, _now: sent.append((port, frame))  # type: ignore[method-assign]
-    return sw, sent
+    return sw, sw.sent
 
 
 def _queue_counts(sw: EmbeddedSwitch) -> dict[int, tuple[int, int]]:
@@ -68,9 +67,8 @@ def test_per_frame_path_counts_the_same() -> None:
 
 def test_one_queue_switch_counts_everything_in_queue_zero() -> None:
     clock = ManualClock()
-    sw = EmbeddedSwitch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[]), clock)
+    sw = CapturingSwitch(load_pipeline(QOS_P4, clock=clock), SwitchConfig(interfaces=[]), clock)
     sw.execute(f"table_add MyIngress.ipv4_lpm MyIngress.ipv4_forward 10.0.0.2/32 => 02:00:00:00:00:02 {OUT_PORT}")
-    sw.transmit = lambda port, frame, _now: None  # type: ignore[method-assign]
     try:
         assert sw._receive_batch(IN_PORT, _frames(), 0) is True
         assert _queue_counts(sw) == {0: (sum(COUNTS.values()),) * 2}

@@ -9,7 +9,7 @@ import pytest
 
 from emu.control_plane import switch_commands
 from p4.switch.pipeline_adapter import load_pipeline
-from p4.switch.switch import EmbeddedSwitch, SwitchConfig
+from p4.switch.switch import SwitchConfig
 from sw.clock import ManualClock
 from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.wire.fields import HeaderFields
@@ -17,6 +17,7 @@ from sw.roce.wire.flow import Flow
 from sw.roce.wire.int_md import parse_int
 from sw.roce.wire.opcodes import Opcode
 from sw.roce.wire.packets import scapy_frame
+from tests.p4.switch.capture_switch import CapturingSwitch
 
 pytestmark = pytest.mark.unit
 
@@ -29,12 +30,10 @@ def leaf():
     clock = ManualClock()
     topo = Topology(TopologySpec(servers=2, gpus_per_server=1, spines=0))
     name = topo.switches[0].name
-    sw = EmbeddedSwitch(load_pipeline(FABRIC_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
+    sw = CapturingSwitch(load_pipeline(FABRIC_P4, clock=clock), SwitchConfig(interfaces=[], priority_levels=8), clock)
     for cmd in switch_commands(topo, name):
         sw.execute(cmd)
-    sent: list[tuple[int, bytes]] = []
-    sw.transmit = lambda port, frame, _now: sent.append((port, frame))  # type: ignore[method-assign]
-    yield sw, topo, sent, clock
+    yield sw, topo, sw.sent, clock
     sw.close()
 
 

@@ -4,11 +4,14 @@ burst meanwhile; a pause of another priority does not; the NIC's own PFC frames 
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from sw.clock import ManualClock
 from sw.collectives.transport.roce import WIRE_OVERHEAD_BYTES, WirePort
 from sw.roce.softnic.nic import SoftNic
+from sw.roce.softnic.port import RawSocketPort
 from sw.units.pfc_frame import build_pfc_frame, parse_pfc_frame
 from tests.sw.roce.softnic.mem_port import MemPort
 
@@ -23,7 +26,7 @@ DATA = bytes(12) + b"\x08\x00" + bytes(986)     # 1000 bytes
 def _wire(rx_xoff_frames: int = 0) -> tuple[WirePort, SoftNic, MemPort, ManualClock]:
     clock = ManualClock()
     port = MemPort()
-    wire = WirePort(port, RATE_BPS, clock)  # type: ignore[arg-type]
+    wire = WirePort(cast(RawSocketPort, port), RATE_BPS, clock)   # MemPort has the raw port's calls
     nic = SoftNic(wire, mac=port.mac, ip=port.ip, line_rate_bps=RATE_BPS, clock=clock, pfc_priority=PRIO,
               pfc_rx_xoff_frames=rx_xoff_frames, pfc_rx_xon_frames=0)
     wire.pfc = nic.pfc
@@ -70,7 +73,8 @@ def test_xon_resumes_and_other_priorities_do_not_pause() -> None:
     port.rx.append(build_pfc_frame(SWITCH_MAC, {PRIO: 0}))               # XON
     nic.progress()
     assert wire.drain() is True and len(port.tx) == 2
-    c = nic.pfc.counters  # type: ignore[union-attr]
+    assert nic.pfc is not None
+    c = nic.pfc.counters
     assert (c.pauses_rx, c.xon_rx, c.paused_ns) == (1, 1, 1_000_000)
 
 

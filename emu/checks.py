@@ -184,11 +184,6 @@ class CongestionRun:
     rows: list[list[int]]          # [ecn, hops, hop latency us, queue occupancy, egress ts us] per packet
     idle_results: list[dict[str, Any]]
 
-    def enq_depths(self) -> list[int]:
-        """Queue depth each packet found on arrival: its hop latency over one packet's service time (the
-        port is shaped, so packets leave exactly ``service_us`` apart)."""
-        return [int((row[2] + 0.5) // self.service_us) for row in self.rows]
-
     def deq_depths(self) -> list[int]:
         """Queue depth each packet left behind at the congested port: its INT hop's queue occupancy, the same
         ``deq_qdepth`` that fabric.p4's RED/ECN judged it on (one rail-local hop, so the newest hop is that port)."""

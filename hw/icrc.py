@@ -353,9 +353,9 @@ class IcrcChecker(wiring.Component):
 class IcrcGenerator(wiring.Component):
     """Appends the ICRC to each RoCEv2 frame (IPv4/IPv6, optional 802.1Q tag) at one beat per clock.
 
-    Input frames end where the ICRC goes: their IP and UDP lengths already count the 4 ICRC bytes (as for
-    ``sw.roce.wire.icrc.with_icrc``).  The ICRC (least significant byte first) goes after the last byte; when
-    fewer than 4 lanes are free it spills into one extra beat, for which the input is held one clock.
+    Input frames end where the ICRC goes: their IP and UDP lengths already count the 4 ICRC bytes.  The ICRC
+    (least significant byte first, ``sw.roce.wire.icrc``) goes after the last byte; when fewer than 4 lanes
+    are free it spills into one extra beat, for which the input is held one clock.
     ``tkeep`` must be contiguous from lane 0 (AXI-Stream packed frames).  ``tuser`` (``user_width`` bits) goes
     along with each beat (a spill beat repeats its frame's).
     """

@@ -221,9 +221,6 @@ class TxScheduler(wiring.Component):
         def grp_of(q):
             return q[in_bits:] if self.group_bits else Const(0, 1)
 
-        def idx_is(q, i):
-            return q[:in_bits] == i if in_bits else Const(1, 1)
-
         def any_in_flight(q):
             return Cat(*((r.op != OP_NONE) & (r.q == q) for r in flight)).any()
 

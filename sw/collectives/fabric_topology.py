@@ -122,10 +122,6 @@ class FabricNic:
     leaf: str
     leaf_port: int
 
-    @property
-    def rank_key(self) -> tuple[int, int]:
-        return (self.pod, self.slot)
-
 
 @dataclass(frozen=True)
 class Switch:

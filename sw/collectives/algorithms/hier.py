@@ -31,11 +31,3 @@ def hier_allreduce(net: Net, x: np.ndarray, reduce: Reduce, chunk_elems: int) ->
     lo, hi = bounds[hier_owned_segment(local.index(net.rank), g)]
     ring(net, rail, x[lo:hi], chunk_elems, reduce, rs=True, ag=True)
     ring(net, local, x, chunk_elems, None, rs=False, ag=True, off=0, bounds=bounds)
-
-
-def hier_cross_bytes_model(count_bytes: int, servers: int, gpus: int) -> dict[str, float]:
-    """Bytes each rank sends per link class in hierarchical allreduce (for reports next to the counters)."""
-    seg = count_bytes / gpus
-    return {"intra": 2 * (gpus - 1) * seg / gpus if gpus > 1 else 0.0,
-            "rail": 2 * (servers - 1) * seg / servers if servers > 1 else 0.0, "cross": 0.0}
-

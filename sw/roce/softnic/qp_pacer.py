@@ -4,7 +4,7 @@ follows the model) enforces it; this module picks the model per QP and charges w
 The bucket is charged with each frame's size on the wire (frame + preamble, FCS and inter-frame gap) so a
 QP paced at the link rate fills the link without queueing in front of it.  HPCC also caps the bytes in
 flight with its window; it needs INT in the ACKs, which only the P4 fabric provides: without INT the model
-keeps its initial window (one BDP) and rate (line rate) — ``cc_feedback`` says so.
+keeps its initial window (one BDP) and rate (line rate), as `roce perf` reports under ``cc_feedback``.
 
 INT echo to HPCC (``QpPacer.int_hops``): the switch writes times in µs (→ ns), queue occupancy in packets
 (→ bytes: × the full data frame of the path MTU, ``frame_bytes``, since an incast queue holds data frames), and
@@ -160,13 +160,6 @@ class QpPacer:
     @property
     def window_bytes(self) -> int | None:
         return self.cc.window_bytes
-
-    @property
-    def cc_feedback(self) -> str:
-        """What drives the rate here: 'none', 'cnp' (DCQCN) or 'int' (HPCC, only where ACKs carry INT)."""
-        if isinstance(self.cc, NoCc):
-            return "none"
-        return "int" if isinstance(self.cc, Hpcc) else "cnp"
 
     def next_send_ns(self, now_ns: int, inflight_bytes: int = 0) -> int | None:
         """Earliest time >= now a frame may start; None while the window is closed (only an ACK reopens it,

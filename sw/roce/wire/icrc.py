@@ -66,8 +66,3 @@ def icrc_bytes(value: int) -> bytes:
 def wire_icrc(l3: bytes | bytearray | memoryview) -> int:
     """The ICRC value carried in the last 4 bytes of an IP packet."""
     return int.from_bytes(bytes(l3[len(l3) - 4 :]), "little")
-
-
-def with_icrc(l3_without_icrc: bytes) -> bytes:
-    """``l3_without_icrc`` + its ICRC; IP/UDP lengths must already count the 4 ICRC bytes."""
-    return l3_without_icrc + icrc_bytes(icrc(l3_without_icrc + b"\0\0\0\0"))

@@ -64,9 +64,13 @@ def check_reachability(fab: Fabric, *, retries: int = 4) -> tuple[CheckResult, l
             "median_rtt_ns": rtts[len(rtts) // 2] if rtts else None}
     if failed:
         places, fid = loss_places(before, loss_counters(fab)), fab.fidelity()
-        detail += (f"; unreachable: {', '.join(failed[:8])}{' ...' if len(failed) > 8 else ''}; "
-                   f"{loss_summary(places, fid)}")
-        data |= {"loss_places": places, "fidelity": fid}
+        late = sorted({r["late_prober"] for r in results if "late_prober" in r}, key=lambda s: int(s[1:]))
+        detail += f"; unreachable: {', '.join(failed[:8])}{' ...' if len(failed) > 8 else ''}; "
+        if late:
+            budget_s = next(r["budget_s"] for r in results if "late_prober" in r)
+            detail += f"the probers on {', '.join(late)} gave no result within {budget_s} s; "
+        detail += loss_summary(places, fid)
+        data |= {"loss_places": places, "fidelity": fid, "late_probers": late}
     return CheckResult("reachability", not failed and bool(pairs), detail, data), results
 
 

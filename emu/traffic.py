@@ -7,6 +7,7 @@ in network time (``sw.clock``), and always stops what it started.
 from __future__ import annotations
 
 import json
+import os
 import select
 import subprocess
 import sys
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
 
 PROBE_PORT = 4791
 PROBE_READY_TIMEOUT_NS = 20_000_000_000
+# A probe pair costs ~0.3 ms of CPU end to end (prober, host stack, up to 5 Python switch hops each way); a
+# budget of 2 ms per pair per CPU leaves room for a loaded machine without waiting forever on a lost prober.
+PROBE_PAIR_CPU_NS = 2_000_000
 SINK_IDLE_MS = 1500
 
 
@@ -112,8 +116,10 @@ def read_line(clock: Clock, proc: subprocess.Popen, who: str, expect: str | None
             return line
 
 
-def read_lines(clock: Clock, procs: dict[str, subprocess.Popen], timeout_ns: int) -> dict[str, str]:
-    """The next line of every helper process, read from all of them at once within ``timeout_ns``.
+def read_lines(clock: Clock, procs: dict[str, subprocess.Popen], timeout_ns: int, *,
+               partial: bool = False) -> dict[str, str]:
+    """The next line of every helper process, read from all of them at once within ``timeout_ns`` (``partial``:
+    return the lines that came by then instead of failing).
 
     Read concurrently, not one process after the other: a prober that has finished its own pairs still echoes
     the others' probes, and it cannot while it is blocked writing a result line larger than the pipe buffer
@@ -125,6 +131,8 @@ def read_lines(clock: Clock, procs: dict[str, subprocess.Popen], timeout_ns: int
     while len(lines) < len(procs):
         remaining = deadline - clock.now_ns()
         if remaining <= 0:
+            if partial:
+                return lines
             late = sorted(set(procs) - set(lines))
             raise TrafficError(f"emu.probe on {', '.join(late)}: no answer within {timeout_ns / 1e9:.1f} s")
         waiting = [fd for fd, who in fds.items() if who not in lines]
@@ -180,6 +188,16 @@ class ReportCollector:
             self.proc = None
 
 
+def probe_budget_ns(pairs: int, servers: int, timeout_ms: int, retries: int) -> int:
+    """How long (network time) a round of ``pairs`` probes may take before its late probers' pairs count as
+    unanswered: ``PROBE_PAIR_CPU_NS`` per pair over the CPUs the probers and switches share (the work grows with
+    the pairs, n^2 in the NICs, while the probers only run side by side up to the CPU count), plus the retries'
+    timeouts and a start-up margin."""
+    parallel = max(1, min(servers, os.cpu_count() or 1))
+    return (-(-pairs // parallel) * PROBE_PAIR_CPU_NS + (retries + 2) * timeout_ms * 1_000_000
+            + PROBE_READY_TIMEOUT_NS)
+
+
 class ProbeSession:
     """``emu.probe`` processes in the hosts of some NIC pairs, started once and reused for several rounds."""
 
@@ -221,12 +239,17 @@ class ProbeSession:
             req = {"pairs": work[server], "timeout_ms": timeout_ms, "retries": retries}
             proc.stdin.write((json.dumps(req) + "\n").encode())
             proc.stdin.flush()
-        budget_ns = (len(pairs) // max(1, len(self.servers)) * 2_000_000
-                     + (retries + 2) * timeout_ms * 1_000_000 + PROBE_READY_TIMEOUT_NS)
+        budget_ns = probe_budget_ns(len(pairs), len(self.servers), timeout_ms, retries)
         results: dict[tuple[str, str], dict[str, Any]] = {}
-        for line in read_lines(self.fab.clock, self.procs, budget_ns).values():
+        lines = read_lines(self.fab.clock, self.procs, budget_ns, partial=True)
+        for line in lines.values():
             for r in json.loads(line)["results"]:
                 results[(r["src"], r["dst"])] = r
+        late = {s for s in self.servers if s not in lines}     # its pairs are unanswered, and say why
+        for src, dst in pairs:
+            if self.by_ip[src].server in late:
+                results[(src, dst)] = {"src": src, "dst": dst, "ok": False, "late_prober": self.by_ip[src].server,
+                                       "budget_s": round(budget_ns / 1e9, 1)}
         return [results[p] for p in pairs]
 
     def close(self) -> None:

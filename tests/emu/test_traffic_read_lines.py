@@ -1,5 +1,7 @@
 """emu.traffic.read_lines reads every helper's line at once: a helper blocked writing a line larger than the pipe
-buffer must not wait on a helper read before it (the 64- and 128-NIC reachability checks lost probes that way)."""
+buffer must not wait on a helper read before it (the 64- and 128-NIC reachability checks lost probes that way).
+A prober late past its budget is named, not fatal, and the budget grows with the pairs per CPU (the 256-NIC
+reachability check ran out of a budget that grew only with the pairs per server)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from emu.traffic import TrafficError, read_lines
+from emu.traffic import PROBE_PAIR_CPU_NS, TrafficError, probe_budget_ns, read_lines
 from sw.clock import Clock
 
 pytestmark = pytest.mark.unit
@@ -45,3 +47,24 @@ def test_a_helper_that_exits_without_a_line_is_named() -> None:
             read_lines(Clock(), {"s3": quiet}, 10 * 10**9)
     finally:
         quiet.wait()
+
+
+def test_partial_read_returns_the_lines_that_came_and_leaves_out_the_late_helper() -> None:
+    first, fast = _helper("print('x', flush=True)"), _helper("print('fast', flush=True)")
+    slow = _helper("import time; time.sleep(30)")
+    try:
+        with pytest.raises(TrafficError, match="emu.probe on s2: no answer within 1.0 s"):
+            read_lines(Clock(), {"s1": first, "s2": slow}, 10**9)
+        assert read_lines(Clock(), {"s1": fast, "s2": slow}, 10**9, partial=True) == {"s1": "fast"}
+    finally:
+        for p in (first, fast, slow):
+            p.kill()
+            p.wait()
+
+
+def test_probe_budget_grows_with_the_pairs_per_cpu_not_per_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    fixed = probe_budget_ns(0, 64, 400, 4)
+    assert probe_budget_ns(256 * 255, 64, 400, 4) - fixed == 256 * 255 // 2 * PROBE_PAIR_CPU_NS   # 2 CPUs, not 64
+    assert probe_budget_ns(16 * 15, 4, 400, 4) - fixed == 16 * 15 // 2 * PROBE_PAIR_CPU_NS
+    assert probe_budget_ns(10, 1, 400, 4) - fixed == 10 * PROBE_PAIR_CPU_NS              # one server: one prober

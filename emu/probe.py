@@ -37,6 +37,7 @@ INT_MD_WORDS = 4   # shim + MD header, in the shim's length field
 NO_INT = 0xFF
 ETH_P_ALL = 0x0003
 DEFAULT_WINDOW = 8
+MAX_RTO_NS = 8_000_000_000       # a probe's retransmission timeout never grows past 8 s of network time
 EPHEMERAL_MIN_PORT = 1024
 SEQ_INDEX_BITS = 20
 SEQ_INDEX_MASK = (1 << SEQ_INDEX_BITS) - 1
@@ -163,6 +164,30 @@ def sink(addr: str, port: int, idle_ms: int, max_packets: int, clock: Clock | No
     return out
 
 
+class RetransmitTimer:
+    """RFC 6298's retransmission timeout in network time: srtt + 4 rttvar of first-attempt replies, never below
+    ``floor_ns``, doubled once per round of expiries, at most ``MAX_RTO_NS``.  Probes resent on a fixed short
+    timeout pile up behind a starved software fabric: the 256-NIC reachability check lost probes to its own
+    resends overflowing the leaves' receive rings."""
+
+    def __init__(self, floor_ns: int) -> None:
+        self.floor_ns = floor_ns
+        self.rto_ns = floor_ns
+        self.srtt_ns: float | None = None
+        self.rttvar_ns = 0.0
+
+    def sample(self, rtt_ns: int) -> None:
+        if self.srtt_ns is None:
+            self.srtt_ns, self.rttvar_ns = float(rtt_ns), rtt_ns / 2
+        else:
+            self.rttvar_ns = 0.75 * self.rttvar_ns + 0.25 * abs(self.srtt_ns - rtt_ns)
+            self.srtt_ns = 0.875 * self.srtt_ns + 0.125 * rtt_ns
+        self.rto_ns = int(min(MAX_RTO_NS, max(self.floor_ns, self.srtt_ns + 4 * self.rttvar_ns)))
+
+    def backoff(self) -> None:
+        self.rto_ns = min(MAX_RTO_NS, 2 * self.rto_ns)
+
+
 class Prober:
     """Sockets on every local address; ``serve_once`` answers requests, ``probe`` measures a list of pairs."""
 
@@ -217,13 +242,14 @@ class Prober:
     def probe(self, pairs: list[tuple[str, str]], *, timeout_ms: int, retries: int,
               window: int = DEFAULT_WINDOW) -> list[dict]:
         """Probe every pair with at most ``window`` requests in flight (so a big fabric of software switches is
-        not flooded); an unanswered request is resent after ``timeout_ms``, up to ``retries`` times."""
+        not flooded); an unanswered request is resent after the ``RetransmitTimer``'s timeout (at least
+        ``timeout_ms``), up to ``retries`` times."""
         if len(pairs) > SEQ_INDEX_MASK:
             raise ValueError(f"{len(pairs)} pairs: at most {SEQ_INDEX_MASK} per round")
         self.epoch = (self.epoch + 1) & SEQ_EPOCH_MASK
         self.replies.clear()
         clock = self.clock
-        timeout_ns = timeout_ms * 1_000_000
+        timer = RetransmitTimer(timeout_ms * 1_000_000)
         sent_ns: dict[int, int] = {}
         attempts: dict[int, int] = {}
         todo = list(range(len(pairs) - 1, -1, -1))     # popped from the end: pair 0 first
@@ -235,7 +261,7 @@ class Prober:
                 now = clock.now_ns()
                 sent_ns[i] = now
                 attempts[i] = attempts.get(i, 0) + 1
-                inflight[i] = now + timeout_ns
+                inflight[i] = now + timer.rto_ns
                 try:
                     seq = (self.epoch << SEQ_INDEX_BITS) | i
                     self.socks[src].sendto(_HDR.pack(MAGIC, KIND_REQUEST, seq, 0), (dst, self.port))
@@ -246,7 +272,12 @@ class Prober:
             now = clock.now_ns()
             for i in [i for i in inflight if i in self.replies]:
                 del inflight[i]
-            for i in [i for i, d in inflight.items() if d <= now]:
+                if attempts[i] == 1:             # Karn: a resent probe's reply may answer either copy
+                    timer.sample(self.replies[i][2] - sent_ns[i])
+            expired = [i for i, d in inflight.items() if d <= now]
+            if expired:
+                timer.backoff()
+            for i in expired:
                 del inflight[i]
                 if attempts[i] <= retries:
                     todo.append(i)   # else: given up, reported as not ok

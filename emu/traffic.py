@@ -13,6 +13,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
+from emu.probe import MAX_RTO_NS
 from sw.clock import Clock
 
 if TYPE_CHECKING:
@@ -191,11 +192,11 @@ class ReportCollector:
 def probe_budget_ns(pairs: int, servers: int, timeout_ms: int, retries: int) -> int:
     """How long (network time) a round of ``pairs`` probes may take before its late probers' pairs count as
     unanswered: ``PROBE_PAIR_CPU_NS`` per pair over the CPUs the probers and switches share (the work grows with
-    the pairs, n^2 in the NICs, while the probers only run side by side up to the CPU count), plus the retries'
-    timeouts and a start-up margin."""
+    the pairs, n^2 in the NICs, while the probers only run side by side up to the CPU count), plus every
+    attempt's timeout backed off to its cap (``emu.probe.RetransmitTimer``) and a start-up margin."""
     parallel = max(1, min(servers, os.cpu_count() or 1))
-    return (-(-pairs // parallel) * PROBE_PAIR_CPU_NS + (retries + 2) * timeout_ms * 1_000_000
-            + PROBE_READY_TIMEOUT_NS)
+    timeouts_ns = sum(min(MAX_RTO_NS, timeout_ms * 1_000_000 << k) for k in range(retries + 2))
+    return -(-pairs // parallel) * PROBE_PAIR_CPU_NS + timeouts_ns + PROBE_READY_TIMEOUT_NS
 
 
 class ProbeSession:

@@ -1,7 +1,8 @@
 """emu.traffic.read_lines reads every helper's line at once: a helper blocked writing a line larger than the pipe
 buffer must not wait on a helper read before it (the 64- and 128-NIC reachability checks lost probes that way).
 A prober late past its budget is named, not fatal, and the budget grows with the pairs per CPU (the 256-NIC
-reachability check ran out of a budget that grew only with the pairs per server)."""
+reachability check ran out of a budget that grew only with the pairs per server); probes are resent on an
+adaptive, backed-off timeout, not a fixed one (resends piled up behind starved switches and filled their rings)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from emu.probe import MAX_RTO_NS, RetransmitTimer
 from emu.traffic import PROBE_PAIR_CPU_NS, TrafficError, probe_budget_ns, read_lines
 from sw.clock import Clock
 
@@ -68,3 +70,18 @@ def test_probe_budget_grows_with_the_pairs_per_cpu_not_per_server(monkeypatch: p
     assert probe_budget_ns(256 * 255, 64, 400, 4) - fixed == 256 * 255 // 2 * PROBE_PAIR_CPU_NS   # 2 CPUs, not 64
     assert probe_budget_ns(16 * 15, 4, 400, 4) - fixed == 16 * 15 // 2 * PROBE_PAIR_CPU_NS
     assert probe_budget_ns(10, 1, 400, 4) - fixed == 10 * PROBE_PAIR_CPU_NS              # one server: one prober
+
+
+def test_retransmit_timer_follows_the_rtt_backs_off_and_is_capped() -> None:
+    timer = RetransmitTimer(400_000_000)
+    assert timer.rto_ns == 400_000_000
+    timer.sample(10_000_000)                       # a fast fabric: never below the caller's timeout
+    assert timer.rto_ns == 400_000_000
+    for _ in range(20):
+        timer.sample(2_000_000_000)                # a starved fabric answering after 2 s
+    assert 2_000_000_000 < timer.rto_ns < 4_000_000_000
+    for _ in range(10):
+        timer.backoff()
+    assert timer.rto_ns == MAX_RTO_NS
+    timer.sample(2_000_000_000)                    # a new sample ends the backoff (RFC 6298 5.7)
+    assert timer.rto_ns < MAX_RTO_NS

@@ -136,8 +136,10 @@ def blast(src: str, dst: str, port: int, count: int, rate_pps: float, ecn: bool,
     return count
 
 
-def sink(addr: str, port: int, idle_ms: int, max_packets: int, clock: Clock | None = None) -> list[list[int]]:
-    """Receive data packets on ``addr:port`` until ``idle_ms`` pass without one; per packet
+def sink(addr: str, port: int, idle_ms: int, max_packets: int, clock: Clock | None = None,
+         start_ms: int | None = None) -> list[list[int]]:
+    """Receive data packets on ``addr:port`` until ``idle_ms`` pass without one (before the first packet:
+    ``start_ms``, default ``idle_ms``, since the sender may start seconds later on a big fabric); per packet
     ``[ecn, hops, last-hop latency us, last-hop queue occupancy, last-hop egress timestamp us]``."""
     clock = clock or get_clock()
     out: list[list[int]] = []
@@ -147,7 +149,8 @@ def sink(addr: str, port: int, idle_ms: int, max_packets: int, clock: Clock | No
         s.bind((addr, port))
         print("ready", flush=True)
         while len(out) < max_packets:
-            ready, _, _ = select.select([s], [], [], clock.wall_duration_ns(idle_ms * 1_000_000) / 1e9)
+            wait_ms = idle_ms if out or start_ms is None else start_ms
+            ready, _, _ = select.select([s], [], [], clock.wall_duration_ns(wait_ms * 1_000_000) / 1e9)
             if not ready:
                 break
             data, anc, _flags, _peer = s.recvmsg(65536, socket.CMSG_SPACE(4))
@@ -389,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ecn", action="store_true", help="--blast packets are ECN-capable (ECT(0))")
     parser.add_argument("--sink", metavar="ADDR", help="receive data packets on ADDR:--port, print them as JSON")
     parser.add_argument("--idle-ms", type=int, default=1000, help="--sink stops after this long without data")
+    parser.add_argument("--start-ms", type=int, help="--sink waits this long for its first packet (default: --idle-ms)")
     parser.add_argument("--max-packets", type=int, default=100000)
     parser.add_argument("--collect", metavar="IF,IF", help="capture INT reports on these NICs until 'quit'")
     args = parser.parse_args(argv)
@@ -399,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         print(blast(args.src, args.dst, args.port, args.blast, args.pps, args.ecn, args.size), flush=True)
         return 0
     if args.sink:
-        print(json.dumps(sink(args.sink, args.port, args.idle_ms, args.max_packets)), flush=True)
+        print(json.dumps(sink(args.sink, args.port, args.idle_ms, args.max_packets, start_ms=args.start_ms)),
+              flush=True)
         return 0
     if args.flows is not None:
         print(send_flows(args.src, args.dst, args.port, args.flows, args.seed), flush=True)

@@ -65,7 +65,8 @@ def send_through(fab: Fabric, src_ip: str, dst_ip: str, *, packets: int, pps: fl
         raise TrafficError(f"{src_ip} -> {dst_ip}: not NIC addresses of this fabric")
     py = [sys.executable, "-m", "emu.probe", "--port", str(port)]
     sink = fab.net.hosts[nics[dst_ip].server].popen(
-        [*py, "--sink", dst_ip, "--idle-ms", str(SINK_IDLE_MS)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        [*py, "--sink", dst_ip, "--idle-ms", str(SINK_IDLE_MS), "--start-ms", str(PROBE_READY_TIMEOUT_NS // 10**6 * 2)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)   # the idle probers start before the blast: seconds at scale
     started = [sink]
     fab.helper_procs.append(sink)   # down() stops them too, should this be interrupted
     idle: list[dict[str, Any]] = []

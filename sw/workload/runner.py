@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from sw.clock import Clock, get_clock
+from sw.clock.lag import LagStats, mtu_serialization_ns, register
 from sw.collectives import Communicator, Work
 from sw.collectives.bench import nic_payload_bytes
 
@@ -95,6 +96,8 @@ class RankWorkload:
         self.clock = clock or get_clock()
         self.factor = factor
         self.wrong = 0
+        self.lag = register(f"workload compute rank {comm.rank}", LagStats(mtu_serialization_ns(plan.line_rate_bps)))
+        """How late each compute phase ended against its planned length (part of the run's ``fidelity``)."""
         self._grads = [np.empty(b.nbytes // np.dtype(DTYPE).itemsize, DTYPE) for b in plan.buckets]
         n = plan.world
         self._a2a_send = np.empty(plan.a2a_elems, DTYPE)
@@ -105,7 +108,9 @@ class RankWorkload:
     def _compute(self, step: _Step, ns: float, factor: float) -> None:
         t0 = self.clock.now_ns()
         self.clock.sleep_ns(ns * factor)
-        step.segments.append((COMPUTE, t0, self.clock.now_ns()))
+        t1 = self.clock.now_ns()
+        self.lag.record(max(0, round(t1 - t0 - ns * factor)))
+        step.segments.append((COMPUTE, t0, t1))
 
     def _wait(self, step: _Step, work: Work) -> None:
         t0 = self.clock.now_ns()

@@ -80,7 +80,8 @@ def _minus(xs: list[tuple[int, int]], ys: list[tuple[int, int]]) -> list[tuple[i
 @dataclass(frozen=True)
 class StepTimes:
     """One rank's step, in network ns: its length, the compute in it, the time communication was in flight
-    (``comm_busy_ns``, overlapped or not) and the exposed part (communication in flight while not computing)."""
+    (``comm_busy_ns``, overlapped or not) and the exposed part: communication in flight or the rank blocked
+    waiting on it, while not computing."""
 
     step_ns: int
     compute_ns: int
@@ -99,5 +100,6 @@ def account_step(t0_ns: int, t1_ns: int, segments: Iterable[tuple[str, int, int]
         by_kind[kind].append((max(a, t0_ns), min(b, t1_ns)))
     compute = _union(by_kind[COMPUTE])
     comm = _union(by_kind[COMM])
+    blocked = _union(by_kind[COMM] + by_kind[WAIT])
     return StepTimes(step_ns=t1_ns - t0_ns, compute_ns=_length(compute), comm_busy_ns=_length(comm),
-                     exposed_comm_ns=_length(_minus(comm, compute)))
+                     exposed_comm_ns=_length(_minus(blocked, compute)))

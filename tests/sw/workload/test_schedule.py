@@ -34,3 +34,9 @@ def test_exposed_comm_is_comm_in_flight_while_not_computing() -> None:
 def test_overlapping_comm_counts_once_and_segments_clip_to_the_step() -> None:
     st = account_step(10, 100, [(COMM, 0, 30), (COMM, 20, 50), (COMPUTE, 40, 60), (COMM, 90, 120)])
     assert (st.comm_busy_ns, st.exposed_comm_ns, st.compute_ns) == (50, 40, 20)
+
+
+def test_waiting_for_a_collective_to_start_is_exposed_too() -> None:
+    # the rank blocks at 10; the stream starts the all-to-all only at 14 (hand-off) and it ends at 30
+    st = account_step(0, 40, [(COMPUTE, 0, 10), (WAIT, 10, 30), (COMM, 14, 30), (COMPUTE, 30, 40)])
+    assert (st.comm_busy_ns, st.exposed_comm_ns) == (16, 20)

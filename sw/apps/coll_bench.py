@@ -26,6 +26,7 @@ from .rank_job import (
     add_topology_arguments,
     add_where_arguments,
     fabric_counters,
+    fabric_delta,
     fabric_status,
     flag_rate_bps,
     local_topology,
@@ -202,12 +203,8 @@ def _run_fabric(args: argparse.Namespace) -> int:
     out = json.loads(Path(json_path).read_text())
     Path(json_path).unlink()
     Path(json_path).parent.rmdir()
-    delta = {k: v - before.get(k, 0) for k, v in after.items()}
     out.update({"mode": "fabric", "net": net, "time_dilation": dilation, "line_rate_bps": line_rate,
-                "drops": delta.pop("drops"), "ecn_marks": delta.pop("ecn_marks"),
-                "spine_tx_bytes": delta.pop("spine_tx_bytes"), "fidelity": status["fidelity"],
-                "drop_detail": delta,
-                "topology": topology_json(spec)})
+                **fabric_delta(before, after), "fidelity": status["fidelity"], "topology": topology_json(spec)})
     detail = ", ".join(f"{k} {v}" for k, v in out["drop_detail"].items() if v)
     print(f"# fabric: drops {out['drops']}{f' ({detail})' if detail else ''}, ECN marks {out['ecn_marks']} "
           "during the sweep")

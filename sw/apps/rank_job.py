@@ -130,6 +130,14 @@ def fabric_counters(status: dict[str, Any]) -> dict[str, int]:
     return out
 
 
+def fabric_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, Any]:
+    """What the switches counted during a job (``fabric_counters`` before and after it): ``drops``,
+    ``ecn_marks``, ``spine_tx_bytes`` and the drops by cause (``drop_detail``)."""
+    delta = {k: v - before.get(k, 0) for k, v in after.items()}
+    return {"drops": delta.pop("drops"), "ecn_marks": delta.pop("ecn_marks"),
+            "spine_tx_bytes": delta.pop("spine_tx_bytes"), "drop_detail": delta}
+
+
 def topology_json(spec: Any) -> dict[str, Any]:
     """The fabric's shape as the JSON reports record it."""
     return {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "spines": spec.spines,

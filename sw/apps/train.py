@@ -32,6 +32,7 @@ from .rank_job import (
     add_topology_arguments,
     add_where_arguments,
     fabric_counters,
+    fabric_delta,
     fabric_status,
     flag_rate_bps,
     local_topology,
@@ -167,10 +168,8 @@ def _run_fabric(args: argparse.Namespace) -> int:
             return result.exit_code
     out = json.loads(Path(json_path).read_text())
     shutil.rmtree(work_dir, ignore_errors=True)
-    delta = {k: v - before.get(k, 0) for k, v in after.items()}
-    out.update({"mode": "fabric", "net": net, "time_dilation": dilation, "drops": delta.pop("drops"),
-                "ecn_marks": delta.pop("ecn_marks"), "drop_detail": delta, "fidelity": status["fidelity"],
-                "topology": topology_json(topo)})
+    out.update({"mode": "fabric", "net": net, "time_dilation": dilation, **fabric_delta(before, after),
+                "fidelity": status["fidelity"], "topology": topology_json(topo)})
     return _finish(args, out) or result.exit_code
 
 

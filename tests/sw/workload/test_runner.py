@@ -3,6 +3,7 @@ rank's compute, and the report carries every rank."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,23 @@ def test_straggler_settings_are_checked(tmp_path: Path) -> None:
             parse_slow(bad, world=4)
     with pytest.raises(StragglerError, match="factor 0.5"):
         set_compute_factor(tmp_path, 0, 0.5)
+
+
+def _timeline_job(comm, plan):
+    return run_workload(comm, plan, 1, 0)["timeline"][comm.rank]
+
+
+def test_each_bucket_starts_after_its_last_layers_backward_and_in_stream_order() -> None:
+    plan = plan_step(replace(DENSE, bucket_mb=0.3), 4, LINE_BPS)   # 3 layers of 3.9 kB, buckets of 3 kB
+    assert [b.layers for b in plan.buckets] == [(2,), (1,), (0,)]
+    config = CommConfig(inter_rate_bps=LINE_BPS, intra_rate_bps=9 * LINE_BPS)
+    for row in run_local(2, 2, _timeline_job, plan, config=config, timeout_s=60):
+        computes = [(a, b) for kind, a, b in row["segments"] if kind == "compute"]
+        comms = [(a, b) for kind, a, b in row["segments"] if kind == "comm"]
+        backward = computes[3:6]                              # after the 3 forward layers: layers 2, 1, 0
+        assert len(comms) == len(plan.buckets) == 3 and len(computes) == 7
+        for i, bucket in enumerate(plan.buckets):
+            ready_end = backward[2 - bucket.ready_after][1]
+            assert comms[i][0] >= ready_end                   # issued once its gradients exist
+            assert i == 0 or comms[i][0] >= comms[i - 1][1]   # one stream: after the previous bucket
+        assert comms[0][0] < computes[-1][0]                  # the first bucket was issued before the optimizer

@@ -18,12 +18,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity_exit, fidelity_warning
+from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity_exit
 from sw.collectives.config import ENV_STORE
 from sw.units import int_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded
 from sw.units.straggler import ENV_SLOW_DIR, compute_factor, parse_slow, set_compute_factor
-from sw.workload import ModelSpec, load_spec, plan_step, run_workload
+from sw.workload import PRESETS, ModelSpec, load_spec, plan_step, run_workload
 from sw.workload.runner import stderr_progress
 from sw.workload.schedule import COMM, COMPUTE, WAIT
 
@@ -72,9 +72,12 @@ def _slow_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> str | None
 
 
 def _write_slow(args: argparse.Namespace, world: int, directory: str) -> None:
+    """``--slow`` into the job's straggler directory, and where it is (a fault injector may change it later)."""
     for text in args.slow:
         rank, factor = parse_slow(text, world)
         set_compute_factor(directory, rank, factor)
+    print(f"stragglers: sw.units.straggler.set_compute_factor({directory!r}, RANK, FACTOR) slows a rank from its "
+          "next step", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +128,7 @@ def _run_local(args: argparse.Namespace) -> int:
 
 # --- on a fabric --------------------------------------------------------------------------------------------------
 def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
-    model = args.model if Path(args.model).suffix == "" else str(Path(args.model).resolve())
+    model = args.model if args.model in PRESETS else str(Path(args.model).resolve())   # ranks' cwd may differ
     return [sys.executable, "-m", "sw.apps.train", "--model", model, "--steps", str(args.steps),
             "--warmup", str(args.warmup), "--json", json_path]
 
@@ -174,6 +177,13 @@ def _run_fabric(args: argparse.Namespace) -> int:
 
 
 # --- output -------------------------------------------------------------------------------------------------------
+def _fidelity_word(fid: dict[str, Any] | None) -> str:
+    """'ok', or a word that cannot be read as ok (the warning line itself goes to stderr)."""
+    if not fid:
+        return "unknown"
+    return "ok" if fid.get("ok") else "NOT-ok (figures bent by CPU load; see the warning)"
+
+
 def summary_lines(rep: dict[str, Any]) -> list[str]:
     """The text summary: the job's figures, then one line per rank."""
     drops = "not measured (no switches)" if rep["drops"] is None else str(rep["drops"])
@@ -181,15 +191,12 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
     lines = [f"# train {model['name']} on {rep['config']['world']} ranks ({rep.get('mode')}), "
              f"{rep['config']['steps']} steps after {rep['config']['warmup']} warm-up",
              f"step_s {rep['step_s']:.6f}  comm_share {rep['comm_share']:.3f}  link_load {rep['link_load']:.3f}  "
-             f"drops {drops}  wrong {rep['wrong']}",
+             f"drops {drops}  wrong {rep['wrong']}  fidelity {_fidelity_word(rep.get('fidelity'))}",
              "# rank  step_ms  compute_ms  comm_busy_ms  exposed_ms  comm_share  link_load  factor"]
     for r in rep["per_rank"]:
         lines.append(f"  {r['rank']:4d}  {r['step_s'] * 1e3:7.2f}  {r['compute_s'] * 1e3:10.2f}  "
                      f"{r['comm_busy_s'] * 1e3:12.2f}  {r['exposed_comm_s'] * 1e3:10.2f}  {r['comm_share']:10.3f}  "
                      f"{r['link_load']:9.3f}  {r['compute_factor']:6g}")
-    warn = fidelity_warning(rep["fidelity"]) if rep.get("fidelity") else None
-    if warn:
-        lines.append(warn)
     return lines
 
 

@@ -11,7 +11,7 @@ import pytest
 from sw.collectives.config import CommConfig
 from sw.collectives.local import run_local
 from sw.units.straggler import StragglerError, compute_factor, parse_slow, set_compute_factor
-from sw.workload import ModelSpec, plan_step, run_workload
+from sw.workload import ModelSpec, RankWorkload, plan_step, run_workload
 
 pytestmark = pytest.mark.unit
 
@@ -85,3 +85,22 @@ def test_each_bucket_starts_after_its_last_layers_backward_and_in_stream_order()
             assert comms[i][0] >= ready_end                   # issued once its gradients exist
             assert i == 0 or comms[i][0] >= comms[i - 1][1]   # one stream: after the previous bucket
         assert comms[0][0] < computes[-1][0]                  # the first bucket was issued before the optimizer
+
+
+def _live_job(comm, plan, slow_dir):
+    work = RankWorkload(comm, plan, factor=lambda: compute_factor(slow_dir, comm.rank))
+    work.run_step(0)
+    if comm.rank == 0:
+        set_compute_factor(slow_dir, 1, 5.0)                  # from outside rank 1, while the job runs
+    comm.barrier()
+    step = work.run_step(1)
+    return sum(b - a for kind, a, b in step.segments if kind == "compute")
+
+
+def test_a_factor_set_while_the_job_runs_takes_effect_at_the_next_step(tmp_path: Path) -> None:
+    plan = plan_step(replace(DENSE, gpu_tflops=1.0), 4, LINE_BPS)
+    planned_ns = 3 * (plan.fwd_ns + plan.bwd_ns) + plan.opt_ns
+    config = CommConfig(inter_rate_bps=LINE_BPS, intra_rate_bps=9 * LINE_BPS)
+    compute_ns = run_local(2, 2, _live_job, plan, str(tmp_path), config=config, timeout_s=60)
+    assert compute_ns[1] >= 5 * planned_ns - 10                 # a clock sleep is never shorter
+    assert compute_factor(tmp_path, 1) == 5.0 and compute_factor(tmp_path, 0) == 1.0

@@ -225,7 +225,7 @@ def plot_timeline(rep: dict[str, Any], path: str) -> None:
                  f"{rep['link_load']:.3f}" + ("" if fid.get("ok", True) else "  (fidelity NOT ok: figures bent)"),
                  fontsize=10)
     ax.legend(handles=[Patch(color=c, label=k if k != COMM else "comm in flight") for k, c in TIMELINE_COLORS.items()],
-              loc="upper right", fontsize=8)
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

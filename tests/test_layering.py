@@ -26,6 +26,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "sw.roce": ("sw.cc",),
     "sw.collectives": ("sw.roce", "sw.cc"),
     "sw.sim": ("sw.collectives", "sw.roce", "sw.cc"),
+    "sw.workload": ("sw.collectives", "sw.roce", "sw.cc"),
     "p4": (),
     "hw": ("sw.cc",),
     "emu": ("p4", "sw.cc", "sw.roce", "sw.collectives"),

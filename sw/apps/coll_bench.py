@@ -13,32 +13,30 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from sw.clock import get_clock
-from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity, fidelity_exit, read_lag_dir
+from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity_exit
 from sw.collectives.bench import OPS, ROOTED, BenchParams, CollBenchError, dtype_from_flag, run_bench
-from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ENV_STORE, CommConfig, intra_rate_for
-from sw.units import (
-    AutoDilation,
-    UnitError,
-    add_time_dilation_flag,
-    float_flag,
-    int_flag,
-    parse_rate_bps,
-    parse_size_bytes,
-)
+from sw.collectives.config import ENV_STORE
+from sw.units import UnitError, int_flag, parse_size_bytes
 from sw.units.cli_guard import ArgumentParser, call_guarded
+
+from .rank_job import (
+    add_topology_arguments,
+    add_where_arguments,
+    fabric_counters,
+    fabric_delta,
+    fabric_status,
+    flag_rate_bps,
+    local_topology,
+    run_local_job,
+    topology_json,
+)
 
 ENV_LINE_RATE = "STARPULSE_BENCH_LINE_RATE"
 """Per-rail line rate (bit/s) the ranks of a launched bench report against (set by the outer command)."""
-DEFAULT_LOCAL_TIMEOUT_S = 600.0
-MAX_TIMEOUT_S = 7 * 86400.0
 MAX_ITERS = 1_000_000
-DEFAULT_SERVERS = 4
-DEFAULT_GPUS = 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,34 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_strict_fidelity_flag(g)
     g.add_argument("--line-rate", default=None, metavar="RATE",
                    help="per-rail line rate busbw is compared with (default: the fabric's --link-rate)")
-    t = parser.add_argument_group("topology (as `starpulse fabric`; ignored inside a launched job)")
-    t.add_argument("--servers", type=int, default=None, metavar="N", help="servers (default 4)")
-    t.add_argument("--gpus-per-server", "--gpus", dest="gpus_per_server", type=int, default=None, metavar="R",
-                   help="GPUs = NICs = rails per server (default 2)")
-    t.add_argument("--pods", type=int, default=1, metavar="P", help="pods (default 1)")
-    t.add_argument("--spines", type=int, default=2, metavar="S", help="spines, 0 = rail-only (default 2)")
-    t.add_argument("--link-rate", default="100M", metavar="RATE", help="host link rate (default 100M)")
-    t.add_argument("--delay", default="0", metavar="D", help="per-link delay (only 0 here)")
-    t.add_argument("--mtu", type=int, default=1500, metavar="M", help="MTU in bytes (default 1500)")
-    t.add_argument("--backend", default="embedded", metavar="embedded|bmv2", help="P4 target (default embedded)")
-    t.add_argument("--oversubscription", type=float, default=1.0, metavar="X", help="leaf down/up ratio (default 1)")
-    t.add_argument("--seed", type=int, default=1, metavar="N", help="seed (default 1)")
-    r = parser.add_argument_group("where to run")
-    r.add_argument("--local", action="store_true",
-                   help="fork every rank on this box (no fabric, no root); inter-server TCP throttled to --link-rate")
-    r.add_argument("--name", default="default", help="use this running fabric if it is up (default 'default')")
-    add_time_dilation_flag(r)
-    r.add_argument("--timeout", type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"), default=3600.0,
-                   metavar="S", help="stop the job after S wall seconds")
-    r.add_argument("--net", choices=("roce", "tcp"), default=None,
-                   help="ranks' inter-server transport on a fabric: roce (RC QPs, DCQCN) or tcp "
-                        "(default: $STARPULSE_NET, else roce)")
-    r.add_argument("--intra-rate", default=None, metavar="RATE|Nx|off",
-                   help="shared-memory (NVLink stand-in) egress per rank: a rate (900M), a multiple of the link rate "
-                        f"(9x) or off (default: ${ENV_INTRA_RATE}, else {DEFAULT_INTRA_RATIO:g}x the link rate)")
-    r.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
-                   help="ranks' TCP without ECN (default: ECN on, so RED marks slow senders before drops)")
-    r.add_argument("--logdir", default=None, metavar="DIR", help="keep per-rank logs here")
+    add_topology_arguments(parser)
+    add_where_arguments(parser)
 
 
 def _size(text: str, flag: str) -> int:
@@ -102,10 +74,7 @@ def _size(text: str, flag: str) -> int:
 
 
 def _rate(text: str, flag: str) -> int:
-    try:
-        return parse_rate_bps(text, what=flag)
-    except UnitError as exc:
-        raise CollBenchError(str(exc)) from None
+    return flag_rate_bps(text, flag, CollBenchError)
 
 
 def params_from_args(args: argparse.Namespace, line_rate_bps: float | None) -> BenchParams:
@@ -161,32 +130,13 @@ def _local_rank(comm: Any, p: BenchParams) -> dict[str, Any]:
 
 
 def _run_local(args: argparse.Namespace) -> int:
-    from emu.run_cli import spec_for  # the topology flags' checks (no fabric: nothing of emu starts)
-    from sw.collectives.local import check_local_ranks, run_local
-
-    line_rate = _line_rate(args)
-    p = params_from_args(args, line_rate)
-    args.gpus = None
-    spec = spec_for(args, DEFAULT_SERVERS, DEFAULT_GPUS)
-    servers, gpus = spec.servers, spec.gpus_per_server
-    check_local_ranks(servers * gpus, f"--servers {servers} x --gpus {gpus}")
+    p = params_from_args(args, _line_rate(args))
+    servers, gpus = local_topology(args)
     if p.op in ROOTED and p.root >= servers * gpus:
         raise CollBenchError(f"-r {p.root}: must be a rank in 0..{servers * gpus - 1}")
-    if args.time_dilation is not None and not isinstance(args.time_dilation, AutoDilation):
-        os.environ["STARPULSE_TIME_DILATION"] = repr(float(args.time_dilation))   # auto: no fabric to calibrate
-    link_bps = float(_rate(args.link_rate, "--link-rate"))
-    given, what = (args.intra_rate, "--intra-rate") if args.intra_rate else (os.environ.get(ENV_INTRA_RATE),
-                                                                             f"${ENV_INTRA_RATE}")
-    config = CommConfig(inter_rate_bps=link_bps, intra_rate_bps=intra_rate_for(given, link_bps, what))
-    with tempfile.TemporaryDirectory(prefix="starpulse-lag-") as lag_dir:
-        os.environ[ENV_LAG_DIR] = lag_dir        # the forked ranks' throttles report here
-        try:
-            reports = run_local(servers, gpus, _local_rank, p, config=config,
-                                timeout_s=min(args.timeout, DEFAULT_LOCAL_TIMEOUT_S))
-        finally:
-            del os.environ[ENV_LAG_DIR]
-        report = reports[0]
-        report["fidelity"] = fidelity(read_lag_dir(lag_dir), get_clock().dilation)
+    reports, fid = run_local_job(args, servers, gpus, _local_rank, p)
+    report = reports[0]
+    report["fidelity"] = fid
     report["mode"] = "local"
     write_report(report, args.output_file)
     return (1 if report["wrong"] > 0 else 0) or fidelity_exit(report["fidelity"], args.strict_fidelity)
@@ -198,29 +148,6 @@ def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
             "-f", str(args.stepfactor), "-n", str(args.iters), "-w", str(args.warmup_iters), "-c", str(args.check),
             "-o", args.redop, "-d", args.datatype, "-r", str(args.root), "-J", json_path]
     return argv + (["-A", args.algo] if args.algo else [])
-
-
-def _fabric_status(target: Any, name: str) -> dict[str, Any]:
-    """``fabric status`` of the fabric the sweep runs on (this process's, or the running one named ``name``)."""
-    from emu.fabric_daemon import request
-
-    if target.fabric is not None:
-        return target.fabric.status()
-    return request(name, {"op": "status"})["status"]
-
-
-def _fabric_counters(status: dict[str, Any]) -> dict[str, int]:
-    """Fabric-wide drop and ECN-mark counters (all switches), drops split into queue and pipeline causes, and
-    the bytes the spines sent (the cross-spine traffic; spine switch names start with 'sp')."""
-    totals = status["totals"]
-    out = {"drops": int(totals["drops"]), "ecn_marks": int(totals["ecn_marks"]),
-           "queue_drops": int(totals["queue_drop_pkts"])}
-    out["spine_tx_bytes"] = sum(int(p["tx_bytes"]) for name, sw in status["switches"].items()
-                                if name.startswith("sp") for p in sw["ports"].values())
-    for sw in status["switches"].values():
-        for reason, n in sw.get("drop_reasons", {}).items():
-            out[f"drops_{reason}"] = out.get(f"drops_{reason}", 0) + int(n)
-    return out
 
 
 def _run_fabric(args: argparse.Namespace) -> int:
@@ -241,8 +168,8 @@ def _run_fabric(args: argparse.Namespace) -> int:
         dilation = target.clock.dilation if target.clock is not None else 1.0
         net = fabric_env(spec, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
         json_path = str(owned_tempdir("starpulse-bench-") / "rank0.json")
-        status = _fabric_status(target, args.name)
-        before = _fabric_counters(status)
+        status = fabric_status(target, args.name)
+        before = fabric_counters(status)
         lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}   # ranks' NIC/throttle lag
         console = Console(stderr=True)
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -268,21 +195,16 @@ def _run_fabric(args: argparse.Namespace) -> int:
                             env={**os.environ, ENV_LINE_RATE: repr(line_rate), **lag_env},
                             timeout_s=args.timeout, echo=echo,
                             tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
-        status = _fabric_status(target, args.name)
-        after = _fabric_counters(status)
+        status = fabric_status(target, args.name)
+        after = fabric_counters(status)
         report(result, logdir, keep)
         if result.exit_code != 0 and not Path(json_path).exists():
             return result.exit_code
     out = json.loads(Path(json_path).read_text())
     Path(json_path).unlink()
     Path(json_path).parent.rmdir()
-    delta = {k: v - before.get(k, 0) for k, v in after.items()}
     out.update({"mode": "fabric", "net": net, "time_dilation": dilation, "line_rate_bps": line_rate,
-                "drops": delta.pop("drops"), "ecn_marks": delta.pop("ecn_marks"),
-                "spine_tx_bytes": delta.pop("spine_tx_bytes"), "fidelity": status["fidelity"],
-                "drop_detail": delta,
-                "topology": {"servers": spec.servers, "gpus_per_server": spec.gpus_per_server, "spines": spec.spines,
-                             "pods": spec.pods, "link_rate_bps": spec.link_rate_bps, "mtu": spec.mtu}})
+                **fabric_delta(before, after), "fidelity": status["fidelity"], "topology": topology_json(spec)})
     detail = ", ".join(f"{k} {v}" for k, v in out["drop_detail"].items() if v)
     print(f"# fabric: drops {out['drops']}{f' ({detail})' if detail else ''}, ECN marks {out['ecn_marks']} "
           "during the sweep")

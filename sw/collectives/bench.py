@@ -261,12 +261,12 @@ class _Case:
         for _ in range(self.p.warmup):
             self.issue(False)
         self.comm.barrier()
-        before = _nic_bytes(self.comm)
+        before = nic_payload_bytes(self.comm)
         t0 = clock.now_ns()
         works = [self.issue(True) for _ in range(self.p.iters)]
         for w in works:
             w.wait()
-        return (clock.now_ns() - t0) / self.p.iters, (_nic_bytes(self.comm) - before) / self.p.iters
+        return (clock.now_ns() - t0) / self.p.iters, (nic_payload_bytes(self.comm) - before) / self.p.iters
 
     def check(self, seed: int) -> int:
         """Run once on known data; this rank's wrong elements against the numpy result."""
@@ -283,7 +283,7 @@ class _Case:
         return count_wrong(self.recv, want, p.dtype)
 
 
-def _nic_bytes(comm: Communicator) -> int:
+def nic_payload_bytes(comm: Communicator) -> int:
     """Payload bytes this rank has sent to ranks of other servers (the traffic its NIC carries)."""
     return sum(v for link, v in comm.counters().items() if link != "intra")
 

@@ -36,11 +36,14 @@ class Work:
     """Handle of an operation issued with ``async_op=True``: ``wait()`` returns its result (the output array) or
     raises its error; ``is_completed()`` polls.  Operations of one communicator run one at a time in issue order
     (a stream), so waiting on the last handle also means every earlier one has finished.  ``what`` names the
-    operation and the algorithm that runs it, e.g. ``'allgather(ring)'``."""
+    operation and the algorithm that runs it, e.g. ``'allgather(ring)'``.  ``start_ns``/``end_ns``: network time
+    (``sw.clock``) the stream began and finished it (None until then), for timelines of overlapped work."""
 
     def __init__(self, comm: Communicator, what: str) -> None:
         self._comm = comm
         self.what = what
+        self.start_ns: int | None = None
+        self.end_ns: int | None = None
         self._event = threading.Event()
         self._error: BaseException | None = None
         self._result: Any = None
@@ -112,6 +115,7 @@ class Communicator:
         self.server = layout.server_of[rank]
         self.net = net
         self.tuner = tuner
+        self._clock = net.clock
         self._closers = closers or []
         self._seq = 0
         self._aborted: BaseException | None = None
@@ -135,6 +139,7 @@ class Communicator:
             if item is None:
                 return
             work, fn = item
+            work.start_ns = self._clock.now_ns()
             try:
                 if self._idle_error is not None:
                     err, self._idle_error = self._idle_error, None
@@ -147,6 +152,7 @@ class Communicator:
                 if self._aborted is None:  # the ranks' message streams are out of step now
                     self._aborted = exc
             finally:
+                work.end_ns = self._clock.now_ns()
                 work._event.set()
 
     def _next_item(self) -> tuple[Work, Callable[[], Any]] | None:

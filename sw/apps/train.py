@@ -1,0 +1,261 @@
+"""``starpulse train``: training steps of a model spec (``sw.workload``) on the ranks, in one of three places.
+
+Inside a launched job (RANK and STARPULSE_STORE set) it is one rank; with ``--local`` every rank is forked on
+this box (``rank_job.run_local_job``); otherwise it brings up a fabric from the topology flags (or uses the
+running one), runs every rank there through ``emu.launch`` and adds the switches' drop counters.  Reports step
+time, exposed communication share and link load per rank and summarized (JSON ``--json``, timeline ``--plot``),
+with the ``fidelity`` verdict.  ``--slow RANK:FACTOR`` makes a rank a straggler (``sw.units.straggler``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity_exit
+from sw.collectives.config import ENV_STORE
+from sw.units import int_flag
+from sw.units.cli_guard import ArgumentParser, call_guarded
+from sw.units.straggler import ENV_SLOW_DIR, compute_factor, parse_slow, set_compute_factor
+from sw.workload import PRESETS, ModelSpec, load_spec, plan_step, run_workload
+from sw.workload.runner import stderr_progress
+from sw.workload.schedule import COMM, COMPUTE, WAIT
+
+from .rank_job import (
+    RankJobError,
+    add_topology_arguments,
+    add_where_arguments,
+    fabric_counters,
+    fabric_delta,
+    fabric_status,
+    flag_rate_bps,
+    local_topology,
+    run_local_job,
+    topology_json,
+)
+
+ENV_LINE_RATE = "STARPULSE_TRAIN_LINE_RATE"
+"""Per-rail line rate (bit/s) the ranks of a launched train job compute link load and GPU speed against."""
+MAX_STEPS = 100_000
+TIMELINE_COLORS = {COMPUTE: "tab:blue", COMM: "tab:orange", WAIT: "tab:red"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("workload")
+    g.add_argument("--model", default="gpt-small", metavar="PRESET|FILE",
+                   help="a preset (gpt-small, gpt-medium, moe-small) or a JSON file of model fields "
+                        "(default gpt-small)")
+    g.add_argument("--steps", type=int_flag(1, MAX_STEPS), default=5, metavar="N", help="measured steps (default 5)")
+    g.add_argument("--warmup", type=int_flag(0, MAX_STEPS), default=1, metavar="N", help="warm-up steps (default 1)")
+    g.add_argument("--json", default=None, metavar="FILE", help="write the JSON report here")
+    g.add_argument("--plot", default=None, metavar="FILE", help="per-rank timeline of the first steps (PNG)")
+    g.add_argument("--slow", action="append", default=[], metavar="RANK:FACTOR",
+                   help="straggler: RANK computes FACTOR times slower (repeatable)")
+    add_strict_fidelity_flag(g)
+    add_topology_arguments(parser)
+    add_where_arguments(parser)
+
+
+def _spec(args: argparse.Namespace) -> ModelSpec:
+    return load_spec(args.model)
+
+
+def _slow_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
+    """Where this job's compute factors live: ``$STARPULSE_SLOW_DIR``, else the job's rendezvous store."""
+    return env.get(ENV_SLOW_DIR) or env.get(ENV_STORE) or None
+
+
+def _write_slow(args: argparse.Namespace, world: int, directory: str) -> None:
+    """``--slow`` into the job's straggler directory, and where it is (a fault injector may change it later)."""
+    for text in args.slow:
+        rank, factor = parse_slow(text, world)
+        set_compute_factor(directory, rank, factor)
+    print(f"stragglers: sw.units.straggler.set_compute_factor({directory!r}, RANK, FACTOR) slows a rank from its "
+          "next step", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if os.environ.get("RANK") and os.environ.get(ENV_STORE):
+        return _run_rank(args)
+    if args.local:
+        return _run_local(args)
+    return _run_fabric(args)
+
+
+def _rank_job(comm: Any, spec: ModelSpec, steps: int, warmup: int, line_rate_bps: float,
+              slow_dir: str | None) -> dict[str, Any]:
+    """Every rank's part: the workload, its straggler factor read between steps from ``slow_dir``."""
+    plan = plan_step(spec, comm.world_size, line_rate_bps)
+    return run_workload(comm, plan, steps, warmup, factor=lambda: compute_factor(slow_dir, comm.rank),
+                        progress=stderr_progress)
+
+
+# --- one rank of a launched job ---------------------------------------------------------------------------------
+def _run_rank(args: argparse.Namespace) -> int:
+    from sw.collectives import init_from_env
+
+    env_rate = os.environ.get(ENV_LINE_RATE)
+    line_rate = float(env_rate) if env_rate else float(flag_rate_bps(args.link_rate, "--link-rate"))
+    spec = _spec(args)
+    with init_from_env() as comm:
+        report = _rank_job(comm, spec, args.steps, args.warmup, line_rate, _slow_dir())
+        if comm.rank == 0 and args.json:
+            Path(args.json).write_text(json.dumps(report) + "\n")
+    return 1 if report["wrong"] > 0 else 0
+
+
+# --- every rank forked on this box ------------------------------------------------------------------------------
+def _run_local(args: argparse.Namespace) -> int:
+    spec = _spec(args)
+    line_rate = float(flag_rate_bps(args.link_rate, "--link-rate"))
+    servers, gpus = local_topology(args)
+    world = servers * gpus
+    plan_step(spec, world, line_rate)                        # the spec's checks against the job, before forking
+    with tempfile.TemporaryDirectory(prefix="starpulse-slow-") as slow_dir:
+        _write_slow(args, world, slow_dir)
+        reports, fid = run_local_job(args, servers, gpus, _rank_job, spec, args.steps, args.warmup, line_rate,
+                                     slow_dir, env={ENV_SLOW_DIR: slow_dir})
+    report = reports[0]
+    report.update({"drops": None, "fidelity": fid, "mode": "local"})   # no switches: drops not measured
+    return _finish(args, report)
+
+
+# --- on a fabric --------------------------------------------------------------------------------------------------
+def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
+    model = args.model if args.model in PRESETS else str(Path(args.model).resolve())   # ranks' cwd may differ
+    return [sys.executable, "-m", "sw.apps.train", "--model", model, "--steps", str(args.steps),
+            "--warmup", str(args.warmup), "--json", json_path]
+
+
+def _run_fabric(args: argparse.Namespace) -> int:
+    from emu.launch import ENV_NET, fabric_env, launch, terminate_as_interrupt
+    from emu.reap import owned_tempdir
+    from emu.run_cli import fabric_target, log_directory, report
+
+    spec = _spec(args)   # validate every flag before bringing anything up
+    flag_rate_bps(args.link_rate, "--link-rate")
+    args.gpus = None
+    with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
+        topo = target.topo.spec
+        world = topo.servers * topo.gpus_per_server
+        line_rate = float(topo.link_rate_bps)
+        plan_step(spec, world, line_rate)
+        dilation = target.clock.dilation if target.clock is not None else 1.0
+        net = fabric_env(topo, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
+        work_dir = owned_tempdir("starpulse-train-")
+        json_path, slow_dir = str(work_dir / "rank0.json"), str(work_dir / "slow")
+        _write_slow(args, world, slow_dir)
+        status = fabric_status(target, args.name)
+        before = fabric_counters(status)
+        lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}
+
+        def echo(line: str) -> None:
+            prefix, _, text = line.partition("] ")
+            if prefix == "[rank 0" or "Error" in text or "error" in text:
+                print(line, file=sys.stderr, flush=True)
+
+        result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
+                        env={**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env},
+                        timeout_s=args.timeout, echo=echo, tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net,
+                        intra_rate=args.intra_rate)
+        status = fabric_status(target, args.name)
+        after = fabric_counters(status)
+        report(result, logdir, keep)
+        if result.exit_code != 0 and not Path(json_path).exists():
+            return result.exit_code
+    out = json.loads(Path(json_path).read_text())
+    shutil.rmtree(work_dir, ignore_errors=True)
+    out.update({"mode": "fabric", "net": net, "time_dilation": dilation, **fabric_delta(before, after),
+                "fidelity": status["fidelity"], "topology": topology_json(topo)})
+    return _finish(args, out) or result.exit_code
+
+
+# --- output -------------------------------------------------------------------------------------------------------
+def _fidelity_word(fid: dict[str, Any] | None) -> str:
+    """'ok', or a word that cannot be read as ok (the warning line itself goes to stderr)."""
+    if not fid:
+        return "unknown"
+    return "ok" if fid.get("ok") else "NOT-ok (figures bent by CPU load; see the warning)"
+
+
+def summary_lines(rep: dict[str, Any]) -> list[str]:
+    """The text summary: the job's figures, then one line per rank."""
+    drops = "not measured (no switches)" if rep["drops"] is None else str(rep["drops"])
+    model = rep["config"]["model"]
+    lines = [f"# train {model['name']} on {rep['config']['world']} ranks ({rep.get('mode')}), "
+             f"{rep['config']['steps']} steps after {rep['config']['warmup']} warm-up",
+             f"step_s {rep['step_s']:.6f}  comm_share {rep['comm_share']:.3f}  link_load {rep['link_load']:.3f}  "
+             f"drops {drops}  wrong {rep['wrong']}  fidelity {_fidelity_word(rep.get('fidelity'))}",
+             "# rank  step_ms  compute_ms  comm_busy_ms  exposed_ms  comm_share  link_load  factor"]
+    for r in rep["per_rank"]:
+        lines.append(f"  {r['rank']:4d}  {r['step_s'] * 1e3:7.2f}  {r['compute_s'] * 1e3:10.2f}  "
+                     f"{r['comm_busy_s'] * 1e3:12.2f}  {r['exposed_comm_s'] * 1e3:10.2f}  {r['comm_share']:10.3f}  "
+                     f"{r['link_load']:9.3f}  {r['compute_factor']:6g}")
+    return lines
+
+
+def plot_timeline(rep: dict[str, Any], path: str) -> None:
+    """Per-rank timeline of the first measured steps: compute, communication in flight, waiting (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    timeline = rep["timeline"]
+    fig, ax = plt.subplots(figsize=(12, 0.5 + 0.55 * len(timeline)))
+    for row in timeline:
+        y = row["rank"]
+        for kind, lanes in ((COMPUTE, (y - 0.4, 0.4)), (WAIT, (y - 0.4, 0.4)), (COMM, (y + 0.02, 0.35))):
+            bars = [(a / 1e6, (b - a) / 1e6) for k, a, b in row["segments"] if k == kind and b > a]
+            ax.broken_barh(bars, lanes, color=TIMELINE_COLORS[kind])
+        for end in row["step_ends_ns"]:
+            ax.plot([end / 1e6] * 2, [y - 0.45, y + 0.45], color="grey", linewidth=0.8)
+    ax.set_yticks([r["rank"] for r in timeline], [f"rank {r['rank']}" for r in timeline])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms of network time since the rank's first measured step (grey: step ends)")
+    fid = rep.get("fidelity") or {}
+    ax.set_title(f"{rep['config']['model']['name']}: comm_share {rep['comm_share']:.3f}, link_load "
+                 f"{rep['link_load']:.3f}" + ("" if fid.get("ok", True) else "  (fidelity NOT ok: figures bent)"),
+                 fontsize=10)
+    ax.legend(handles=[Patch(color=c, label=k if k != COMM else "comm in flight") for k, c in TIMELINE_COLORS.items()],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _finish(args: argparse.Namespace, rep: dict[str, Any]) -> int:
+    """Print the summary, draw the plot, write the JSON (without the timeline); exit code from results and
+    ``--strict-fidelity``."""
+    for line in summary_lines(rep):
+        print(line, flush=True)
+    if args.plot:
+        try:
+            plot_timeline(rep, args.plot)
+        except OSError as exc:
+            raise RankJobError(f"--plot {args.plot}: cannot write ({exc.strerror})") from None
+    out = {k: v for k, v in rep.items() if k != "timeline"}
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        except OSError as exc:
+            raise RankJobError(f"--json {args.json}: cannot write ({exc.strerror})") from None
+    return (1 if rep["wrong"] > 0 else 0) or fidelity_exit(rep.get("fidelity"), args.strict_fidelity)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sw.apps.train``: what launched ranks run (user errors: one line, exit 2)."""
+    parser = ArgumentParser(prog="starpulse train")
+    add_arguments(parser)
+    return call_guarded("starpulse train", run, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,7 @@ from typing import Any
 
 from lark import Tree
 
+from p4.compiler import lower
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import BOOL, INFINT, VOID, ActionInfo, E, Emitter, Ref, Sym, TableInfo
 from p4.compiler.syntax import name_of, subtrees
@@ -230,12 +231,15 @@ class Calls(CompilerContext):
         kind = "function" if function else "action"
         if len(args) != len(info.params):
             raise self.err(node, f"{kind} {info.name} takes {len(info.params)} arguments, got {len(args)}")
-        pyargs = []
+        pyargs: list[E] = []
         copy_out = []
         for (direction, t, pname, sym), a in zip(info.params, args, strict=True):
             if sym.kind == "py":
-                v = self.coerce(self.expr(a, t), t)
-                pyargs.append(v.src)
+                got = lower.capture(self, lambda a=a, t=t: self.coerce(self.expr(a, t), t))
+                if got.lines:                  # arguments are evaluated left to right: read the earlier ones first
+                    pyargs = [lower.spill(self, e) for e in pyargs]
+                    lower.replay(self.out, got.lines)
+                pyargs.append(got.e)
             else:
                 if direction in ("in", "inout", ""):
                     self.assign_ref(sym.ref, a, node)
@@ -244,7 +248,7 @@ class Calls(CompilerContext):
                     if tgt.ref is None:
                         raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
                     copy_out.append((tgt.ref, sym.ref))
-        call = f"{info.fn_name}(S{''.join(', ' + p for p in pyargs)})"
+        call = f"{info.fn_name}(S{''.join(', ' + p.src for p in pyargs)})"
         ret_t = info.ret_type
         result = E("None", VOID)
         if function and ret_t is not None and not isinstance(ret_t, VoidT):

@@ -38,7 +38,8 @@ def test_short_circuit_and_conditional_evaluate_only_what_the_value_needs(
     assert list(_forward(program_switch, "short_circuit", bytes([a] + [0] * 7))) == expect
 
 
-def test_left_operand_and_earlier_arguments_are_read_before_a_call_that_modifies_them(program_switch: ProgramSwitch) -> None:
+def test_left_operand_and_earlier_arguments_are_read_before_a_call_that_modifies_them(
+        program_switch: ProgramSwitch) -> None:
     v, w, local, u = 3, 5, 4, 7
     out = _forward(program_switch, "left_to_right", bytes([v, 0, w, 0, local, u, 0]))
     assert list(out) == [v + 10,                     # the call's inout copy-out

@@ -15,7 +15,7 @@ from p4.types import BitT
 from tests.p4.compiler.conftest import V1_PRELUDE
 
 if TYPE_CHECKING:
-    from tests.p4.compiler.conftest import ProgramSwitch
+    from tests.p4.compiler.conftest import ProgramSwitch, SourceSwitch
 
 pytestmark = pytest.mark.unit
 DATA = Path(__file__).resolve().parent / "data" / "evalorder"
@@ -58,6 +58,43 @@ def test_exit_still_copies_out_and_inout_arguments_back(program_switch: ProgramS
                                                          io: int) -> None:
     out = _forward(program_switch, "exit_copy_out", bytes([sel, 0, 5, 0]))
     assert list(out) == [sel, o, io, 0]          # ``after`` stays 0: the apply block ended at the exit
+
+
+NESTED = """
+header h_t { bit<8> a; bit<8> b; bit<8> n; bit<8> r; }
+struct headers { h_t h; }
+struct metadata { }
+bool bump(inout bit<8> n) { n = n + 1; return true; }
+bit<8> cnt(inout bit<8> n) { n = n + 1; return n; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.h.a == 1 || (hdr.h.b == 1 && bump(hdr.h.n))) {
+            hdr.h.r = hdr.h.a == 2 ? cnt(hdr.h.n) : (hdr.h.b == 2 ? 8w50 : cnt(hdr.h.n) + cnt(hdr.h.n));
+        }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("a", "b", "n", "r"), [
+    (1, 0, 2, 1 + 2),    # || decided: no bump; cnt + cnt reads 1 then 2
+    (0, 1, 3, 2 + 3),    # bump runs (n = 1), then cnt + cnt reads 2 then 3
+    (0, 0, 0, 0),        # && decided by b: nothing runs
+    (1, 2, 0, 50),       # the inner ?: takes the constant arm: no cnt at all
+])
+def test_nested_short_circuits_and_conditionals_keep_the_order(source_switch: SourceSwitch, a: int, b: int,
+                                                               n: int, r: int) -> None:
+    out = source_switch(NESTED).send(0, bytes([a, b, 0, 0]))
+    assert out == [(1, bytes([a, b, n, r]))]
 
 
 # --- the lowering pass alone, on fragments ---------------------------------------------------------------

@@ -5,7 +5,9 @@ The driver runs ``PASSES`` in order over one ``Compiler`` (the shared state of o
 - ``declare``  (``declare``): top-level names into symbol tables; type expressions and constants resolved.
 - ``bind``     (``blocks``): ``main`` must be a V1Switch of six blocks; the H, M, standard_metadata roots laid out.
 - ``codegen``  (``blocks`` with ``statements``, ``expressions``, ``calls``, ``extern_calls``, ``control_decls``,
-  ``parser_states``): type-check each block and emit its Python; constants fold through ``fold``.
+  ``parser_states``): type-check each block and emit its Python; constants fold through ``fold``; operands whose
+  code emits statements (calls) are put in P4's evaluation order by ``lower`` (short-circuit, one ``?:`` arm,
+  left before right).
 - ``link``     (``blocks``): one module of source, compiled once, and the ``Program`` around it.
 
 Then the caller's check passes (e.g. ``p4.compat_bmv2``), then one ``Program.instantiate`` as a smoke test.

@@ -6,8 +6,9 @@ from typing import Any
 
 from lark import Tree
 
+from p4.compiler import lower
 from p4.compiler.context import CompilerContext
-from p4.compiler.ir import BOOL, INFINT, VOID, ActionInfo, E, Emitter, Sym, TableInfo
+from p4.compiler.ir import BOOL, INFINT, VOID, ActionInfo, E, Emitter, Ref, Sym, TableInfo
 from p4.compiler.syntax import name_of, subtrees
 from p4.tables import ActionSpec
 from p4.types import (
@@ -194,7 +195,8 @@ class Calls(CompilerContext):
                 scope[pname] = Sym("ref", t, ref=ref)
             params.append((direction, t, pname, scope[pname]))
         info.params = params
-        saved_out, saved_in_action, saved_ret = self.out, self.in_action, self.fn_ret
+        saved_out, saved_in_action, saved_ret, saved_exits = self.out, self.in_action, self.fn_ret, self.may_exit
+        self.may_exit = False
         self.out = Emitter()
         self.in_action = True
         self.fn_ret = ret_t
@@ -205,7 +207,8 @@ class Calls(CompilerContext):
         self.stmts(body.children)
         self.scopes.pop()
         self.pending_functions.append(self.out.lines)
-        self.out, self.in_action, self.fn_ret = saved_out, saved_in_action, saved_ret
+        info.may_exit = self.may_exit
+        self.out, self.in_action, self.fn_ret, self.may_exit = saved_out, saved_in_action, saved_ret, saved_exits
         if function:
             return
         data_params = [(n, t.width if isinstance(t, BitT) else 1) for d, t, n, _ in params if d == ""]
@@ -228,12 +231,15 @@ class Calls(CompilerContext):
         kind = "function" if function else "action"
         if len(args) != len(info.params):
             raise self.err(node, f"{kind} {info.name} takes {len(info.params)} arguments, got {len(args)}")
-        pyargs = []
+        pyargs: list[E] = []
         copy_out = []
         for (direction, t, pname, sym), a in zip(info.params, args, strict=True):
             if sym.kind == "py":
-                v = self.coerce(self.expr(a, t), t)
-                pyargs.append(v.src)
+                got = lower.capture(self, lambda a=a, t=t: self.coerce(self.expr(a, t), t))
+                if got.lines:                  # arguments are evaluated left to right: read the earlier ones first
+                    pyargs = [lower.spill(self, e) for e in pyargs]
+                    lower.replay(self.out, got.lines)
+                pyargs.append(got.e)
             else:
                 if direction in ("in", "inout", ""):
                     self.assign_ref(sym.ref, a, node)
@@ -242,21 +248,35 @@ class Calls(CompilerContext):
                     if tgt.ref is None:
                         raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
                     copy_out.append((tgt.ref, sym.ref))
-        call = f"{info.fn_name}(S{''.join(', ' + p for p in pyargs)})"
+        call = f"{info.fn_name}(S{''.join(', ' + p.src for p in pyargs)})"
         ret_t = info.ret_type
         result = E("None", VOID)
         if function and ret_t is not None and not isinstance(ret_t, VoidT):
             tmp = self.fresh("r")
-            self.out(f"{tmp} = {call}")
+            call = f"{tmp} = {call}"
             result = E(tmp, ret_t)
+        if info.may_exit:
+            self.may_exit = True               # the caller can exit through this call too
+        if info.may_exit and copy_out:         # exit still copies out/inout arguments back (P4-16 exit statement)
+            self.out("try:")
+            self.out(f"    {call}")
+            self.out("except _Exit:")
+            self.out.indent()
+            self.copy_out(copy_out)
+            self.out("raise")
+            self.out.dedent()
         else:
             self.out(call)
-        for dst, src in copy_out:
+        self.copy_out(copy_out)
+        return result
+
+    def copy_out(self, pairs: list[tuple[Ref, Ref]]) -> None:
+        """Copy each (argument, parameter slot) back after a call, in parameter order."""
+        for dst, src in pairs:
             if dst.type.scalar:
                 self.out(f"{dst.src} = {src.src}")
             else:
                 self.copy(dst, src)
-        return result
 
     def inline_control(self, value: tuple, args: list, node: Any) -> None:
         cnode, full = value

@@ -96,6 +96,7 @@ class CompilerContext:
         self.digest_layouts: list[DigestLayout] = []
         self.in_parser = False
         self.in_action = False
+        self.may_exit = False                                # the body being compiled can execute ``exit``
         self.pending_functions: list[list[str]] = []
         self.decl_pos: dict[str, SourcePos | None] = {}     # declared type/parser/control name -> where
         self.warnings: list[str] = []                        # rendered "file:line:col: warning: ..."

@@ -6,7 +6,7 @@ from typing import Any
 
 from lark import Tree
 
-from p4.compiler import fold
+from p4.compiler import fold, lower
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import BOOL, ERROR, INFINT, STRING, VOID, E, Ref, Sym
 from p4.compiler.limits import (
@@ -102,16 +102,26 @@ class Expressions(CompilerContext):
             raise self.err(n, f"'{tname}.{m}': {tname} is not an enum")
         if d == "cond":
             c = self.expect_bool(n.children[0])
-            a = self.expr(n.children[1], want)
-            b = self.expr(n.children[2], want if want else a.type)
+            ca = lower.capture(self, lambda: self.expr(n.children[1], want))
+            a = ca.e
+            cb = lower.capture(self, lambda: self.expr(n.children[2], want if want else a.type))
+            b = cb.e
             t = self.unify(a, b, n, "?:")
+            lowered = lower.conditional(self, c, ca, cb, lambda e: self.coerce(e, t))
+            if lowered is not None:
+                return lowered
             a, b = self.coerce(a, t), self.coerce(b, t)
             if c.const is not None:
                 return a if c.const else b
             kc = known(c)
             return E(f"({a.src} if {c.src} else {b.src})", t, value=None if kc is None else known(a if kc else b))
         if d in ("lor", "land"):
-            a, b = self.expect_bool(n.children[0]), self.expect_bool(n.children[1])
+            a = self.expect_bool(n.children[0])
+            cb = lower.capture(self, lambda: self.expect_bool(n.children[1]))
+            b = cb.e
+            lowered = lower.short_circuit(self, "||" if d == "lor" else "&&", a, cb)
+            if lowered is not None:
+                return lowered
             op = "or" if d == "lor" else "and"
             return E(f"({a.src} {op} {b.src})", BOOL, value=fold_known("||" if d == "lor" else "&&", a, b, BOOL))
         if d == "lnot":
@@ -199,7 +209,9 @@ class Expressions(CompilerContext):
 
     def arith(self, op: str, an: Any, bn: Any, node: Any, want: P4Type | None) -> E:
         a = self.expr(an)
-        b = self.expr(bn)
+        cb = lower.capture(self, lambda: self.expr(bn))
+        b = cb.e
+        a = lower.left_to_right(self, a, cb)
 
         def out(src: str, t: P4Type) -> E:   # a and b as finally coerced: the folded value rides along
             return E(src, t, value=fold_known(op, a, b, t))

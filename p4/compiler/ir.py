@@ -70,6 +70,7 @@ class ActionInfo:
     params: list = field(default_factory=list)  # (dir, type, name)
     ret_type: P4Type | None = None      # functions: the return type (VOID for none)
     spec: ActionSpec | None = None      # actions: the control-plane half, once compiled
+    may_exit: bool = False              # its body (or an action/function it calls) can execute ``exit``
 
 
 @dataclass

@@ -85,6 +85,7 @@ class Statements(CompilerContext):
         elif d == "switch_stmt":
             self.switch(s)
         elif d == "exit_stmt":
+            self.may_exit = True
             self.out("raise _Exit()")
         elif d == "return_stmt":
             if self.in_parser:

@@ -35,3 +35,9 @@ layout of the per-packet state list, Python code generation) -> program (the com
 pipeline (v1model/BMv2 packet paths) + tables/externs/algorithms (run-time state) + runtime_cli (command
 language) + pcap/sim/bench (offline tools).
 """
+
+# The PyPI ``p4runtime`` package installs its protobuf bindings as ``p4.config.v1`` and ``p4.v1``: the same
+# top-level name as ours.  Let this package's path also cover those folders so both import as ``p4.*``.
+from pkgutil import extend_path
+
+__path__ = extend_path(__path__, __name__)

@@ -8,7 +8,7 @@ from lark import Tree
 
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import BOOL, INFINT, VOID, ActionInfo, E, Emitter, Sym, TableInfo
-from p4.compiler.syntax import name_of, subtrees
+from p4.compiler.syntax import annotations_of, name_of, subtrees
 from p4.tables import ActionSpec
 from p4.types import (
     BitT,
@@ -157,6 +157,7 @@ class Calls(CompilerContext):
         if info is None:
             info = ActionInfo(name, self.global_actions[name], None)
             self.global_action_infos[key] = info
+            self.control_plane.annotations[name] = annotations_of(info.node)
             self.compile_action(info)
         return info
 

@@ -1,0 +1,335 @@
+"""P4Info of a compiled program, with the names and ids p4c gives (``p4 check --p4runtime-files``).
+
+Built over the compiled ``Program``'s public objects (tables, actions, externs, digests) and its
+``control_plane`` facts (annotations, controller headers); written as protobuf text, binary or JSON.
+
+Ids follow p4c's scheme as implemented in p4lang/p4c ``control-plane/p4RuntimeSymbolTable.cpp``
+(``externalId``, ``tryToAssignId``, ``computeIdsForSymbols``, ``probeForId``, ``jenkinsOneAtATimeHash``):
+the top 8 bits are the resource type (``P4Ids.Prefix``), an ``@id(n)`` annotation is taken first (its prefix
+added when the top byte is zero, an error when it is another type's), then per resource type in increasing
+prefix order the remaining names, sorted bytewise, get the low 24 bits of the Jenkins one-at-a-time hash of
+the name; on a collision the hash value (not the id) is incremented until a free id is found.
+Aliases are the shortest unique dot-separated suffix over all symbols (``P4SymbolSuffixSet``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from p4.errors import P4Error
+from p4.p4runtime_proto import json_format, p4info_pb2, p4types_pb2, text_format
+from p4.program import Program
+
+P = p4info_pb2.P4Ids
+ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = P.ACTION, P.TABLE, P.VALUE_SET, P.CONTROLLER_HEADER
+ACTION_PROFILE, COUNTER, DIRECT_COUNTER = P.ACTION_PROFILE, P.COUNTER, P.DIRECT_COUNTER
+METER, DIRECT_METER, REGISTER, DIGEST = P.METER, P.DIRECT_METER, P.REGISTER, P.DIGEST
+
+SUFFIXES = {".txtpb": "text", ".txt": "text", ".bin": "binary", ".json": "json"}
+_MATCH = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
+          "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE,
+          "optional": p4info_pb2.MatchField.OPTIONAL}
+_COUNTER_UNIT = {"packets": p4info_pb2.CounterSpec.PACKETS, "bytes": p4info_pb2.CounterSpec.BYTES,
+                 "packets_and_bytes": p4info_pb2.CounterSpec.BOTH}
+_METER_UNIT = {"packets": p4info_pb2.MeterSpec.PACKETS, "bytes": p4info_pb2.MeterSpec.BYTES}
+_ID_BITS = 0xFFFFFF
+TEXT_HEADER = "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
+
+
+def jenkins_one_at_a_time(name: str) -> int:
+    """Bob Jenkins' one-at-a-time hash of the name's bytes (32-bit), p4c's name hash."""
+    h = 0
+    for b in name.encode():
+        h = (h + b) & 0xFFFFFFFF
+        h = (h + (h << 10)) & 0xFFFFFFFF
+        h ^= h >> 6
+    h = (h + (h << 3)) & 0xFFFFFFFF
+    h ^= h >> 11
+    return (h + (h << 15)) & 0xFFFFFFFF
+
+
+@dataclass
+class SymbolTable:
+    """Control-plane names per resource type and the ids assigned to them (``assign_ids``)."""
+
+    explicit: dict[tuple[int, str], int | None] = field(default_factory=dict)   # (prefix, name) -> @id
+    ids: dict[tuple[int, str], int] = field(default_factory=dict)
+    _taken: set[int] = field(default_factory=set)
+
+    def add(self, prefix: int, name: str, at_id: int | None = None, where: str = "") -> None:
+        """Record a symbol; an ``@id`` is checked and reserved at once (p4c: ``externalId``/``tryToAssignId``)."""
+        if (prefix, name) in self.explicit:
+            return
+        if at_id is not None:
+            if not 0 <= at_id <= 0xFFFFFFFF:
+                raise P4Error(f"{where or name}: @id {at_id} is not a 32-bit unsigned integer")
+            top = at_id >> 24
+            if top not in (0, prefix):
+                raise P4Error(f"{where or name}: @id {at_id:#x} has the 8-bit prefix {top:#04x}; "
+                              f"a {_kind(prefix)} id needs {prefix:#04x} (or 0)")
+            at_id |= prefix << 24
+            if at_id in self._taken:
+                raise P4Error(f"{where or name}: @id {at_id} is assigned to multiple declarations")
+            self._taken.add(at_id)
+            self.ids[(prefix, name)] = at_id
+        self.explicit[(prefix, name)] = at_id
+
+    def assign_ids(self) -> None:
+        """Hash ids for the symbols without ``@id``: per type by prefix, names sorted bytewise, linear probing."""
+        for prefix in sorted({p for p, _ in self.explicit}):
+            names = sorted((n for p, n in self.explicit if p == prefix and (p, n) not in self.ids),
+                           key=lambda n: n.encode())
+            for name in names:
+                start = value = jenkins_one_at_a_time(name)
+                while (prefix << 24) | (value & _ID_BITS) in self._taken:
+                    value = (value + 1) & 0xFFFFFFFF
+                    if value == start:
+                        raise P4Error(f"no P4Runtime id left for {_kind(prefix)} {name}")
+                pid = (prefix << 24) | (value & _ID_BITS)
+                self._taken.add(pid)
+                self.ids[(prefix, name)] = pid
+
+    def id(self, prefix: int, name: str) -> int:
+        return self.ids[(prefix, name)]
+
+    def aliases(self) -> dict[str, str]:
+        """Shortest unique suffix (in dot-separated components) of every name, over all resource types."""
+        names = {n for _, n in self.explicit}
+        counts: dict[tuple[str, ...], int] = {}
+        for n in names:
+            parts = tuple(n.split("."))
+            for k in range(1, len(parts) + 1):
+                counts[parts[-k:]] = counts.get(parts[-k:], 0) + 1
+        out = {}
+        for n in names:
+            parts = tuple(n.split("."))
+            k = next((k for k in range(1, len(parts) + 1) if counts[parts[-k:]] < 2), len(parts))
+            out[n] = ".".join(parts[-k:])
+        return out
+
+
+def _kind(prefix: int) -> str:
+    return p4info_pb2.P4Ids.Prefix.Name(prefix).lower()
+
+
+def _at_id(anns: dict[str, list], name: str) -> int | None:
+    vals = anns.get("id")
+    if vals is None:
+        return None
+    if len(vals) != 1 or not isinstance(vals[0], int):
+        raise P4Error(f"{name}: @id takes one integer, got {vals}")
+    return int(vals[0])
+
+
+_NOT_IN_PREAMBLE = ("name", "id", "brief", "description")   # p4c: represented elsewhere (Helpers::addAnnotations)
+
+
+def annotation_strings(anns: dict[str, list]) -> list[str]:
+    """A declaration's annotations as p4c writes them into a preamble: ``@corelib``, ``@noWarn("unused")``."""
+    out = []
+    for name, args in anns.items():
+        if name in _NOT_IN_PREAMBLE:
+            continue
+        body = ", ".join(f'"{a}"' if isinstance(a, str) else str(a) for a in args)
+        out.append(f"@{name}({body})" if args else f"@{name}")
+    return out
+
+
+def _bits(width: int, signed: bool = False) -> p4types_pb2.P4DataTypeSpec:
+    spec = p4types_pb2.P4DataTypeSpec()
+    (spec.bitstring.int if signed else spec.bitstring.bit).bitwidth = width
+    return spec
+
+
+def build_p4info(prog: Program) -> p4info_pb2.P4Info:
+    """The P4Info message of a compiled v1model program (content and ids as p4c writes them)."""
+    cp = prog.control_plane
+    anns = cp.annotations
+
+    def in_p4c_order(objs: dict) -> dict:
+        """p4c walks the V1Switch blocks in argument order, each control's top-level actions (localized at
+        the top of the control) before its own declarations."""
+        def key(name: str) -> tuple[int, int]:
+            top = name.split(".")[0]
+            block = cp.block_order.index(top) if top in cp.block_order else len(cp.block_order)
+            return (block, 1) if "." in name else (-1, 0)
+        return {n: objs[n] for n in sorted(objs, key=key)}
+
+    tables = in_p4c_order({n: t for n, t in prog.tables.items() if "hidden" not in anns.get(n, {})})
+    used = {a: t.actions[a] for t in tables.values() for a in t.actions}
+    actions = in_p4c_order({**{n: s for n, s in used.items() if n not in prog.actions}, **prog.actions})
+    counters_all, meters_all = in_p4c_order(prog.counters), in_p4c_order(prog.meters)
+    direct_counters = {n: c for n, c in counters_all.items() if c.direct}
+    counters = {n: c for n, c in counters_all.items() if not c.direct}
+    direct_meters = {n: m for n, m in meters_all.items() if m.direct}
+    meters = {n: m for n, m in meters_all.items() if not m.direct}
+    digests: dict[str, list[tuple[str, int]]] = {}
+    for lay in prog.digest_layouts:
+        digests.setdefault(lay.receiver_name, lay.fields)
+    headers = {cp_name: fields for cp_name, fields in cp.controller_headers.values()}
+
+    sym = SymbolTable()
+    groups: list[tuple[int, dict]] = [
+        (TABLE, tables), (ACTION, actions), (ACTION_PROFILE, prog.profiles), (COUNTER, counters),
+        (DIRECT_COUNTER, direct_counters), (METER, meters), (DIRECT_METER, direct_meters),
+        (REGISTER, prog.registers), (VALUE_SET, prog.value_sets), (DIGEST, digests),
+        (CONTROLLER_HEADER, headers)]
+    for prefix, objs in groups:
+        for name in objs:
+            a = {} if prefix in (DIGEST, CONTROLLER_HEADER) else anns.get(name, {})
+            sym.add(prefix, name, _at_id(a, name), name)
+    sym.assign_ids()
+    alias = sym.aliases()
+
+    info = p4info_pb2.P4Info()
+    info.pkg_info.arch = "v1model"
+
+    def pre(msg: p4info_pb2.Preamble, prefix: int, name: str) -> None:
+        msg.id, msg.name, msg.alias = sym.id(prefix, name), name, alias[name]
+        if prefix not in (DIGEST, CONTROLLER_HEADER):
+            msg.annotations.extend(annotation_strings(anns.get(name, {})))
+
+    for name, t in tables.items():
+        m = info.tables.add()
+        pre(m.preamble, TABLE, name)
+        for i, k in enumerate(t.keys, 1):
+            mf = m.match_fields.add()
+            mf.id, mf.name, mf.bitwidth, mf.match_type = i, k.name, k.width, _MATCH[k.kind]
+        for a, spec in t.actions.items():
+            ref = m.action_refs.add()
+            ref.id = sym.id(ACTION, a)
+            if spec.default_only or cp.implicit_actions.get(name) == a:   # p4c adds @defaultonly NoAction
+                ref.annotations.append("@defaultonly")
+                ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
+            elif spec.table_only:                 # p4c keeps the annotation next to the scope
+                ref.annotations.append("@defaultonly")
+                ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
+            elif spec.table_only:
+                ref.annotations.append("@tableonly")
+                ref.scope = p4info_pb2.ActionRef.TABLE_ONLY
+        if t.const_default and t.default_action is not None:
+            m.const_default_action_id = sym.id(ACTION, t.default_action.name)
+            m.initial_default_action.action_id = m.const_default_action_id
+            for i, ((_, width), value) in enumerate(zip(t.default_action.params, t.default_data, strict=True), 1):
+                arg = m.initial_default_action.arguments.add()
+                arg.param_id, arg.value = i, value.to_bytes((width + 7) // 8, "big")
+        if t.profile is not None:
+            m.implementation_id = sym.id(ACTION_PROFILE, t.profile.name)
+        if t.direct_counter is not None:
+            m.direct_resource_ids.append(sym.id(DIRECT_COUNTER, t.direct_counter.name))
+        if t.direct_meter is not None:
+            m.direct_resource_ids.append(sym.id(DIRECT_METER, t.direct_meter.name))
+        m.size = t.size
+        if name in cp.timeout_tables:
+            m.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
+        if t.const_entries:
+            m.is_const_table = True
+        if t.entries:
+            m.has_initial_entries = True
+    for name, spec in actions.items():
+        m = info.actions.add()
+        pre(m.preamble, ACTION, name)
+        for i, (pname, width) in enumerate(spec.params, 1):
+            p = m.params.add()
+            p.id, p.name, p.bitwidth = i, pname, width
+    for name, prof in prog.profiles.items():
+        m = info.action_profiles.add()
+        pre(m.preamble, ACTION_PROFILE, name)
+        m.table_ids.extend(sym.id(TABLE, t.name) for t in prof.tables if t.name in tables)
+        m.with_selector = prof.algo is not None
+        m.size = prof.size
+        mgs = anns.get(name, {}).get("max_group_size")
+        if mgs and isinstance(mgs[0], int):
+            m.max_group_size = mgs[0]
+    for name, c in counters.items():
+        m = info.counters.add()
+        pre(m.preamble, COUNTER, name)
+        m.spec.unit = _COUNTER_UNIT[c.ctype]
+        m.size = c.size
+    for name, c in direct_counters.items():
+        m = info.direct_counters.add()
+        pre(m.preamble, DIRECT_COUNTER, name)
+        m.spec.unit = _COUNTER_UNIT[c.ctype]
+        m.direct_table_id = _owner(sym, tables, name, "direct_counter")
+    for name, mt in meters.items():
+        m = info.meters.add()
+        pre(m.preamble, METER, name)
+        m.spec.unit = _METER_UNIT[mt.mtype]
+        m.size = mt.size
+    for name, mt in direct_meters.items():
+        m = info.direct_meters.add()
+        pre(m.preamble, DIRECT_METER, name)
+        m.spec.unit = _METER_UNIT[mt.mtype]
+        m.direct_table_id = _owner(sym, tables, name, "direct_meter")
+    for cp_name, fields in headers.items():
+        m = info.controller_packet_metadata.add()
+        pre(m.preamble, CONTROLLER_HEADER, cp_name)
+        for i, (fname, width) in enumerate(fields, 1):
+            md = m.metadata.add()
+            md.id, md.name, md.bitwidth = i, fname, width
+    for name, vs in prog.value_sets.items():
+        m = info.value_sets.add()
+        pre(m.preamble, VALUE_SET, name)
+        mf = m.match.add()
+        mf.id, mf.bitwidth, mf.match_type = 1, vs.width, p4info_pb2.MatchField.EXACT
+        m.size = vs.size
+    for name, r in prog.registers.items():
+        m = info.registers.add()
+        pre(m.preamble, REGISTER, name)
+        m.type_spec.CopyFrom(_bits(r.width, r.signed))
+        m.size = r.size
+    for name, fields in digests.items():
+        m = info.digests.add()
+        pre(m.preamble, DIGEST, name)
+        m.type_spec.struct.name = name
+        st = info.type_info.structs[name]
+        for fname, width in fields:
+            member = st.members.add()
+            member.name = fname
+            member.type_spec.CopyFrom(_bits(width))
+    info.type_info.SetInParent()          # p4c always writes type_info, empty or not
+    return info
+
+
+def _owner(sym: SymbolTable, tables: dict, name: str, what: str) -> int:
+    """Id of the table a direct counter/meter belongs to (0 when no table uses it, as p4c leaves it unset)."""
+    for tname, t in tables.items():
+        obj = t.direct_counter if what == "direct_counter" else t.direct_meter
+        if obj is not None and obj.name == name:
+            return sym.id(TABLE, tname)
+    return 0
+
+
+def check_outputs(spec: str) -> list[Path]:
+    """``--p4runtime-files OUT[,OUT2]``: paths whose suffix names a format and whose folder exists."""
+    out = []
+    for item in spec.split(","):
+        path = Path(item.strip())
+        if not item.strip():
+            raise P4Error(f"--p4runtime-files {spec!r}: empty file name")
+        if path.suffix not in SUFFIXES:
+            raise P4Error(f"--p4runtime-files {item}: unknown suffix {path.suffix or '(none)'!r} "
+                          f"(allowed: {', '.join(SUFFIXES)})")
+        if not path.parent.is_dir():
+            raise P4Error(f"--p4runtime-files {item}: folder {path.parent} does not exist")
+        out.append(path)
+    return out
+
+
+def serialize(info: p4info_pb2.P4Info, fmt: str) -> bytes:
+    """One P4Info in protobuf text format, binary, or the protobuf JSON mapping."""
+    if fmt == "text":          # with the two header lines p4c writes (tools use them to find the schema)
+        return (TEXT_HEADER + text_format.MessageToString(info)).encode()
+    if fmt == "binary":
+        return info.SerializeToString()
+    return (json_format.MessageToJson(info, indent=2) + "\n").encode()
+
+
+def write_p4info(info: p4info_pb2.P4Info, paths: list[Path]) -> None:
+    """Write the P4Info to every path in the format its suffix picks."""
+    for path in paths:
+        try:
+            path.write_bytes(serialize(info, SUFFIXES[path.suffix]))
+        except OSError as exc:
+            raise P4Error(f"--p4runtime-files {path}: cannot write: {exc.strerror}") from None

@@ -16,23 +16,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from p4.errors import P4Error
-from p4.p4runtime_proto import json_format, p4info_pb2, p4types_pb2, text_format
+from p4.p4runtime_proto import enum_value, json_format, message_class, text_format
 from p4.program import Program
 
-P = p4info_pb2.P4Ids
-ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = P.ACTION, P.TABLE, P.VALUE_SET, P.CONTROLLER_HEADER
-ACTION_PROFILE, COUNTER, DIRECT_COUNTER = P.ACTION_PROFILE, P.COUNTER, P.DIRECT_COUNTER
-METER, DIRECT_METER, REGISTER, DIGEST = P.METER, P.DIRECT_METER, P.REGISTER, P.DIGEST
+_PREFIX = "p4.config.v1.P4Ids.Prefix"
+ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = (enum_value(_PREFIX, n) for n in (
+    "ACTION", "TABLE", "VALUE_SET", "CONTROLLER_HEADER"))
+ACTION_PROFILE, COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST = (enum_value(_PREFIX, n) for n in (
+    "ACTION_PROFILE", "COUNTER", "DIRECT_COUNTER", "METER", "DIRECT_METER", "REGISTER", "DIGEST"))
+_KIND = {ACTION: "action", TABLE: "table", VALUE_SET: "value set", CONTROLLER_HEADER: "controller header",
+         ACTION_PROFILE: "action profile", COUNTER: "counter", DIRECT_COUNTER: "direct counter", METER: "meter",
+         DIRECT_METER: "direct meter", REGISTER: "register", DIGEST: "digest"}
 
 SUFFIXES = {".txtpb": "text", ".txt": "text", ".bin": "binary", ".json": "json"}
-_MATCH = {"exact": p4info_pb2.MatchField.EXACT, "lpm": p4info_pb2.MatchField.LPM,
-          "ternary": p4info_pb2.MatchField.TERNARY, "range": p4info_pb2.MatchField.RANGE,
-          "optional": p4info_pb2.MatchField.OPTIONAL}
-_COUNTER_UNIT = {"packets": p4info_pb2.CounterSpec.PACKETS, "bytes": p4info_pb2.CounterSpec.BYTES,
-                 "packets_and_bytes": p4info_pb2.CounterSpec.BOTH}
-_METER_UNIT = {"packets": p4info_pb2.MeterSpec.PACKETS, "bytes": p4info_pb2.MeterSpec.BYTES}
+_MATCH = {k: enum_value("p4.config.v1.MatchField.MatchType", k.upper())
+          for k in ("exact", "lpm", "ternary", "range", "optional")}
+_COUNTER_UNIT = {k: enum_value("p4.config.v1.CounterSpec.Unit", u) for k, u in (
+    ("packets", "PACKETS"), ("bytes", "BYTES"), ("packets_and_bytes", "BOTH"))}
+_METER_UNIT = {k: enum_value("p4.config.v1.MeterSpec.Unit", k.upper()) for k in ("packets", "bytes")}
+_DEFAULT_ONLY = enum_value("p4.config.v1.ActionRef.Scope", "DEFAULT_ONLY")
+_TABLE_ONLY = enum_value("p4.config.v1.ActionRef.Scope", "TABLE_ONLY")
+_NOTIFY_CONTROL = enum_value("p4.config.v1.Table.IdleTimeoutBehavior", "NOTIFY_CONTROL")
+P4Info = message_class("p4.config.v1.P4Info")
 _ID_BITS = 0xFFFFFF
 TEXT_HEADER = "# proto-file: p4/config/v1/p4info.proto\n# proto-message: p4.config.v1.P4Info\n\n"
 
@@ -110,7 +118,7 @@ class SymbolTable:
 
 
 def _kind(prefix: int) -> str:
-    return p4info_pb2.P4Ids.Prefix.Name(prefix).lower()
+    return _KIND[prefix]
 
 
 def _at_id(anns: dict[str, list], name: str) -> int | None:
@@ -136,13 +144,13 @@ def annotation_strings(anns: dict[str, list]) -> list[str]:
     return out
 
 
-def _bits(width: int, signed: bool = False) -> p4types_pb2.P4DataTypeSpec:
-    spec = p4types_pb2.P4DataTypeSpec()
+def _bits(width: int, signed: bool = False) -> Any:
+    spec = message_class("p4.config.v1.P4DataTypeSpec")()
     (spec.bitstring.int if signed else spec.bitstring.bit).bitwidth = width
     return spec
 
 
-def build_p4info(prog: Program) -> p4info_pb2.P4Info:
+def build_p4info(prog: Program) -> Any:
     """The P4Info message of a compiled v1model program (content and ids as p4c writes them)."""
     cp = prog.control_plane
     anns = cp.annotations
@@ -182,10 +190,10 @@ def build_p4info(prog: Program) -> p4info_pb2.P4Info:
     sym.assign_ids()
     alias = sym.aliases()
 
-    info = p4info_pb2.P4Info()
+    info = P4Info()
     info.pkg_info.arch = "v1model"
 
-    def pre(msg: p4info_pb2.Preamble, prefix: int, name: str) -> None:
+    def pre(msg: Any, prefix: int, name: str) -> None:
         msg.id, msg.name, msg.alias = sym.id(prefix, name), name, alias[name]
         if prefix not in (DIGEST, CONTROLLER_HEADER):
             msg.annotations.extend(annotation_strings(anns.get(name, {})))
@@ -201,13 +209,10 @@ def build_p4info(prog: Program) -> p4info_pb2.P4Info:
             ref.id = sym.id(ACTION, a)
             if spec.default_only or cp.implicit_actions.get(name) == a:   # p4c adds @defaultonly NoAction
                 ref.annotations.append("@defaultonly")
-                ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
+                ref.scope = _DEFAULT_ONLY
             elif spec.table_only:                 # p4c keeps the annotation next to the scope
-                ref.annotations.append("@defaultonly")
-                ref.scope = p4info_pb2.ActionRef.DEFAULT_ONLY
-            elif spec.table_only:
                 ref.annotations.append("@tableonly")
-                ref.scope = p4info_pb2.ActionRef.TABLE_ONLY
+                ref.scope = _TABLE_ONLY
         if t.const_default and t.default_action is not None:
             m.const_default_action_id = sym.id(ACTION, t.default_action.name)
             m.initial_default_action.action_id = m.const_default_action_id
@@ -222,7 +227,7 @@ def build_p4info(prog: Program) -> p4info_pb2.P4Info:
             m.direct_resource_ids.append(sym.id(DIRECT_METER, t.direct_meter.name))
         m.size = t.size
         if name in cp.timeout_tables:
-            m.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
+            m.idle_timeout_behavior = _NOTIFY_CONTROL
         if t.const_entries:
             m.is_const_table = True
         if t.entries:
@@ -272,7 +277,7 @@ def build_p4info(prog: Program) -> p4info_pb2.P4Info:
         m = info.value_sets.add()
         pre(m.preamble, VALUE_SET, name)
         mf = m.match.add()
-        mf.id, mf.bitwidth, mf.match_type = 1, vs.width, p4info_pb2.MatchField.EXACT
+        mf.id, mf.bitwidth, mf.match_type = 1, vs.width, _MATCH["exact"]
         m.size = vs.size
     for name, r in prog.registers.items():
         m = info.registers.add()
@@ -317,7 +322,7 @@ def check_outputs(spec: str) -> list[Path]:
     return out
 
 
-def serialize(info: p4info_pb2.P4Info, fmt: str) -> bytes:
+def serialize(info: Any, fmt: str) -> bytes:
     """One P4Info in protobuf text format, binary, or the protobuf JSON mapping."""
     if fmt == "text":          # with the two header lines p4c writes (tools use them to find the schema)
         return (TEXT_HEADER + text_format.MessageToString(info)).encode()
@@ -326,7 +331,7 @@ def serialize(info: p4info_pb2.P4Info, fmt: str) -> bytes:
     return (json_format.MessageToJson(info, indent=2) + "\n").encode()
 
 
-def write_p4info(info: p4info_pb2.P4Info, paths: list[Path]) -> None:
+def write_p4info(info: Any, paths: list[Path]) -> None:
     """Write the P4Info to every path in the format its suffix picks."""
     for path in paths:
         try:

@@ -1,22 +1,61 @@
-"""The one import point of the PyPI ``p4runtime`` protobuf bindings (``p4.config.v1``, ``p4.v1``).
+"""The P4Runtime message classes, built from the schema the PyPI ``p4runtime`` package ships.
 
-Those bindings are generated in the old descriptor style, which protobuf >= 4 accepts only from its pure-Python
-backend; so that backend is selected here, before ``google.protobuf`` is first imported, and checked.
+That package's ``p4/config/v1/*_pb2.py`` are generated in protobuf's old descriptor style, which current
+protobuf refuses to load (and whose maps, e.g. ``type_info.structs``, the pure-Python backend then mishandles).
+So we read each file's serialized ``FileDescriptorProto`` out of the installed module source (parsed with
+``ast``, never executed), load them into a private descriptor pool and make the classes from it: the same
+schema, any protobuf backend, no interference with the default pool.
 """
 
 from __future__ import annotations
 
-import os
+import ast
+from functools import cache
+from importlib import resources
+from typing import Any
 
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, json_format, message_factory, text_format
 
-from google.protobuf import json_format, text_format  # noqa: E402  (the backend must be chosen first)
-from google.protobuf.internal import api_implementation  # noqa: E402
+__all__ = ["enum_value", "json_format", "message_class", "text_format"]
 
-if api_implementation.Type() != "python":
-    raise ImportError("the p4runtime bindings need protobuf's pure-Python backend: import p4.p4runtime_proto "
-                      "before google.protobuf, or set PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python")
+_FILES = ("p4/config/v1/p4types.proto", "p4/config/v1/p4info.proto")   # dependencies first
 
-from p4.config.v1 import p4info_pb2, p4types_pb2  # noqa: E402
 
-__all__ = ["json_format", "p4info_pb2", "p4types_pb2", "text_format"]
+def _serialized_file(proto_path: str) -> bytes:
+    """The serialized FileDescriptorProto of ``proto_path`` embedded in the p4runtime package's _pb2 module."""
+    package, _, fname = proto_path.rpartition("/")
+    module = fname.removesuffix(".proto") + "_pb2.py"
+    try:
+        source = (resources.files(package.replace("/", ".")) / module).read_text()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise ImportError(f"the PyPI p4runtime package is not installed ({proto_path}): run scripts/bootstrap.sh"
+                          ) from exc
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+            try:
+                fd = descriptor_pb2.FileDescriptorProto.FromString(node.value)
+            except Exception:  # noqa: BLE001 - any other bytes literal is simply not the descriptor
+                continue
+            if fd.name == proto_path:
+                return node.value
+    raise ImportError(f"no descriptor of {proto_path} in the p4runtime package's {module}")
+
+
+@cache
+def _pool() -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(any_pb2.DESCRIPTOR.serialized_pb)
+    for path in _FILES:
+        pool.AddSerializedFile(_serialized_file(path))
+    return pool
+
+
+@cache
+def message_class(full_name: str) -> Any:
+    """The message class of ``full_name`` (e.g. ``p4.config.v1.P4Info``)."""
+    return message_factory.GetMessageClass(_pool().FindMessageTypeByName(full_name))
+
+
+def enum_value(full_enum: str, name: str) -> int:
+    """The number of enum value ``name`` of enum ``full_enum`` (e.g. ``p4.config.v1.P4Ids.Prefix``, ``TABLE``)."""
+    return int(_pool().FindEnumTypeByName(full_enum).values_by_name[name].number)

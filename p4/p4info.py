@@ -175,7 +175,7 @@ def build_p4info(prog: Program) -> Any:
     digests: dict[str, list[tuple[str, int]]] = {}
     for lay in prog.digest_layouts:
         digests.setdefault(lay.receiver_name, lay.fields)
-    headers = {cp_name: fields for cp_name, fields in cp.controller_headers.values()}
+    headers = cp.controller_headers     # header type name -> (@controller_header name, fields)
 
     sym = SymbolTable()
     groups: list[tuple[int, dict]] = [
@@ -267,9 +267,11 @@ def build_p4info(prog: Program) -> Any:
         pre(m.preamble, DIRECT_METER, name)
         m.spec.unit = _METER_UNIT[mt.mtype]
         m.direct_table_id = _owner(sym, tables, name, "direct_meter")
-    for cp_name, fields in headers.items():
+    for type_name, (cp_name, fields) in headers.items():
+        # p4c: the id hashes the header type's name; the preamble carries the annotation's name as name and alias
         m = info.controller_packet_metadata.add()
-        pre(m.preamble, CONTROLLER_HEADER, cp_name)
+        m.preamble.id, m.preamble.name, m.preamble.alias = sym.id(CONTROLLER_HEADER, type_name), cp_name, cp_name
+        m.preamble.annotations.append(f'@controller_header("{cp_name}")')
         for i, (fname, width) in enumerate(fields, 1):
             md = m.metadata.add()
             md.id, md.name, md.bitwidth = i, fname, width

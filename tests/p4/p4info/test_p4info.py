@@ -28,6 +28,11 @@ PREFIX = {"action": 0x01, "table": 0x02, "value_set": 0x03, "controller_header":
           "counter": 0x12, "direct_counter": 0x13, "meter": 0x14, "direct_meter": 0x15, "register": 0x16,
           "digest": 0x17}
 
+# p4c hashes a controller header's type name, not its @controller_header name: published P4Info (e.g. the
+# p4runtime-shell sessions and Stratum/PINS tests) gives "packet_in" of type packet_in_header_t the id 81826293,
+# and 67146229 in files p4c wrote before it widened the hash to 24 bits (16 bits after 8 zero bits).
+PACKET_IN_ID, OLD_SCHEME_PACKET_IN = 81826293, 67146229
+
 # Ids p4c gave in its P4Info of the p4lang/tutorials programs (basic.p4 / the p4runtime exercise; the same
 # values p4runtime-shell prints for MyIngress.ipv4_lpm and its actions).
 TUTORIAL_IDS = {("table", "MyIngress.ipv4_lpm"): 37375156, ("action", "MyIngress.ipv4_forward"): 28792405,
@@ -162,7 +167,8 @@ def test_every_section_of_a_feature_program(features: Any) -> None:
     assert reg.preamble.id == 0x16000077 and reg.type_spec.bitstring.int.bitwidth == 16   # @id(0x77), int<16>
     cpm = by_name(features.controller_packet_metadata)
     assert set(cpm) == {"packet_in", "packet_out"}
-    assert cpm["packet_in"].preamble.id == scheme_id("controller_header", "packet_in")
+    assert cpm["packet_in"].preamble.id == scheme_id("controller_header", "packet_in_h")   # the type's name
+    assert list(cpm["packet_in"].preamble.annotations) == ['@controller_header("packet_in")']
     assert [(m.id, m.name, m.bitwidth) for m in cpm["packet_out"].metadata] == [(1, "egress_port", 9), (2, "_pad", 7)]
     (vs,) = features.value_sets
     assert (vs.preamble.name, vs.size, [(m.id, m.bitwidth, enum(m, "match_type")) for m in vs.match]) == (
@@ -172,6 +178,14 @@ def test_every_section_of_a_feature_program(features: Any) -> None:
         "learn_t", scheme_id("digest", "learn_t"), "learn_t")
     members = features.type_info.structs["learn_t"].members
     assert [(m.name, m.type_spec.bitstring.bit.bitwidth) for m in members] == [("src", 48), ("port", 9)]
+
+
+def test_controller_header_id_is_the_one_p4c_published(tmp_path: Path) -> None:
+    assert OLD_SCHEME_PACKET_IN == (0x04 << 24) | (one_at_a_time("packet_in_header_t") & 0xFFFF)
+    prog = tmp_path / "pin.p4"
+    prog.write_text((DATA / "p4info_features.p4").read_text().replace("packet_in_h ", "packet_in_header_t "))
+    cpm = by_name(build_p4info(compile_file(prog)).controller_packet_metadata)
+    assert cpm["packet_in"].preamble.id == PACKET_IN_ID == scheme_id("controller_header", "packet_in_header_t")
 
 
 def test_hash_collision_probes_the_later_name_in_byte_order(features: Any) -> None:

@@ -360,7 +360,10 @@ class ControlDeclarations(CompilerContext):
             return f"{self.key_text(n.children[0])}.{name_of(n.children[1])}"
         if n.data == "call_expr":
             return self.key_text(n.children[0]) + "()"
-        if n.data == "index_expr":
+        if n.data in ("index_expr", "slice_expr"):     # p4c's key names: hdr.s[1].f, hdr.ipv4.dstAddr[31:16]
+            bounds = [self.expr(c).const for c in n.children[1:]]
+            if all(isinstance(b, int) for b in bounds):
+                return f"{self.key_text(n.children[0])}[{':'.join(str(b) for b in bounds)}]"
             return f"{self.key_text(n.children[0])}[...]"
         return "key"
 

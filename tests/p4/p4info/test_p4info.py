@@ -239,3 +239,9 @@ def test_cli_bad_path_or_suffix_is_one_line_and_exit_2(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert err.splitlines() == [message.format(d=tmp_path)]
     assert not list(tmp_path.iterdir())
+
+
+def test_key_names_are_the_ones_p4c_generates() -> None:
+    (t,) = build_p4info(compile_file(DATA / "key_names.p4")).tables
+    assert [(f.name, f.bitwidth) for f in t.match_fields] == [
+        ("hdr.x.a[31:16]", 16), ("hdr.s[1].b", 8), ("hdr.x.isValid()", 1)]

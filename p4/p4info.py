@@ -204,15 +204,18 @@ def build_p4info(prog: Program) -> Any:
         for i, k in enumerate(t.keys, 1):
             mf = m.match_fields.add()
             mf.id, mf.name, mf.bitwidth, mf.match_type = i, k.name, k.width, _MATCH[k.kind]
-        for a, spec in t.actions.items():
+        for a in t.actions:
             ref = m.action_refs.add()
             ref.id = sym.id(ACTION, a)
-            if spec.default_only or cp.implicit_actions.get(name) == a:   # p4c adds @defaultonly NoAction
-                ref.annotations.append("@defaultonly")
-                ref.scope = _DEFAULT_ONLY
-            elif spec.table_only:                 # p4c keeps the annotation next to the scope
-                ref.annotations.append("@tableonly")
+            # p4c: the scope and annotations come from the reference in the table's list (not the declaration);
+            # a table without default_action gets p4c's implicit `@defaultonly NoAction`
+            ref_anns = {"defaultonly": []} if cp.implicit_actions.get(name) == a else \
+                cp.action_ref_annotations.get((name, a), {})
+            ref.annotations.extend(annotation_strings(ref_anns))
+            if "tableonly" in ref_anns:
                 ref.scope = _TABLE_ONLY
+            elif "defaultonly" in ref_anns:
+                ref.scope = _DEFAULT_ONLY
         if t.const_default and t.default_action is not None:
             m.const_default_action_id = sym.id(ACTION, t.default_action.name)
             m.initial_default_action.action_id = m.const_default_action_id

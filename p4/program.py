@@ -65,6 +65,7 @@ class ControlPlaneFacts:
     timeout_tables: set[str] = field(default_factory=set)
     implicit_actions: dict[str, str] = field(default_factory=dict)   # table -> NoAction we added as default
     block_order: list[str] = field(default_factory=list)   # V1Switch arguments (parser ... deparser) in order
+    action_ref_annotations: dict[tuple[str, str], dict[str, list]] = field(default_factory=dict)  # (table, action)
 
 
 @dataclass

@@ -242,6 +242,7 @@ class ControlDeclarations(CompilerContext):
                     raise self.err(p, f"unknown table property '{pname}'")
         action_index: dict[str, int] = {}
         for i, (info, iann) in enumerate(action_infos):
+            self.control_plane.action_ref_annotations[(full, info.name)] = iann
             base = info.spec
             assert base is not None, info.name          # compile_action ran for every action a table lists
             decl_ann = annotations_of(info.node)

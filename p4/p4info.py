@@ -164,9 +164,11 @@ def build_p4info(prog: Program) -> Any:
             return (block, 1) if "." in name else (-1, 0)
         return {n: objs[n] for n in sorted(objs, key=key)}
 
-    tables = in_p4c_order({n: t for n, t in prog.tables.items() if "hidden" not in anns.get(n, {})})
-    used = {a: t.actions[a] for t in tables.values() for a in t.actions}
-    actions = in_p4c_order({**{n: s for n, s in used.items() if n not in prog.actions}, **prog.actions})
+    all_tables = in_p4c_order(dict(prog.tables))    # @hidden ones too: p4c gives them ids, then leaves them out
+    tables = {n: t for n, t in all_tables.items() if "hidden" not in anns.get(n, {})}
+    used = {a: t.actions[a] for t in all_tables.values() for a in t.actions}
+    all_actions = in_p4c_order({**{n: s for n, s in used.items() if n not in prog.actions}, **prog.actions})
+    actions = {n: a for n, a in all_actions.items() if "hidden" not in anns.get(n, {})}
     counters_all, meters_all = in_p4c_order(prog.counters), in_p4c_order(prog.meters)
     direct_counters = {n: c for n, c in counters_all.items() if c.direct}
     counters = {n: c for n, c in counters_all.items() if not c.direct}
@@ -179,7 +181,7 @@ def build_p4info(prog: Program) -> Any:
 
     sym = SymbolTable()
     groups: list[tuple[int, dict]] = [
-        (TABLE, tables), (ACTION, actions), (ACTION_PROFILE, prog.profiles), (COUNTER, counters),
+        (TABLE, all_tables), (ACTION, all_actions), (ACTION_PROFILE, prog.profiles), (COUNTER, counters),
         (DIRECT_COUNTER, direct_counters), (METER, meters), (DIRECT_METER, direct_meters),
         (REGISTER, prog.registers), (VALUE_SET, prog.value_sets), (DIGEST, digests),
         (CONTROLLER_HEADER, headers)]

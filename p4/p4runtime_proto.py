@@ -2,16 +2,18 @@
 
 That package's ``p4/config/v1/*_pb2.py`` are generated in protobuf's old descriptor style, which current
 protobuf refuses to load (and whose maps, e.g. ``type_info.structs``, the pure-Python backend then mishandles).
-So we read each file's serialized ``FileDescriptorProto`` out of the installed module source (parsed with
-``ast``, never executed), load them into a private descriptor pool and make the classes from it: the same
-schema, any protobuf backend, no interference with the default pool.
+So we read each file's serialized ``FileDescriptorProto`` out of the installed distribution's module source
+(found through ``importlib.metadata``, parsed with ``ast``, never imported or executed), load them into a
+private descriptor pool and make the classes from it: the same schema, any protobuf backend, no interference
+with the default pool or with our own top-level ``p4`` package (the PyPI one installs a ``p4`` package too).
 """
 
 from __future__ import annotations
 
 import ast
 from functools import cache
-from importlib import resources
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, json_format, message_factory, text_format
@@ -23,12 +25,11 @@ _FILES = ("p4/config/v1/p4types.proto", "p4/config/v1/p4info.proto")   # depende
 
 def _serialized_file(proto_path: str) -> bytes:
     """The serialized FileDescriptorProto of ``proto_path`` embedded in the p4runtime package's _pb2 module."""
-    package, _, fname = proto_path.rpartition("/")
-    module = fname.removesuffix(".proto") + "_pb2.py"
-    try:
-        source = (resources.files(package.replace("/", ".")) / module).read_text()
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise ImportError(f"the PyPI p4runtime package is not installed ({proto_path}): run scripts/bootstrap.sh"
+    module = proto_path.removesuffix(".proto") + "_pb2.py"
+    try:       # by the distribution's files: its top-level ``p4`` package would clash with ours if imported
+        source = Path(str(metadata.distribution("p4runtime").locate_file(module))).read_text()
+    except (metadata.PackageNotFoundError, FileNotFoundError) as exc:
+        raise ImportError(f"the PyPI p4runtime package is not installed ({module}): run scripts/bootstrap.sh"
                           ) from exc
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Constant) and isinstance(node.value, bytes):

@@ -99,6 +99,7 @@ class SymbolTable:
                 self.ids[(prefix, name)] = pid
 
     def id(self, prefix: int, name: str) -> int:
+        """The id assigned to symbol ``name`` of resource type ``prefix``."""
         return self.ids[(prefix, name)]
 
     def aliases(self) -> dict[str, str]:
@@ -118,10 +119,12 @@ class SymbolTable:
 
 
 def _kind(prefix: int) -> str:
+    """The resource type's name for messages (``register``)."""
     return _KIND[prefix]
 
 
 def _at_id(anns: dict[str, list], name: str) -> int | None:
+    """The value of an ``@id(n)`` annotation, or None."""
     vals = anns.get("id")
     if vals is None:
         return None
@@ -145,6 +148,7 @@ def annotation_strings(anns: dict[str, list]) -> list[str]:
 
 
 def _bits(width: int, signed: bool = False) -> Any:
+    """P4DataTypeSpec of ``bit<width>`` (or ``int<width>``)."""
     spec = message_class("p4.config.v1.P4DataTypeSpec")()
     (spec.bitstring.int if signed else spec.bitstring.bit).bitwidth = width
     return spec
@@ -178,12 +182,14 @@ def build_p4info(prog: Program) -> Any:
     for lay in prog.digest_layouts:
         digests.setdefault(lay.receiver_name, lay.fields)
     headers = cp.controller_headers     # header type name -> (@controller_header name, fields)
+    profiles, registers = in_p4c_order(prog.profiles), in_p4c_order(prog.registers)
+    value_sets = in_p4c_order(prog.value_sets)
 
     sym = SymbolTable()
     groups: list[tuple[int, dict]] = [
-        (TABLE, all_tables), (ACTION, all_actions), (ACTION_PROFILE, prog.profiles), (COUNTER, counters),
+        (TABLE, all_tables), (ACTION, all_actions), (ACTION_PROFILE, profiles), (COUNTER, counters),
         (DIRECT_COUNTER, direct_counters), (METER, meters), (DIRECT_METER, direct_meters),
-        (REGISTER, prog.registers), (VALUE_SET, prog.value_sets), (DIGEST, digests),
+        (REGISTER, registers), (VALUE_SET, value_sets), (DIGEST, digests),
         (CONTROLLER_HEADER, headers)]
     for prefix, objs in groups:
         for name in objs:
@@ -243,7 +249,7 @@ def build_p4info(prog: Program) -> Any:
         for i, (pname, width) in enumerate(spec.params, 1):
             p = m.params.add()
             p.id, p.name, p.bitwidth = i, pname, width
-    for name, prof in prog.profiles.items():
+    for name, prof in profiles.items():
         m = info.action_profiles.add()
         pre(m.preamble, ACTION_PROFILE, name)
         m.table_ids.extend(sym.id(TABLE, t.name) for t in prof.tables if t.name in tables)
@@ -280,13 +286,13 @@ def build_p4info(prog: Program) -> Any:
         for i, (fname, width) in enumerate(fields, 1):
             md = m.metadata.add()
             md.id, md.name, md.bitwidth = i, fname, width
-    for name, vs in prog.value_sets.items():
+    for name, vs in value_sets.items():
         m = info.value_sets.add()
         pre(m.preamble, VALUE_SET, name)
         mf = m.match.add()
         mf.id, mf.bitwidth, mf.match_type = 1, vs.width, _MATCH["exact"]
         m.size = vs.size
-    for name, r in prog.registers.items():
+    for name, r in registers.items():
         m = info.registers.add()
         pre(m.preamble, REGISTER, name)
         m.type_spec.CopyFrom(_bits(r.width, r.signed))

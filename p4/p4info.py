@@ -174,9 +174,11 @@ def build_p4info(prog: Program) -> Any:
     all_actions = in_p4c_order({**{n: s for n, s in used.items() if n not in prog.actions}, **prog.actions})
     actions = {n: a for n, a in all_actions.items() if "hidden" not in anns.get(n, {})}
     counters_all, meters_all = in_p4c_order(prog.counters), in_p4c_order(prog.meters)
-    direct_counters = {n: c for n, c in counters_all.items() if c.direct}
+    owned = {id(o) for t in tables.values() for o in (t.direct_counter, t.direct_meter) if o is not None}
+    # a direct counter/meter reaches P4Info through the table that owns it (p4c: table properties)
+    direct_counters = {n: c for n, c in counters_all.items() if c.direct and id(c) in owned}
     counters = {n: c for n, c in counters_all.items() if not c.direct}
-    direct_meters = {n: m for n, m in meters_all.items() if m.direct}
+    direct_meters = {n: m for n, m in meters_all.items() if m.direct and id(m) in owned}
     meters = {n: m for n, m in meters_all.items() if not m.direct}
     digests: dict[str, list[tuple[str, int]]] = {}
     for lay in prog.digest_layouts:
@@ -311,12 +313,12 @@ def build_p4info(prog: Program) -> Any:
 
 
 def _owner(sym: SymbolTable, tables: dict, name: str, what: str) -> int:
-    """Id of the table a direct counter/meter belongs to (0 when no table uses it, as p4c leaves it unset)."""
+    """Id of the table a direct counter/meter belongs to."""
     for tname, t in tables.items():
         obj = t.direct_counter if what == "direct_counter" else t.direct_meter
         if obj is not None and obj.name == name:
             return sym.id(TABLE, tname)
-    return 0
+    raise AssertionError(f"{what} {name} has no table")       # only owned ones are listed
 
 
 def check_outputs(spec: str) -> list[Path]:

@@ -214,6 +214,8 @@ def build_p4info(prog: Program) -> Any:
         for i, k in enumerate(t.keys, 1):
             mf = m.match_fields.add()
             mf.id, mf.name, mf.bitwidth, mf.match_type = i, k.name, k.width, _MATCH[k.kind]
+            if (name, k.name) in cp.type_names:
+                mf.type_name.name = cp.type_names[(name, k.name)]
         for a in t.actions:
             ref = m.action_refs.add()
             ref.id = sym.id(ACTION, a)
@@ -251,6 +253,8 @@ def build_p4info(prog: Program) -> Any:
         for i, (pname, width) in enumerate(spec.params, 1):
             p = m.params.add()
             p.id, p.name, p.bitwidth = i, pname, width
+            if (name, pname) in cp.type_names:
+                p.type_name.name = cp.type_names[(name, pname)]
     for name, prof in profiles.items():
         m = info.action_profiles.add()
         pre(m.preamble, ACTION_PROFILE, name)
@@ -308,6 +312,14 @@ def build_p4info(prog: Program) -> Any:
             member = st.members.add()
             member.name = fname
             member.type_spec.CopyFrom(_bits(width))
+    used_enums = {cp.type_names[k] for k in cp.type_names if k[0] in tables or k[0] in actions}
+    for ename in sorted(used_enums):      # serializable enums used by a key or action parameter (p4c)
+        width, members = cp.ser_enums[ename]
+        spec = info.type_info.serializable_enums[ename]
+        spec.underlying_type.bitwidth = width
+        for mname, value in members:
+            member = spec.members.add()
+            member.name, member.value = mname, (value & ((1 << width) - 1)).to_bytes((width + 7) // 8, "big")
     info.type_info.SetInParent()          # p4c always writes type_info, empty or not
     return info
 

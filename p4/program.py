@@ -66,6 +66,8 @@ class ControlPlaneFacts:
     implicit_actions: dict[str, str] = field(default_factory=dict)   # table -> NoAction we added as default
     block_order: list[str] = field(default_factory=list)   # V1Switch arguments (parser ... deparser) in order
     action_ref_annotations: dict[tuple[str, str], dict[str, list]] = field(default_factory=dict)  # (table, action)
+    type_names: dict[tuple[str, str], str] = field(default_factory=dict)   # (table, key) / (action, param) -> enum
+    ser_enums: dict[str, tuple[int, list[tuple[str, int]]]] = field(default_factory=dict)  # name -> (width, members)
 
 
 @dataclass

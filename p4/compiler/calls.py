@@ -12,6 +12,7 @@ from p4.compiler.syntax import annotations_of, name_of, subtrees
 from p4.tables import ActionSpec
 from p4.types import (
     BitT,
+    EnumT,
     P4Type,
     StackT,
     StructLike,
@@ -209,7 +210,12 @@ class Calls(CompilerContext):
         self.out, self.in_action, self.fn_ret = saved_out, saved_in_action, saved_ret
         if function:
             return
-        data_params = [(n, t.width if isinstance(t, BitT) else 1) for d, t, n, _ in params if d == ""]
+        data_params = [(n, t.width if isinstance(t, BitT) else t.base.width
+                        if isinstance(t, EnumT) and t.base is not None else 1) for d, t, n, _ in params if d == ""]
+        for d, t, n, _ in params:
+            if d == "" and isinstance(t, EnumT) and t.base is not None:
+                self.control_plane.type_names[(info.name, n)] = t.name
+                self.control_plane.ser_enums[t.name] = (t.base.width, list(t.members.items()))
         spec = ActionSpec(info.name, None, data_params, 0)  # fn bound after exec
         self.actions[info.name] = spec
         info.spec = spec

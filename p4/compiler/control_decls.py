@@ -203,6 +203,9 @@ class ControlDeclarations(CompilerContext):
                         continue
                     kanns = annotations_of(ke)
                     kname = str(kanns["name"][0]) if "name" in kanns else self.key_text(ke.children[0])
+                    if isinstance(e.type, EnumT) and e.type.base is not None:     # P4Info type_name + type_info
+                        self.control_plane.type_names[(full, kname)] = e.type.name
+                        self.control_plane.ser_enums[e.type.name] = (e.type.base.width, list(e.type.members.items()))
                     keys.append(KeySpec(kname, mk, w))
                     key_srcs.append(src)
             elif p.data == "actions_prop":

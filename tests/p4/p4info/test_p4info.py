@@ -245,3 +245,15 @@ def test_key_names_are_the_ones_p4c_generates() -> None:
     (t,) = build_p4info(compile_file(DATA / "key_names.p4")).tables
     assert [(f.name, f.bitwidth) for f in t.match_fields] == [
         ("hdr.x.a[31:16]", 16), ("hdr.s[1].b", 8), ("hdr.x.isValid()", 1)]
+
+
+def test_serializable_enum_key_and_parameter_carry_type_name_and_type_info() -> None:
+    info = build_p4info(compile_file(DATA / "ser_enum.p4"))
+    (t,) = info.tables
+    (key,) = t.match_fields
+    assert (key.name, key.bitwidth, key.type_name.name) == ("hdr.h.p", 8, "Proto")
+    (param,) = by_name(info.actions)["I.set_proto"].params
+    assert (param.name, param.bitwidth, param.type_name.name) == ("p", 8, "Proto")
+    spec = info.type_info.serializable_enums["Proto"]
+    assert spec.underlying_type.bitwidth == 8
+    assert [(m.name, m.value) for m in spec.members] == [("TCP", b"\x06"), ("UDP", b"\x11")]

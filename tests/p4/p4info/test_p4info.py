@@ -257,3 +257,22 @@ def test_serializable_enum_key_and_parameter_carry_type_name_and_type_info() -> 
     spec = info.type_info.serializable_enums["Proto"]
     assert spec.underlying_type.bitwidth == 8
     assert [(m.name, m.value) for m in spec.members] == [("TCP", b"\x06"), ("UDP", b"\x11")]
+
+
+@pytest.mark.parametrize("program", sorted(p.name for p in PROGRAMS.glob("*.p4")))
+def test_every_shipped_program_gets_scheme_ids_and_unique_aliases(program: str) -> None:
+    info = build_p4info(compile_file(PROGRAMS / program))
+    kinds = {"tables": "table", "actions": "action", "counters": "counter", "direct_counters": "direct_counter",
+             "meters": "meter", "direct_meters": "direct_meter", "registers": "register", "digests": "digest",
+             "action_profiles": "action_profile", "value_sets": "value_set"}
+    ids, aliases = [], []
+    for section, kind in kinds.items():
+        for item in getattr(info, section):
+            assert item.preamble.id == scheme_id(kind, item.preamble.name), (section, item.preamble.name)
+            ids.append(item.preamble.id)
+            aliases.append(item.preamble.alias)
+            assert item.preamble.name.endswith(item.preamble.alias)
+    assert len(set(ids)) == len(ids) and len(set(aliases)) == len(aliases)
+    back = message_class("p4.config.v1.P4Info")()
+    back.ParseFromString(serialize(info, "binary"))
+    assert back == info

@@ -33,5 +33,6 @@ copies the compiled state and binds the generated stages to it; ``prog.tables`` 
 Module map: preprocess (cpp-like, keeps file:line) -> parse (LALR grammar ``p4.lark``) -> compiler (types,
 layout of the per-packet state list, Python code generation) -> program (the compiled stages) ->
 pipeline (v1model/BMv2 packet paths) + tables/externs/algorithms (run-time state) + runtime_cli (command
-language) + pcap/sim/bench (offline tools).
+language) + pcap/sim/bench (offline tools) + p4info (the program's P4Info as p4c writes it, over the
+P4Runtime schema that ``p4runtime_proto`` loads).
 """

@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--dump", action="store_true", help="print the generated Python")
     c.add_argument("--target-compat", metavar="bmv2", choices=("bmv2",),
                    help="also report (file:line:col, exit 2) what p4c's back end for this target would reject")
+    c.add_argument("--p4runtime-files", metavar="OUT[,OUT2]",
+                   help="write P4Info as p4c does; the suffix picks the format: .txtpb/.txt (protobuf text), "
+                        ".bin (binary), .json (protobuf JSON mapping)")
 
     s = sub.add_parser("sim", help="feed pcaps through ingress -> queues -> egress -> deparser")
     common(s)
@@ -105,9 +108,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    outputs = []
+    if args.p4runtime_files is not None:          # a bad flag fails before compiling
+        from p4.p4info import check_outputs
+
+        outputs = check_outputs(args.p4runtime_files)
     prog = _compile(args)
     if args.dump:
         print(prog.source)
+    if outputs:
+        from p4.p4info import build_p4info, write_p4info
+
+        write_p4info(build_p4info(prog), outputs)
+        for path in outputs:
+            print(f"wrote {path}")
     compat = f", compatible with {args.target_compat}" if getattr(args, "target_compat", None) else ""
     print(f"{args.program}: ok ({len(prog.tables)} tables, {len(prog.actions)} actions, "
           f"{len(prog.init_state)} state slots{compat})")

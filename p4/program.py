@@ -56,6 +56,21 @@ class DigestLayout:
 
 
 @dataclass
+class ControlPlaneFacts:
+    """What P4Info needs beyond the run-time objects: annotations by control-plane name (``@id``, ``@name`` ...),
+    ``@controller_header`` header types, tables with ``support_timeout = true``, defaults the compiler added."""
+
+    annotations: dict[str, dict[str, list]] = field(default_factory=dict)
+    controller_headers: dict[str, tuple[str, list[tuple[str, int]]]] = field(default_factory=dict)
+    timeout_tables: set[str] = field(default_factory=set)
+    implicit_actions: dict[str, str] = field(default_factory=dict)   # table -> NoAction we added as default
+    block_order: list[str] = field(default_factory=list)   # V1Switch arguments (parser ... deparser) in order
+    action_ref_annotations: dict[tuple[str, str], dict[str, list]] = field(default_factory=dict)  # (table, action)
+    type_names: dict[tuple[str, str], str] = field(default_factory=dict)   # (table, key) / (action, param) -> enum
+    ser_enums: dict[str, tuple[int, list[tuple[str, int]]]] = field(default_factory=dict)  # name -> (width, members)
+
+
+@dataclass
 class ProgramState:
     """The run-time objects of one instance, by control-plane name; ``objects`` are the same objects under the
     generated code's global names (one object graph, so a table's direct counter is ``counters[...]``)."""
@@ -106,6 +121,7 @@ class Program:
     meta_range: tuple[int, int] = (0, 0)          # user metadata slots [lo, hi)
     headers_range: tuple[int, int] = (0, 0)
     warnings: list[str] = field(default_factory=list)   # "file:line:col: warning: ..." from the compiler
+    control_plane: ControlPlaneFacts = field(default_factory=ControlPlaneFacts)   # read by p4.p4info
 
     @property
     def tables(self) -> dict[str, Table]:

@@ -67,6 +67,7 @@ class Blocks(CompilerContext):
                 raise self.err(a, f"unknown {'parser' if role == 'parser' else 'control'} '{bname}'")
             blocks[role] = table[bname]
         self.blocks = blocks                  # role -> parser/control declaration (read by later passes)
+        self.control_plane.block_order = [str(a.children[0]) for a in margs]
         pparams = subtrees(subtrees(blocks["parser"], "params")[0], "param")
         if len(pparams) != 4:
             raise self.err(blocks["parser"], "a v1model parser has 4 parameters (packet_in, out H, inout M, "
@@ -145,7 +146,7 @@ class Blocks(CompilerContext):
             name=self.prog_name, source=source, code=code, helpers=helpers, template=template,
             action_fns=action_fns, init_state=self.init, sm=self.sm_slots, errors=self.errors,
             field_lists=self.field_lists, digest_layouts=self.digest_layouts,
-            meta_range=self.meta_range, headers_range=self.headers_range)
+            meta_range=self.meta_range, headers_range=self.headers_range, control_plane=self.control_plane)
 
     def _all_action_infos(self) -> list[ActionInfo]:
         infos = list(self.global_action_infos.values())

@@ -9,10 +9,11 @@ from lark import Tree
 from p4.compiler import lower
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import BOOL, INFINT, VOID, ActionInfo, E, Emitter, Ref, Sym, TableInfo
-from p4.compiler.syntax import name_of, subtrees
+from p4.compiler.syntax import annotations_of, name_of, subtrees
 from p4.tables import ActionSpec
 from p4.types import (
     BitT,
+    EnumT,
     P4Type,
     StackT,
     StructLike,
@@ -158,6 +159,7 @@ class Calls(CompilerContext):
         if info is None:
             info = ActionInfo(name, self.global_actions[name], None)
             self.global_action_infos[key] = info
+            self.control_plane.annotations[name] = annotations_of(info.node)
             self.compile_action(info)
         return info
 
@@ -211,7 +213,12 @@ class Calls(CompilerContext):
         self.out, self.in_action, self.fn_ret, self.may_exit = saved_out, saved_in_action, saved_ret, saved_exits
         if function:
             return
-        data_params = [(n, t.width if isinstance(t, BitT) else 1) for d, t, n, _ in params if d == ""]
+        data_params = [(n, t.width if isinstance(t, BitT) else t.base.width
+                        if isinstance(t, EnumT) and t.base is not None else 1) for d, t, n, _ in params if d == ""]
+        for d, t, n, _ in params:
+            if d == "" and isinstance(t, EnumT) and t.base is not None:
+                self.control_plane.type_names[(info.name, n)] = t.name
+                self.control_plane.ser_enums[t.name] = (t.base.width, list(t.members.items()))
         spec = ActionSpec(info.name, None, data_params, 0)  # fn bound after exec
         self.actions[info.name] = spec
         info.spec = spec

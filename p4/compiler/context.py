@@ -20,6 +20,7 @@ from p4.program import (
     N_HIDDEN,
     NO_FIELD_LIST,
     AssertFailed,
+    ControlPlaneFacts,
     DigestLayout,
     ExitControl,
     ParserError,
@@ -94,6 +95,7 @@ class CompilerContext:
         self.value_sets: dict[str, ValueSet] = {}
         self.field_lists: dict[int, list[int]] = {}
         self.digest_layouts: list[DigestLayout] = []
+        self.control_plane = ControlPlaneFacts()               # P4Info facts (annotations, controller headers)
         self.in_parser = False
         self.in_action = False
         self.may_exit = False                                # the body being compiled can execute ``exit``

@@ -56,6 +56,7 @@ class ControlDeclarations(CompilerContext):
                     given = str(anns["name"][0])
                     full_name = given[1:] if given.startswith(".") else (f"{prefix}.{given}" if prefix else given)
                 info = ActionInfo(full_name, d, prefix)
+                self.control_plane.annotations[full_name] = anns
                 scope[aname] = Sym("action", value=info)
                 self.scopes.append(scope)
                 self.compile_action(info)
@@ -98,6 +99,7 @@ class ControlDeclarations(CompilerContext):
         if "name" in anns and anns["name"]:
             full = str(anns["name"][0]).lstrip(".")
         var = self.fresh("x_" + name)
+        self.control_plane.annotations[full] = anns
         if tname in self.controls:
             scope[name] = Sym("control", value=(self.controls[tname], full))
             return
@@ -166,6 +168,7 @@ class ControlDeclarations(CompilerContext):
         if "name" in anns and anns["name"]:
             given = str(anns["name"][0])
             full = given[1:] if given.startswith(".") else (f"{prefix}.{given}" if prefix else given)
+        self.control_plane.annotations[full] = anns
         keys: list[KeySpec] = []
         key_srcs: list[str] = []
         actions: dict[str, ActionSpec] = {}
@@ -200,6 +203,9 @@ class ControlDeclarations(CompilerContext):
                         continue
                     kanns = annotations_of(ke)
                     kname = str(kanns["name"][0]) if "name" in kanns else self.key_text(ke.children[0])
+                    if isinstance(e.type, EnumT) and e.type.base is not None:     # P4Info type_name + type_info
+                        self.control_plane.type_names[(full, kname)] = e.type.name
+                        self.control_plane.ser_enums[e.type.name] = (e.type.base.width, list(e.type.members.items()))
                     keys.append(KeySpec(kname, mk, w))
                     key_srcs.append(src)
             elif p.data == "actions_prop":
@@ -228,13 +234,18 @@ class ControlDeclarations(CompilerContext):
                 elif pname == "meters":
                     dm = self.expr(val).const
                 elif pname == "implementation":
-                    profile = self.table_profile(val, full, scope)
-                elif pname in ("support_timeout", "max_group_size"):
+                    given = annotations_of(p).get("name")     # @name("ap") implementation = ...: as p4c
+                    profile = self.table_profile(val, full, scope, str(given[0]).lstrip(".") if given else None)
+                elif pname == "support_timeout":
+                    if self.expr(val).const:
+                        self.control_plane.timeout_tables.add(full)
+                elif pname == "max_group_size":
                     pass
                 else:
                     raise self.err(p, f"unknown table property '{pname}'")
         action_index: dict[str, int] = {}
         for i, (info, iann) in enumerate(action_infos):
+            self.control_plane.action_ref_annotations[(full, info.name)] = iann
             base = info.spec
             assert base is not None, info.name          # compile_action ran for every action a table lists
             decl_ann = annotations_of(info.node)
@@ -263,6 +274,8 @@ class ControlDeclarations(CompilerContext):
             if noact is None:
                 noact = self.global_action("NoAction").spec if "NoAction" in self.global_actions else None
                 if noact is not None:
+                    if noact.name not in actions:       # not in the table's list: absent from its P4Info
+                        self.control_plane.implicit_actions[full] = noact.name
                     actions.setdefault(noact.name, ActionSpec(noact.name, None, [], len(actions)))
                     noact = actions[noact.name]
             table.default_action, table.default_data = noact, ()
@@ -315,12 +328,13 @@ class ControlDeclarations(CompilerContext):
         self.pending_functions.append(em.lines)
         self.ns[f"{fn_name}_T"] = table
 
-    def table_profile(self, val: Tree, table: str, scope: dict[str, Sym]) -> ActionProfile:
-        """``implementation = action_selector(...)`` (inline) or the name of an action_profile/selector."""
+    def table_profile(self, val: Tree, table: str, scope: dict[str, Sym], name: str | None = None) -> ActionProfile:
+        """``implementation = action_selector(...)`` (inline, named ``name`` or ``<table>_profile``) or the name
+        of an action_profile/selector."""
         if val.data == "ctor_expr":
             kind = str(val.children[0])
             args = [self.expr(a) for a in nonnull(val.children[2].children)]
-            return self.make_profile(kind, args, f"{table}_profile", val)
+            return self.make_profile(kind, args, name or f"{table}_profile", val)
         e = self.expr(val)
         sym = e.const
         if isinstance(sym, Sym) and sym.kind == "extern" and isinstance(sym.value["obj"], ActionProfile):
@@ -350,7 +364,10 @@ class ControlDeclarations(CompilerContext):
             return f"{self.key_text(n.children[0])}.{name_of(n.children[1])}"
         if n.data == "call_expr":
             return self.key_text(n.children[0]) + "()"
-        if n.data == "index_expr":
+        if n.data in ("index_expr", "slice_expr"):     # p4c's key names: hdr.s[1].f, hdr.ipv4.dstAddr[31:16]
+            bounds = [self.expr(c).const for c in n.children[1:]]
+            if all(isinstance(b, int) for b in bounds):
+                return f"{self.key_text(n.children[0])}[{':'.join(str(b) for b in bounds)}]"
             return f"{self.key_text(n.children[0])}[...]"
         return "key"
 

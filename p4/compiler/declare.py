@@ -22,6 +22,7 @@ from p4.types import (
     StructLike,
     TypeVarT,
     VarbitT,
+    bit_width,
 )
 
 
@@ -122,6 +123,10 @@ class Declarations(CompilerContext):
             raise self.err(d, f"header {name} is {st.width_bits} bits wide; headers must be a whole number "
                               "of bytes")
         self.types[name] = st
+        ch = annotations_of(d).get("controller_header")
+        if kind == "header" and ch is not None:
+            self.control_plane.controller_headers[name] = (str(ch[0]) if ch else name,
+                                                           [(f, bit_width(t)) for f, t in fields])
 
     def declare_enum(self, d: Tree) -> None:
         name = name_of(subtrees(d, "name")[0])

@@ -26,6 +26,7 @@ extern packet_out {
 
 extern void verify(in bool check, in error toSignal);
 
+@corelib
 @noWarn("unused")
 action NoAction() {}
 

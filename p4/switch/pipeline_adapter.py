@@ -47,10 +47,8 @@ def cache_dir() -> Path:
 
 def _compiler_fingerprint() -> str:
     """Changes whenever the front end changes, so stale cached parse trees are never used."""
-    import p4
-
     h = hashlib.sha256()
-    base = Path(p4.__file__).parent
+    base = Path(__file__).resolve().parents[1]     # our p4/ (``import p4`` may be the PyPI p4runtime's package)
     for name in _COMPILER_FILES:
         p = base / name
         if p.exists():

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from emu.loss import loss_counters, loss_places, loss_summary
+from emu.loss import fidelity_verdict, loss_counters, loss_places, loss_summary
 from sw.collectives.fabric_topology import FabricNic
 
 if TYPE_CHECKING:
@@ -261,10 +261,17 @@ def check_ecn_curve(fab: Fabric, run: CongestionRun) -> CheckResult:
               f"{sum(below)}/{len(below)} marked, above Kmax={ecn.kmax} {sum(above)}/{len(above)} marked, between "
               f"{observed}/{len(mid)} marked (RED expects {expected:.1f} +- {math.sqrt(variance):.1f})")
     curve = {str(k): {"marked": v[0], "packets": v[1]} for k, v in sorted(bins.items())}
-    return CheckResult("ecn_curve", ok, detail, {"curve": curve, "observed_mid": observed,
-                                                 "left_out": 0,
-                                                 "expected_mid": expected, "below": len(below),
-                                                 "above": len(above), "mid": len(mid)})
+    data = {"curve": curve, "observed_mid": observed, "left_out": 0, "expected_mid": expected,
+            "below": len(below), "above": len(above), "mid": len(mid)}
+    if not ok:
+        detail, data = _with_fidelity(fab, detail, data)
+    return CheckResult("ecn_curve", ok, detail, data)
+
+
+def _with_fidelity(fab: Fabric, detail: str, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A failed timing-sensitive check says whether the emulation kept up (a starved CPU bends queues)."""
+    fid = fab.fidelity()
+    return f"{detail}; {fidelity_verdict(fid)}", data | {"fidelity": fid}
 
 
 def check_int_queue(fab: Fabric, run: CongestionRun) -> CheckResult:
@@ -276,8 +283,11 @@ def check_int_queue(fab: Fabric, run: CongestionRun) -> CheckResult:
     ok = peak >= min(fab.ecn.kmax, QUEUE_DEPTH_PKTS // 2) and idle_ok and max(idle, default=0) <= 1
     detail = (f"congested hop: queue occupancy rose from {occupancy[0] if occupancy else '-'} to {peak} packets; "
               f"idle path: {len(run.idle_results)} probes, max occupancy {max(idle, default=0)}")
-    return CheckResult("int_queue", ok, detail, {"peak_pkts": peak, "idle_max_pkts": max(idle, default=0),
-                                                 "idle_probes": len(run.idle_results)})
+    data: dict[str, Any] = {"peak_pkts": peak, "idle_max_pkts": max(idle, default=0),
+                            "idle_probes": len(run.idle_results)}
+    if not ok:
+        detail, data = _with_fidelity(fab, detail, data)
+    return CheckResult("int_queue", ok, detail, data)
 
 
 def check_mtu(fab: Fabric) -> CheckResult:

@@ -47,9 +47,12 @@ def loss_summary(places: dict[str, int], fidelity: dict[str, Any], limit: int = 
         where = f"lost at: {shown}{' ...' if len(places) > limit else ''}"
     else:
         where = "no drop counter grew (not lost in a ring, queue, program or host socket: late or never sent)"
+    return f"{where}; {fidelity_verdict(fidelity)}"
+
+
+def fidelity_verdict(fidelity: dict[str, Any]) -> str:
+    """``fidelity ok``, or which component was late for what share of its events (a starved CPU)."""
     if fidelity.get("ok", True):
-        verdict = "fidelity ok"
-    else:
-        verdict = (f"fidelity NOT ok: {fidelity.get('worst_component')} late for "
-                   f"{fidelity.get('late_share', 0) * 100:.2f} % of its events (CPU starved)")
-    return f"{where}; {verdict}"
+        return "fidelity ok"
+    return (f"fidelity NOT ok: {fidelity.get('worst_component')} late for "
+            f"{fidelity.get('late_share', 0) * 100:.2f} % of its events (CPU starved)")

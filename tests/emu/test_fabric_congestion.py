@@ -51,3 +51,12 @@ def test_int_queue_occupancy_grows_when_congested_and_is_zero_on_idle_paths(
     assert occupancy[0] <= 1 and max(occupancy) >= KMAX
     assert result.data["idle_probes"] > 0 and result.data["idle_max_pkts"] <= 1
     assert all(row[1] == 1 for row in cong.rows)             # rail-local: one INT hop
+
+
+def test_a_failed_queue_check_says_whether_the_emulation_kept_up(run: tuple[Fabric, CongestionRun]) -> None:
+    fab, cong = run
+    flat = CongestionRun(cong.link, cong.rate_bps, cong.service_us, [[0, 1, 0, 0, 0]] * 20, cong.idle_results)
+    for result in (check_int_queue(fab, flat), check_ecn_curve(fab, flat)):   # the queue never built: both fail
+        assert not result.ok
+        assert "fidelity ok" in result.detail or "fidelity NOT ok" in result.detail, result.detail
+        assert set(result.data["fidelity"]) >= {"ok", "time_dilation", "worst_component"}, result.data

@@ -31,6 +31,7 @@ from sw.apps.hil.cocotb_port import CocotbNicPort, csr_access, ring_doorbell
 from sw.apps.hil.model import CLK_NS
 from sw.clock import get_clock
 from sw.clock.lag import LagStats, mtu_serialization_ns, register, write_lag_file
+from sw.roce.softnic.port import SO_RCVBUFFORCE
 from sw.roce.softnic.rtl_nic_socket import OPS
 from sw.units.jsonl_socket import LineFramer, encode_line
 
@@ -87,7 +88,7 @@ class Bridge:
     def open(self) -> None:
         if self.ifname:
             self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20)
             self.sock.bind((self.ifname, 0))
             self.sock.setblocking(False)
         if self.cfg.get("ctl"):
@@ -152,13 +153,18 @@ class Bridge:
                 data = conn.recv(65536)
             except BlockingIOError:
                 continue
+            except OSError:
+                data = b""
             if not data:
                 conn.close()
                 self.conns = [c for c in self.conns if c[0] is not conn]
                 continue
             for line in framer.feed(data):
                 if line.strip():
-                    out.append((conn, json.loads(line)))
+                    try:
+                        out.append((conn, json.loads(line)))
+                    except ValueError:
+                        out.append((conn, {"op": "(not JSON)"}))
         return out
 
     async def serve(self, req: dict[str, Any]) -> Any:
@@ -208,7 +214,7 @@ class Bridge:
             for conn, req in self.requests():
                 try:
                     reply = {"value": await self.serve(req)}
-                except (KeyError, TypeError, ValueError) as exc:
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
                     reply = {"error": f"{type(exc).__name__}: {exc}"}
                 conn.setblocking(True)
                 conn.sendall(encode_line(reply))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sw.roce import Flow, FlowTemplates, Opcode
+from sw.roce.softnic.port import SO_RCVBUFFORCE
 from sw.roce.wire.decode import decode
 from sw.roce.wire.errors import RoceFormatError
 from sw.roce.wire.pattern import PSN_MASK, pattern_payload
@@ -46,7 +47,7 @@ def judge(frames: list[bytes], qp: int, first_psn: int) -> dict[str, Any]:
 def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None) -> list[bytes]:
     """The first ``n_frames`` UDP/4791 frames arriving on ``ifname`` (fewer when ``timeout_s`` passes quiet)."""
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, 16 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
     sock.bind((ifname, 0))
     sock.settimeout(timeout_s)
     if ready:

@@ -107,10 +107,10 @@ def main(argv: list[str]) -> int:
     cfg = json.loads(Path(argv[0]).read_text())
     sizes = HilSizes(**{k: cfg[k] for k in asdict(HilSizes())})
     verilator_on_path()
-    get_runner("verilator").test(test_module="sw.apps.hil.bridge_tb", hdl_toplevel=TOPLEVEL,
-                                 build_dir=build_dir(sizes), test_dir=cfg["workdir"], timescale=("1ns", "1ps"),
-                                 results_xml=str(Path(cfg["workdir"]) / "results.xml"),
-                                 extra_env={"HIL_CONFIG": json.dumps(cfg)})
+    get_runner("verilator").test(
+        test_module="sw.apps.hil.bridge_tb", hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
+        build_dir=build_dir(sizes), test_dir=cfg["workdir"], timescale=("1ns", "1ps"),
+        results_xml=str(Path(cfg["workdir"]) / "results.xml"), extra_env={"HIL_CONFIG": json.dumps(cfg)})
     return 0 if Path(cfg["results"]).exists() else 1
 
 

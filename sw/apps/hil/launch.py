@@ -92,11 +92,12 @@ def start_bridge(host: Host, cfg: dict[str, Any], dilation: float) -> BridgeProc
 
 def free_run(cfg: dict[str, Any]) -> dict[str, Any]:
     """The free-running reference (no interface, no pacing): its figures."""
-    log = (Path(cfg["workdir"]) / "tb.log").open("w")
-    proc = subprocess.run(_argv(cfg), stdout=log, stderr=subprocess.STDOUT, env=_env(1.0), check=False)
+    log = Path(cfg["workdir"]) / "tb.log"
+    with log.open("w") as out:
+        proc = subprocess.run(_argv(cfg), stdout=out, stderr=subprocess.STDOUT, env=_env(1.0), check=False)
     results = Path(cfg["results"])
     if proc.returncode != 0 or not results.exists():
-        raise BridgeError(f"free-running testbench failed (exit {proc.returncode}); see {log.name}")
+        raise BridgeError(f"free-running testbench failed (exit {proc.returncode}); see {log}")
     return json.loads(results.read_text())
 
 

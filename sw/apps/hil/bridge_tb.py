@@ -1,7 +1,7 @@
 """The bridge testbench (a cocotb module run by ``launch`` in Verilator): ``nic_cc_top`` on a live interface.
 
 Frames the kernel delivers on the interface (AF_PACKET, in the namespace the process runs in) enter ``rx_s_axis``;
-frames leaving ``tx_m_axis`` are sent on it (frame boundaries from tlast/tkeep, cocotbext-axi).  The host driver
+frames leaving ``tx_m_axis`` are sent on it (frame boundaries from tlast/tkeep, ``axis_io``).  The host driver
 reaches the CSR bus and doorbell over a local control socket (``sw.roce.softnic.rtl_nic_socket``).
 
 Time is the one clock (``sw.clock``): the RTL advances in slices of ``slice_clocks`` clocks, each clock 2.5 ns of
@@ -23,10 +23,10 @@ from typing import Any
 
 import cocotb
 from cocotb.clock import Clock as SimClock
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, Timer
 from cocotb.utils import get_sim_time
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
+from sw.apps.hil.axis_io import AxisCapture, AxisDriver
 from sw.apps.hil.cocotb_port import CocotbNicPort, csr_access, ring_doorbell
 from sw.apps.hil.model import CLK_NS
 from sw.clock import get_clock
@@ -77,8 +77,8 @@ class Bridge:
         self.frames_tx = self.frames_rx = self.frames_host = 0
         self.window = Window()
         self.stopped: dict[str, Any] | None = None
-        self.source = AxiStreamSource(AxiStreamBus.from_prefix(dut, "rx_s_axis_"), dut.clk, dut.rst)
-        self.sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "tx_m_axis_"), dut.clk, dut.rst)
+        self.source = AxisDriver(dut, "rx_s_axis__", int(cfg["data_width"]) // 8)
+        self.sink = AxisCapture(dut, "tx_m_axis__", int(cfg["data_width"]) // 8)
         self.lag = register(f"hil bridge {self.ifname or 'free'}",
                             LagStats(mtu_serialization_ns(float(cfg.get("rate_bps", 10e9)))))
         self.sock: socket.socket | None = None
@@ -118,10 +118,10 @@ class Bridge:
 
     def pump_frames(self) -> None:
         """Kernel -> rx_s_axis, tx_m_axis -> kernel (or, free-running, tx_m_axis -> nowhere)."""
-        while not self.sink.empty():
-            frame = self.sink.recv_nowait()
+        while self.sink.frames:
+            frame = self.sink.frames.popleft()
             if self.sock is not None:
-                self.sock.send(bytes(frame.tdata))
+                self.sock.send(frame)
             self.frames_tx += 1
             self.window.mark(self.cycles, self.slept_s, first=False)
         if self.sock is None:
@@ -133,7 +133,7 @@ class Bridge:
                 return
             if addr[2] == PACKET_OUTGOING:       # our own frames, seen on the way out
                 continue
-            self.source.send_nowait(AxiStreamFrame(data))
+            self.source.send(data)
             self.frames_rx += 1
 
     def requests(self) -> list[tuple[socket.socket, dict[str, Any]]]:
@@ -200,6 +200,8 @@ class Bridge:
         await ClockCycles(dut.clk, 3)
         dut.rst.value = 0
         await ClockCycles(dut.clk, int(self.cfg["n_qps"]) + 4)   # the memories' clearing pass
+        cocotb.start_soon(self.sink.run())
+        cocotb.start_soon(self.source.run())
         self.open()
         self.cycle0 = int(get_sim_time(unit="ns") / CLK_NS)
         self.net0_ns = self.clock.now_ns()
@@ -207,7 +209,7 @@ class Bridge:
             await self.free_run(int(self.cfg["free_frames"]))
             return self.figures()
         while self.stopped is None:
-            await ClockCycles(dut.clk, self.slice)
+            await Timer(self.slice * CLK_NS, unit="ns")
             if self.ifname is not None:
                 self.pace()
             self.pump_frames()
@@ -233,7 +235,7 @@ class Bridge:
         for n in frame_bytes(n_frames, int(self.cfg["mtu_bytes"])):
             await nic.ring(0, n)
         while self.frames_tx < n_frames:
-            await ClockCycles(self.dut.clk, self.slice)
+            await Timer(self.slice * CLK_NS, unit="ns")
             self.pump_frames()
 
 

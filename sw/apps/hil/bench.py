@@ -13,6 +13,7 @@ import asyncio
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict
@@ -115,7 +116,7 @@ def run_bench(frames: int, dilation: float | None, echo=None) -> dict[str, Any]:
     loop = run_in_loop(work / "loop", sizes, frames=frames, dilation=k)
     b = loop["bridge"]
     cps = b["cycles_per_s"]
-    return {
+    out = {
         "sizes": asdict(sizes),
         "frames": frames,
         "cycles_per_s_free": free["cycles_per_s"],
@@ -129,8 +130,9 @@ def run_bench(frames: int, dilation: float | None, echo=None) -> dict[str, Any]:
         "bridge_cost": round(free["cycles_per_s"] / cps, 3) if cps else None,
         "paced_wall_s": b["slept_s"],
         "fidelity": loop["fidelity"],
-        "workdir": str(work),
     }
+    shutil.rmtree(work, ignore_errors=True)     # kept on failure: the error names the log in it
+    return out
 
 
 def print_text(out: dict[str, Any]) -> None:

@@ -73,14 +73,33 @@ class BridgeProcess:
             self.kill()
         return out
 
-    def kill(self) -> None:
-        """SIGKILL the testbench's process group (its own session, started for it): by PID, nothing else."""
-        if self.proc.poll() is None:
+    def kill(self, timeout_s: float = 10.0) -> None:
+        """SIGKILL the testbench's process group (its own session, started for it): by PID, nothing else;
+        returns once no process of the group is left but zombies (the simulator is the launcher's child)."""
+        if self.proc.poll() is None or live_in_group(self.proc.pid):
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while live_in_group(self.proc.pid):
+            if time.monotonic() > deadline:
+                raise BridgeError(f"hil bridge: processes {live_in_group(self.proc.pid)} outlived SIGKILL")
+            time.sleep(0.01)
+
+
+def live_in_group(pgid: int) -> list[int]:
+    """PIDs of process group ``pgid`` that are not zombies."""
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            live.append(int(stat.parent.name))
+    return live
 
 
 def start_bridge(host: Host, cfg: dict[str, Any], dilation: float) -> BridgeProcess:

@@ -46,3 +46,32 @@ def test_rtl_nic_sends_roce_on_a_veth_and_counts_a_bad_icrc(tmp_path: Path) -> N
     assert out["counters"]["TX_FRAMES"] == out["bridge"]["frames_tx"] == FRAMES
     assert out["bridge"]["frames_rx"] >= 1 and out["bridge"]["cycles"] > 0
     assert out["fidelity"]["time_dilation"] == DILATION and out["fidelity"]["worst_component"] == "hil bridge eth0"
+
+
+def test_killing_the_testbench_mid_run_leaves_nothing_behind(tmp_path: Path) -> None:
+    """The bridge SIGKILLed (by its PID's group) while the driver talks to it: the driver gets an error, and no
+    process of its group, namespace or veth of the run is left once the lab is gone."""
+    import asyncio
+
+    from emu.netns import NetnsLab
+    from sw.apps.hil.launch import bridge_config, live_in_group, start_bridge
+    from sw.roce.softnic.rtl_nic_driver import RtlNicDriver
+
+    sizes = HilSizes()
+    ensure_model(sizes)
+    before = _netns_names()
+    links_before = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.count("\n")
+    with NetnsLab() as lab:
+        nic, peer = lab.add_host("nic"), lab.add_host("peer")
+        lab.add_link(nic, peer, ifname_a="eth0", ifname_b="eth0")
+        bridge = start_bridge(nic, bridge_config(tmp_path, sizes, ifname="eth0"), 20_000.0)
+        port = bridge.wait_ready()
+        driver = RtlNicDriver(port)
+        asyncio.run(driver.check_id())
+        pgid = bridge.proc.pid
+        bridge.kill()
+        with pytest.raises((EOFError, OSError)):
+            asyncio.run(driver.counters(("TX_FRAMES",)))
+        assert live_in_group(pgid) == [], "a process of the testbench's group survived"
+    assert _netns_names() == before
+    assert subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout.count("\n") == links_before

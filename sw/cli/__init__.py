@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("emu.run_cli", "run a command on every GPU rank of a fabric (torchrun-style env, per-rank logs)"),
     "bench": ("sw.apps.coll_bench", "nccl-tests-style collective benchmark on the fabric (or --local)"),
     "train": ("sw.apps.train", "training steps of a model (dense or MoE): comm share, link load (or --local)"),
+    "hil": ("sw.apps.hil.cli", "hardware in the loop: the RTL NIC bridged onto a veth (bench)"),
     "sim": ("sw.sim.cli", "flow-level simulator of the fabric and collectives, up to 100k GPUs"),
 }
 

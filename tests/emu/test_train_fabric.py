@@ -37,3 +37,21 @@ def test_train_on_its_own_fabric_writes_the_json_contract(tmp_path: Path, capsys
     assert [r["compute_factor"] for r in rep["per_rank"]] == [1.0, 1.0, 2.0, 1.0]
     assert all(r["nic_bytes_per_step"] > 0 for r in rep["per_rank"])
     assert rep["fidelity"]["worst_component"] is not None
+
+
+def test_compare_on_one_fabric_runs_both_configurations_with_their_settings(tmp_path: Path, capsys) -> None:
+    model, out = tmp_path / "tiny.json", tmp_path / "compare.json"
+    model.write_text(json.dumps(TINY_MOE))
+    code = train.main(["--servers", "2", "--gpus", "2", "--spines", "1", "--model", str(model), "--steps", "1",
+                       "--warmup", "1", "--compare", "baseline,starpulse", "--json", str(out), "--timeout", "180"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    rep = json.loads(out.read_text())
+    base, new = rep["runs"]["baseline"], rep["runs"]["starpulse"]
+    for run in (base, new):
+        assert run["mode"] == "fabric" and run["net"] == "roce" and isinstance(run["drops"], int)
+        assert run["wrong"] == 0 and len(run["per_rank"]) == 4
+    assert rep["ratios"]["step_s"] == pytest.approx(new["step_s"] / base["step_s"])
+    assert set(base["algorithms"]["alltoall"].values()) == {"pairwise"}
+    assert set(new["algorithms"]["alltoall"].values()) == {"rail"}
+    assert "--local" not in text and "ratios starpulse/baseline" in text

@@ -201,19 +201,23 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
             status = fabric_status(target, args.name)
             # the fabric's straggler directory, so `fabric fault slow_gpu RANK FACTOR` reaches the ranks mid-run
             slow_dir = status.get("straggler_dir") or str(work_dir / "slow")
-            _write_slow(args, world, slow_dir)
+            faulted = {int(r): f for r, f in ((status.get("faults") or {}).get("slow_gpus") or {}).items()}
             before = fabric_counters(status)
             lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}
             env = {**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env,
                    **(config.env if config else {})}
-            result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir, env=env,
-                            timeout_s=args.timeout, echo=echo, tcp_ecn=args.tcp_ecn, clock=target.clock,
-                            net=args.net, intra_rate=args.intra_rate)
+            try:
+                _write_slow(args, world, slow_dir)
+                result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir, env=env,
+                                timeout_s=args.timeout, echo=echo, tcp_ecn=args.tcp_ecn, clock=target.clock,
+                                net=args.net, intra_rate=args.intra_rate)
+            finally:   # --slow is this job's: the fabric's directory goes back to what its slow_gpu faults set
+                for text in args.slow:
+                    rank = parse_slow(text, world)[0]
+                    set_compute_factor(slow_dir, rank, faulted.get(rank, 1.0))
             status = fabric_status(target, args.name)
             after = fabric_counters(status)
             report(result, logdir, keep)
-            for text in args.slow:                  # --slow is this job's: it does not outlive it on the fabric
-                set_compute_factor(slow_dir, parse_slow(text, world)[0], 1.0)
             worst = worst or result.exit_code
             if result.exit_code != 0 and not Path(json_path).exists():
                 shutil.rmtree(work_dir, ignore_errors=True)
@@ -243,6 +247,10 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
              f"step_s {rep['step_s']:.6f}  comm_share {rep['comm_share']:.3f}  link_load {rep['link_load']:.3f}  "
              f"drops {drops}  wrong {rep['wrong']}  fidelity {_fidelity_word(rep.get('fidelity'))}",
              "# rank  step_ms  compute_ms  comm_busy_ms  exposed_ms  comm_share  link_load  factor"]
+    if rep.get("algorithms"):
+        picks = [f"{coll} {algo} ({size} B)" for coll, by_size in rep["algorithms"].items()
+                 for size, algo in by_size.items()]
+        lines.insert(2, "algorithms: " + ", ".join(picks))
     for r in rep["per_rank"]:
         lines.append(f"  {r['rank']:4d}  {r['step_s'] * 1e3:7.2f}  {r['compute_s'] * 1e3:10.2f}  "
                      f"{r['comm_busy_s'] * 1e3:12.2f}  {r['exposed_comm_s'] * 1e3:10.2f}  {r['comm_share']:10.3f}  "

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sw.apps import train
+from sw.units.straggler import compute_factor
 
 pytestmark = pytest.mark.emu
 
@@ -94,6 +95,12 @@ def test_slow_gpu_fault_on_a_running_fabric_slows_that_rank_of_a_train_job(tmp_p
                            "--json", str(out), "--timeout", "180"])
         assert code == 0
         assert [r["compute_factor"] for r in json.loads(out.read_text())["per_rank"]] == [1.0, 3.0, 1.0, 1.0]
+        code = train.main(["--name", name, "--model", str(model), "--steps", "1", "--warmup", "0", "--slow", "1:2",
+                           "--slow", "2:5", "--json", str(out), "--timeout", "180"])   # --slow outranks the fault
+        assert code == 0
+        assert [r["compute_factor"] for r in json.loads(out.read_text())["per_rank"]] == [1.0, 2.0, 5.0, 1.0]
+        stragglers = status["straggler_dir"]           # after the job: the fault's factor again, --slow's gone
+        assert (compute_factor(stragglers, 1), compute_factor(stragglers, 2)) == (3.0, 1.0)
 
         restore = _fabric_cli("fault", "restore_gpu", "1", "--name", name)
         assert restore.returncode == 0, restore.stderr

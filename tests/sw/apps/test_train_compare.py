@@ -41,6 +41,7 @@ def test_local_compare_runs_both_configurations_and_reports_their_ratios(tmp_pat
     assert base["comparison"]["env"]["STARPULSE_ROCE_CC"] == "none"
     assert new["comparison"]["env"]["STARPULSE_ROCE_CC"] == "dcqcn"
     assert "ratios starpulse/baseline: comm_share" in text.out
+    assert "algorithms: allreduce ring" in text.out and "alltoall rail" in text.out
     assert "--local: no switches, no RoCE: routing (ECMP vs rail) and congestion control do not apply" in text.out
 
 

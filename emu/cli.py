@@ -164,9 +164,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     fa = sub.add_parser("fault", help="inject a fault into the running fabric (logged as JSON lines)")
     fa.add_argument("action", nargs="?", help="link_down|link_up|slow_link|restore_link|loss|delay|"
-                                              "switch_stop|switch_start")
-    fa.add_argument("target", nargs="?", help="link A:B (e.g. p0l0:sp0, s0:p0l0) or switch name")
-    fa.add_argument("value", nargs="?", help="slow_link: rate (e.g. 10M); loss: percent; delay: extra (e.g. 5ms)")
+                                              "switch_stop|switch_start|slow_gpu|restore_gpu")
+    fa.add_argument("target", nargs="?", help="link A:B (e.g. p0l0:sp0, s0:p0l0), switch name, or rank (slow_gpu)")
+    fa.add_argument("value", nargs="?", help="slow_link: rate (e.g. 10M); loss: percent; delay: extra (e.g. 5ms); "
+                                             "slow_gpu: compute factor 1..1000 (e.g. 3)")
     fa.add_argument("--script", metavar="FILE", help="replay '[+T] ACTION TARGET [VALUE]' lines")
     named(fa)
 

@@ -424,8 +424,9 @@ class FabricShell(CLI):
     def do_fault(self, line: str) -> None:
         """Inject a fault, as `starpulse fabric fault` does.
         Usage: fault ACTION TARGET [VALUE] | fault --script FILE
-        ACTION: link_down|link_up|slow_link|restore_link|loss|delay|switch_stop|switch_start;
-        TARGET: a link A:B (s0:p0l0, p0l0:sp0) or a switch; VALUE: slow_link rate, loss %, delay (5ms)"""
+        ACTION: link_down|link_up|slow_link|restore_link|loss|delay|switch_stop|switch_start|slow_gpu|restore_gpu;
+        TARGET: a link A:B (s0:p0l0, p0l0:sp0), a switch or a rank; VALUE: slow_link rate, loss %, delay (5ms),
+        slow_gpu compute factor"""
         from emu.cli import print_fault_events
 
         words = shlex.split(line)

@@ -1,4 +1,5 @@
-"""Fault injection on a running fabric: link down/up, slow link, loss, delay, switch stop/start; JSON-logged.
+"""Fault injection on a running fabric: link down/up, slow link, loss, delay, switch stop/start, a slow GPU;
+JSON-logged.
 
 Links are named ``A:B`` by their two nodes (``s0:p0l0`` is server s0's NIC into leaf p0l0, ``p0l0:sp1`` a
 leaf-spine link).  A leaf-spine link going down also reroutes: ``emu.reroute`` recomputes the ECMP groups of
@@ -6,7 +7,10 @@ every leaf and the routes of the spine without it.  A slow link is shaped in the
 switch end(s) and with a kernel ``tbf`` on a host NIC's egress.  Loss % and extra delay need a link emulator on
 the link (``emu.linkemu``: the switch's traffic manager has no loss or delay knob and this kernel has no tc
 netem), so they work on links the fabric was built with as impairable and raise a ``FaultError`` saying so on
-the others.  A script (``run_script``) replays timed actions:
+the others.  A slow GPU (``slow_gpu RANK FACTOR``, cleared by ``restore_gpu RANK``) makes a rank of the training
+workload compute FACTOR times slower from its next step: the factor goes through
+``sw.units.straggler.set_compute_factor`` into the fabric's straggler directory (``straggler_dir``, in ``fabric
+status``), which ``starpulse train`` on this fabric hands its ranks.  A script (``run_script``) replays timed actions:
 ``+0.5s link_down p0l0:sp0`` (times relative to the script's start, in network time through ``sw.clock``).
 """
 
@@ -22,11 +26,15 @@ from typing import TYPE_CHECKING, Any
 from emu.reroute import DegradedTopology, link_key, route_commands
 from sw.collectives.fabric_topology import LinkSpec
 from sw.units import UnitError, parse_duration_ns, parse_rate_bps
+from sw.units.straggler import MAX_FACTOR, StragglerError, set_compute_factor
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
 
-ACTIONS = ("link_down", "link_up", "slow_link", "restore_link", "loss", "delay", "switch_stop", "switch_start")
+ACTIONS = ("link_down", "link_up", "slow_link", "restore_link", "loss", "delay", "switch_stop", "switch_start",
+           "slow_gpu", "restore_gpu")
+STRAGGLER_SUBDIR = "stragglers"
+"""The fabric workdir's subdirectory of compute factors (``sw.units.straggler``) its training jobs read."""
 TBF_BURST_BYTES = 32768
 TBF_LATENCY_US = 50_000
 
@@ -63,6 +71,8 @@ class FaultInjector:
         self.slow_links: dict[frozenset[str], int] = {}
         self.stopped_switches: set[str] = set()
         self.impaired: dict[frozenset[str], dict[str, float]] = {}
+        self.slow_gpus: dict[int, float] = {}
+        self.straggler_dir = Path(fabric.workdir) / STRAGGLER_SUBDIR
         self._lock = threading.Lock()
 
     # --- naming ----------------------------------------------------------------------------------------------
@@ -94,6 +104,8 @@ class FaultInjector:
             "loss": lambda: self._impair(target, "loss", value),
             "delay": lambda: self._impair(target, "delay", value),
             "switch_stop": lambda: self._switch_stop(target), "switch_start": lambda: self._switch_start(target),
+            "slow_gpu": lambda: self._slow_gpu(action, target, value),
+            "restore_gpu": lambda: self._slow_gpu(action, target, "1"),
         }
         if action not in handlers:
             raise FaultError(f"fault action {action!r}: allowed {', '.join(ACTIONS)}")
@@ -135,6 +147,13 @@ class FaultInjector:
 
     def switch_start(self, name: str) -> FaultEvent:
         return self.apply("switch_start", name)
+
+    def slow_gpu(self, rank: int | str, factor: float | str) -> FaultEvent:
+        """Rank ``rank`` computes ``factor`` times slower from its next training step (1 clears it)."""
+        return self.apply("slow_gpu", str(rank), str(factor))
+
+    def restore_gpu(self, rank: int | str) -> FaultEvent:
+        return self.apply("restore_gpu", str(rank))
 
     def _ends(self, link: LinkSpec) -> list[tuple[Any, str]]:
         net = self.fabric.net
@@ -255,6 +274,30 @@ class FaultInjector:
             self.impaired.pop(key, None)
         return [wire.node.name]
 
+    def _slow_gpu(self, action: str, target: str, value: str | None) -> list[str]:
+        """Set (or with factor 1 clear) a rank's compute factor in the fabric's straggler directory."""
+        world = self.fabric.spec.servers * self.fabric.spec.gpus_per_server
+        rank = int(target) if target.strip().isdigit() else -1
+        if not 0 <= rank < world:
+            raise FaultError(f"{action} {target}: expected a rank in 0..{world - 1}")
+        if value is None:
+            raise FaultError(f"{action} {target}: needs a FACTOR in 1..{MAX_FACTOR:g} (compute time x factor)")
+        try:
+            factor = float(value)
+        except ValueError:
+            factor = 0.0
+        if not 1.0 <= factor <= MAX_FACTOR:   # also NaN
+            raise FaultError(f"{action} {target} {value}: FACTOR must be in 1..{MAX_FACTOR:g} (compute time x factor)")
+        try:
+            set_compute_factor(self.straggler_dir, rank, factor)
+        except (StragglerError, OSError) as exc:
+            raise FaultError(f"{action} {target} {value}: {exc}") from None
+        if factor == 1.0:
+            self.slow_gpus.pop(rank, None)
+        else:
+            self.slow_gpus[rank] = factor
+        return [f"rank{rank}"]
+
     def _switch_stop(self, name: str) -> list[str]:
         sw = self._switch(name)
         if name in self.stopped_switches:
@@ -308,7 +351,8 @@ class FaultInjector:
         return {"down_links": sorted(":".join(sorted(k)) for k in self.down_links),
                 "slow_links": {":".join(sorted(k)): v for k, v in self.slow_links.items()},
                 "stopped_switches": sorted(self.stopped_switches),
-                "impaired_links": {":".join(sorted(k)): v for k, v in self.impaired.items()}}
+                "impaired_links": {":".join(sorted(k)): v for k, v in self.impaired.items()},
+                "slow_gpus": {str(rank): f for rank, f in sorted(self.slow_gpus.items())}}
 
     def _log(self, event: FaultEvent) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

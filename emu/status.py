@@ -44,6 +44,7 @@ def fabric_status(fab: Fabric) -> dict[str, Any]:
     out["faults"] = fab.faults.active() if fab.faults else {}
     out["fidelity"] = fab.fidelity()
     out["lag_dir"] = str(fab.lag_dir) if fab.lag_dir else None   # where the fabric's processes report lag
+    out["straggler_dir"] = str(fab.faults.straggler_dir) if fab.faults else None   # slow_gpu's compute factors
     return out
 
 

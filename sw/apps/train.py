@@ -5,6 +5,8 @@ this box (``rank_job.run_local_job``); otherwise it brings up a fabric from the 
 running one), runs every rank there through ``emu.launch`` and adds the switches' drop counters.  Reports step
 time, exposed communication share and link load per rank and summarized (JSON ``--json``, timeline ``--plot``),
 with the ``fidelity`` verdict.  ``--slow RANK:FACTOR`` makes a rank a straggler (``sw.units.straggler``).
+``--compare baseline,starpulse`` runs the same model and topology once per configuration (``train_compare``),
+one after the other (on one fabric), and reports the runs and their ratios.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity_exit
 from sw.collectives.config import ENV_STORE
 from sw.units import int_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded
 from sw.units.straggler import ENV_SLOW_DIR, compute_factor, parse_slow, set_compute_factor
 from sw.workload import PRESETS, ModelSpec, load_spec, plan_step, run_workload
-from sw.workload.runner import stderr_progress
+from sw.workload.runner import DTYPE, stderr_progress
 from sw.workload.schedule import COMM, COMPUTE, WAIT
 
 from .rank_job import (
@@ -39,6 +43,7 @@ from .rank_job import (
     run_local_job,
     topology_json,
 )
+from .train_compare import CompareConfig, parse_compare, ratios, table_lines
 
 ENV_LINE_RATE = "STARPULSE_TRAIN_LINE_RATE"
 """Per-rail line rate (bit/s) the ranks of a launched train job compute link load and GPU speed against."""
@@ -57,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--plot", default=None, metavar="FILE", help="per-rank timeline of the first steps (PNG)")
     g.add_argument("--slow", action="append", default=[], metavar="RANK:FACTOR",
                    help="straggler: RANK computes FACTOR times slower (repeatable)")
+    g.add_argument("--compare", default=None, metavar="baseline,starpulse",
+                   help="A/B: run once per configuration (baseline: ring allreduce, pairwise all-to-all, ECMP, no "
+                        "CC; starpulse: the tuner's rail-aware choices, DCQCN) and print the ratios")
     add_strict_fidelity_flag(g)
     add_topology_arguments(parser)
     add_where_arguments(parser)
@@ -83,17 +91,26 @@ def _write_slow(args: argparse.Namespace, world: int, directory: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if os.environ.get("RANK") and os.environ.get(ENV_STORE):
         return _run_rank(args)
-    if args.local:
-        return _run_local(args)
-    return _run_fabric(args)
+    configs = parse_compare(args.compare) if args.compare else [None]
+    reports, rc = (_run_local(args, configs), 0) if args.local else _run_fabric(args, configs)
+    if len(reports) < len(configs):
+        return rc                                        # a launched run failed before writing its report
+    if args.compare:
+        return _finish_compare(args, reports) or rc
+    return _finish(args, reports[0]) or rc
 
 
 def _rank_job(comm: Any, spec: ModelSpec, steps: int, warmup: int, line_rate_bps: float,
               slow_dir: str | None) -> dict[str, Any]:
-    """Every rank's part: the workload, its straggler factor read between steps from ``slow_dir``."""
+    """Every rank's part: the workload, its straggler factor read between steps from ``slow_dir``; the report
+    names the algorithms the communicator's tuner picked for the plan's sizes (``algorithms``)."""
     plan = plan_step(spec, comm.world_size, line_rate_bps)
-    return run_workload(comm, plan, steps, warmup, factor=lambda: compute_factor(slow_dir, comm.rank),
-                        progress=stderr_progress)
+    report = run_workload(comm, plan, steps, warmup, factor=lambda: compute_factor(slow_dir, comm.rank),
+                          progress=stderr_progress)
+    sizes = {"allreduce": sorted({b.nbytes for b in plan.buckets}),
+             "alltoall": [plan.a2a_elems * np.dtype(DTYPE).itemsize] if plan.spec.moe else []}
+    report["algorithms"] = {coll: {str(n): comm.tuner.algo(coll, n) for n in ns} for coll, ns in sizes.items()}
+    return report
 
 
 # --- one rank of a launched job ---------------------------------------------------------------------------------
@@ -110,20 +127,38 @@ def _run_rank(args: argparse.Namespace) -> int:
     return 1 if report["wrong"] > 0 else 0
 
 
+def _announce(config: CompareConfig | None) -> None:
+    if config is not None:
+        print(f"# --compare: running {config.name} ({config.description})", file=sys.stderr, flush=True)
+
+
+def _tag(report: dict[str, Any], config: CompareConfig | None) -> dict[str, Any]:
+    """A run's report with the comparison configuration it ran under (nothing added outside ``--compare``)."""
+    if config is not None:
+        report["comparison"] = config.to_json()
+    return report
+
+
 # --- every rank forked on this box ------------------------------------------------------------------------------
-def _run_local(args: argparse.Namespace) -> int:
+def _run_local(args: argparse.Namespace, configs: list[CompareConfig | None]) -> list[dict[str, Any]]:
+    """One report per configuration (``[None]``: a plain run), each a job of forked ranks."""
     spec = _spec(args)
     line_rate = float(flag_rate_bps(args.link_rate, "--link-rate"))
     servers, gpus = local_topology(args)
     world = servers * gpus
     plan_step(spec, world, line_rate)                        # the spec's checks against the job, before forking
-    with tempfile.TemporaryDirectory(prefix="starpulse-slow-") as slow_dir:
-        _write_slow(args, world, slow_dir)
-        reports, fid = run_local_job(args, servers, gpus, _rank_job, spec, args.steps, args.warmup, line_rate,
-                                     slow_dir, env={ENV_SLOW_DIR: slow_dir})
-    report = reports[0]
-    report.update({"drops": None, "fidelity": fid, "mode": "local"})   # no switches: drops not measured
-    return _finish(args, report)
+    out = []
+    for config in configs:
+        _announce(config)
+        with tempfile.TemporaryDirectory(prefix="starpulse-slow-") as slow_dir:
+            _write_slow(args, world, slow_dir)
+            env = {ENV_SLOW_DIR: slow_dir, **(config.env if config else {})}
+            reports, fid = run_local_job(args, servers, gpus, _rank_job, spec, args.steps, args.warmup, line_rate,
+                                         slow_dir, env=env)
+        report = reports[0]
+        report.update({"drops": None, "fidelity": fid, "mode": "local"})   # no switches: drops not measured
+        out.append(_tag(report, config))
+    return out
 
 
 # --- on a fabric --------------------------------------------------------------------------------------------------
@@ -133,7 +168,10 @@ def _rank_argv(args: argparse.Namespace, json_path: str) -> list[str]:
             "--warmup", str(args.warmup), "--json", json_path]
 
 
-def _run_fabric(args: argparse.Namespace) -> int:
+def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
+                ) -> tuple[list[dict[str, Any]], int]:
+    """One report per configuration (``[None]``: a plain run), one after the other on the same fabric, and the
+    launcher's worst exit code (a run that failed before writing its JSON ends the comparison)."""
     from emu.launch import ENV_NET, fabric_env, launch, terminate_as_interrupt
     from emu.reap import owned_tempdir
     from emu.run_cli import fabric_target, log_directory, report
@@ -141,6 +179,8 @@ def _run_fabric(args: argparse.Namespace) -> int:
     spec = _spec(args)   # validate every flag before bringing anything up
     flag_rate_bps(args.link_rate, "--link-rate")
     args.gpus = None
+    reports: list[dict[str, Any]] = []
+    worst = 0
     with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
         topo = target.topo.spec
         world = topo.servers * topo.gpus_per_server
@@ -148,32 +188,46 @@ def _run_fabric(args: argparse.Namespace) -> int:
         plan_step(spec, world, line_rate)
         dilation = target.clock.dilation if target.clock is not None else 1.0
         net = fabric_env(topo, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
-        work_dir = owned_tempdir("starpulse-train-")
-        json_path, slow_dir = str(work_dir / "rank0.json"), str(work_dir / "slow")
-        _write_slow(args, world, slow_dir)
-        status = fabric_status(target, args.name)
-        before = fabric_counters(status)
-        lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}
 
         def echo(line: str) -> None:
             prefix, _, text = line.partition("] ")
             if prefix == "[rank 0" or "Error" in text or "error" in text:
                 print(line, file=sys.stderr, flush=True)
 
-        result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
-                        env={**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env},
-                        timeout_s=args.timeout, echo=echo, tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net,
-                        intra_rate=args.intra_rate)
-        status = fabric_status(target, args.name)
-        after = fabric_counters(status)
-        report(result, logdir, keep)
-        if result.exit_code != 0 and not Path(json_path).exists():
-            return result.exit_code
-    out = json.loads(Path(json_path).read_text())
-    shutil.rmtree(work_dir, ignore_errors=True)
-    out.update({"mode": "fabric", "net": net, "time_dilation": dilation, **fabric_delta(before, after),
-                "fidelity": status["fidelity"], "topology": topology_json(topo)})
-    return _finish(args, out) or result.exit_code
+        for config in configs:
+            _announce(config)
+            work_dir = owned_tempdir("starpulse-train-")
+            json_path = str(work_dir / "rank0.json")
+            status = fabric_status(target, args.name)
+            # the fabric's straggler directory, so `fabric fault slow_gpu RANK FACTOR` reaches the ranks mid-run
+            slow_dir = status.get("straggler_dir") or str(work_dir / "slow")
+            faulted = {int(r): f for r, f in ((status.get("faults") or {}).get("slow_gpus") or {}).items()}
+            before = fabric_counters(status)
+            lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}
+            env = {**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env,
+                   **(config.env if config else {})}
+            try:
+                _write_slow(args, world, slow_dir)
+                result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir, env=env,
+                                timeout_s=args.timeout, echo=echo, tcp_ecn=args.tcp_ecn, clock=target.clock,
+                                net=args.net, intra_rate=args.intra_rate)
+            finally:   # --slow is this job's: the fabric's directory goes back to what its slow_gpu faults set
+                for text in args.slow:
+                    rank = parse_slow(text, world)[0]
+                    set_compute_factor(slow_dir, rank, faulted.get(rank, 1.0))
+            status = fabric_status(target, args.name)
+            after = fabric_counters(status)
+            report(result, logdir, keep)
+            worst = worst or result.exit_code
+            if result.exit_code != 0 and not Path(json_path).exists():
+                shutil.rmtree(work_dir, ignore_errors=True)
+                return reports, result.exit_code
+            out = json.loads(Path(json_path).read_text())
+            shutil.rmtree(work_dir, ignore_errors=True)
+            out.update({"mode": "fabric", "net": net, "time_dilation": dilation, **fabric_delta(before, after),
+                        "fidelity": status["fidelity"], "topology": topology_json(topo)})
+            reports.append(_tag(out, config))
+    return reports, worst
 
 
 # --- output -------------------------------------------------------------------------------------------------------
@@ -193,6 +247,10 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
              f"step_s {rep['step_s']:.6f}  comm_share {rep['comm_share']:.3f}  link_load {rep['link_load']:.3f}  "
              f"drops {drops}  wrong {rep['wrong']}  fidelity {_fidelity_word(rep.get('fidelity'))}",
              "# rank  step_ms  compute_ms  comm_busy_ms  exposed_ms  comm_share  link_load  factor"]
+    if rep.get("algorithms"):
+        picks = [f"{coll} {algo} ({size} B)" for coll, by_size in rep["algorithms"].items()
+                 for size, algo in by_size.items()]
+        lines.insert(2, "algorithms: " + ", ".join(picks))
     for r in rep["per_rank"]:
         lines.append(f"  {r['rank']:4d}  {r['step_s'] * 1e3:7.2f}  {r['compute_s'] * 1e3:10.2f}  "
                      f"{r['comm_busy_s'] * 1e3:12.2f}  {r['exposed_comm_s'] * 1e3:10.2f}  {r['comm_share']:10.3f}  "
@@ -248,6 +306,37 @@ def _finish(args: argparse.Namespace, rep: dict[str, Any]) -> int:
         except OSError as exc:
             raise RankJobError(f"--json {args.json}: cannot write ({exc.strerror})") from None
     return (1 if rep["wrong"] > 0 else 0) or fidelity_exit(rep.get("fidelity"), args.strict_fidelity)
+
+
+def _finish_compare(args: argparse.Namespace, reports: list[dict[str, Any]]) -> int:
+    """Each run's summary and the comparison table; ``--plot FILE`` draws FILE's stem + ``.NAME`` per run;
+    the JSON is ``runs`` (name -> a single run's object) and ``ratios``."""
+    runs = {rep["comparison"]["name"]: rep for rep in reports}
+    ratio = ratios(runs)
+    for name, rep in runs.items():
+        print(f"## {name}: {rep['comparison']['description']}", flush=True)
+        for line in summary_lines(rep):
+            print(line, flush=True)
+    for line in table_lines(runs, ratio, local=bool(args.local)):
+        print(line, flush=True)
+    if args.plot:
+        plot = Path(args.plot)
+        for name, rep in runs.items():
+            path = str(plot.with_name(f"{plot.stem}.{name}{plot.suffix or '.png'}"))
+            try:
+                plot_timeline(rep, path)
+            except OSError as exc:
+                raise RankJobError(f"--plot {args.plot}: cannot write {path} ({exc.strerror})") from None
+    out = {"runs": {name: {k: v for k, v in rep.items() if k != "timeline"} for name, rep in runs.items()},
+           "ratios": ratio}
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        except OSError as exc:
+            raise RankJobError(f"--json {args.json}: cannot write ({exc.strerror})") from None
+    wrong = any(rep["wrong"] > 0 for rep in runs.values())
+    return (1 if wrong else 0) or max(fidelity_exit(rep.get("fidelity"), args.strict_fidelity)
+                                      for rep in runs.values())
 
 
 def main(argv: list[str] | None = None) -> int:

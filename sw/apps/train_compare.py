@@ -1,0 +1,89 @@
+"""``starpulse train --compare baseline,starpulse``: the configurations an A/B training run compares, the
+environment each gives the ranks (the communicator's existing knobs), and the ratios and table of the runs.
+
+baseline: flat ring allreduce and pairwise all-to-all (``$STARPULSE_ALGO``), so cross-rail all-to-all bytes
+cross the spines on the fabric's ECMP with no intra-server hop, and RoCE without congestion control
+(``$STARPULSE_ROCE_CC=none``).  starpulse: the tuner's choices (hierarchical allreduce, rail-aligned all-to-all
+where its cost model picks them) and DCQCN (the communicator's RoCE offers dcqcn or none, so no HPCC here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sw.collectives.config import ENV_ROCE_CC
+from sw.collectives.tuner import ENV_ALGO
+
+RATIO_KEYS = ("comm_share", "step_s", "link_load")
+"""The ``ratios`` of a comparison: starpulse's figure / baseline's."""
+
+
+class CompareError(ValueError):
+    """A bad ``--compare`` value (a user error: one line, exit 2)."""
+
+    is_user_error = True
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """One configuration of an A/B run: the ranks' environment and what it means, in words."""
+
+    name: str
+    env: dict[str, str]
+    description: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "env": dict(self.env), "description": self.description}
+
+
+CONFIGS: dict[str, CompareConfig] = {
+    "baseline": CompareConfig("baseline", {ENV_ALGO: "allreduce=ring,alltoall=pairwise", ENV_ROCE_CC: "none"},
+                              "flat ring allreduce, pairwise all-to-all (cross-rail bytes over the spines' "
+                              "ECMP, no intra-server hop), no congestion control"),
+    "starpulse": CompareConfig("starpulse", {ENV_ALGO: "", ENV_ROCE_CC: "dcqcn"},
+                               "the tuner's rail-aware choices (hier allreduce, rail-aligned all-to-all where its "
+                               "model picks them), DCQCN"),
+}
+"""The configurations by name (the names are a contract of issue 20)."""
+
+
+def parse_compare(text: str) -> list[CompareConfig]:
+    """``baseline,starpulse`` as its configurations (both, each once); one-line error naming ``--compare``."""
+    names = [n.strip() for n in text.split(",")]
+    allowed = ", ".join(CONFIGS)
+    for name in names:
+        if name not in CONFIGS:
+            raise CompareError(f"--compare {text}: unknown configuration {name!r} (allowed: {allowed})")
+    if sorted(names) != sorted(CONFIGS):
+        raise CompareError(f"--compare {text}: give each of {allowed} once (e.g. --compare baseline,starpulse)")
+    return [CONFIGS[n] for n in names]
+
+
+def ratios(runs: dict[str, dict[str, Any]]) -> dict[str, float | None]:
+    """starpulse / baseline of ``comm_share``, ``step_s`` and ``link_load`` (None where baseline's is 0)."""
+    base, new = runs["baseline"], runs["starpulse"]
+    return {k: (new[k] / base[k] if base[k] else None) for k in RATIO_KEYS}
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def table_lines(runs: dict[str, dict[str, Any]], ratio: dict[str, float | None], local: bool) -> list[str]:
+    """The comparison table: one row per configuration, then the ratios (and, ``local``, what does not apply)."""
+    lines = ["# compare  step_s     comm_share  link_load  drops  wrong  fidelity"]
+    for name, rep in runs.items():
+        drops = "-" if rep.get("drops") is None else str(rep["drops"])
+        ok = (rep.get("fidelity") or {}).get("ok")
+        lines.append(f"  {name:<9} {rep['step_s']:.6f}  {rep['comm_share']:10.3f}  {rep['link_load']:9.3f}  "
+                     f"{drops:>5}  {rep['wrong']:5d}  {'ok' if ok else 'NOT-ok'}")
+    lines.append("ratios starpulse/baseline: " + "  ".join(f"{k} {_fmt(ratio[k])}" for k in RATIO_KEYS))
+    if any(not (rep.get("fidelity") or {}).get("ok") for rep in runs.values()):
+        lines.append("# a run's fidelity is NOT ok: its figures, and so the ratios, are bent by CPU load")
+    if any(rep.get("net") == "tcp" for rep in runs.values()):
+        lines.append("# --net tcp: the RoCE congestion-control setting (none vs dcqcn) does not apply")
+    if local:
+        lines.append("# --local: no switches, no RoCE: routing (ECMP vs rail) and congestion control do not apply;"
+                     " only the algorithm choices differ")
+    return lines

@@ -153,6 +153,9 @@ class DcqcnRpEngine(wiring.Component):
         s = Signal(RP_STATE)
         sweep_ptr = Signal(self.qp_bits)
         sweep_turn = Signal()
+        # IDLE & ~sweep_turn in a flip-flop (IDLE lasts one clock; sweep_turn only moves there): the clock an
+        # event may be taken, so the inputs' ready (and an upstream FIFO's level) starts at a register
+        ev_turn = Signal(init=1, name="ev_turn")
         is_init, is_sent = kind == KIND_INIT, kind == KIND_SENT
 
         # READ: compares and sums straight from the memory word
@@ -210,19 +213,24 @@ class DcqcnRpEngine(wiring.Component):
             """Increase stage (1 fast recovery, 2 additive, 3 hyper) from 'count <= F' of both counters."""
             return Mux(tc_le_f & bc_le, 1, Mux(tc_le_f | bc_le, 2, 3))
 
+        # ready in priority order (init, CNP, sent) on the event turn, whatever the input's own valid: a transfer
+        # (valid & ready) happens exactly when the IDLE state below takes that input
+        m.d.comb += [self.init.ready.eq(ev_turn), self.cnp.ready.eq(ev_turn & ~self.init.valid),
+                     self.sent.ready.eq(ev_turn & ~self.init.valid & ~self.cnp.valid)]
+        m.d.sync += ev_turn.eq(0)
         with m.FSM():
             with m.State("IDLE"):
                 events = self.init.valid | self.cnp.valid | self.sent.valid
                 m.d.sync += [t.eq(timer.now_ns), sweep_turn.eq(~sweep_turn)]
                 with m.If(events & ~sweep_turn):
                     with m.If(self.init.valid):
-                        m.d.comb += [self.init.ready.eq(1), rd.addr.eq(self.init.payload)]
+                        m.d.comb += rd.addr.eq(self.init.payload)
                         m.d.sync += [kind.eq(KIND_INIT), qp.eq(self.init.payload)]
                     with m.Elif(self.cnp.valid):
-                        m.d.comb += [self.cnp.ready.eq(1), rd.addr.eq(self.cnp.payload)]
+                        m.d.comb += rd.addr.eq(self.cnp.payload)
                         m.d.sync += [kind.eq(KIND_CNP), qp.eq(self.cnp.payload)]
                     with m.Else():
-                        m.d.comb += [self.sent.ready.eq(1), rd.addr.eq(self.sent.payload.qp)]
+                        m.d.comb += rd.addr.eq(self.sent.payload.qp)
                         m.d.sync += [kind.eq(KIND_SENT), qp.eq(self.sent.payload.qp),
                                      nbytes.eq(self.sent.payload.bytes)]
                 with m.Else():
@@ -324,10 +332,12 @@ class DcqcnRpEngine(wiring.Component):
                                  self.trace_state.eq(ns)]
                     m.next = "RATE_OUT"
                 with m.Else():
+                    m.d.sync += ev_turn.eq(~sweep_turn)
                     m.next = "IDLE"
             with m.State("RATE_OUT"):
                 with m.If(p1_free):
                     m.d.comb += p1_load.eq(1)
+                    m.d.sync += ev_turn.eq(~sweep_turn)
                     m.next = "IDLE"
 
         # rate_wr: (rate_hi << 16) + rate_lo summed in two registered steps of 24-bit carries (a 48-bit add in

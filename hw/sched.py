@@ -324,26 +324,31 @@ class TxScheduler(wiring.Component):
         m.d.sync += [oh_a.eq(0), gh_a.eq(gh_i)]   # the pick issued (set below when one issues)
 
         # same_a: the pick, rate write, doorbell or clear issued now is of the QP stage 4 hands to the issue
-        # stage next clock (compared on stage 4's one-hot form, so the issue stage tests one flip-flop)
+        # stage next clock (compared on stage 4's one-hot form).  Each candidate's compare is a kept signal, and
+        # same_a is two flip-flops (a clear or pick; a rate write or doorbell), each one LUT after the compares
+        # and the issue conditions, so the issue test stays one LUT and no path into them exceeds 6 levels
         def is_next_pick(q):
             return oh4.bit_select(q[:in_bits], 1) & (gh4.bit_select(grp_of(q), 1) if gb else 1)
 
-        same_a = Signal(name="same_a")
-        m.d.sync += same_a.eq(0)
+        nxt_sw, nxt_i = _kept(m, is_next_pick(sweep_ptr), "nxt_sw"), _kept(m, is_next_pick(q_i), "nxt_i")
+        nxt_rate, nxt_bell = _kept(m, is_next_pick(rate_q), "nxt_rate"), _kept(m, is_next_pick(bell_q), "nxt_bell")
+        same_pc, same_rb = Signal(name="same_a_pc"), Signal(name="same_a_rb")
+        same_a = same_pc | same_rb
+        m.d.sync += [same_pc.eq(0), same_rb.eq(0)]
         with m.If(~init_done):
             m.d.comb += [op0.eq(OP_CLEAR), q0.eq(sweep_ptr)]
-            m.d.sync += [sweep_ptr.eq(sweep_ptr + 1), same_a.eq(is_next_pick(sweep_ptr))]
+            m.d.sync += [sweep_ptr.eq(sweep_ptr + 1), same_pc.eq(nxt_sw)]
             with m.If(sweep_ptr == n - 1):
                 m.d.sync += init_done.eq(1)
         with m.Elif(v_i & room & ~pre_blk & ~same_a):
             m.d.comb += [op0.eq(OP_PICK), q0.eq(q_i)]
-            m.d.sync += [oh_a.eq(oh_i), same_a.eq(is_next_pick(q_i))]
+            m.d.sync += [oh_a.eq(oh_i), same_pc.eq(nxt_i)]
         with m.Elif(rate_v & rate_old & ~pre_rate & ~live_rate):
             m.d.comb += [op0.eq(OP_RATE), q0.eq(rate_q), arg0.eq(rate_arg)]
-            m.d.sync += [rate_v.eq(0), same_a.eq(is_next_pick(rate_q))]
+            m.d.sync += [rate_v.eq(0), same_rb.eq(nxt_rate)]
         with m.Elif(bell_v & bell_old & ~pre_bell & ~live_bell):
             m.d.comb += [op0.eq(OP_DOORBELL), q0.eq(bell_q), arg0.eq(bell_arg)]
-            m.d.sync += [bell_v.eq(0), same_a.eq(is_next_pick(bell_q))]
+            m.d.sync += [bell_v.eq(0), same_rb.eq(nxt_bell)]
         with m.Elif(~Mux(sw_moved, pre_sw_next, pre_sw) & ~live_sw):
             m.d.comb += [op0.eq(OP_SWEEP), q0.eq(sweep_ptr)]
             m.d.sync += sweep_ptr.eq(sweep_ptr + 1)

@@ -15,7 +15,8 @@ from sw.apps.hil.bench import run_in_loop
 from sw.apps.hil.model import HilSizes, ensure_model
 from sw.roce.wire.pattern import pattern_payload
 
-pytestmark = pytest.mark.hil
+# the first test builds the Verilator model (minutes on 2 busy cores; once per RTL source): a hang guard, not a target
+pytestmark = [pytest.mark.hil, pytest.mark.timeout(3600)]
 
 FRAMES = 240
 DILATION = 20_000.0    # the frames, not the timing, are judged here: fidelity is reported, not asserted

@@ -1,10 +1,20 @@
-"""Shared pytest set-up: markers are declared in pyproject.toml; root-only tests skip clearly without root."""
+"""Shared pytest set-up: markers are declared in pyproject.toml; root-only tests skip clearly without root;
+Ctrl-C behaves as in a terminal even when the suite was started from a background job."""
 
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell starts background jobs with SIGINT ignored, and an ignored signal stays ignored across exec: the
+    # Ctrl-C tests (a fabric torn down on SIGINT, the shell's Interrupt, `fabric down` ending an API script)
+    # would then test nothing.  A handled signal is reset to the default on exec, so children get Python's own.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -30,14 +30,19 @@ def no_running_fabric(tmp_path, monkeypatch):
     monkeypatch.setenv("STARPULSE_TIME_DILATION", "1")
 
 
-def test_train_on_its_own_fabric_writes_the_json_contract(tmp_path: Path, capsys) -> None:
+def _train_on_own_fabric(tmp_path: Path, capsys, *flags: str) -> tuple[dict, str]:
+    """``starpulse train`` of the tiny MoE on its own 2x2 fabric with ``flags``: its JSON report and its output."""
     model, out = tmp_path / "tiny.json", tmp_path / "train.json"
     model.write_text(json.dumps(TINY_MOE))
-    code = train.main(["--servers", "2", "--gpus", "2", "--spines", "1", "--model", str(model), "--steps", "2",
-                       "--warmup", "1", "--slow", "2:2", "--json", str(out), "--timeout", "180"])
+    code = train.main(["--servers", "2", "--gpus", "2", "--spines", "1", "--model", str(model), *flags,
+                       "--json", str(out), "--timeout", "180"])
     text = capsys.readouterr().out
     assert code == 0, text
-    rep = json.loads(out.read_text())
+    return json.loads(out.read_text()), text
+
+
+def test_train_on_its_own_fabric_writes_the_json_contract(tmp_path: Path, capsys) -> None:
+    rep, _ = _train_on_own_fabric(tmp_path, capsys, "--steps", "2", "--warmup", "1", "--slow", "2:2")
     for key in ("step_s", "comm_share", "link_load", "drops", "wrong", "per_rank", "config", "fidelity"):
         assert key in rep, key
     assert rep["mode"] == "fabric" and rep["net"] == "roce" and isinstance(rep["drops"], int)
@@ -48,13 +53,8 @@ def test_train_on_its_own_fabric_writes_the_json_contract(tmp_path: Path, capsys
 
 
 def test_compare_on_one_fabric_runs_both_configurations_with_their_settings(tmp_path: Path, capsys) -> None:
-    model, out = tmp_path / "tiny.json", tmp_path / "compare.json"
-    model.write_text(json.dumps(TINY_MOE))
-    code = train.main(["--servers", "2", "--gpus", "2", "--spines", "1", "--model", str(model), "--steps", "1",
-                       "--warmup", "1", "--compare", "baseline,starpulse", "--json", str(out), "--timeout", "180"])
-    text = capsys.readouterr().out
-    assert code == 0, text
-    rep = json.loads(out.read_text())
+    rep, text = _train_on_own_fabric(tmp_path, capsys, "--steps", "1", "--warmup", "1",
+                                     "--compare", "baseline,starpulse")
     base, new = rep["runs"]["baseline"], rep["runs"]["starpulse"]
     for run in (base, new):
         assert run["mode"] == "fabric" and run["net"] == "roce" and isinstance(run["drops"], int)

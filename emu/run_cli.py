@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from emu.cli import add_topology_arguments, output_dir, spec_from_args
 from emu.fabric_daemon import DEFAULT_NAME, read_state
@@ -35,6 +36,7 @@ from sw.units.cli_guard import ArgumentParser, call_guarded
 
 DEFAULT_SERVERS = 4
 DEFAULT_GPUS = 2
+R = TypeVar("R")
 MAX_TIMEOUT_S = 7 * 86400.0   # --timeout: a week of wall time at most
 
 
@@ -178,6 +180,35 @@ def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SE
         fab.down()
         if echo:
             print(f"fabric down in {fab.timings.down_s:.1f} s", file=sys.stderr, flush=True)
+
+
+def rerun_until_faithful(args: argparse.Namespace, run_once: Callable[[], tuple[R, list[dict[str, Any] | None]]],
+                         ) -> R:
+    """``run_once()`` (the measured part, on a fabric of ``fabric_target``), run again at a higher dilation while
+    its own fidelity is not ok, when ``--time-dilation`` is auto and the fabric is this command's own.
+
+    The calibration probe loads the switches and link emulators only; a job's NIC pacers and shared-memory
+    throttles can fall behind at the dilation it chose.  A run that was not ok is repeated at the dilation its
+    worst lag asks for (``next_dilation``), up to the ceiling; at the ceiling its not-ok result is returned as is.
+    ``run_once`` returns its result and the fidelity of each of its runs."""
+    from emu.calibrate import resolve_dilation
+    from sw.clock.lag import next_dilation
+
+    auto = resolve_dilation(args.time_dilation) if read_state(args.name) is None else None
+    while True:
+        result, fids = run_once()
+        bad = [f for f in fids if f is not None and not f.get("ok") and f.get("time_dilation")]
+        if not isinstance(auto, AutoDilation) or not bad:
+            return result
+        k = max(float(f["time_dilation"]) for f in bad)
+        if k >= auto.ceiling:
+            return result
+        nxt = max(next_dilation(k, f, auto.ceiling) for f in bad)
+        worst = max(bad, key=lambda f: f["late_share"])
+        print(f"time dilation auto: the run at {k:g} was not ok ({worst['worst_component']} "
+              f"{worst['late_share'] * 100:.2f} % late, lag p99 {worst['lag_p99_ns']} ns > {worst['bound_ns']} ns): "
+              f"running it again at {nxt:g}", file=sys.stderr, flush=True)
+        args.time_dilation = nxt
 
 
 @contextlib.contextmanager

@@ -92,7 +92,17 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("RANK") and os.environ.get(ENV_STORE):
         return _run_rank(args)
     configs = parse_compare(args.compare) if args.compare else [None]
-    reports, rc = (_run_local(args, configs), 0) if args.local else _run_fabric(args, configs)
+    if args.local:
+        reports, rc = _run_local(args, configs), 0
+    else:
+        from emu.run_cli import rerun_until_faithful
+
+        def once() -> tuple[tuple[list[dict[str, Any]], int], list[dict[str, Any] | None]]:
+            out = _run_fabric(args, configs)
+            complete = len(out[0]) == len(configs)   # a failed run is not repeated
+            return out, [r.get("fidelity") for r in out[0]] if complete else []
+
+        reports, rc = rerun_until_faithful(args, once)
     if len(reports) < len(configs):
         return rc                                        # a launched run failed before writing its report
     if args.compare:

@@ -26,6 +26,40 @@ def _run(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)
 
 
+
+def _fid(k: float, p99_ns: int, bound_ns: int = 1000) -> dict:
+    """A fidelity object as ``sw.clock.lag`` writes it, for a run at dilation ``k``."""
+    return {"time_dilation": k, "bound_ns": bound_ns, "late_share": 0.3 if p99_ns > bound_ns else 0.0,
+            "lag_p99_ns": p99_ns, "lag_max_ns": p99_ns, "worst_component": "nic 10.0.0.1 pacer",
+            "ok": p99_ns <= bound_ns}
+
+
+@pytest.mark.unit
+def test_auto_reruns_a_run_whose_own_fidelity_was_not_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    """The calibration's choice is checked against the measured run: not ok → the run again at the dilation
+    its lag asks for; ok → done; an explicit number, or the ceiling reached, is never raised."""
+    from argparse import Namespace
+
+    from emu.run_cli import rerun_until_faithful
+
+    def job(args: Namespace, runs: list[float], needed: float):
+        def once() -> tuple[str, list[dict | None]]:
+            k = float(args.time_dilation) if not isinstance(args.time_dilation, AutoDilation) else 8.0
+            runs.append(k)
+            return f"result at {k:g}", [_fid(k, 1000 if k >= needed else 3000), None]
+        return once
+
+    args, runs = Namespace(time_dilation=AutoDilation(1000.0), name="sp-no-such-fabric"), []
+    assert rerun_until_faithful(args, job(args, runs, needed=20)) == "result at 32"
+    assert runs == [8.0, 32.0] and args.time_dilation == 32.0     # 8 * 3000/1000 * 1.5 = 36 → at most 4x
+    assert "the run at 8 was not ok (nic 10.0.0.1 pacer 30.00 % late" in capsys.readouterr().err
+    args, runs = Namespace(time_dilation=AutoDilation(16.0), name="sp-no-such-fabric"), []
+    assert rerun_until_faithful(args, job(args, runs, needed=1000)) == "result at 16"   # not ok at the ceiling
+    assert runs == [8.0, 16.0]
+    args, runs = Namespace(time_dilation=8.0, name="sp-no-such-fabric"), []
+    assert rerun_until_faithful(args, job(args, runs, needed=1000)) == "result at 8"    # a number wins
+    assert runs == [8.0]
+
 @pytest.mark.unit
 def test_one_parser_numbers_auto_and_ceilings() -> None:
     assert parse_time_dilation("50") == 50.0 and parse_time_dilation("auto") == AutoDilation()

@@ -15,6 +15,7 @@ reports; the data frame size used to turn queue occupancy (packets) into bytes i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -318,20 +319,31 @@ class Requester:
             else:
                 self._fail(_NAK_STATUS.get(code, WcStatus.REM_OP_ERR))
 
-    def on_read_response(self, pkt: RocePacket, now_ns: int) -> None:
+    def _response_head(self, pkt: RocePacket, now_ns: int, gap_if: Callable[[_Op], bool]) -> tuple[_Op, int] | None:
+        """A READ response or ATOMIC ACK implicitly acknowledges every request before it; the head op it answers
+        and its PSN distance from the response the head expects, or None when handled here (no op is waiting:
+        stale; ``gap_if(op)`` and a later request answered: the head's response was lost, ask again)."""
         self._take_echo()
         psn = pkt.psn
-        # A read response implicitly acknowledges every request before it.
         self._acked_through(psn_add(psn, -1), now_ns, stop_at_read=True)
         if self.head >= len(self.ops):
             self.qp.counters.stale_responses += 1
-            return
+            return None
         op = self.ops[self.head]
         expected = psn_add(op.first_psn, op.read_done)
         d = psn_diff(psn, expected)
-        if op.is_atomic and d > 0 and psn_diff(psn, self.max_sent_psn) < 0:
-            self._response_gap(expected)  # a later READ answered: the head atomic's ACK was lost
+        if gap_if(op) and d > 0 and psn_diff(psn, self.max_sent_psn) < 0:
+            self._response_gap(expected)
+            return None
+        return op, d
+
+    def on_read_response(self, pkt: RocePacket, now_ns: int) -> None:
+        head = self._response_head(pkt, now_ns, lambda op: op.is_atomic)   # the head atomic's ACK was lost
+        if head is None:
             return
+        op, d = head
+        psn = pkt.psn
+        expected = psn_add(op.first_psn, op.read_done)
         if not op.is_read or d < 0 or psn_diff(psn, op.first_psn) >= op.n_pkts:
             self.qp.counters.duplicate_responses += 1
             return
@@ -361,18 +373,11 @@ class Requester:
 
     def on_atomic_ack(self, pkt: RocePacket, now_ns: int) -> None:
         """ATOMIC ACKNOWLEDGE: the original remote value goes into the atomic's local SGE, which completes."""
-        self._take_echo()
+        head = self._response_head(pkt, now_ns, lambda op: op.needs_response)   # a later atomic answered
+        if head is None:
+            return
+        op, d = head
         psn = pkt.psn
-        self._acked_through(psn_add(psn, -1), now_ns, stop_at_read=True)
-        if self.head >= len(self.ops):
-            self.qp.counters.stale_responses += 1
-            return
-        op = self.ops[self.head]
-        expected = psn_add(op.first_psn, op.read_done)
-        d = psn_diff(psn, expected)
-        if op.needs_response and d > 0 and psn_diff(psn, self.max_sent_psn) < 0:
-            self._response_gap(expected)  # a later atomic answered: the head's response was lost
-            return
         if not op.is_atomic or d != 0 or psn_diff(psn, self.max_sent_psn) >= 0:
             self.qp.counters.duplicate_responses += 1
             return

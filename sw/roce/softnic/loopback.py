@@ -59,7 +59,35 @@ class MemoryPort:
         """Nothing to wait for in memory: the driver advances the clock instead."""
 
 
-class MemoryWire:
+class _TimedDelivery:
+    """Frames in flight in an in-memory medium: each waits in a heap until its arrival time on the clock, then
+    lands in its destination port's inbox (``deliver``); a medium ``_schedule``s them as it transmits."""
+
+    clock: ManualClock
+    ports: tuple[MemoryPort, ...]
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, int, bytes]] = []
+        self._seq = 0
+
+    def _schedule(self, arrival_ns: int, dst: int, frame: bytes) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (arrival_ns, self._seq, dst, frame))
+
+    def deliver(self) -> bool:
+        now = self.clock.now_ns()
+        moved = False
+        while self._heap and self._heap[0][0] <= now:
+            _, _, dst, frame = heapq.heappop(self._heap)
+            self.ports[dst].inbox.append(frame)
+            moved = True
+        return moved
+
+    def next_event_ns(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+
+class MemoryWire(_TimedDelivery):
     """Two ports joined by a lossy, reordering, rate-limited channel with its own seeded randomness."""
 
     def __init__(
@@ -76,8 +104,7 @@ class MemoryWire:
         self.counters = (LinkCounters(), LinkCounters())
         self._rng = random.Random(seed)
         self._free_ns = [0, 0]
-        self._heap: list[tuple[int, int, int, bytes]] = []
-        self._seq = 0
+        super().__init__()
 
     def transmit(self, side: int, frame: bytes) -> None:
         p = self.profiles[side]
@@ -106,20 +133,7 @@ class MemoryWire:
                     p.delay_ns + 1 + rng.randrange(max(1, 4 * p.delay_ns))
                 )  # held back: later frames pass
                 c.reordered += 1
-            self._seq += 1
-            heapq.heappush(self._heap, (release, self._seq, 1 - side, frame))
-
-    def deliver(self) -> bool:
-        now = self.clock.now_ns()
-        moved = False
-        while self._heap and self._heap[0][0] <= now:
-            _, _, dst, frame = heapq.heappop(self._heap)
-            self.ports[dst].inbox.append(frame)
-            moved = True
-        return moved
-
-    def next_event_ns(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+            self._schedule(release, 1 - side, frame)
 
 
 @dataclass
@@ -145,7 +159,7 @@ class SwitchProfile:
     ecn_pmax: float = 0.2
 
 
-class MemorySwitch:
+class MemorySwitch(_TimedDelivery):
     """A one-switch star of in-memory ports: frames go to the port whose host MAC they are addressed to, queue
     at that egress (tail drop beyond the buffer), get CE-marked RED-style, and leave at the egress rate."""
 
@@ -166,8 +180,7 @@ class MemorySwitch:
         self._queues: list[deque[tuple[int, int]]] = [deque() for _ in macs]  # (departure ns, bytes)
         self._queued = [0] * len(macs)
         self._free_ns = [0] * len(macs)
-        self._heap: list[tuple[int, int, int, bytes]] = []
-        self._seq = 0
+        super().__init__()
         self._rng = random.Random(seed)
         self._mark = mark
 
@@ -201,20 +214,7 @@ class MemorySwitch:
         c.max_queue_bytes = max(c.max_queue_bytes, self._queued[out])
         c.tx_frames += 1
         c.tx_bytes += len(frame)
-        self._seq += 1
-        heapq.heappush(self._heap, (depart + p.delay_ns, self._seq, out, frame))
-
-    def deliver(self) -> bool:
-        now = self.clock.now_ns()
-        moved = False
-        while self._heap and self._heap[0][0] <= now:
-            _, _, dst, frame = heapq.heappop(self._heap)
-            self.ports[dst].inbox.append(frame)
-            moved = True
-        return moved
-
-    def next_event_ns(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+        self._schedule(depart + p.delay_ns, out, frame)
 
 
 def run_until(

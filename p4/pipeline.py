@@ -40,6 +40,19 @@ from sw.clock import Clock, get_clock
 MAX_RESUBMITS = 16  # loops of resubmit/recirculate per original packet before the copy is dropped
 
 
+def run_controls(S: list[Any], first: Any, second: Any) -> str | None:
+    """Run two controls on a packet's state in order; the drop reason when one aborts it, as BMv2 drops it
+    (a failed ``assert``, a header stack index out of bounds), else None."""
+    try:
+        first(S)
+        second(S)
+    except AssertFailed as exc:
+        return f"assert failed at {exc}"
+    except ParserError:
+        return "header stack index out of bounds in a control"
+    return None
+
+
 @dataclass(slots=True)
 class PipelinePacket:
     """A packet between ingress and egress: its state list and where/how it is to be queued."""
@@ -175,15 +188,9 @@ class Pipeline:
             S[pe_s] = err
             if err:
                 parser_errors[errors[err]] += 1
-            try:
-                verify(S)
-                ingress(S)
-            except AssertFailed as exc:
-                drops[f"assert failed at {exc}"] += 1
-                yield []
-                continue
-            except ParserError:
-                drops["header stack index out of bounds in a control"] += 1
+            aborted = run_controls(S, verify, ingress)
+            if aborted:
+                drops[aborted] += 1
                 yield []
                 continue
             if S[CLONE_SESSION] >= 0 or S[DIGESTS] is not None or S[RESUBMIT_FL] != NO_FIELD_LIST or S[mc_s]:
@@ -214,14 +221,9 @@ class Pipeline:
         S[self._parser_error] = err
         if err:
             self.parser_errors[prog.errors[err]] += 1
-        try:
-            self._verify(S)
-            self._ingress(S)
-        except AssertFailed as exc:
-            self._drop(res, f"assert failed at {exc}")
-            return None
-        except ParserError:
-            self._drop(res, "header stack index out of bounds in a control")
+        aborted = run_controls(S, self._verify, self._ingress)
+        if aborted:
+            self._drop(res, aborted)
             return None
         return S
 
@@ -321,14 +323,9 @@ class Pipeline:
             & 0xFFFFFFFF
         if self._eg_ts is not None:
             S[self._eg_ts] = now & 0xFFFFFFFFFFFF
-        try:
-            self._egress(S)
-            self._compute(S)
-        except AssertFailed as exc:
-            self._drop(res, f"assert failed at {exc}")
-            return res
-        except ParserError:
-            self._drop(res, "header stack index out of bounds in a control")
+        aborted = run_controls(S, self._egress, self._compute)
+        if aborted:
+            self._drop(res, aborted)
             return res
         self._post_egress(S, pkt, res)
         return res
@@ -364,17 +361,10 @@ class Pipeline:
                 S[et_s] = (now - deq_timedelta_us if enq_timestamp_us is None else enq_timestamp_us) & 0xFFFFFFFF
                 if eg_s is not None:
                     S[eg_s] = now48
-                try:
-                    egress(S)
-                    compute(S)
-                except AssertFailed as exc:
+                aborted = run_controls(S, egress, compute)
+                if aborted:
                     res = EgressResult()
-                    self._drop(res, f"assert failed at {exc}")
-                    append(res)
-                    continue
-                except ParserError:
-                    res = EgressResult()
-                    self._drop(res, "header stack index out of bounds in a control")
+                    self._drop(res, aborted)
                     append(res)
                     continue
                 if S[CLONE_SESSION] >= 0 or S[RECIRC_FL] != NO_FIELD_LIST or S[TRUNCATE] or S[es_s] == DROP_PORT:

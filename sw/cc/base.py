@@ -77,7 +77,26 @@ class ModelTime:
         self.now_ns = now_ns
 
 
-class NoCc:
+class TimeOnlyEvents:
+    """Events a model ignores except that its time moves: all of them for 'none', timers, sends and CNPs for
+    HPCC (no timers, ECN-free), which overrides ``on_ack``."""
+
+    _time: ModelTime
+
+    def advance(self, now_ns: int) -> None:
+        self._time.move_to(now_ns)
+
+    def on_bytes_sent(self, nbytes: int, now_ns: int) -> None:
+        self._time.move_to(now_ns)
+
+    def on_cnp(self, now_ns: int) -> None:
+        self._time.move_to(now_ns)
+
+    def on_ack(self, ack: AckInfo, now_ns: int) -> None:
+        self._time.move_to(now_ns)
+
+
+class NoCc(TimeOnlyEvents):
     """Baseline 'none': a fixed rate (the line rate), no window, every event ignored except time."""
 
     name = "none"
@@ -100,14 +119,3 @@ class NoCc:
     def window_bytes(self) -> int | None:
         return None
 
-    def advance(self, now_ns: int) -> None:
-        self._time.move_to(now_ns)
-
-    def on_bytes_sent(self, nbytes: int, now_ns: int) -> None:
-        self._time.move_to(now_ns)
-
-    def on_cnp(self, now_ns: int) -> None:
-        self._time.move_to(now_ns)
-
-    def on_ack(self, ack: AckInfo, now_ns: int) -> None:
-        self._time.move_to(now_ns)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from sw.cc.base import AckInfo, IntHop, ModelTime
+from sw.cc.base import AckInfo, IntHop, ModelTime, TimeOnlyEvents
 from sw.cc.errors import check_int_range
 from sw.cc.fixedpoint import BITS_NS_PER_KBPS, KBPS, RATE_MAX_KBPS, U_FRAC_BITS, U_MAX, U_ONE, bytes_in_ns
 
@@ -143,7 +143,7 @@ def hop_utilization_q16(new: IntHop, old: IntHop, base_rtt_ns: int, ts_bits: int
     return min(U_MAX, u_queue + u_tx), dts
 
 
-class Hpcc:
+class Hpcc(TimeOnlyEvents):
     """HPCC sender of one QP: a window (bytes in flight) and a pacing rate W/T, driven by INT in ACKs."""
 
     name = "hpcc"
@@ -175,17 +175,6 @@ class Hpcc:
     def state(self) -> HpccState:
         return HpccState(self.window, self.wc_bytes, self.u_q16, self.inc_stage, self._rate_kbps,
                          self.last_update_seq)
-
-    def advance(self, now_ns: int) -> None:
-        """HPCC has no timers: only time moves."""
-        self._time.move_to(now_ns)
-
-    def on_bytes_sent(self, nbytes: int, now_ns: int) -> None:
-        self._time.move_to(now_ns)
-
-    def on_cnp(self, now_ns: int) -> None:
-        """HPCC does not use CNPs (ECN-free); only time moves."""
-        self._time.move_to(now_ns)
 
     def on_ack(self, ack: AckInfo, now_ns: int) -> None:
         """Measure utilisation from the echoed INT, then update W (and Wc once per RTT) and the rate."""

@@ -399,7 +399,17 @@ class ControlDeclarations(CompilerContext):
         return spec, tuple(data)
 
     def const_entries(self, p: Tree, table: Table, actions: dict[str, ActionSpec]) -> None:
-        for prio, ent in enumerate(subtrees(p, "entry")):
+        """``const entries``: in order, each one's priority its ``@priority(n)`` if annotated, else the previous
+        entry's plus one (the first: 1); the smallest number wins an overlap, as on BMv2."""
+        prio = 0
+        for ent in subtrees(p, "entry"):
+            given = annotations_of(ent).get("priority")
+            if given is not None:
+                if len(given) != 1 or not isinstance(given[0], int) or given[0] < 0:
+                    raise self.err(ent, f"@priority of an entry of {table.name} takes one integer >= 0")
+                prio = given[0]
+            else:
+                prio += 1
             ks = ent.children[0]
             aref = subtrees(ent, "action_ref")[0]
             items = subtrees(ks) if ks.data == "tuple_keyset" else [ks]
@@ -410,7 +420,7 @@ class ControlDeclarations(CompilerContext):
             for item, key in zip(items, table.keys, strict=True):
                 match.append(self.keyset_match(item, key.width, key.kind))
             spec, data = self.action_call_const(aref, actions, table.name)
-            table.add(match, spec, data, prio + 1, const=True)
+            table.add(match, spec, data, prio, const=True)
 
     def keyset_match(self, item: Tree, width: int, kind: str) -> tuple[int, int]:
         full = (1 << width) - 1

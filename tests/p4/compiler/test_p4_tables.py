@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from p4.errors import CommandError
+from p4.errors import CommandError, CompileError
 
 if TYPE_CHECKING:
     from tests.p4.compiler.conftest import SourceSwitch, Switch
@@ -227,3 +227,48 @@ def test_name_annotations_set_control_plane_names(source_switch: SourceSwitch) -
     assert "I.exact_tbl" in sw.prog.tables and "global_set" in sw.prog.actions
     sw.cmd("table_add I.exact_tbl global_set 0x05 => 0x11")
     assert _run(sw, 5, 0)[0] == 0x11
+
+
+PRIORITY_PROGRAM = """
+header h_t { bit<8> k; bit<8> res; }
+struct headers { h_t h; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action set(bit<8> v) { hdr.h.res = v; }
+    table t_prio {
+        key = { hdr.h.k: ternary; }
+        actions = { set; }
+        const entries = {
+            _ : set(1) @priority(30);
+            0x10 &&& 0xF0 : set(2) @priority(20);
+            0x11 : set(3) @priority(25);
+            0x12 : set(4);
+            0x12 &&& 0xFE : set(5) @priority(10);
+        }
+    }
+    apply { sm.egress_spec = 1; t_prio.apply(); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("k", "res"), [(0x11, 2), (0x13, 5), (0x12, 5), (0x15, 2), (0x99, 1)])
+def test_const_entries_at_priority_smallest_number_wins(source_switch: SourceSwitch, k: int, res: int) -> None:
+    """``@priority(n)`` on const entries: the smallest number wins an overlap whatever the order (0x11's own
+    entry at 25 loses to 0x10&&&0xF0 at 20); an entry without one gets the previous entry's plus one (0x12 at 26
+    loses to 0x12&&&0xFE at 10)."""
+    out = source_switch(PRIORITY_PROGRAM).send(0, bytes([k, 0]) + b"\0" * 40)
+    assert out[0][1][1] == res
+
+
+def test_const_entry_priority_must_be_an_integer(source_switch: SourceSwitch) -> None:
+    bad = PRIORITY_PROGRAM.replace("@priority(10)", '@priority("x")')
+    with pytest.raises(CompileError, match="@priority of an entry of .*t_prio takes one integer"):
+        source_switch(bad)

@@ -1,6 +1,7 @@
 /* StarPulse Lab: P4_16 core library declarations (standard names and signatures). */
-#ifndef _STARPULSE_CORE_P4_
-#define _STARPULSE_CORE_P4_
+/* the include guard p4c's core.p4 defines: programs test it */
+#ifndef _CORE_P4_
+#define _CORE_P4_
 
 error {
     NoError,

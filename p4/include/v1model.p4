@@ -1,6 +1,7 @@
 /* StarPulse Lab: v1model architecture declarations (standard names and signatures of BMv2 simple_switch). */
-#ifndef _STARPULSE_V1MODEL_P4_
-#define _STARPULSE_V1MODEL_P4_
+/* the include guard p4c's v1model.p4 defines: programs test it */
+#ifndef _V1_MODEL_P4_
+#define _V1_MODEL_P4_
 
 #include <core.p4>
 

@@ -122,6 +122,19 @@ def test_preprocessor_maps_positions_through_includes(tmp_path: Path) -> None:
     assert "const bit<8> A = 1;" in pre.text
 
 
+
+def test_includes_define_p4c_guards_and_version(tmp_path: Path) -> None:
+    """Programs guard on p4c's include guards (``_CORE_P4_``, ``_V1_MODEL_P4_``) and test ``V1MODEL_VERSION``;
+    including a file twice is harmless."""
+    main = tmp_path / "guards.p4"
+    main.write_text("#include <core.p4>\n#ifndef _CORE_P4_\n#error no core guard\n#endif\n"
+                    "#include <v1model.p4>\n#include <core.p4>\n#ifndef _V1_MODEL_P4_\n#error no v1model guard\n"
+                    "#endif\n#if V1MODEL_VERSION >= 20180101\nconst bit<8> NEW_V1MODEL = 1;\n#endif\n")
+    assert "const bit<8> NEW_V1MODEL = 1;" in preprocess(main).text
+    main.write_text(main.read_text().replace("_CORE_P4_\n#error", "_NO_SUCH_GUARD_\n#error"))
+    with pytest.raises(CompileError, match="no core guard"):
+        preprocess(main)
+
 @pytest.mark.parametrize("src, message", [
     ("struct s_t { varbit<32> v; }", "varbit fields are only supported in headers"),
     ("header h_t { varbit<32> v; bit<8> after; }", "a varbit field must be the last field"),

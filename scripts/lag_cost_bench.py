@@ -1,0 +1,124 @@
+"""What the switch's lag accounting costs (issue 16: < 5 % of its pps): the forwarding bench with and without it.
+
+    .venv/bin/python scripts/lag_cost_bench.py --pairs 9                      # 64 B, flat out (trafgen)
+    .venv/bin/python scripts/lag_cost_bench.py --pairs 5 --port-rate 100G     # every packet through the queues
+
+Runs ``python -m p4.switch.bench --json`` N times as a pair: the switch with its lag accounting (the default)
+and with ``--no-lag-accounting``, the order alternating from pair to pair so a load that drifts hits both
+alike.  Prints every run, then the medians of forwarded pps and switch CPU per packet, the ratio of the medians
+and the median of the per-pair ratios (cost = 1 - pps ratio).  The machine's load average (as ``uptime`` shows
+it) is printed with every run: a figure taken on a busy machine is a loaded figure.  Needs root (namespaces).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+TARGET_COST = 0.05          # issue 16: the accounting must cost less than 5 % of the switch's pps
+
+
+def load_text() -> str:
+    """The load averages as ``uptime`` prints them."""
+    return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def bench_once(args: argparse.Namespace, accounting: bool) -> dict[str, Any]:
+    """One ``p4.switch.bench`` run at one frame size; its result row plus the load average before it."""
+    argv = [sys.executable, "-m", "p4.switch.bench", "--json", "--sizes", str(args.size), "--seconds",
+            repr(args.seconds), "--warmup", repr(args.warmup), "--generator", args.generator]
+    if args.port_rate:
+        argv += ["--port-rate", args.port_rate]
+    if not accounting:
+        argv.append("--no-lag-accounting")
+    load = os.getloadavg()
+    out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=args.seconds + args.warmup + 120)
+    if out.returncode != 0:
+        raise RuntimeError(f"`{' '.join(argv[1:])}` failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+    report = json.loads(out.stdout)
+    if report["lag_accounting"] != accounting or not report["switch_alive_after"]:
+        raise RuntimeError(f"bench run (accounting {accounting}) did not run as asked: {report}")
+    row = report["results"][0]
+    return {"lag_accounting": accounting, "forwarded_pps": row["forwarded_pps"],
+            "switch_cpu_us_per_pkt": row["switch_cpu_us_per_pkt"], "switch_cpu_share": row["switch_cpu_share"],
+            "offered_pps": row["offered_pps"], "load_avg_1m": round(load[0], 2)}
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians per arm, the ratio of the medians (on / off) and the median of the per-pair ratios."""
+    on = [r for r in runs if r["lag_accounting"]]
+    off = [r for r in runs if not r["lag_accounting"]]
+    out: dict[str, Any] = {}
+    for key in ("forwarded_pps", "switch_cpu_us_per_pkt"):
+        a = [r[key] for r in on if r[key]]
+        b = [r[key] for r in off if r[key]]
+        med_on, med_off = statistics.median(a), statistics.median(b)
+        pairs = [x[key] / y[key] for x, y in zip(on, off, strict=True) if x[key] and y[key]]
+        out[key] = {"median_on": med_on, "median_off": med_off, "ratio_of_medians": round(med_on / med_off, 4),
+                    "median_pair_ratio": round(statistics.median(pairs), 4)}
+    cost = 1 - out["forwarded_pps"]["median_pair_ratio"]
+    out["pps_cost"] = round(cost, 4)
+    out["target_met"] = cost < TARGET_COST
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/lag_cost_bench.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=9, help="pairs of runs, 1..50 (default 9)")
+    parser.add_argument("--size", type=int, default=64, help="frame size in bytes, 60..1514 (default 64)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured window per run, 0..120 (default 5)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="load before measuring, 0..60 s (default 1)")
+    parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
+    parser.add_argument("--port-rate", metavar="RATE",
+                        help="shape the egress port (e.g. 100G): every packet takes the queued path (TM lag)")
+    parser.add_argument("--json", action="store_true", help="print the runs and the summary as JSON")
+    args = parser.parse_args(argv)
+    for flag, value, lo, hi in (("--pairs", args.pairs, 1, 50), ("--size", args.size, 60, 1514),
+                                ("--seconds", args.seconds, 0, 120), ("--warmup", args.warmup, 0, 60)):
+        if not lo <= value <= hi or (flag == "--seconds" and value == 0):
+            print(f"{flag} {value}: allowed {lo}..{hi}" + (" (> 0)" if flag == "--seconds" else ""),
+                  file=sys.stderr)
+            return 2
+    if os.geteuid() != 0:
+        print("lag_cost_bench: needs root (the bench builds network namespaces)", file=sys.stderr)
+        return 2
+    runs: list[dict[str, Any]] = []
+    start_load = load_text()
+    try:
+        for i in range(args.pairs):
+            for accounting in ((True, False) if i % 2 == 0 else (False, True)):
+                r = bench_once(args, accounting)
+                runs.append(r)
+                if not args.json:
+                    print(f"pair {i + 1} accounting {'on ' if accounting else 'off'}: {r['forwarded_pps']:>8,} pps, "
+                          f"{r['switch_cpu_us_per_pkt']} us/pkt (switch CPU {r['switch_cpu_share']:.0%}; "
+                          f"load average {r['load_avg_1m']:.2f})", flush=True)
+    except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as exc:
+        print(f"lag_cost_bench: error: {exc}", file=sys.stderr)
+        return 1
+    summary = summarize(runs)
+    loads = {"start": start_load, "end": load_text()}
+    if args.json:
+        print(json.dumps({"size": args.size, "port_rate": args.port_rate, "pairs": args.pairs, "load": loads,
+                          "runs": runs, "summary": summary}, indent=2))
+        return 0
+    pps, cpu = summary["forwarded_pps"], summary["switch_cpu_us_per_pkt"]
+    print(f"{args.size} B{', port rate ' + args.port_rate if args.port_rate else ''}, {args.pairs} pairs: "
+          f"forwarded pps median on {pps['median_on']:,} / off {pps['median_off']:,} = {pps['ratio_of_medians']:.3f} "
+          f"(per-pair median {pps['median_pair_ratio']:.3f}); CPU/pkt median on {cpu['median_on']} / off "
+          f"{cpu['median_off']} us = {cpu['ratio_of_medians']:.3f} (per-pair median {cpu['median_pair_ratio']:.3f})")
+    print(f"accounting cost {summary['pps_cost'] * 100:.1f} % of pps (target < {TARGET_COST * 100:.0f} %: "
+          f"{'met' if summary['target_met'] else 'NOT met'}); {loads['start']} at start, {loads['end']} at end "
+          "(a busy machine: re-measure idle)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

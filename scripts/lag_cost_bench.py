@@ -6,8 +6,10 @@
 Runs ``python -m p4.switch.bench --json`` N times as a pair: the switch with its lag accounting (the default)
 and with ``--no-lag-accounting``, the order alternating from pair to pair so a load that drifts hits both
 alike.  Prints every run, then the medians of forwarded pps and switch CPU per packet, the ratio of the medians
-and the median of the per-pair ratios (cost = 1 - pps ratio).  The machine's load average (as ``uptime`` shows
-it) is printed with every run: a figure taken on a busy machine is a loaded figure.  Needs root (namespaces).
+and the median of the per-pair ratios: the pps cost (1 - pps ratio) and the CPU cost (1 - off/on CPU per packet,
+what a switch with a core to itself would lose).  Forwarded pps measures the accounting only when the switch had
+its core (switch CPU near 100 %); on a busy machine it measures the load, and CPU per packet is the figure to read.
+The machine's load average (as ``uptime`` shows it) is printed with every run.  Needs root (namespaces).
 """
 
 from __future__ import annotations
@@ -63,9 +65,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         pairs = [x[key] / y[key] for x, y in zip(on, off, strict=True) if x[key] and y[key]]
         out[key] = {"median_on": med_on, "median_off": med_off, "ratio_of_medians": round(med_on / med_off, 4),
                     "median_pair_ratio": round(statistics.median(pairs), 4)}
-    cost = 1 - out["forwarded_pps"]["median_pair_ratio"]
-    out["pps_cost"] = round(cost, 4)
-    out["target_met"] = cost < TARGET_COST
+    pps_cost = 1 - out["forwarded_pps"]["median_pair_ratio"]
+    cpu_cost = 1 - 1 / out["switch_cpu_us_per_pkt"]["median_pair_ratio"]
+    out["pps_cost"] = round(pps_cost, 4)
+    out["cpu_cost"] = round(cpu_cost, 4)
+    out["switch_cpu_share_median"] = statistics.median(r["switch_cpu_share"] for r in runs)
+    out["target_met"] = {"pps": pps_cost < TARGET_COST, "cpu": cpu_cost < TARGET_COST}
     return out
 
 
@@ -114,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
           f"forwarded pps median on {pps['median_on']:,} / off {pps['median_off']:,} = {pps['ratio_of_medians']:.3f} "
           f"(per-pair median {pps['median_pair_ratio']:.3f}); CPU/pkt median on {cpu['median_on']} / off "
           f"{cpu['median_off']} us = {cpu['ratio_of_medians']:.3f} (per-pair median {cpu['median_pair_ratio']:.3f})")
-    print(f"accounting cost {summary['pps_cost'] * 100:.1f} % of pps (target < {TARGET_COST * 100:.0f} %: "
-          f"{'met' if summary['target_met'] else 'NOT met'}); {loads['start']} at start, {loads['end']} at end "
-          "(a busy machine: re-measure idle)")
+    met = summary["target_met"]
+    print(f"accounting cost: {summary['pps_cost'] * 100:.1f} % of pps ({'met' if met['pps'] else 'NOT met'}), "
+          f"{summary['cpu_cost'] * 100:.1f} % of one-core pps by CPU/pkt ({'met' if met['cpu'] else 'NOT met'}); "
+          f"target < {TARGET_COST * 100:.0f} %; {loads['start']} at start, {loads['end']} at end")
+    if summary["switch_cpu_share_median"] < 0.8:
+        print(f"note: the switch had {summary['switch_cpu_share_median']:.0%} of a core (median): its pps measures "
+              "the machine's load more than the accounting; read CPU/pkt, or re-measure on an idle machine")
     return 0
 
 

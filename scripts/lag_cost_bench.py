@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/lag_cost_bench.py --pairs 9                      # 64 B, flat out (trafgen)
     .venv/bin/python scripts/lag_cost_bench.py --pairs 5 --port-rate 100G     # every packet through the queues
+    .venv/bin/python scripts/lag_cost_bench.py --micro --pairs 200            # the receive path alone, CPU ns
 
 Runs ``python -m p4.switch.bench --json`` N times as a pair: the switch with its lag accounting (the default)
 and with ``--no-lag-accounting``, the order alternating from pair to pair so a load that drifts hits both
@@ -10,6 +11,12 @@ and the median of the per-pair ratios: the pps cost (1 - pps ratio) and the CPU 
 what a switch with a core to itself would lose).  Forwarded pps measures the accounting only when the switch had
 its core (switch CPU near 100 %); on a busy machine it measures the load, and CPU per packet is the figure to read.
 The machine's load average (as ``uptime`` shows it) is printed with every run.  Needs root (namespaces).
+
+``--micro``: what the accounting adds to the receive path alone, in CPU ns per frame (process CPU time, so a busy
+machine slows it less than it slows pps): two switch ports on one veth, one with receive timestamps and one
+without (``--no-lag-accounting``'s), both rings filled by the same frames from a sender in a namespace, then
+drained in batches of 64 (the one with timestamps also through the switch's ingress lag record per batch),
+in alternating order, N rounds; the minimum and median per arm and their difference.
 """
 
 from __future__ import annotations
@@ -24,6 +31,15 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+MICRO_FRAMES = 1024         # frames per --micro round: fit both 4 MiB rings (2048 slots) with room to spare
+_MICRO_SENDER = r"""
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind((sys.argv[1], 0)); frame = bytes.fromhex(sys.argv[2])
+for line in sys.stdin:
+    for _ in range(int(line)):
+        s.send(frame)
+    print("sent", flush=True)
+"""
 TARGET_COST = 0.05          # issue 16: the accounting must cost less than 5 % of the switch's pps
 
 
@@ -51,6 +67,61 @@ def bench_once(args: argparse.Namespace, accounting: bool) -> dict[str, Any]:
     return {"lag_accounting": accounting, "forwarded_pps": row["forwarded_pps"],
             "switch_cpu_us_per_pkt": row["switch_cpu_us_per_pkt"], "switch_cpu_share": row["switch_cpu_share"],
             "offered_pps": row["offered_pps"], "load_avg_1m": round(load[0], 2)}
+
+
+def micro(rounds: int) -> dict[str, Any]:
+    """CPU ns per frame of ``SwitchPort.recv_batch`` with timestamps plus ``EmbeddedSwitch._rx_lag`` per batch,
+    and of ``recv_batch`` without them, on real rings filled by the same frames (see the module docstring)."""
+    import time
+
+    from emu.netns import NetnsLab
+    from p4.switch.bench import BASIC_P4, udp_frame
+    from p4.switch.pipeline_adapter import load_pipeline
+    from p4.switch.ports import SwitchPort
+    from p4.switch.switch import RX_BATCH_FRAMES, EmbeddedSwitch, SwitchConfig
+
+    switch = EmbeddedSwitch(load_pipeline(BASIC_P4), SwitchConfig(interfaces=[]))   # its clock and lag records
+    per_frame: dict[bool, list[float]] = {True: [], False: []}
+    with NetnsLab() as lab:
+        gen = lab.add_host("gen")
+        gen.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        root_if = f"{lab.prefix}p1"
+        lab.add_link(None, gen, ifname_a=root_if, ifname_b="eth0")
+        ports = {True: SwitchPort(1, root_if), False: SwitchPort(2, root_if, rx_timestamps=False)}
+        sender = gen.popen([sys.executable, "-c", _MICRO_SENDER, "eth0", udp_frame(64).hex()],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            for i in range(rounds):
+                if sender.stdin is None or sender.stdout is None:
+                    raise RuntimeError("--micro: no pipe to the frame sender")
+                sender.stdin.write(f"{MICRO_FRAMES}\n")
+                sender.stdin.flush()
+                if sender.stdout.readline().strip() != "sent":
+                    raise RuntimeError("--micro: the frame sender in the namespace stopped")
+                for accounting in ((True, False) if i % 2 == 0 else (False, True)):
+                    port, got = ports[accounting], 0
+                    t0 = time.process_time_ns()
+                    while got < MICRO_FRAMES:
+                        frames = port.recv_batch(RX_BATCH_FRAMES)
+                        if not frames:
+                            break
+                        if port.rx_first_ts_ns:                  # as the switch's loop does
+                            switch._rx_lag(port, len(frames))
+                        got += len(frames)
+                    t1 = time.process_time_ns()
+                    if got != MICRO_FRAMES:
+                        raise RuntimeError(f"--micro: port {port.port_num} drained {got} of {MICRO_FRAMES} frames")
+                    per_frame[accounting].append((t1 - t0) / got)
+        finally:
+            for port in ports.values():
+                port.close()
+            switch.close()
+    on, off = sorted(per_frame[True]), sorted(per_frame[False])
+    return {"frames_per_round": MICRO_FRAMES, "rounds": rounds, "ingress_events": switch.lag.ingress.events,
+            "ns_per_frame_on": {"min": round(on[0], 1), "median": round(statistics.median(on), 1)},
+            "ns_per_frame_off": {"min": round(off[0], 1), "median": round(statistics.median(off), 1)},
+            "added_ns_per_frame": {"min": round(on[0] - off[0], 1),
+                                   "median": round(statistics.median(on) - statistics.median(off), 1)}}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -83,9 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
     parser.add_argument("--port-rate", metavar="RATE",
                         help="shape the egress port (e.g. 100G): every packet takes the queued path (TM lag)")
+    parser.add_argument("--micro", action="store_true",
+                        help="the receive path alone: CPU ns per frame with and without the accounting (--pairs "
+                             "rounds)")
     parser.add_argument("--json", action="store_true", help="print the runs and the summary as JSON")
     args = parser.parse_args(argv)
-    for flag, value, lo, hi in (("--pairs", args.pairs, 1, 50), ("--size", args.size, 60, 1514),
+    for flag, value, lo, hi in (("--pairs", args.pairs, 1, 1000 if args.micro else 50), ("--size", args.size, 60, 1514),
                                 ("--seconds", args.seconds, 0, 120), ("--warmup", args.warmup, 0, 60)):
         if not lo <= value <= hi or (flag == "--seconds" and value == 0):
             print(f"{flag} {value}: allowed {lo}..{hi}" + (" (> 0)" if flag == "--seconds" else ""),
@@ -94,8 +168,24 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0:
         print("lag_cost_bench: needs root (the bench builds network namespaces)", file=sys.stderr)
         return 2
-    runs: list[dict[str, Any]] = []
     start_load = load_text()
+    if args.micro:
+        try:
+            m = micro(args.pairs)
+        except (RuntimeError, OSError) as exc:
+            print(f"lag_cost_bench: error: {exc}", file=sys.stderr)
+            return 1
+        m["load"] = {"start": start_load, "end": load_text()}
+        if args.json:
+            print(json.dumps(m, indent=2))
+            return 0
+        on, off, add = m["ns_per_frame_on"], m["ns_per_frame_off"], m["added_ns_per_frame"]
+        print(f"receive path, {m['rounds']} rounds of {m['frames_per_round']} frames: CPU ns/frame with accounting "
+              f"min {on['min']} / median {on['median']}, without min {off['min']} / median {off['median']}: adds "
+              f"{add['min']} (min) / {add['median']} (median) ns per frame; {m['load']['start']} at start, "
+              f"{m['load']['end']} at end")
+        return 0
+    runs: list[dict[str, Any]] = []
     try:
         for i in range(args.pairs):
             for accounting in ((True, False) if i % 2 == 0 else (False, True)):

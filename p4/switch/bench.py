@@ -184,7 +184,8 @@ def measure(lab: BenchLab, size: int, seconds: float, warmup_s: float, tool: str
 
 
 def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: str,
-        rate_pps: int | None = None, port_rate: str | None = None, priority_queues: int = 1) -> dict:
+        rate_pps: int | None = None, port_rate: str | None = None, priority_queues: int = 1,
+        lag_accounting: bool = True) -> dict:
     if os.geteuid() != 0:
         raise SwitchBenchError("the benchmark needs root (network namespaces, raw sockets)")
     if tool == "auto":
@@ -201,7 +202,8 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
         ctl = str(workdir / "ctl.sock")
         sw = lab.popen(lab.ns["sw"], [sys.executable, "-m", "p4.switch", str(program), "-i", "1@p1", "-i", "2@p2",
                                       "--commands", str(cmds), "--log-level", "warn", "--ctl", ctl,
-                                      "--priority-queues", str(priority_queues)],
+                                      "--priority-queues", str(priority_queues),
+                                      *([] if lag_accounting else ["--no-lag-accounting"])],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = sw.stdout.readline().strip() if sw.stdout else ""
         if line != "ready":
@@ -219,6 +221,7 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return {"program": str(program), "port_rate": port_rate, "priority_queues": priority_queues,
+            "lag_accounting": lag_accounting,
             "switch_alive_after": alive, "results": results,
             "reference_pps": REFERENCE_PPS}
 
@@ -236,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="shape the egress port (e.g. 100G): every packet then takes the queued path")
     parser.add_argument("--priority-queues", type=int, default=1, metavar="N",
                         help="TM queues per port (1..8; the fabric runs 8): priority-0 traffic uses one of them")
+    parser.add_argument("--no-lag-accounting", dest="lag_accounting", action="store_false",
+                        help="run the switch with --no-lag-accounting (what the accounting costs: "
+                             "scripts/lag_cost_bench.py compares both)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     try:
@@ -248,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         out = run(args.program, sizes, args.seconds, args.warmup, args.generator, args.rate, args.port_rate,
-                  args.priority_queues)
+                  args.priority_queues, args.lag_accounting)
     except SwitchBenchError as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         return 2

@@ -36,6 +36,10 @@ def add_switch_arguments(parser: argparse.ArgumentParser) -> None:
                         help="strict-priority queues per egress port, 1..8, by standard_metadata.priority")
     parser.add_argument("--commands", metavar="CMDS.txt",
                         help="simple_switch_CLI commands to apply before forwarding starts")
+    parser.add_argument("--no-lag-accounting", dest="lag_accounting", action="store_false",
+                        help="do not measure how late ingress and the queues were serviced (no ring timestamps, "
+                             "lag_stats refuses): a switch outside a fabric that reports fidelity, e.g. to "
+                             "measure what the accounting costs")
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +67,7 @@ def _build_config(args: argparse.Namespace):
         raise SwitchArgumentError(f"--priority-queues {args.priority_queues}: allowed 1..8")
     return SwitchConfig(interfaces=interfaces, device_id=args.device_id, ctl=args.ctl, pcap_dir=args.pcap,
                         log_file=args.log_file, log_level=args.log_level, cpu_port=args.cpu_port,
-                        priority_levels=args.priority_queues)
+                        priority_levels=args.priority_queues, lag_accounting=args.lag_accounting)
 
 
 def run_switch(args: argparse.Namespace) -> int:

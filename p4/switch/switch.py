@@ -62,6 +62,7 @@ class SwitchConfig:
     cpu_port: int | None = None
     priority_levels: int = 1
     queue_depth_pkts: int = 64
+    lag_accounting: bool = True      # False (--no-lag-accounting): no ingress/TM lateness, lag_stats refuses
 
 
 class EmbeddedSwitch:
@@ -82,6 +83,7 @@ class EmbeddedSwitch:
         pipeline.attach_traffic_manager(self.tm, self)
         self.pfc = PfcManager(self.tm, self.transmit, device_id=config.device_id, log=self.log)
         self.lag = SwitchLag()               # how late ingress and the TM serviced their events (lag_stats)
+        self.lag_on = config.lag_accounting
         self._rx_port: int | None = None     # ingress port of the packet being processed (PFC accounting)
         self._rx_pfc_prio = 0                # its priority by the DSCP map (when the program sets none)
         self._prio_slot = pipeline.pipe.program.sm.get("priority")   # standard_metadata.priority in a packet
@@ -103,7 +105,7 @@ class EmbeddedSwitch:
                     raise SwitchSetupError(f"--pcap {config.pcap_dir}: cannot write there: "
                                            f"{exc.strerror or exc}") from None
             for port_num, ifname in config.interfaces:
-                port = SwitchPort(port_num, ifname)
+                port = SwitchPort(port_num, ifname, rx_timestamps=config.lag_accounting)
                 self.ports[port_num] = port
                 self.selector.register(port.sock, selectors.EVENT_READ, port)
                 if config.pcap_dir:
@@ -141,6 +143,8 @@ class EmbeddedSwitch:
         if words[0] in TM_COMMANDS:
             return self.tm.execute(words, self.clock.now_ns())
         if words[0] in LAG_COMMANDS:
+            if not self.lag_on:       # no figures rather than empty ones that would read as "never late"
+                raise CommandError(f"{words[0]}: this switch runs with --no-lag-accounting: no lag figures")
             return self.lag.execute(words)
         if words == ["help"]:
             return self.pipeline.execute(line) + "\n" + "\n".join([*PFC_COMMANDS.values(), *TM_COMMANDS.values(),
@@ -404,14 +408,15 @@ class EmbeddedSwitch:
             due = tm.dequeue_due(now_ns, RX_BATCH_FRAMES)
             if not due:
                 return
-            # lateness vs the departures the schedule gave them: the batch's first is the latest, its last the
-            # least late (half the batch counted at each: two records, not one per packet)
-            n, lag = len(due), self.lag.tm
-            if n > 1:
-                lag.record(now_ns - due[0].deq_timestamp_ns, n - (n >> 1))
-                lag.record(now_ns - due[-1].deq_timestamp_ns, n >> 1)
-            else:
-                lag.record(now_ns - due[0].deq_timestamp_ns)
+            if self.lag_on:
+                # lateness vs the departures the schedule gave them: the batch's first is the latest, its last
+                # the least late (half the batch counted at each: two records, not one per packet)
+                n, lag = len(due), self.lag.tm
+                if n > 1:
+                    lag.record(now_ns - due[0].deq_timestamp_ns, n - (n >> 1))
+                    lag.record(now_ns - due[-1].deq_timestamp_ns, n >> 1)
+                else:
+                    lag.record(now_ns - due[0].deq_timestamp_ns)
             pfc = self.pfc
             if not (pfc.active or self.trace):     # batched egress: same order and results, less per packet
                 for qp in due:
@@ -508,13 +513,15 @@ class EmbeddedSwitch:
 
     def _rx_lag(self, port: SwitchPort, n: int) -> None:
         """Ingress lateness of a received batch: now vs the kernel's receive times of its first (the latest
-        serviced) and last frame, half the batch counted at each."""
-        age, lag = self.clock.net_age_ns, self.lag.ingress
+        serviced) and last frame, half the batch counted at each (one clock read: the last is younger by the
+        kernel's gap between the two)."""
+        clock, lag, first_ts = self.clock, self.lag.ingress, port.rx_first_ts_ns
+        first_age_ns = clock.net_age_ns(first_ts)
         if n > 1:
-            lag.record(age(port.rx_first_ts_ns), n - (n >> 1))
-            lag.record(age(port.rx_last_ts_ns), n >> 1)
+            lag.record(first_age_ns, n - (n >> 1))
+            lag.record(first_age_ns - int(clock.net_duration_ns(port.rx_last_ts_ns - first_ts)), n >> 1)
         else:
-            lag.record(age(port.rx_first_ts_ns))
+            lag.record(first_age_ns)
 
     def _port_gone(self, port: SwitchPort) -> None:
         self.log.warning("port %d: interface %s is gone (%s); other ports keep forwarding",

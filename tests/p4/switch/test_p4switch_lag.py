@@ -1,5 +1,6 @@
 """The switch's lag accounting (issue 16): ingress and TM lateness in ``lag_stats``, its bound following the
-shaped port rate, and a stalled switch (SIGSTOP while frames arrive) reported as late, not as fine."""
+shaped port rate, a stalled switch (SIGSTOP while frames arrive) reported as late, not as fine, and
+``--no-lag-accounting`` (the ring's once-per-batch timestamps: test_p4switch_ports)."""
 
 from __future__ import annotations
 
@@ -54,4 +55,14 @@ def test_lag_stats_counts_ingress_and_tm_and_reports_a_stall(switch_lab) -> None
     for bad in ("lag_stats bound 0", "lag_stats bound x", "lag_stats nope"):
         with pytest.raises(CommandError, match="usage: lag_stats"):
             switch_lab.cli(bad)
+    assert switch_lab.stop() == 0
+
+
+def test_no_lag_accounting_forwards_and_lag_stats_refuses(switch_lab) -> None:
+    switch_lab.start(FEATURES_P4, "--no-lag-accounting", commands=ROUTES)
+    switch_lab.send(1, frames(10))
+    assert len(switch_lab.recv(2, want=10)) >= 10
+    for cmd in ("lag_stats", "lag_stats json"):        # no figures rather than empty ones ("never late")
+        with pytest.raises(CommandError, match="--no-lag-accounting"):
+            switch_lab.cli(cmd)
     assert switch_lab.stop() == 0

@@ -147,6 +147,10 @@ def run_bench(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, data
     """The bench's JSON: one run at ``fraction``, and with ``find_max_rate`` a search (halving from there, then
     bisecting) for the highest fraction of line rate whose run stays ``fidelity.ok``."""
     say = echo or (lambda line: None)
+    if datapath == "native":
+        from sw.roce.native.build import load
+
+        load()           # built (and cached) once here, not by every generator at once; warns if it cannot be
     first = run_once(fab, pattern=pattern, fraction=fraction, wall_s=wall_s, datapath=datapath)
     say(summary(first))
     out: dict[str, Any] = {"topology": spec_dict(fab.spec), "time_dilation": fab.clock.dilation,

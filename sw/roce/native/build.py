@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import sysconfig
-import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -59,12 +59,16 @@ def build() -> ModuleType:
         ffi = cffi.FFI()
         ffi.cdef(CDEF)
         ffi.set_source(name, source, extra_compile_args=["-O2"])
-        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / f"build-{os.getpid()}"   # processes building at once never write the same file
+        tmp.mkdir(parents=True, exist_ok=True)
         try:
-            built = Path(ffi.compile(tmpdir=str(out), verbose=False))
+            built = Path(ffi.compile(tmpdir=str(tmp), verbose=False))
+            found = [out / built.name]
+            os.replace(built, found[0])        # atomic: an importer sees the whole library or none
         except Exception as exc:  # cffi raises VerificationError/CompileError/OSError when no compiler runs
             raise NativeUnavailable(f"C compiler failed: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
-        found = [built]
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     spec = importlib.util.spec_from_file_location(name, found[0])
     if spec is None or spec.loader is None:
         raise NativeUnavailable(f"cannot import {found[0]}")
@@ -79,6 +83,6 @@ def load() -> ModuleType | None:
         try:
             _cached["mod"] = build()
         except NativeUnavailable as exc:
-            warnings.warn(f"native data path unavailable, using the Python path: {exc}", stacklevel=2)
+            print(f"warning: native data path unavailable, using the Python path: {exc}", file=sys.stderr)
             _cached["mod"] = None
     return _cached["mod"]

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,8 +81,10 @@ def _component_pids(fab: Fabric) -> dict[str, list[int]]:
             "collectives": []}
 
 
-def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datapath: str) -> dict[str, Any]:
-    """One bounded run at ``fraction`` of line rate per NIC; the figures of one row of the bench."""
+def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datapath: str,
+             on_start: Callable[[dict[str, list[int]]], None] | None = None) -> dict[str, Any]:
+    """One bounded run at ``fraction`` of line rate per NIC; the figures of one row of the bench.  ``on_start``
+    gets the pids by component class once traffic starts (``scripts/fabric_profile.py`` attaches py-spy there)."""
     spec = fab.spec
     rate_bps = max(1, int(spec.link_rate_bps * fraction))
     dsts = pattern_pairs(fab, pattern)
@@ -112,6 +115,8 @@ def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datap
             assert proc.stdin is not None
             proc.stdin.write(b"go\n")
             proc.stdin.flush()
+        if on_start is not None:
+            on_start(pids)
         budget = fab.clock.net_duration_ns(wall_s * 1e9 + RESULT_GRACE_NS)
         results = {s: json.loads(read_line(fab.clock, p, s, None, int(budget))) for s, p in procs.items()}
         wall = fab.clock.wall_duration_ns(fab.clock.now_ns() - t0) / 1e9

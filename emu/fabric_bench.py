@@ -178,7 +178,9 @@ def run_bench(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, data
     out["max_ok_fraction"] = ok_f
     out["max_ok_rate_bps"] = int(fab.spec.link_rate_bps * ok_f) if ok_f is not None else None
     out["rate_search"] = [{k: s[k] for k in ("offered_fraction", "offered_rate_bps", "forwarded_pkts_per_wall_s",
-                                              "delivered_pkts", "sent_pkts")} | {"fidelity_ok": s["fidelity"]["ok"]}
+                                              "delivered_pkts", "sent_pkts")}
+                          | {"fidelity_ok": s["fidelity"]["ok"], "late_share": s["fidelity"]["late_share"],
+                             "worst_component": s["fidelity"]["worst_component"]}
                           for s in steps]
     return out
 

@@ -57,7 +57,7 @@ def open_nic(ifname: str, dsts: list[str], rate_bps: int, clock: Clock, index: i
         flow = Flow(port.mac, mac, port.ip, dst, QPN_BASE + index * 64 + k, QPN_BASE + 32 + k)
         flows.append(TxFlow(PacketTemplate(flow, Opcode.RDMA_WRITE_MIDDLE), payload))
     lag = register(f"nic {ifname}", LagStats(mtu_serialization_ns(rate_bps)))
-    return NicTraffic(port, TokenBucket(rate_bps, BURST_BYTES, clock.now_ns()), flows, lag)
+    return NicTraffic(port, TokenBucket(rate_bps, BURST_BYTES, clock.now_ns(), start_full=False), flows, lag)
 
 
 def _send_due(nic: NicTraffic, dp: Datapath, now_ns: int) -> None:
@@ -90,6 +90,8 @@ def run(nics: list[NicTraffic], dp: Datapath, clock: Clock, wall_ns: int) -> Non
     meanwhile waits in the socket and is taken in one burst (the generator only counts it), so the cost per
     frame is the data path's, not a wake-up's."""
     start = clock.now_ns()
+    for nic in nics:     # empty at the start: no burst of every NIC at once on "go"
+        nic.bucket = TokenBucket(nic.bucket.rate_bps, BURST_BYTES, start, start_full=False)
     send_end = start + clock.net_duration_ns(wall_ns)
     end = send_end + clock.net_duration_ns(DRAIN_WALL_NS)
     while (now := clock.now_ns()) < end:

@@ -459,8 +459,12 @@ def _bench(args: argparse.Namespace) -> int:
     from emu.calibrate import resolve_dilation
     from emu.fabric_bench import plot, run_bench
 
-    if args.plot:
-        output_dir("--plot", str(Path(args.plot).expanduser().resolve().parent), create=False)
+    if args.backend != "embedded":
+        raise FabricCliError(f"--backend {args.backend}: fabric bench needs --backend embedded (it reads the "
+                             "switches' port counters and lag through their control sockets)")
+    if args.plot and not Path(args.plot).expanduser().resolve().parent.is_dir():
+        raise FabricCliError(f"--plot {args.plot}: its folder {Path(args.plot).expanduser().resolve().parent} does "
+                             "not exist")
     apply_dilation(resolve_dilation(args.time_dilation), lambda c: _make_fabric(args, clock=c))
     echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
     with _make_fabric(args) as fab:

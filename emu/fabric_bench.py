@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from emu.status import parse_port_stats, spec_dict
 from emu.traffic import PROBE_READY_TIMEOUT_NS, TrafficError, read_line, stop_proc
+from p4.switch.tm import DEFAULT_QUEUE_DEPTH_PKTS
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
@@ -29,6 +30,7 @@ PATTERNS = ("all-to-all", "incast")
 COMPONENTS = ("switches", "nics", "link_emulators", "collectives")
 RESULT_GRACE_NS = 30_000_000_000     # wall ns beyond the run (and its drain) for every generator's result line
 SEARCH_MIN_FRACTION = 1 / 64
+DRAIN_QUEUES = 3     # queues in a row a frame may wait in (leaf, spine, leaf)
 SEARCH_BISECT_STEPS = 3
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -87,6 +89,9 @@ def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datap
     gets the pids by component class once traffic starts (``scripts/fabric_profile.py`` attaches py-spy there)."""
     spec = fab.spec
     rate_bps = max(1, int(spec.link_rate_bps * fraction))
+    # the receivers keep receiving until full queues on a path could have drained (wall time)
+    drain_net_ns = DRAIN_QUEUES * DEFAULT_QUEUE_DEPTH_PKTS * (spec.mtu + 100) * 8 * 1e9 / spec.link_rate_bps
+    drain_s = max(0.5, fab.clock.wall_duration_ns(drain_net_ns) / 1e9)
     dsts = pattern_pairs(fab, pattern)
     for name in fab.net.switches:
         fab.switch_cli(name, "port_stats_reset")          # also restarts the switch's lag accounting
@@ -98,6 +103,7 @@ def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datap
     try:
         for server in sorted({n.server for n in fab.topo.nics}, key=lambda s: int(s[1:])):
             argv = [sys.executable, "-m", "sw.roce.tools.blast", "--rate-bps", str(rate_bps), "--wall-s", str(wall_s),
+                    "--drain-s", f"{drain_s:.3f}",
                     "--datapath", datapath]
             for nic in fab.topo.nics_of(server):
                 argv += ["--nic", f"{nic.ifname}={','.join(dsts[nic.ifname])}"]
@@ -133,13 +139,13 @@ def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datap
     hops_m = sw["packet_hops"] / 1e6
     return {
         "pattern": pattern, "datapath": results[next(iter(results))]["datapath"],
-        "offered_fraction": fraction, "offered_rate_bps": rate_bps, "wall_s": round(wall, 3),
+        "offered_fraction": fraction, "offered_rate_bps": rate_bps, "traffic_wall_s": wall_s, "wall_s": round(wall, 3),
         "sent_pkts": sum(r["tx_frames"] for r in nic_rows), "sent_bytes": sum(r["tx_bytes"] for r in nic_rows),
         "delivered_pkts": sum(r["rx"]["good"] for r in nic_rows),
         "delivered_bad_icrc": sum(r["rx"]["bad_icrc"] for r in nic_rows),
         **sw,
-        "forwarded_pkts_per_wall_s": round(sw["packet_hops"] / wall, 1),
-        "forwarded_bytes_per_wall_s": round(sw["hop_bytes"] / wall, 1),
+        "forwarded_pkts_per_wall_s": round(sw["packet_hops"] / wall_s, 1),    # per second of offered traffic
+        "forwarded_bytes_per_wall_s": round(sw["hop_bytes"] / wall_s, 1),
         "cpu": {c: {"processes": nprocs[c], "cpu_s": round(cpu[c], 3),
                     "cpu_s_per_m_packet_hops": round(cpu[c] / hops_m, 3) if hops_m and nprocs[c] else None}
                 for c in COMPONENTS},

@@ -43,3 +43,7 @@ def test_fabric_bench_bad_flag_is_one_line() -> None:
     out = subprocess.run([sys.executable, "-m", "sw.cli", "fabric", "bench", "--seconds", "0"],
                          capture_output=True, text=True, cwd=REPO, timeout=60)
     assert out.returncode == 2 and "--seconds" in out.stderr and "Traceback" not in out.stderr
+    for argv, flag in ((["--backend", "bmv2"], "--backend bmv2"), (["--plot", "/nonexistent-dir/b.png"], "--plot")):
+        out = subprocess.run([sys.executable, "-m", "sw.cli", "fabric", "bench", "--time-dilation", "10", *argv],
+                             capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert out.returncode == 2 and flag in out.stderr and "Traceback" not in out.stderr, out.stderr

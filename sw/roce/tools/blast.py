@@ -29,7 +29,7 @@ from sw.units import parse_rate_bps
 from sw.units.cli_guard import ArgumentParser, call_guarded
 
 BURST_BYTES = 64 * 1024    # the bucket's depth: as the software NIC's pacer (sw.roce.softnic.nic)
-DRAIN_WALL_NS = 500_000_000  # after sending stops: keep receiving what is still in flight
+DRAIN_WALL_NS = 500_000_000  # after sending stops, at least: keep receiving what is still in flight
 MAX_WAIT_WALL_NS = 20_000_000
 MIN_SLEEP_WALL_NS = 50_000   # below this a sleep costs more than it saves: go round again
 QPN_BASE = 0x100
@@ -83,8 +83,8 @@ def _wait_ns(nics: list[NicTraffic], now_ns: int) -> int:
     return max(0, min(waits)) if waits else 10**12
 
 
-def run(nics: list[NicTraffic], dp: Datapath, clock: Clock, wall_ns: int) -> None:
-    """Offer traffic for ``wall_ns`` of wall time, then only receive for ``DRAIN_WALL_NS``.
+def run(nics: list[NicTraffic], dp: Datapath, clock: Clock, wall_ns: int, drain_wall_ns: int = DRAIN_WALL_NS) -> None:
+    """Offer traffic for ``wall_ns`` of wall time, then only receive for ``drain_wall_ns``.
 
     The loop sleeps until the next bucket is due rather than waking for every received frame: what arrived
     meanwhile waits in the socket and is taken in one burst (the generator only counts it), so the cost per
@@ -93,7 +93,7 @@ def run(nics: list[NicTraffic], dp: Datapath, clock: Clock, wall_ns: int) -> Non
     for nic in nics:     # empty at the start: no burst of every NIC at once on "go"
         nic.bucket = TokenBucket(nic.bucket.rate_bps, BURST_BYTES, start, start_full=False)
     send_end = start + clock.net_duration_ns(wall_ns)
-    end = send_end + clock.net_duration_ns(DRAIN_WALL_NS)
+    end = send_end + clock.net_duration_ns(drain_wall_ns)
     while (now := clock.now_ns()) < end:
         for nic in nics:
             while dp.rx_poll(nic.port, nic.rx):
@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nic", action="append", required=True, metavar="IFNAME[=DST,...]", help="a NIC and its peers")
     p.add_argument("--rate-bps", required=True, metavar="RATE", help="offered rate per NIC (network time), e.g. 1G")
     p.add_argument("--wall-s", type=float, default=3.0, metavar="S", help="seconds of wall time to send (default 3)")
+    p.add_argument("--drain-s", type=float, default=DRAIN_WALL_NS / 1e9, metavar="S",
+                   help="wall seconds to keep receiving after sending stops (default 0.5)")
     p.add_argument("--datapath", default="native", choices=DATAPATHS, help="C (native, default) or Python path")
     return p
 
@@ -145,6 +147,8 @@ def main_args(args: argparse.Namespace) -> int:
     clock = get_clock()
     if not 0.1 <= args.wall_s <= 3600:
         raise ValueError(f"--wall-s {args.wall_s}: must be within 0.1..3600")
+    if not 0 <= args.drain_s <= 3600:
+        raise ValueError(f"--drain-s {args.drain_s}: must be within 0..3600")
     rate_bps = parse_rate_bps(args.rate_bps)
     dp = make_datapath(args.datapath)
     nics = [open_nic(name, dsts, rate_bps, clock, i) for i, (name, dsts) in enumerate(map(parse_nic, args.nic))]
@@ -152,7 +156,7 @@ def main_args(args: argparse.Namespace) -> int:
     if sys.stdin.readline().strip() != "go":
         return 1
     wall_ns = int(args.wall_s * 1e9)
-    run(nics, dp, clock, wall_ns)
+    run(nics, dp, clock, wall_ns, int(args.drain_s * 1e9))
     write_lag_file()
     print(json.dumps(report(nics, dp, wall_ns)), flush=True)
     sys.stdin.readline()      # "quit" or EOF: the caller has read our CPU time

@@ -41,13 +41,22 @@ class BenchError(RuntimeError):
     is_user_error = True
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process so far (``/proc/PID/stat``), 0 when it is gone."""
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process so far in seconds (``/proc/PID/stat``), zeros when it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK      # fields 14, 15 of proc(5), after pid and comm
+        return 0.0, 0.0
+    return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK      # fields 14, 15 of proc(5)
+
+
+def _class_cpu(pids: dict[str, list[int]]) -> dict[str, tuple[float, float]]:
+    """(user, system) seconds summed per component class."""
+    out = {}
+    for comp in COMPONENTS:
+        times = [cpu_seconds(p) for p in pids[comp]]
+        out[comp] = (sum(t[0] for t in times), sum(t[1] for t in times))
+    return out
 
 
 def pattern_pairs(fab: Fabric, pattern: str) -> dict[str, list[str]]:
@@ -115,7 +124,7 @@ def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datap
             read_line(fab.clock, proc, server, "ready", PROBE_READY_TIMEOUT_NS)
         pids = _component_pids(fab)
         pids["nics"] = [p.pid for p in procs.values()]
-        cpu0 = {c: sum(cpu_seconds(p) for p in pids[c]) for c in COMPONENTS}
+        cpu0 = _class_cpu(pids)
         t0 = fab.clock.now_ns()
         for proc in procs.values():
             assert proc.stdin is not None
@@ -126,7 +135,8 @@ def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datap
         budget = fab.clock.net_duration_ns(wall_s * 1e9 + RESULT_GRACE_NS)
         results = {s: json.loads(read_line(fab.clock, p, s, None, int(budget))) for s, p in procs.items()}
         wall = fab.clock.wall_duration_ns(fab.clock.now_ns() - t0) / 1e9
-        cpu = {c: sum(cpu_seconds(p) for p in pids[c]) - cpu0[c] for c in COMPONENTS}
+        cpu1 = _class_cpu(pids)
+        cpu = {c: (cpu1[c][0] - cpu0[c][0], cpu1[c][1] - cpu0[c][1]) for c in COMPONENTS}
         nprocs = {c: len(pids[c]) for c in COMPONENTS}
     except TrafficError as exc:
         raise BenchError(f"fabric bench: {exc}") from None
@@ -146,8 +156,9 @@ def run_once(fab: Fabric, *, pattern: str, fraction: float, wall_s: float, datap
         **sw,
         "forwarded_pkts_per_wall_s": round(sw["packet_hops"] / wall_s, 1),    # per second of offered traffic
         "forwarded_bytes_per_wall_s": round(sw["hop_bytes"] / wall_s, 1),
-        "cpu": {c: {"processes": nprocs[c], "cpu_s": round(cpu[c], 3),
-                    "cpu_s_per_m_packet_hops": round(cpu[c] / hops_m, 3) if hops_m and nprocs[c] else None}
+        "cpu": {c: {"processes": nprocs[c], "cpu_s": round(sum(cpu[c]), 3), "user_s": round(cpu[c][0], 3),
+                    "system_s": round(cpu[c][1], 3),
+                    "cpu_s_per_m_packet_hops": round(sum(cpu[c]) / hops_m, 3) if hops_m and nprocs[c] else None}
                 for c in COMPONENTS},
         "fidelity": fab.fidelity(),
     }

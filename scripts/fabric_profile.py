@@ -7,9 +7,10 @@ Brings up the fabric, runs one ``fabric bench`` all-to-all run at line rate, and
 and generator process with ``py-spy record --format raw`` for the middle of the run.  Prints, per component class,
 the functions with the most samples of their own (a C call is counted on its Python caller's line, so the
 syscalls are in the caller's share) as a share of that class's busy samples: samples waiting for input
-(``select`` in the switch's loop, ``idle_wait`` in the generator) and threads without Python frames (the
-numerical libraries' pools) are left out.  And the run's CPU-seconds per
-million packet-hops per class and the load average.  py-spy comes with the dev dependencies.
+(``select`` in the switch's loop, ``idle_wait``/``wait_stdin`` and below in the generator) and threads without
+Python frames (the numerical libraries' pools) are left out.  And the run's CPU-seconds per million packet-hops
+per class (user and system time: the kernel's share of forwarding shows there, not in py-spy's samples) and the
+load average.  py-spy comes with the dev dependencies.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from emu.fabric import Fabric  # noqa: E402
 from emu.fabric_bench import run_once  # noqa: E402
 from sw.clock import get_clock  # noqa: E402
 
-IDLE = ("EpollSelector.select", "_PollLikeSelector.select", "idle_wait")
+IDLE = ("EpollSelector.select", "_PollLikeSelector.select", "idle_wait", "wait_stdin")
 START_DELAY_S = 1.0     # after traffic starts: sample the steady state
 
 
@@ -53,8 +54,9 @@ def top_self(paths: list[Path], top: int) -> tuple[int, int, list[tuple[str, flo
             stack, _, count = line.rpartition(" ")
             n = int(count)
             total += n
-            leaf = _frame(stack.split(";")[-1])
-            if not leaf or leaf.split(" ")[0] in IDLE:    # "": a thread without Python frames (numpy's pool)
+            frames = [_frame(f) for f in stack.split(";")]
+            leaf = frames[-1]
+            if not leaf or any(f.split(" ")[0] in IDLE for f in frames):   # "": a thread without Python frames
                 continue
             busy += n
             own[leaf] += n
@@ -112,7 +114,8 @@ def main() -> int:
           f"data path, load {report['load_avg_1m']:.1f}: {row['forwarded_pkts_per_wall_s']:.0f} packet-hops/s")
     for comp, prof in report["profiles"].items():
         cpu = row["cpu"][comp]
-        print(f"\n{comp}: {cpu['cpu_s']} CPU-s, {cpu['cpu_s_per_m_packet_hops']} CPU-s per M packet-hops; "
+        print(f"\n{comp}: {cpu['cpu_s']} CPU-s ({cpu['system_s']} in the kernel), {cpu['cpu_s_per_m_packet_hops']} "
+              "CPU-s per M packet-hops; "
               f"{prof['busy_samples']} busy of {prof['samples']} samples")
         print("| share | function |\n|---:|---|")
         for fn, share in prof["top_self"]:

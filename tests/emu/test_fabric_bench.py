@@ -35,6 +35,8 @@ def test_fabric_bench_json_and_counters(tmp_path: Path) -> None:
     assert r["packet_hops"] == r["switch_rx_pkts"] - r["queue_drop_pkts"] - r["pipeline_drop_pkts"]
     assert r["cpu"]["switches"]["processes"] == 3 and r["cpu"]["switches"]["cpu_s_per_m_packet_hops"] > 0
     assert r["cpu"]["nics"]["processes"] == 2 and r["cpu"]["nics"]["cpu_s"] > 0
+    for c in r["cpu"].values():
+        assert c["cpu_s"] == pytest.approx(c["user_s"] + c["system_s"], abs=2e-3)
     assert plot.stat().st_size > 1000
 
 

@@ -85,6 +85,17 @@ int sp_build(const uint8_t *tmpl, size_t len, uint32_t psn0, int count, uint8_t 
     return 0;
 }
 
+/* n message headers over consecutive slots of stride bytes in buf, each one iovec of len bytes. */
+static void slot_msgs(struct mmsghdr *msgs, struct iovec *iov, int n, uint8_t *buf, size_t stride, size_t len) {
+    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        iov[i].iov_base = buf + (size_t)i * stride;
+        iov[i].iov_len = len;
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+}
+
 /* Build count (<= MAX_BATCH) frames as sp_build does and send them on AF_PACKET socket fd with sendmmsg.
  * Returns frames sent (the kernel may take fewer when its queue is full), or -errno. */
 int sp_tx_burst(int fd, const uint8_t *tmpl, size_t len, uint32_t psn0, int count, uint8_t *scratch) {
@@ -92,13 +103,7 @@ int sp_tx_burst(int fd, const uint8_t *tmpl, size_t len, uint32_t psn0, int coun
     struct iovec iov[MAX_BATCH];
     if (count > MAX_BATCH) count = MAX_BATCH;
     if (sp_build(tmpl, len, psn0, count, scratch) < 0) return -EINVAL;
-    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)count);
-    for (int i = 0; i < count; i++) {
-        iov[i].iov_base = scratch + (size_t)i * len;
-        iov[i].iov_len = len;
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-    }
+    slot_msgs(msgs, iov, count, scratch, len, len);
     int sent = 0;
     while (sent < count) {
         int r = sendmmsg(fd, msgs + sent, (unsigned)(count - sent), MSG_DONTWAIT);
@@ -142,12 +147,8 @@ int sp_rx_burst(int fd, uint8_t *buf, int max, uint64_t *counts) {
     struct iovec iov[MAX_BATCH];
     struct sockaddr_ll addrs[MAX_BATCH];
     if (max > MAX_BATCH) max = MAX_BATCH;
-    memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)max);
+    slot_msgs(msgs, iov, max, buf, RX_FRAME_CAP, RX_FRAME_CAP);
     for (int i = 0; i < max; i++) {
-        iov[i].iov_base = buf + (size_t)i * RX_FRAME_CAP;
-        iov[i].iov_len = RX_FRAME_CAP;
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
         msgs[i].msg_hdr.msg_name = &addrs[i];
         msgs[i].msg_hdr.msg_namelen = sizeof addrs[i];
     }

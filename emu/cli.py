@@ -171,6 +171,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fa.add_argument("--script", metavar="FILE", help="replay '[+T] ACTION TARGET [VALUE]' lines")
     named(fa)
 
+    be = sub.add_parser("bench", help="line-rate RoCE on every NIC for a bounded time: packet-hops per wall second, "
+                                      "CPU per component, fidelity (and the highest rate that keeps it)")
+    add_bench_arguments(be)
+
+
+def add_bench_arguments(be: argparse.ArgumentParser) -> None:
+    """``fabric bench``'s flags: the topology's, the dilation, and what to offer for how long."""
+    from emu.fabric_bench import PATTERNS
+    from sw.roce.native.datapath import DATAPATHS
+
+    add_topology_arguments(be)
+    add_time_dilation_flag(be)
+    be.set_defaults(int_sink="host")
+    be.add_argument("--pattern", default="all-to-all", choices=PATTERNS, help="who sends to whom (default all-to-all)")
+    be.add_argument("--load", type=float_flag(1e-3, 1.0), default=1.0, metavar="F",
+                    help="offered rate per NIC as a fraction of line rate, 0.001..1 (default 1: line rate)")
+    be.add_argument("--seconds", type=float_flag(0.5, 600.0, unit="s"), default=5.0, metavar="S",
+                    help="wall seconds of traffic per run, 0.5..600 (default 5)")
+    be.add_argument("--find-max-rate", action="store_true",
+                    help="also search (halving, then bisecting) for the highest load that stays fidelity.ok")
+    be.add_argument("--datapath", default="native", choices=DATAPATHS,
+                    help="NIC data path: C through cffi (native, default; python with a warning when no compiler) "
+                         "or the Python reference")
+    be.add_argument("--json", action="store_true", help="print the result as JSON")
+    be.add_argument("--plot", metavar="FILE", help="PNG: CPU per component (and forwarded vs offered load)")
+
 
 # --- output -------------------------------------------------------------------------------------------------
 def output_dir(flag: str, path: str, *, create: bool = True) -> Path:
@@ -205,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
         return _test(args)
     if cmd == "fault":
         return _fault(args)
+    if cmd == "bench":
+        return _bench(args)
     raise AssertionError(cmd)
 
 
@@ -425,6 +453,30 @@ def print_fault_events(events: list[dict[str, Any]]) -> None:
     for e in events:
         print(f"{e['time_utc']} {e['action']} {e['target']}{' ' + e['value'] if e['value'] else ''}: ok"
               f"{' (changed: ' + ', '.join(e['changed']) + ')' if e['changed'] else ''}")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from emu.calibrate import resolve_dilation
+    from emu.fabric_bench import plot, run_bench
+
+    if args.backend != "embedded":
+        raise FabricCliError(f"--backend {args.backend}: fabric bench needs --backend embedded (it reads the "
+                             "switches' port counters and lag through their control sockets)")
+    if args.plot and not Path(args.plot).expanduser().resolve().parent.is_dir():
+        raise FabricCliError(f"--plot {args.plot}: its folder {Path(args.plot).expanduser().resolve().parent} does "
+                             "not exist")
+    apply_dilation(resolve_dilation(args.time_dilation), lambda c: _make_fabric(args, clock=c))
+    echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else print
+    with _make_fabric(args) as fab:
+        result = run_bench(fab, pattern=args.pattern, fraction=args.load, wall_s=args.seconds,
+                           datapath=args.datapath, find_max_rate=args.find_max_rate, echo=echo)
+    if args.plot:
+        plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    elif result.get("rate_search") is not None:
+        print(f"highest load that stays fidelity.ok: {result['max_ok_fraction']} x line rate")
+    return 0
 
 
 def _test(args: argparse.Namespace) -> int:

@@ -184,9 +184,7 @@ class NetnsLab:
                 proc.wait(timeout=5)
         self.processes.clear()
         for link in self.links:
-            if link.a is None and link.b is None:
-                continue
-            if link.a is None or link.b is None:
+            if link.a is None or link.b is None:   # an end in the root namespace (both: deleting one deletes the pair)
                 root_if = link.ifname_a if link.a is None else link.ifname_b
                 _run(["ip", "link", "delete", root_if], check=False)
         self.links.clear()

@@ -95,6 +95,18 @@ def _check_python_packages() -> Check:
                  "" if ok else FIX_VENV)
 
 
+def _check_native_datapath() -> Check:
+    """The C NIC data path (``sw.roce.native``): built, or cached, with cffi and the C compiler."""
+    from sw.roce.native.build import NativeUnavailable, build, cache_dir
+
+    try:
+        module = build()
+    except NativeUnavailable as exc:
+        return Check("native data path (cffi + C compiler)", False, False, f"{exc}; the Python path runs instead",
+                     FIX_APT.format(pkg="gcc") + "; " + FIX_VENV)
+    return Check("native data path (cffi + C compiler)", False, True, f"{module.__file__} (cache {cache_dir()})", "")
+
+
 def run_checks() -> list[Check]:
     return [
         _check_root(),
@@ -108,6 +120,7 @@ def run_checks() -> list[Check]:
         _binary("brctl", "bridge-utils", None),
         _binary("cpp", "cpp", ["--version"]),
         _check_python_packages(),
+        _check_native_datapath(),
         _binary("simple_switch", "BMv2 (build from source; no registry package)", None, required=False),
         _binary("p4c", "p4c (build from source; no registry package)", ["--version"], required=False),
     ]

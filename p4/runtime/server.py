@@ -424,7 +424,8 @@ class P4RuntimeServer:
                 svc.stream_channel, request_deserializer=_M("p4.v1.StreamMessageRequest").FromString,
                 response_serializer=_M("p4.v1.StreamMessageResponse").SerializeToString),
         }
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="p4rt"))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="p4rt"),
+                                  options=[("grpc.so_reuseport", 0)])   # a port in use is an error, not shared
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         try:
             bound = self.server.add_insecure_port(address)

@@ -251,7 +251,8 @@ class ForwardingDevice:
             raise EntityError("INVALID_ARGUMENT", f"action {spec.name} is @tableonly in table {table.name}")
         table.set_default(spec, data)
 
-    def _entry_message(self, table_id: int, table: Table, e: Entry, with_counter: bool) -> Any:
+    def entry_entity(self, table_id: int, table: Table, e: Entry, with_counter: bool) -> Any:
+        """A table entry of ours as a P4Runtime ``Entity`` (priorities back to higher-wins)."""
         ent = Entity()
         te = ent.table_entry
         te.table_id = table_id
@@ -307,7 +308,7 @@ class ForwardingDevice:
                 match, prio = self._match(table, te.match), -te.priority
                 entries = [e for e in entries if e.match == match and e.priority == prio]
             for e in sorted(entries, key=lambda e: e.handle):
-                yield self._entry_message(tid, table, e, with_counter)
+                yield self.entry_entity(tid, table, e, with_counter)
 
     # --- action profiles -------------------------------------------------------------------------------------
     def _profile(self, profile_id: int) -> tuple[_Profile, Any]:
@@ -478,7 +479,7 @@ class ForwardingDevice:
                     continue
                 for e in sorted(table.entries.values(), key=lambda e: e.handle):
                     out = Entity()
-                    out.direct_counter_entry.table_entry.CopyFrom(self._entry_message(tid, table, e, False)
+                    out.direct_counter_entry.table_entry.CopyFrom(self.entry_entity(tid, table, e, False)
                                                                   .table_entry)
                     out.direct_counter_entry.data.packet_count = e.packets
                     out.direct_counter_entry.data.byte_count = e.bytes

@@ -320,18 +320,13 @@ class ForwardingDevice:
     def _write_member(self, kind: int, m: Any) -> None:
         ids, prof = self._profile(m.action_profile_id)
         handle = ids.members.get(m.member_id)
+        _check_exists(kind, handle is not None, f"profile {prof.name}: member {m.member_id}")
         if kind == DELETE:
-            if handle is None:
-                raise EntityError("NOT_FOUND", f"profile {prof.name}: no member {m.member_id}")
             if any(handle in g for g in prof.groups.values()) or any(
                     e.member == handle for t in prof.tables for e in t.entries.values()):
                 raise EntityError("FAILED_PRECONDITION", f"profile {prof.name}: member {m.member_id} is in use")
             del prof.members[handle], ids.members[m.member_id]
             return
-        if kind == INSERT and handle is not None:
-            raise EntityError("ALREADY_EXISTS", f"profile {prof.name}: member {m.member_id} exists")
-        if kind == MODIFY and handle is None:
-            raise EntityError("NOT_FOUND", f"profile {prof.name}: no member {m.member_id}")
         if not prof.tables:
             raise EntityError("INVALID_ARGUMENT", f"profile {prof.name} serves no table")
         spec = self._action(prof.tables[0], m.action.action_id)
@@ -346,17 +341,12 @@ class ForwardingDevice:
     def _write_group(self, kind: int, g: Any) -> None:
         ids, prof = self._profile(g.action_profile_id)
         handle = ids.groups.get(g.group_id)
+        _check_exists(kind, handle is not None, f"profile {prof.name}: group {g.group_id}")
         if kind == DELETE:
-            if handle is None:
-                raise EntityError("NOT_FOUND", f"profile {prof.name}: no group {g.group_id}")
             if any(e.group == handle for t in prof.tables for e in t.entries.values()):
                 raise EntityError("FAILED_PRECONDITION", f"profile {prof.name}: group {g.group_id} is in use")
             del prof.groups[handle], ids.groups[g.group_id], ids.weights[g.group_id]
             return
-        if kind == INSERT and handle is not None:
-            raise EntityError("ALREADY_EXISTS", f"profile {prof.name}: group {g.group_id} exists")
-        if kind == MODIFY and handle is None:
-            raise EntityError("NOT_FOUND", f"profile {prof.name}: no group {g.group_id}")
         members: list[int] = []
         weights = []
         for gm in g.members:
@@ -393,6 +383,14 @@ class ForwardingDevice:
             raise EntityError("OUT_OF_RANGE", f"{what}: index {i} outside 0..{size - 1}")
         return range(i, i + 1)
 
+    def _cells(self, msg: Any, given_id: int, all_ids: dict[int, Any], lookup: Any) -> Iterator[tuple[int, Any, int]]:
+        """(id, extern, index) of every cell a counter/register read names: all objects when the id is 0, all
+        indices when none is given."""
+        for oid in [given_id] if given_id else list(all_ids):
+            obj = lookup(oid)
+            for i in self._indices(msg, obj.size, f"{obj.kind} {obj.name}"):
+                yield oid, obj, i
+
     def _register(self, register_id: int) -> Any:
         info = self.registers.get(register_id)
         if info is None:
@@ -407,23 +405,15 @@ class ForwardingDevice:
             raise EntityError("INVALID_ARGUMENT", f"update type {kind} is not INSERT, MODIFY or DELETE")
         ent = update.entity
         which = ent.WhichOneof("entity")
+        writers = {"table_entry": self._write_table_entry, "action_profile_member": self._write_member,
+                   "action_profile_group": self._write_group, "counter_entry": self._write_counter,
+                   "direct_counter_entry": self._write_direct_counter, "register_entry": self._write_register}
+        if which is None:
+            raise EntityError("INVALID_ARGUMENT", "the update has no entity")
+        if which not in writers:
+            raise EntityError("UNIMPLEMENTED", f"writing {which} is not supported by this switch")
         try:
-            if which == "table_entry":
-                self._write_table_entry(kind, ent.table_entry)
-            elif which == "action_profile_member":
-                self._write_member(kind, ent.action_profile_member)
-            elif which == "action_profile_group":
-                self._write_group(kind, ent.action_profile_group)
-            elif which == "counter_entry":
-                self._write_counter(kind, ent.counter_entry)
-            elif which == "direct_counter_entry":
-                self._write_direct_counter(kind, ent.direct_counter_entry)
-            elif which == "register_entry":
-                self._write_register(kind, ent.register_entry)
-            elif which is None:
-                raise EntityError("INVALID_ARGUMENT", "the update has no entity")
-            else:
-                raise EntityError("UNIMPLEMENTED", f"writing {which} is not supported by this switch")
+            writers[which](kind, getattr(ent, which))
         except CommandError as exc:       # a check of the tables themselves (size, scope)
             raise EntityError("INVALID_ARGUMENT", str(exc)) from None
 
@@ -461,15 +451,13 @@ class ForwardingDevice:
         if which == "table_entry":
             yield from self._read_table_entries(ent.table_entry)
         elif which == "counter_entry":
-            ids = [ent.counter_entry.counter_id] if ent.counter_entry.counter_id else list(self.counters)
-            for cid in ids:
-                c = self._counter(cid)
-                for i in self._indices(ent.counter_entry, c.size, f"counter {c.name}"):
-                    out = Entity()
-                    ce = out.counter_entry
-                    ce.counter_id, ce.index.index = cid, i
-                    ce.data.packet_count, ce.data.byte_count = c.packets[i], c.bytes[i]
-                    yield out
+            for cid, c, i in self._cells(ent.counter_entry, ent.counter_entry.counter_id, self.counters,
+                                         self._counter):
+                out = Entity()
+                ce = out.counter_entry
+                ce.counter_id, ce.index.index = cid, i
+                ce.data.packet_count, ce.data.byte_count = c.packets[i], c.bytes[i]
+                yield out
         elif which == "direct_counter_entry":
             te = ent.direct_counter_entry.table_entry
             ids = [te.table_id] if te.table_id else list(self.tables)
@@ -485,14 +473,12 @@ class ForwardingDevice:
                     out.direct_counter_entry.data.byte_count = e.bytes
                     yield out
         elif which == "register_entry":
-            ids = [ent.register_entry.register_id] if ent.register_entry.register_id else list(self.registers)
-            for rid in ids:
-                r = self._register(rid)
-                for i in self._indices(ent.register_entry, r.size, f"register {r.name}"):
-                    out = Entity()
-                    out.register_entry.register_id, out.register_entry.index.index = rid, i
-                    out.register_entry.data.bitstring = to_bytes(r.values[i] & ((1 << r.width) - 1), r.width)
-                    yield out
+            for rid, r, i in self._cells(ent.register_entry, ent.register_entry.register_id, self.registers,
+                                         self._register):
+                out = Entity()
+                out.register_entry.register_id, out.register_entry.index.index = rid, i
+                out.register_entry.data.bitstring = to_bytes(r.values[i] & ((1 << r.width) - 1), r.width)
+                yield out
         elif which == "action_profile_member":
             pid = ent.action_profile_member.action_profile_id
             for p in [pid] if pid else list(self.action_profiles):
@@ -517,6 +503,14 @@ class ForwardingDevice:
                     yield out
         else:
             raise EntityError("UNIMPLEMENTED", f"reading {which} is not supported by this switch")
+
+
+def _check_exists(kind: int, present: bool, what: str) -> None:
+    """INSERT needs ``what`` absent (ALREADY_EXISTS), MODIFY and DELETE need it present (NOT_FOUND)."""
+    if kind == INSERT and present:
+        raise EntityError("ALREADY_EXISTS", f"{what} exists")
+    if kind != INSERT and not present:
+        raise EntityError("NOT_FOUND", f"{what} does not exist")
 
 
 def _client_id(ids: dict[int, int], handle: int | None) -> int:

@@ -92,6 +92,17 @@ class P4RuntimeClient:
             raise EOFError("the switch closed the StreamChannel")
         return msg
 
+    def packet_out(self, payload: bytes, metadata: dict[int, int] | None = None) -> None:
+        """Send a PacketOut on the stream (``metadata``: packet_out header field id -> value)."""
+        from p4.runtime.entities import to_bytes
+
+        req = _M("p4.v1.StreamMessageRequest")()
+        req.packet.payload = payload
+        for mid, value in (metadata or {}).items():
+            md = req.packet.metadata.add()
+            md.metadata_id, md.value = mid, to_bytes(value, 0)
+        self._out.put(req)
+
     def set_pipeline(self, p4info: Any, device_config: bytes, action: str = "VERIFY_AND_COMMIT") -> Any:
         req = _M("p4.v1.SetForwardingPipelineConfigRequest")()
         req.device_id = self.device_id

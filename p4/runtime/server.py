@@ -27,7 +27,7 @@ import grpc
 
 from p4.errors import P4Error
 from p4.p4runtime_proto import enum_value, message_class
-from p4.runtime.entities import EntityError, ForwardingDevice, code_number
+from p4.runtime.entities import EntityError, ForwardingDevice, code_number, from_bytes, to_bytes
 
 if TYPE_CHECKING:
     from p4.switch.switch import EmbeddedSwitch
@@ -136,15 +136,73 @@ class P4RuntimeService:
         self._lock = threading.Lock()
         self._streams: list[_Stream] = []
         self._build_lock = threading.Lock()
+        if switch.config.cpu_port is not None:
+            switch.packet_in_listeners.append(self._packet_in)
+
+    # --- packet I/O through @controller_header headers ----------------------------------------------------------
+    def _controller_header(self, name: str) -> list[tuple[int, int]]:
+        """(metadata id, bit width) of the ``@controller_header(name)`` header, [] when the program has none."""
+        for cpm in self.device.p4info.controller_packet_metadata:
+            if cpm.preamble.name == name:
+                return [(m.id, m.bitwidth) for m in cpm.metadata]
+        return []
+
+    def _packet_in(self, frame: bytes) -> None:
+        """A frame the program sent to the CPU port (switch thread): its packet_in header becomes metadata, the
+        rest the payload; it goes to the primary controller's stream."""
+        fields = self._controller_header("packet_in")
+        nbytes = (sum(w for _, w in fields) + 7) // 8
+        msg = _M("p4.v1.StreamMessageResponse")()
+        msg.packet.payload = frame[nbytes:]
+        value, left = int.from_bytes(frame[:nbytes], "big"), nbytes * 8
+        for mid, width in fields:
+            left -= width
+            md = msg.packet.metadata.add()
+            md.metadata_id, md.value = mid, to_bytes((value >> left) & ((1 << width) - 1), width)
+        with self._lock:
+            primary = self._primary()
+            for s in self._streams:
+                if primary is not None and s.election_id == primary:
+                    s.out.put(msg)
+
+    def _packet_out(self, stream: _Stream, packet: Any) -> None:
+        """A controller's PacketOut: its metadata packed as the packet_out header before the payload, into
+        ingress on the CPU port; a bad one is answered with a StreamError on that stream."""
+        try:
+            with self._lock:
+                if stream.election_id != self._primary():
+                    raise EntityError("PERMISSION_DENIED", "PacketOut from a controller that is not primary")
+            cpu_port = self.switch.config.cpu_port
+            if cpu_port is None:
+                raise EntityError("FAILED_PRECONDITION", "the switch has no CPU port (start it with --cpu-port N)")
+            given = {m.metadata_id: m.value for m in packet.metadata}
+            fields = self._controller_header("packet_out")
+            unknown = set(given) - {mid for mid, _ in fields}
+            if unknown:
+                raise EntityError("INVALID_ARGUMENT", f"PacketOut metadata ids {sorted(unknown)} are not fields of "
+                                                      "the program's packet_out header")
+            value, bits = 0, 0
+            for mid, width in fields:
+                v = from_bytes(given[mid], width, f"PacketOut metadata {mid}") if mid in given else 0
+                value, bits = (value << width) | v, bits + width
+            pad = (8 - bits % 8) % 8
+            frame = (value << pad).to_bytes((bits + pad) // 8, "big") + packet.payload if bits else packet.payload
+            self.calls.call(lambda: self.switch.inject(cpu_port, frame))
+        except EntityError as exc:
+            msg = _M("p4.v1.StreamMessageResponse")()
+            msg.error.canonical_code, msg.error.message = code_number(exc.code), str(exc)
+            msg.error.packet_out.packet_out.CopyFrom(packet)
+            stream.out.put(msg)
 
     # --- arbitration -----------------------------------------------------------------------------------------
     def _primary(self) -> tuple[int, int] | None:
         ids = [s.election_id for s in self._streams if s.election_id is not None]
         return max(ids) if ids else None
 
-    def _notify_all(self) -> None:
+    def _notify(self, streams: list[_Stream]) -> None:
+        """Tell ``streams`` who is primary (OK to the primary, ALREADY_EXISTS to backups)."""
         primary = self._primary()
-        for s in self._streams:
+        for s in streams:
             if s.election_id is None:
                 continue
             msg = _M("p4.v1.StreamMessageResponse")()
@@ -168,8 +226,9 @@ class P4RuntimeService:
             if stream.election_id != eid and any(s.election_id == eid for s in self._streams if s is not stream):
                 raise RpcError("INVALID_ARGUMENT", f"election id {eid[0] << 64 | eid[1]} is used by another "
                                                    "controller")
+            before = self._primary()
             stream.election_id = eid
-            self._notify_all()
+            self._notify(self._streams if self._primary() != before else [stream])   # all when it changed
 
     def _check_primary(self, device_id: int, election: Any) -> None:
         if device_id != self.device_id:
@@ -194,7 +253,7 @@ class P4RuntimeService:
                     elif stream.election_id is None:
                         raise RpcError("FAILED_PRECONDITION", "the first stream message must be an arbitration")
                     elif which == "packet":
-                        raise RpcError("UNIMPLEMENTED", "PacketOut is not supported by this switch yet")
+                        self._packet_out(stream, req.packet)
                     else:
                         raise RpcError("UNIMPLEMENTED", f"stream message {which} is not supported")
             except RpcError as exc:
@@ -214,9 +273,10 @@ class P4RuntimeService:
                 yield item
         finally:
             with self._lock:
+                before = self._primary()
                 self._streams.remove(stream)
-                if stream.election_id is not None:
-                    self._notify_all()
+                if self._primary() != before:
+                    self._notify(self._streams)
 
     # --- pipeline config -------------------------------------------------------------------------------------
     def set_pipeline(self, req: Any, context: grpc.ServicerContext) -> Any:

@@ -11,6 +11,7 @@ import selectors
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,7 @@ class EmbeddedSwitch:
         self._pcap_epoch_ns = time.time_ns() - self.clock.now_ns()
         self._last_flush_ns = 0
         self.ctl: ControlServer | None = None
+        self.packet_in_listeners: list[Callable[[bytes], None]] = []   # CPU-port frames (P4Runtime PacketIn)
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         try:
             if config.pcap_dir:
@@ -440,8 +442,11 @@ class EmbeddedSwitch:
         if self.trace:
             self.log.log(TRACE, "tx port %d: %s", port_num, frame_summary(frame))
         if port is None:
-            if port_num == self.config.cpu_port and self.ctl is not None:
-                self.ctl.publish("packet_in", {"port": port_num, "frame": frame.hex()})
+            if port_num == self.config.cpu_port and (self.ctl is not None or self.packet_in_listeners):
+                if self.ctl is not None:
+                    self.ctl.publish("packet_in", {"port": port_num, "frame": frame.hex()})
+                for listener in self.packet_in_listeners:
+                    listener(frame)
                 return
             self._drop(port_num).no_port_drop_pkts += 1
             return

@@ -33,4 +33,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install -q -e '.[dev]'
     echo "$want" > "$stamp"
 fi
-echo "bootstrap: ready (.venv, $(.venv/bin/python --version))"
+# p4runtime-shell (a real P4Runtime client for the tests) pins protobuf < 3.21: its own venv, its own pins
+clients=.venv-p4rt-clients
+cstamp=$clients/.starpulse-installed
+cwant=$(sha256sum scripts/p4runtime-clients.txt | cut -d' ' -f1)
+if [ ! -f "$cstamp" ] || [ "$(cat "$cstamp")" != "$cwant" ]; then
+    echo "bootstrap: installing the P4Runtime client (p4runtime-shell) into $clients"
+    [ -x "$clients/bin/python" ] || "$PY" -m venv "$clients"
+    "$clients/bin/python" -m pip install -q -r scripts/p4runtime-clients.txt
+    echo "$cwant" > "$cstamp"
+fi
+echo "bootstrap: ready (.venv, $(.venv/bin/python --version); $clients)"

@@ -2,9 +2,9 @@
 (the fabric's control plane, ``fabric up --control p4runtime``).
 
 No second parser: the ``table_*`` lines run through ``RuntimeCLI`` on a scratch pipeline of the same program, and
-the resulting entries and default actions are read out as P4Runtime entities (``ForwardingDevice``), so the
-switch gets exactly the entries the control socket would have made.  Other lines (mirroring, PRE, queues, PFC)
-are returned for the control socket.
+the resulting entries, default actions, clone sessions and multicast groups are read out as P4Runtime entities
+(``ForwardingDevice``), so the switch gets exactly what the control socket would have made.  Other lines (queues,
+port rates, PFC) are returned for the control socket.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from p4.program import Program
 from p4.runtime.entities import ForwardingDevice
 from p4.runtime_cli import RuntimeCLI
 
-TABLE_COMMANDS = ("table_add", "table_set_default")
+TABLE_COMMANDS = ("table_add", "table_set_default", "mirroring_add", "mc_mgrp_create", "mc_node_create",
+                  "mc_node_associate")
+"""The commands whose result is P4Runtime entities (tables, clone sessions, multicast groups)."""
 PRIORITY_BASE = 1 << 24
 """CLI priority p (lower wins) -> P4Runtime priority PRIORITY_BASE - p (higher wins): the same order."""
 
@@ -50,4 +52,8 @@ def cli_updates(program: Program, lines: list[str]) -> tuple[list[tuple[str, Any
             ent = device.entry_entity(tid, table, e, False)
             ent.table_entry.priority = PRIORITY_BASE - e.priority if needs_priority else 0
             updates.append(("INSERT", ent))
+    for kind in ("clone_session_entry", "multicast_group_entry"):
+        read = message_class("p4.v1.Entity")()
+        getattr(read.packet_replication_engine_entry, kind).SetInParent()
+        updates.extend(("INSERT", ent) for ent in device.read(read))
     return updates, rest

@@ -1,5 +1,6 @@
 """P4Runtime entities <-> the pipeline's run-time state: table entries (exact/LPM/ternary/range/optional, default
-actions, direct counters), action profile members and groups, indexed counters and registers.
+actions, direct counters), action profile members and groups, indexed counters, meters, registers, and the PRE
+(multicast groups, clone sessions).
 
 ``ForwardingDevice(pipeline)`` applies one ``p4.v1.Update`` (``write``) or answers one read ``p4.v1.Entity``
 (``read``); a bad update raises ``EntityError`` with the google.rpc code the P4Runtime spec gives for it.
@@ -16,6 +17,7 @@ from p4.errors import CommandError, P4Error
 from p4.p4info import build_p4info
 from p4.p4runtime_proto import enum_value, message_class
 from p4.pipeline import Pipeline
+from p4.program import DROP_PORT
 from p4.tables import ActionSpec, Entry, Table
 
 Entity = message_class("p4.v1.Entity")
@@ -76,6 +78,7 @@ class ForwardingDevice:
         self.counters = {c.preamble.id: c for c in info.counters}
         self.direct_counters = {c.preamble.id: c for c in info.direct_counters}
         self.registers = {r.preamble.id: r for r in info.registers}
+        self.meters = {m.preamble.id: m for m in info.meters}
         self.action_profiles = {p.preamble.id: p for p in info.action_profiles}
         self._profiles: dict[int, _Profile] = {pid: _Profile() for pid in self.action_profiles}
 
@@ -407,7 +410,8 @@ class ForwardingDevice:
         which = ent.WhichOneof("entity")
         writers = {"table_entry": self._write_table_entry, "action_profile_member": self._write_member,
                    "action_profile_group": self._write_group, "counter_entry": self._write_counter,
-                   "direct_counter_entry": self._write_direct_counter, "register_entry": self._write_register}
+                   "direct_counter_entry": self._write_direct_counter, "register_entry": self._write_register,
+                   "packet_replication_engine_entry": self._write_pre, "meter_entry": self._write_meter}
         if which is None:
             raise EntityError("INVALID_ARGUMENT", "the update has no entity")
         if which not in writers:
@@ -445,6 +449,98 @@ class ForwardingDevice:
         for i in self._indices(re_, r.size, f"register {r.name}"):
             r.values[i] = v
 
+    # --- packet replication engine: multicast groups and clone sessions -----------------------------------------
+    def _write_pre(self, kind: int, pre: Any) -> None:
+        which = pre.WhichOneof("type")
+        if which == "multicast_group_entry":
+            self._write_mc_group(kind, pre.multicast_group_entry)
+        elif which == "clone_session_entry":
+            self._write_clone_session(kind, pre.clone_session_entry)
+        else:
+            raise EntityError("INVALID_ARGUMENT", "the PRE entry has neither a multicast group nor a clone session")
+
+    def _replica_ports(self, replicas: Any, what: str) -> dict[int, list[int]]:
+        """instance (BMv2's rid) -> egress ports of a replica list."""
+        by_rid: dict[int, list[int]] = {}
+        for r in replicas:
+            if not 0 <= r.egress_port < DROP_PORT:
+                raise EntityError("OUT_OF_RANGE", f"{what}: egress port {r.egress_port} outside 0..{DROP_PORT - 1}")
+            if r.egress_port in by_rid.get(r.instance, []):
+                raise EntityError("INVALID_ARGUMENT", f"{what}: replica ({r.egress_port}, {r.instance}) twice")
+            by_rid.setdefault(r.instance, []).append(r.egress_port)
+        return by_rid
+
+    def _write_mc_group(self, kind: int, g: Any) -> None:
+        pipe, gid = self.pipeline, g.multicast_group_id
+        what = f"multicast group {gid}"
+        if not 0 < gid < 65536:
+            raise EntityError("OUT_OF_RANGE", f"{what}: id outside 1..65535")
+        _check_exists(kind, gid in pipe.mc_groups, what)
+        by_rid = self._replica_ports(g.replicas, what)
+        if kind != INSERT:
+            for h in list(pipe.mc_groups[gid]):
+                pipe.mc_node_destroy(h)
+            pipe.mc_group_destroy(gid)
+        if kind != DELETE:
+            pipe.mc_group_create(gid)
+            for rid, ports in sorted(by_rid.items()):
+                pipe.mc_node_associate(gid, pipe.mc_node_create(rid, ports))
+
+    def _write_clone_session(self, kind: int, c: Any) -> None:
+        sessions, sid = self.pipeline.mirror_sessions, c.session_id
+        what = f"clone session {sid}"
+        _check_exists(kind, sid in sessions, what)
+        if kind == DELETE:
+            del sessions[sid]
+            return
+        ports = [p for ps in self._replica_ports(c.replicas, what).values() for p in ps]
+        if len(ports) != 1 or c.class_of_service or c.packet_length_bytes:
+            raise EntityError("UNIMPLEMENTED", f"{what}: this switch clones to exactly one port (one replica), "
+                                               "without class of service or truncation")
+        sessions[sid] = ports[0]
+
+    def _read_pre(self, pre: Any) -> Iterator[Any]:
+        pipe = self.pipeline
+        if pre.WhichOneof("type") == "clone_session_entry":
+            sid = pre.clone_session_entry.session_id
+            for s, port in sorted(pipe.mirror_sessions.items()):
+                if sid in (0, s):
+                    out = Entity()
+                    cs = out.packet_replication_engine_entry.clone_session_entry
+                    cs.session_id = s
+                    cs.replicas.add(egress_port=port, instance=0)
+                    yield out
+            return
+        gid = pre.multicast_group_entry.multicast_group_id
+        for g, nodes in sorted(pipe.mc_groups.items()):
+            if gid in (0, g):
+                out = Entity()
+                mg = out.packet_replication_engine_entry.multicast_group_entry
+                mg.multicast_group_id = g
+                for h in nodes:
+                    node = pipe.mc_nodes[h]
+                    for port in node.ports:
+                        mg.replicas.add(egress_port=port, instance=node.rid)
+                yield out
+
+    # --- meters ------------------------------------------------------------------------------------------------
+    def _meter(self, meter_id: int) -> Any:
+        info = self.meters.get(meter_id)
+        if info is None:
+            raise EntityError("NOT_FOUND", f"no meter with id {meter_id} in the P4Info")
+        return self.state.meters[info.preamble.name]
+
+    def _write_meter(self, kind: int, me: Any) -> None:
+        if kind != MODIFY:
+            raise EntityError("INVALID_ARGUMENT", "meter entries can only be MODIFYed")
+        m = self._meter(me.meter_id)
+        cfg = me.config
+        if cfg.pir < cfg.cir or cfg.cburst < 0 or cfg.pburst < 0 or cfg.cir < 0:
+            raise EntityError("INVALID_ARGUMENT", f"meter {m.name}: need 0 <= cir <= pir and bursts >= 0")
+        rates = [(cfg.cir / 1e6, cfg.cburst), (cfg.pir / 1e6, cfg.pburst)]   # per second -> per microsecond
+        for i in self._indices(me, m.size, f"meter {m.name}"):
+            m.set_rates(i, rates)
+
     def read(self, ent: Any) -> Iterator[Any]:
         """The entities matching one read request entity (an unset id reads all of that kind)."""
         which = ent.WhichOneof("entity")
@@ -472,6 +568,18 @@ class ForwardingDevice:
                     out.direct_counter_entry.data.packet_count = e.packets
                     out.direct_counter_entry.data.byte_count = e.bytes
                     yield out
+        elif which == "packet_replication_engine_entry":
+            yield from self._read_pre(ent.packet_replication_engine_entry)
+        elif which == "meter_entry":
+            for mid, m, i in self._cells(ent.meter_entry, ent.meter_entry.meter_id, self.meters, self._meter):
+                out = Entity()
+                out.meter_entry.meter_id, out.meter_entry.index.index = mid, i
+                c = m.cells[i]
+                if c.configured:
+                    cfg = out.meter_entry.config
+                    cfg.cir, cfg.cburst = round(c.cir * 1e6), c.cburst
+                    cfg.pir, cfg.pburst = round(c.pir * 1e6), c.pburst
+                yield out
         elif which == "register_entry":
             for rid, r, i in self._cells(ent.register_entry, ent.register_entry.register_id, self.registers,
                                          self._register):

@@ -39,8 +39,8 @@ def test_p4runtime_updates_make_the_entries_the_cli_makes() -> None:
     for line in lines:
         RuntimeCLI(by_cli).execute(line)
     updates, rest = cli_updates(prog, lines)
-    assert rest == ["mirroring_add 250 9"]                # not a table: stays on the control socket
-    assert len(updates) == sum(line.startswith("table_") for line in lines)
+    assert rest == []
+    assert len(updates) == len(lines)                      # one update per entry, default and clone session
     by_p4rt = Pipeline(prog)
     device = ForwardingDevice(by_p4rt)
     for kind, entity in updates:
@@ -48,6 +48,7 @@ def test_p4runtime_updates_make_the_entries_the_cli_makes() -> None:
         u.entity.CopyFrom(entity)
         device.write(u)
     assert _state(by_p4rt) == _state(by_cli)
+    assert by_p4rt.mirror_sessions == by_cli.mirror_sessions == {250: 9}
     assert any(e[2] for e in _state(by_cli).values())    # the comparison saw entries
     watch = [e for e in by_p4rt.state.tables["FabricIngress.int_watchlist"].entries.values()]
     assert len(watch) == 1 and watch[0].match[0] == (0, 0)

@@ -1,5 +1,5 @@
 """P4Runtime entities on a pipeline (no gRPC): ternary/range priorities (higher wins), optional, direct and
-indexed counters, registers, action selector members and groups, and the spec's error codes."""
+indexed counters, registers, meters, action selector members and groups, the PRE, and the spec's error codes."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
     direct_counter(CounterType.packets_and_bytes) dc;
     counter(4, CounterType.packets_and_bytes) cnt;
     register<bit<16>>(4) reg;
+    meter(2, MeterType.bytes) mtr;
     action set_res(bit<8> v) { hdr.h.res = v; }
     action set_out(bit<8> v) { hdr.h.o = v; }
     table t_tern {
@@ -53,6 +54,9 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
         cnt.count((bit<32>)(hdr.h.k1 & 3));
         hdr.h.sel = (bit<8>)reg.read(1);
         reg.write(0, hdr.h.k2);
+        bit<2> color;
+        mtr.execute_meter((bit<32>)0, color);
+        if (color == 2) { mark_to_drop(sm); }
     }
 }
 control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
@@ -197,3 +201,46 @@ def test_modify_and_delete_need_the_entry_and_default_is_modify_only(dev) -> Non
     with pytest.raises(EntityError) as nf:
         write(device, "INSERT", bad)
     assert nf.value.code == "NOT_FOUND"
+
+
+def test_pre_multicast_groups_clone_sessions_and_meters(dev) -> None:
+    device, pipe = dev
+    group = M("p4.v1.Entity")()
+    mg = group.packet_replication_engine_entry.multicast_group_entry
+    mg.multicast_group_id = 5
+    for port, rid in ((1, 0), (2, 0), (3, 7)):
+        mg.replicas.add(egress_port=port, instance=rid)
+    write(device, "INSERT", group)
+    assert sorted((pipe.mc_nodes[h].rid, tuple(pipe.mc_nodes[h].ports)) for h in pipe.mc_groups[5]) == [
+        (0, (1, 2)), (7, (3,))]
+    read = M("p4.v1.Entity")()
+    read.packet_replication_engine_entry.multicast_group_entry.SetInParent()
+    (got,) = device.read(read)
+    assert sorted((r.egress_port, r.instance) for r in got.packet_replication_engine_entry.multicast_group_entry
+                  .replicas) == [(1, 0), (2, 0), (3, 7)]
+    del mg.replicas[2]
+    write(device, "MODIFY", group)
+    assert [pipe.mc_nodes[h].ports for h in pipe.mc_groups[5]] == [[1, 2]]
+    write(device, "DELETE", group)
+    assert pipe.mc_groups == {} and pipe.mc_nodes == {}
+    clone = M("p4.v1.Entity")()
+    cs = clone.packet_replication_engine_entry.clone_session_entry
+    cs.session_id = 9
+    cs.replicas.add(egress_port=4, instance=0)
+    write(device, "INSERT", clone)
+    assert pipe.mirror_sessions == {9: 4}
+    cs.replicas.add(egress_port=5, instance=0)
+    with pytest.raises(EntityError) as two:
+        write(device, "MODIFY", clone)
+    assert two.value.code == "UNIMPLEMENTED" and pipe.mirror_sessions == {9: 4}
+    meter = M("p4.v1.Entity")()
+    me = meter.meter_entry
+    me.meter_id = device.p4info.meters[0].preamble.id
+    me.index.index = 0
+    me.config.cir, me.config.cburst, me.config.pir, me.config.pburst = 1000, 100, 2000, 100
+    write(device, "MODIFY", meter)
+    assert send(pipe, 0, 0) and send(pipe, 0, 0)            # 46 bytes each: within the 100-byte bursts
+    assert pipe.process(0, bytes(46))[0] == []                # the third exceeds PBS: red, dropped
+    me.ClearField("config")
+    cells = [e.meter_entry for e in device.read(meter)]
+    assert [(c.config.cir, c.config.pir, c.config.pburst) for c in cells] == [(1000, 2000, 100)]

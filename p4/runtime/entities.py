@@ -79,6 +79,9 @@ class ForwardingDevice:
         self.direct_counters = {c.preamble.id: c for c in info.direct_counters}
         self.registers = {r.preamble.id: r for r in info.registers}
         self.meters = {m.preamble.id: m for m in info.meters}
+        self.digests = {d.preamble.id: d for d in info.digests}
+        self.digest_ids = {d.preamble.name: d.preamble.id for d in info.digests}
+        self.digest_configs: dict[int, Any] = {}     # digest id -> DigestEntry.Config of the enabled ones
         self.action_profiles = {p.preamble.id: p for p in info.action_profiles}
         self._profiles: dict[int, _Profile] = {pid: _Profile() for pid in self.action_profiles}
 
@@ -411,7 +414,8 @@ class ForwardingDevice:
         writers = {"table_entry": self._write_table_entry, "action_profile_member": self._write_member,
                    "action_profile_group": self._write_group, "counter_entry": self._write_counter,
                    "direct_counter_entry": self._write_direct_counter, "register_entry": self._write_register,
-                   "packet_replication_engine_entry": self._write_pre, "meter_entry": self._write_meter}
+                   "packet_replication_engine_entry": self._write_pre, "meter_entry": self._write_meter,
+                   "digest_entry": self._write_digest}
         if which is None:
             raise EntityError("INVALID_ARGUMENT", "the update has no entity")
         if which not in writers:
@@ -523,6 +527,29 @@ class ForwardingDevice:
                         mg.replicas.add(egress_port=port, instance=node.rid)
                 yield out
 
+    # --- digests -------------------------------------------------------------------------------------------------
+    def _write_digest(self, kind: int, de: Any) -> None:
+        if de.digest_id not in self.digests:
+            raise EntityError("NOT_FOUND", f"no digest with id {de.digest_id} in the P4Info")
+        what = f"digest {self.digests[de.digest_id].preamble.name}"
+        _check_exists(kind, de.digest_id in self.digest_configs, f"{what} configuration")
+        if kind == DELETE:
+            del self.digest_configs[de.digest_id]
+        else:
+            self.digest_configs[de.digest_id] = type(de.config)()
+            self.digest_configs[de.digest_id].CopyFrom(de.config)
+
+    def digest_data(self, digest: dict[str, Any]) -> tuple[int, Any] | None:
+        """(digest id, P4Data struct) of a digest the pipeline made, None unless the controller enabled it."""
+        did = self.digest_ids.get(digest["name"])
+        if did is None or did not in self.digest_configs:
+            return None
+        data = message_class("p4.v1.P4Data")()
+        members = self.p4info.type_info.structs[digest["name"]].members
+        for m, value in zip(members, digest["fields"].values(), strict=True):
+            data.struct.members.add().bitstring = to_bytes(value, m.type_spec.bitstring.bit.bitwidth)
+        return did, data
+
     # --- meters ------------------------------------------------------------------------------------------------
     def _meter(self, meter_id: int) -> Any:
         info = self.meters.get(meter_id)
@@ -580,6 +607,13 @@ class ForwardingDevice:
                     cfg.cir, cfg.cburst = round(c.cir * 1e6), c.cburst
                     cfg.pir, cfg.pburst = round(c.pir * 1e6), c.pburst
                 yield out
+        elif which == "digest_entry":
+            for did, cfg in sorted(self.digest_configs.items()):
+                if ent.digest_entry.digest_id in (0, did):
+                    out = Entity()
+                    out.digest_entry.digest_id = did
+                    out.digest_entry.config.CopyFrom(cfg)
+                    yield out
         elif which == "register_entry":
             for rid, r, i in self._cells(ent.register_entry, ent.register_entry.register_id, self.registers,
                                          self._register):

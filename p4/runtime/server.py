@@ -3,7 +3,8 @@
 gRPC handlers run on grpc's worker threads; everything touching the pipeline is handed to the switch's own
 loop (``SwitchCalls``: a queue plus a wake-up socket in its selector), so writes land between packets as the
 control socket's commands do.  Served: StreamChannel (primary/backup arbitration by election id, default role
-only), SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and
+only; PacketIn/PacketOut through @controller_header headers on the CPU port; DigestLists of enabled digests),
+SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and
 GetForwardingPipelineConfig, Write (CONTINUE_ON_ERROR; per-update ``p4.v1.Error`` in the status details),
 Read (streamed), Capabilities.  The device config is the P4_16 program's source text (UTF-8), which the switch
 compiles itself; its P4Info must be the one ``p4 check --p4runtime-files`` (and p4c) writes for it.
@@ -138,6 +139,29 @@ class P4RuntimeService:
         self._build_lock = threading.Lock()
         if switch.config.cpu_port is not None:
             switch.packet_in_listeners.append(self._packet_in)
+        switch.digest_listeners.append(self._digest)
+        self._digest_list_id = 0
+
+    def _digest(self, digest: dict[str, Any]) -> None:
+        """A digest the program made (switch thread): a one-entry DigestList to the primary controller when it
+        enabled that digest with a DigestEntry (acks are accepted, lists are not held back for them)."""
+        found = self.device.digest_data(digest)
+        if found is None:
+            return
+        self._digest_list_id += 1
+        msg = _M("p4.v1.StreamMessageResponse")()
+        dl = msg.digest
+        dl.digest_id, dl.list_id = found[0], self._digest_list_id
+        dl.data.append(found[1])
+        dl.timestamp = self.switch.wall_ns(self.switch.clock.now_ns())
+        self._to_primary(msg)
+
+    def _to_primary(self, msg: Any) -> None:
+        with self._lock:
+            primary = self._primary()
+            for s in self._streams:
+                if primary is not None and s.election_id == primary:
+                    s.out.put(msg)
 
     # --- packet I/O through @controller_header headers ----------------------------------------------------------
     def _controller_header(self, name: str) -> list[tuple[int, int]]:
@@ -159,11 +183,7 @@ class P4RuntimeService:
             left -= width
             md = msg.packet.metadata.add()
             md.metadata_id, md.value = mid, to_bytes((value >> left) & ((1 << width) - 1), width)
-        with self._lock:
-            primary = self._primary()
-            for s in self._streams:
-                if primary is not None and s.election_id == primary:
-                    s.out.put(msg)
+        self._to_primary(msg)
 
     def _packet_out(self, stream: _Stream, packet: Any) -> None:
         """A controller's PacketOut: its metadata packed as the packet_out header before the payload, into
@@ -254,6 +274,8 @@ class P4RuntimeService:
                         raise RpcError("FAILED_PRECONDITION", "the first stream message must be an arbitration")
                     elif which == "packet":
                         self._packet_out(stream, req.packet)
+                    elif which == "digest_ack":
+                        pass             # lists are never held back waiting for acks
                     else:
                         raise RpcError("UNIMPLEMENTED", f"stream message {which} is not supported")
             except RpcError as exc:

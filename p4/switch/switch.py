@@ -96,6 +96,7 @@ class EmbeddedSwitch:
         self._last_flush_ns = 0
         self.ctl: ControlServer | None = None
         self.packet_in_listeners: list[Callable[[bytes], None]] = []   # CPU-port frames (P4Runtime PacketIn)
+        self.digest_listeners: list[Callable[[dict[str, Any]], None]] = []   # digests (P4Runtime DigestList)
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         try:
             if config.pcap_dir:
@@ -151,6 +152,10 @@ class EmbeddedSwitch:
         if words[0] == "set_port_rate":       # a line rate changed: so did one MTU's serialization time
             self.lag.follow_port_rates([r for r in map(self.tm.port_rate_Bps, self.tm.ports) if r])
         return out
+
+    def wall_ns(self, now_ns: int) -> int:
+        """Network time ``now_ns`` on the calendar (ns since the epoch), as pcap timestamps place it."""
+        return self._pcap_epoch_ns + now_ns
 
     def replace_pipeline(self, pipeline: SwitchPipeline) -> None:
         """Run another compiled program from the next packet on (P4Runtime's SetForwardingPipelineConfig);
@@ -465,6 +470,8 @@ class EmbeddedSwitch:
                 self.log.log(TRACE, "digest %s", d)
             if self.ctl is not None:
                 self.ctl.publish("digest", d)
+            for listener in self.digest_listeners:
+                listener(d)
 
     # --- loop --------------------------------------------------------------------------------------------------
     def run(self, duration_ns: int | None = None) -> None:

@@ -1,5 +1,6 @@
 """The P4Runtime gRPC server in a switch (no namespaces: a CPU port only): PacketOut/PacketIn through the
-program's @controller_header headers, a second controller as backup, Capabilities, and bad pipeline configs."""
+program's @controller_header headers, digests once enabled, a second controller as backup, Capabilities, and bad
+pipeline configs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from p4.p4runtime_proto import message_class
 from p4.runtime.client import P4RuntimeClient
 from p4.runtime.entities import code_number
 from p4.runtime.server import P4RuntimeServer
@@ -26,6 +28,7 @@ PROGRAM = """#include <core.p4>
 header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
 struct headers { packet_in_h pin; packet_out_h pout; eth_t eth; }
 struct metadata { }
+struct learn_t { bit<48> src; bit<9> port; }
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
     state start { transition select(sm.ingress_port) { 64: cpu; default: eth; } }
     state cpu { pkt.extract(hdr.pout); transition eth; }
@@ -42,6 +45,7 @@ control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) 
             hdr.eth.type = hdr.eth.type + 1;
         }
         sm.egress_spec = 64;
+        digest<learn_t>(1, {hdr.eth.src, sm.ingress_port});
     }
 }
 control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
@@ -112,3 +116,29 @@ def test_bad_pipeline_configs_are_invalid_argument(served, tmp_path: Path) -> No
         with pytest.raises(grpc.RpcError) as nf:
             stranger.arbitrate()
         assert nf.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_digests_reach_the_primary_once_enabled(served) -> None:
+    address, _ = served
+    frame = bytes.fromhex("020000000002" "0200000000aa" "0800") + b"x"
+    with P4RuntimeClient(address, election_id=1) as ctl:
+        ctl.arbitrate()
+        info = ctl.get_pipeline().p4info
+        (digest,) = info.digests
+        ctl.packet_out(frame, {1: 3})                      # not enabled: only the packet comes back
+        assert ctl.next_stream_message(timeout_s=10).WhichOneof("update") == "packet"
+        enable = message_class("p4.v1.Entity")()
+        enable.digest_entry.digest_id = digest.preamble.id
+        enable.digest_entry.config.max_list_size = 1
+        ctl.write([("INSERT", enable)])
+        ctl.packet_out(frame, {1: 3})
+        got = {}
+        for _ in range(2):
+            msg = ctl.next_stream_message(timeout_s=10)
+            got[msg.WhichOneof("update")] = msg
+        dl = got["digest"].digest
+        assert dl.digest_id == digest.preamble.id and len(dl.data) == 1 and dl.timestamp > 0
+        src, port = (m.bitstring for m in dl.data[0].struct.members)
+        assert src == bytes.fromhex("0200000000aa") and port == bytes([CPU_PORT])
+        (read,) = ctl.read([message_class("p4.v1.Entity")(digest_entry=message_class("p4.v1.DigestEntry")())])
+        assert read.digest_entry.config.max_list_size == 1

@@ -64,6 +64,9 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mtu", type=int, default=1500, metavar="M", help="MTU in bytes, up to 9216 (default 1500)")
     g.add_argument("--backend", default="embedded", metavar="embedded|bmv2",
                    help="P4 target: our embedded switch or BMv2 simple_switch (default embedded)")
+    g.add_argument("--control", default="cli", choices=("cli", "p4runtime"),
+                   help="how the control plane writes the switches' table entries: the control socket's CLI "
+                        "commands, or P4Runtime (gRPC; embedded backend) (default cli)")
     g.add_argument("--oversubscription", type=float, default=1.0, metavar="X",
                    help="leaf downlink/uplink capacity ratio, >= 1 (default 1)")
     g.add_argument("--seed", type=int_flag(0, 2**32 - 1), default=1, metavar="N",
@@ -254,7 +257,12 @@ def fabric_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.backend == "bmv2" and missing_bmv2_tools():
         raise FabricCliError(f"--backend bmv2: needs {', '.join(missing_bmv2_tools())} on PATH (not installed "
                              "here); use --backend embedded")
-    return {"spec": spec, "backend": args.backend, "int_sink": args.int_sink, "pfc": pfc_from_args(args)}
+    control = getattr(args, "control", "cli")
+    if control == "p4runtime" and args.backend != "embedded":
+        raise FabricCliError(f"--control p4runtime: needs --backend embedded (backend {args.backend} is programmed "
+                             "through its CLI)")
+    return {"spec": spec, "backend": args.backend, "int_sink": args.int_sink, "pfc": pfc_from_args(args),
+            "control": control}
 
 
 class _OptionParser(ArgumentParser):

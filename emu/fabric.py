@@ -138,16 +138,17 @@ class Fabric:
                  log_level: str = "warn", workdir: str | None = None, fault_log: str | None = None,
                  pcap_dir: str | None = None, int_sink: str = "host", wired_links: list[str] | str | None = None,
                  clock: Clock | None = None, pfc: PfcSettings | bool | str | None = None, name: str | None = None,
-                 **options: Any) -> None:
+                 control: str = "cli", **options: Any) -> None:
         from emu import cli
 
         self._pcap_flag: str | None = None
         self._dilation: tuple[Any, Any] | None = None
         if spec is None:    # keyword flags: the CLI's parser and checks, so errors read as the CLI's
             args = cli.parse_up_options({"backend": backend, "int_sink": int_sink, "log_level": log_level,
-                                         "impairable": wired_links, "pfc": pfc, **options})
+                                         "impairable": wired_links, "pfc": pfc, "control": control, **options})
             opts = cli.fabric_options(args)
             spec, pfc, wired_links, log_level = opts["spec"], opts["pfc"], args.impairable, args.log_level
+            control = opts["control"]
             self._pcap_flag, pcap_dir = pcap_dir or args.pcap, None   # created (like --pcap) by up()
             if clock is None:   # --time-dilation (else $STARPULSE_TIME_DILATION, else auto), applied by up()
                 self._dilation = (args.time_dilation, lambda c: Fabric(**opts, clock=c))
@@ -168,6 +169,9 @@ class Fabric:
         self.topo = Topology(spec)
         self.wired = self._wired_keys("all" if spec.delay_ns else wired_links)
         self.backend = backend
+        if control not in ("cli", "p4runtime") or (control == "p4runtime" and backend != "embedded"):
+            raise FabricError(f"--control {control}: allowed cli or p4runtime (p4runtime needs --backend embedded)")
+        self.control = control
         self.ecn = ecn or EcnConfig()
         self.int_cfg = int_cfg or IntConfig(sink_mode=int_sink, collector_port=(
             collector_port(self.topo) if int_sink == "report" else None))
@@ -242,7 +246,7 @@ class Fabric:
             t = clock.now_ns()
             report = self.int_cfg.enabled and self.int_cfg.sink_mode == "report"
             self.fnet = build_net(self.topo, program=self.program, backend=self.backend, workdir=self.workdir,
-                                  log_level=self.log_level, pcap_dir=self.pcap_dir,
+                                  log_level=self.log_level, pcap_dir=self.pcap_dir, control=self.control,
                                   collector_port=self.int_cfg.collector_port if report else None,
                                   wired=self.wired)
             self.timings.build_s = _wall_s(clock, t)

@@ -241,7 +241,7 @@ HOST_SYSCTLS = (
 
 def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdir: Path,
               log_level: str = "warn", pcap_dir: str | None = None, collector_port: int | None = None,
-              wired: set[frozenset[str]] | None = None) -> FabricNet:
+              wired: set[frozenset[str]] | None = None, control: str = "cli") -> FabricNet:
     """Create (but do not start) the Mininet net: one P4Host per server, one P4Switch per leaf/spine, the links
     in ``wired`` spliced through a link-emulator node, and with ``collector_port`` an INT collector host wired
     to that port of every leaf."""
@@ -256,7 +256,7 @@ def build_net(topo: Topology, *, program: str, backend: str = "embedded", workdi
             fnet.switches[sw.name] = net.addSwitch(
                 sw.name, cls=P4Switch, program=program, backend=backend, device_id=sw.device_id,
                 dpid=f"{sw.device_id:016x}", inNamespace=True, log_level=log_level,
-                log_file=str(workdir / f"{sw.name}.log"), pcap_dir=pcap_dir,
+                log_file=str(workdir / f"{sw.name}.log"), pcap_dir=pcap_dir, control=control,
                 priority_queues=FABRIC_PRIORITY_QUEUES if backend == "embedded" else 1)
         for link in topo.links:
             node_a, node_b = fnet.node(link.a), fnet.node(link.b)

@@ -15,7 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from mininet.node import Host, Switch
 
@@ -53,6 +55,18 @@ class P4Host(Host):
         return result
 
 
+CONTROLS = ("cli", "p4runtime")
+"""How ``run_command_file`` programs an embedded switch: its control socket, or P4Runtime for the table lines."""
+
+
+@cache
+def _compiled(program: str) -> Any:
+    """The compiled program a P4Runtime controller translates the fabric's table commands with (once per file)."""
+    from p4.switch.pipeline_adapter import compile_cached
+
+    return compile_cached(program)
+
+
 class P4Switch(Switch):
     """A Mininet switch whose data plane is a P4_16 v1model program, in its own namespace by default.
 
@@ -77,7 +91,7 @@ class P4Switch(Switch):
                  commands: str | None = None, device_id: int | None = None, ctl: str | None = None,
                  thrift_port: int | None = None, pcap_dir: str | None = None, log_file: str | None = None,
                  log_level: str = "info", cpu_port: int | None = None, priority_queues: int = 1,
-                 dilation: float | None = None, **params) -> None:
+                 dilation: float | None = None, control: str = "cli", **params) -> None:
         if program is None:
             raise P4SwitchError(f"switch {name}: a P4Switch needs program='PROG.p4'")
         if backend not in BACKENDS:
@@ -90,6 +104,9 @@ class P4Switch(Switch):
                     " install BMv2 and p4c, or use backend='embedded'")
         if not Path(program).is_file():
             raise P4SwitchError(f"switch {name}: program {program!r} does not exist")
+        if control not in CONTROLS or (control == "p4runtime" and backend != "embedded"):
+            raise P4SwitchError(f"switch {name}: control {control!r}: allowed {', '.join(CONTROLS)} (p4runtime "
+                                "with the embedded backend)")
         super().__init__(name, **params)
         self.program = str(Path(program).resolve())
         self.backend = backend
@@ -107,6 +124,8 @@ class P4Switch(Switch):
             raise P4SwitchError(f"switch {name}: dilation {dilation!r}: must be > 0")
         self.dilation = dilation
         self.proc: subprocess.Popen | None = None
+        self.control = control
+        self.grpc = f"unix:{self._workdir / 'p4runtime.sock'}"   # served when control == "p4runtime"
 
     # --- lifecycle -------------------------------------------------------------------------------------------
     def _port_args(self) -> list[str]:
@@ -124,6 +143,8 @@ class P4Switch(Switch):
             argv += ["--pcap", self.pcap_dir]
         if self.cpu_port is not None:
             argv += ["--cpu-port", str(self.cpu_port)]
+        if self.control == "p4runtime":
+            argv += ["--grpc-port", self.grpc]
         if self.commands:
             argv += ["--commands", str(Path(self.commands).resolve())]
         return argv
@@ -231,6 +252,8 @@ class P4Switch(Switch):
         text = Path(path).read_text()
         if self.backend == "bmv2":
             return self._bmv2_cli(text)
+        if self.control == "p4runtime":
+            text = "\n".join(self._write_p4runtime(text.splitlines()))
         outputs = []
         with ControlClient(self.ctl) as client:
             for line in text.splitlines():
@@ -238,6 +261,20 @@ class P4Switch(Switch):
                 if line and not line.startswith("#"):
                     outputs.append(client.run(line))
         return "\n".join(o for o in outputs if o)
+
+    def _write_p4runtime(self, lines: list[str]) -> list[str]:
+        """Write the table lines as one P4Runtime WriteRequest (as the primary controller, after checking the
+        switch runs this P4Info); returns the other lines, which go through the control socket."""
+        from p4.runtime.cli_updates import cli_updates
+        from p4.runtime.client import P4RuntimeClient
+
+        program = _compiled(self.program)
+        updates, rest = cli_updates(program, lines)
+        with P4RuntimeClient(self.grpc, device_id=self.device_id) as client:
+            client.arbitrate()
+            if updates:
+                client.write(updates)
+        return rest
 
     def _bmv2_cli(self, text: str) -> str:
         out = subprocess.run(["simple_switch_CLI", "--thrift-port", str(self.thrift_port)], input=text,

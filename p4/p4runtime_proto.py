@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, json_format, message_factory, text_format
+from google.rpc import code_pb2, status_pb2  # googleapis-common-protos: p4runtime.proto's google.rpc.Status
 
 __all__ = ["enum_value", "json_format", "message_class", "text_format"]
 
-_FILES = ("p4/config/v1/p4types.proto", "p4/config/v1/p4info.proto")   # dependencies first
+_FILES = ("p4/config/v1/p4types.proto", "p4/config/v1/p4info.proto", "p4/v1/p4data.proto",
+          "p4/v1/p4runtime.proto")   # dependencies first
 
 
 def _serialized_file(proto_path: str) -> bytes:
@@ -46,6 +48,8 @@ def _serialized_file(proto_path: str) -> bytes:
 def _pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(any_pb2.DESCRIPTOR.serialized_pb)
+    for module in (code_pb2, status_pb2):
+        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
     for path in _FILES:
         pool.AddSerializedFile(_serialized_file(path))
     return pool
@@ -53,7 +57,7 @@ def _pool() -> descriptor_pool.DescriptorPool:
 
 @cache
 def message_class(full_name: str) -> Any:
-    """The message class of ``full_name`` (e.g. ``p4.config.v1.P4Info``)."""
+    """The message class of ``full_name`` (e.g. ``p4.config.v1.P4Info``, ``p4.v1.WriteRequest``)."""
     return message_factory.GetMessageClass(_pool().FindMessageTypeByName(full_name))
 
 

@@ -33,4 +33,18 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install -q -e '.[dev]'
     echo "$want" > "$stamp"
 fi
-echo "bootstrap: ready (.venv, $(.venv/bin/python --version))"
+# the P4Runtime clients the tests drive the switch with pin other protobufs (p4runtime-shell < 3.21, finsy 6):
+# each gets its own venv with its own exact pins
+for pair in .venv-p4rt-clients:scripts/p4runtime-clients.txt .venv-p4rt-finsy:scripts/p4runtime-finsy.txt; do
+    cvenv=${pair%%:*}
+    creq=${pair#*:}
+    cstamp=$cvenv/.starpulse-installed
+    cwant=$(sha256sum "$creq" | cut -d' ' -f1)
+    if [ ! -f "$cstamp" ] || [ "$(cat "$cstamp")" != "$cwant" ]; then
+        echo "bootstrap: installing a P4Runtime client ($creq) into $cvenv"
+        [ -x "$cvenv/bin/python" ] || "$PY" -m venv "$cvenv"
+        "$cvenv/bin/python" -m pip install -q -r "$creq"
+        echo "$cwant" > "$cstamp"
+    fi
+done
+echo "bootstrap: ready (.venv, $(.venv/bin/python --version); P4Runtime clients in .venv-p4rt-clients, .venv-p4rt-finsy)"

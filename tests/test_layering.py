@@ -36,7 +36,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 PURE = ("sw.clock", "sw.units", "sw.cc")
 """Layers that import only the standard library (and the leaves): pure values and models."""
 
-THIRD_PARTY_HOME = {"mininet": ("emu",), "amaranth": ("hw",)}
+THIRD_PARTY_HOME = {"mininet": ("emu",), "amaranth": ("hw",), "grpc": ("p4",)}
 """Third-party packages only one layer (and the top) may import."""
 
 

@@ -26,6 +26,8 @@ def add_switch_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device-id", type=int, default=0, metavar="N", help="device id (default 0)")
     parser.add_argument("--ctl", metavar="PATH|PORT",
                         help="control socket: a Unix socket path, or a TCP port on 127.0.0.1")
+    parser.add_argument("--grpc-port", metavar="PORT|unix:PATH",
+                        help="serve P4Runtime v1 (gRPC) on 0.0.0.0:PORT (9559 is the usual one) or a Unix socket")
     parser.add_argument("--pcap", metavar="DIR", help="write IFACE_in.pcap and IFACE_out.pcap per port into DIR")
     parser.add_argument("--log-file", metavar="F", help="log to F instead of stderr")
     parser.add_argument("--log-level", default="info", choices=sorted(LEVELS, key=LEVELS.__getitem__),
@@ -87,6 +89,7 @@ def run_switch(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     lines = read_command_file(args.commands) if args.commands else []
     switch = EmbeddedSwitch(pipeline, config)
+    grpc_server = None
     try:
         for lineno, line in enumerate(lines, 1):
             text = line.strip()
@@ -95,10 +98,17 @@ def run_switch(args: argparse.Namespace) -> int:
                     switch.execute(text)
                 except P4Error as exc:
                     raise SwitchArgumentError(f"{args.commands}:{lineno}: {exc}") from None
+        if args.grpc_port:
+            from p4.runtime.server import P4RuntimeServer, grpc_listen_address
+
+            grpc_server = P4RuntimeServer(switch, grpc_listen_address(args.grpc_port),
+                                          Path(args.program).read_bytes())
         switch.install_signal_handlers()
         print("ready", flush=True)
         switch.run()
     finally:
+        if grpc_server is not None:
+            grpc_server.close()
         switch.close()
     return 0
 

@@ -11,6 +11,7 @@ import selectors
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,8 @@ class EmbeddedSwitch:
         self._pcap_epoch_ns = time.time_ns() - self.clock.now_ns()
         self._last_flush_ns = 0
         self.ctl: ControlServer | None = None
+        self.packet_in_listeners: list[Callable[[bytes], None]] = []   # CPU-port frames (P4Runtime PacketIn)
+        self.digest_listeners: list[Callable[[dict[str, Any]], None]] = []   # digests (P4Runtime DigestList)
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         try:
             if config.pcap_dir:
@@ -153,6 +156,20 @@ class EmbeddedSwitch:
         if words[0] == "set_port_rate":       # a line rate changed: so did one MTU's serialization time
             self.lag.follow_port_rates([r for r in map(self.tm.port_rate_Bps, self.tm.ports) if r])
         return out
+
+    def wall_ns(self, now_ns: int) -> int:
+        """Network time ``now_ns`` on the calendar (ns since the epoch), as pcap timestamps place it."""
+        return self._pcap_epoch_ns + now_ns
+
+    def replace_pipeline(self, pipeline: SwitchPipeline) -> None:
+        """Run another compiled program from the next packet on (P4Runtime's SetForwardingPipelineConfig);
+        called between packets on this switch's loop, with no packet queued in the traffic manager."""
+        if self.tm.queued_pkts:
+            raise CommandError("cannot replace the program while packets are queued")
+        pipeline.attach_traffic_manager(self.tm, self)
+        self.pipeline = pipeline
+        self._prio_slot = pipeline.pipe.program.sm.get("priority")
+        self.log.info("switch %d: program replaced (%s)", self.config.device_id, pipeline.pipe.program.name)
 
     def describe(self) -> dict[str, list[str]]:
         """Command and object names for the shell: the pipeline's plus this switch's PFC and TM commands."""
@@ -435,8 +452,11 @@ class EmbeddedSwitch:
         if self.trace:
             self.log.log(TRACE, "tx port %d: %s", port_num, frame_summary(frame))
         if port is None:
-            if port_num == self.config.cpu_port and self.ctl is not None:
-                self.ctl.publish("packet_in", {"port": port_num, "frame": frame.hex()})
+            if port_num == self.config.cpu_port and (self.ctl is not None or self.packet_in_listeners):
+                if self.ctl is not None:
+                    self.ctl.publish("packet_in", {"port": port_num, "frame": frame.hex()})
+                for listener in self.packet_in_listeners:
+                    listener(frame)
                 return
             self._drop(port_num).no_port_drop_pkts += 1
             return
@@ -455,6 +475,8 @@ class EmbeddedSwitch:
                 self.log.log(TRACE, "digest %s", d)
             if self.ctl is not None:
                 self.ctl.publish("digest", d)
+            for listener in self.digest_listeners:
+                listener(d)
 
     # --- loop --------------------------------------------------------------------------------------------------
     def run(self, duration_ns: int | None = None) -> None:

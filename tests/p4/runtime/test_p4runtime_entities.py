@@ -1,0 +1,246 @@
+"""P4Runtime entities on a pipeline (no gRPC): ternary/range priorities (higher wins), optional, direct and
+indexed counters, registers, meters, action selector members and groups, the PRE, and the spec's error codes."""
+
+from __future__ import annotations
+
+import pytest
+
+from p4.compiler import compile_source
+from p4.p4runtime_proto import message_class
+from p4.pipeline import Pipeline
+from p4.runtime.client import UPDATE_TYPES, table_entry
+from p4.runtime.entities import EntityError, ForwardingDevice
+from sw.clock import ManualClock
+
+pytestmark = pytest.mark.unit
+
+PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> k1; bit<16> k2; bit<8> res; bit<8> sel; bit<8> o; }
+struct headers { h_t h; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    direct_counter(CounterType.packets_and_bytes) dc;
+    counter(4, CounterType.packets_and_bytes) cnt;
+    register<bit<16>>(4) reg;
+    meter(2, MeterType.bytes) mtr;
+    action set_res(bit<8> v) { hdr.h.res = v; }
+    action set_out(bit<8> v) { hdr.h.o = v; }
+    table t_tern {
+        key = { hdr.h.k1: ternary; hdr.h.k2: range; }
+        actions = { set_res; NoAction; }
+        counters = dc;
+        default_action = NoAction();
+    }
+    table t_opt {
+        key = { hdr.h.k1: optional; hdr.h.k2: exact; }
+        actions = { set_res; NoAction; }
+        default_action = NoAction();
+    }
+    table t_sel {
+        key = { hdr.h.k1: exact; hdr.h.sel: selector; }
+        actions = { set_out; NoAction; }
+        implementation = action_selector(HashAlgorithm.identity, 32w16, 32w8);
+    }
+    apply {
+        sm.egress_spec = 1;
+        t_tern.apply();
+        t_opt.apply();
+        t_sel.apply();
+        cnt.count((bit<32>)(hdr.h.k1 & 3));
+        hdr.h.sel = (bit<8>)reg.read(1);
+        reg.write(0, hdr.h.k2);
+        bit<2> color;
+        mtr.execute_meter((bit<32>)0, color);
+        if (color == 2) { mark_to_drop(sm); }
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+M = message_class
+
+
+@pytest.fixture
+def dev() -> tuple[ForwardingDevice, Pipeline]:
+    pipe = Pipeline(compile_source(PROGRAM, "rt.p4"), clock=ManualClock())
+    return ForwardingDevice(pipe), pipe
+
+
+def write(device: ForwardingDevice, kind: str, entity: object) -> None:
+    u = M("p4.v1.Update")(type=UPDATE_TYPES[kind])
+    u.entity.CopyFrom(entity)
+    device.write(u)
+
+
+def send(pipe: Pipeline, k1: int, k2: int, sel: int = 0) -> bytes:
+    out, _ = pipe.process(0, bytes([k1]) + k2.to_bytes(2, "big") + bytes([0, sel, 0]) + bytes(40))
+    return out[0][1]
+
+
+def test_priorities_higher_wins_and_direct_counters_read_back(dev) -> None:
+    device, pipe = dev
+    info = device.p4info
+    write(device, "INSERT", table_entry(info, "I.t_tern", {"hdr.h.k2": (0, 1000)}, "I.set_res", {"v": 1},
+                                        priority=1))
+    write(device, "INSERT", table_entry(info, "I.t_tern", {"hdr.h.k1": (0x21, 0xFF), "hdr.h.k2": (100, 200)},
+                                        "I.set_res", {"v": 2}, priority=10))
+    assert send(pipe, 0x21, 150)[3] == 2          # both match: priority 10 beats 1
+    assert send(pipe, 0x22, 150)[3] == 1
+    assert send(pipe, 0x21, 201)[3] == 1
+    assert send(pipe, 0x21, 1001)[3] == 0         # no entry: NoAction
+    read = M("p4.v1.Entity")()
+    read.table_entry.table_id = info.tables[0].preamble.id
+    read.table_entry.counter_data.SetInParent()
+    got = list(device.read(read))
+    assert [(e.table_entry.priority, e.table_entry.counter_data.packet_count) for e in got] == [(1, 2), (10, 1)]
+    assert got[1].table_entry.counter_data.byte_count == 46
+    assert len(got[0].table_entry.match) == 1     # the don't-care k1 stays omitted
+
+
+def test_optional_counters_and_registers(dev) -> None:
+    device, pipe = dev
+    info = device.p4info
+    write(device, "INSERT", table_entry(info, "I.t_opt", {"hdr.h.k2": 7}, "I.set_res", {"v": 9}, priority=1))
+    assert send(pipe, 0x55, 7)[3] == 9 and send(pipe, 0x56, 8)[3] == 0
+    ent = M("p4.v1.Entity")()
+    ent.counter_entry.counter_id = info.counters[0].preamble.id
+    cells = [e.counter_entry for e in device.read(ent)]
+    assert [(c.index.index, c.data.packet_count) for c in cells] == [(0, 0), (1, 1), (2, 1), (3, 0)]   # k1 & 3
+    reg = M("p4.v1.Entity")()
+    reg.register_entry.register_id = info.registers[0].preamble.id
+    reg.register_entry.index.index = 1
+    reg.register_entry.data.bitstring = b"\x00\x05"
+    write(device, "MODIFY", reg)
+    assert send(pipe, 0, 0x1234)[4] == 5           # the program reads reg[1] into sel
+    reg.register_entry.ClearField("data")
+    reg.register_entry.index.index = 0
+    assert [e.register_entry.data.bitstring for e in device.read(reg)] == [b"\x12\x34"]
+
+
+def test_action_selector_members_and_groups(dev) -> None:
+    device, pipe = dev
+    info = device.p4info
+    prof = info.action_profiles[0].preamble.id
+    act = {a.preamble.name: a.preamble.id for a in info.actions}["I.set_out"]
+    for mid, v in ((1, 0x11), (2, 0x22)):
+        m = M("p4.v1.Entity")()
+        apm = m.action_profile_member
+        apm.action_profile_id, apm.member_id, apm.action.action_id = prof, mid, act
+        apm.action.params.add(param_id=1, value=bytes([v]))
+        write(device, "INSERT", m)
+    g = M("p4.v1.Entity")()
+    g.action_profile_group.action_profile_id, g.action_profile_group.group_id = prof, 7
+    g.action_profile_group.members.add(member_id=1, weight=1)
+    g.action_profile_group.members.add(member_id=2, weight=1)
+    write(device, "INSERT", g)
+    e1 = table_entry(info, "I.t_sel", {"hdr.h.k1": 1})
+    e1.table_entry.action.action_profile_member_id = 2
+    e2 = table_entry(info, "I.t_sel", {"hdr.h.k1": 2})
+    e2.table_entry.action.action_profile_group_id = 7
+    write(device, "INSERT", e1)
+    write(device, "INSERT", e2)
+    assert send(pipe, 1, 0)[5] == 0x22
+    assert {send(pipe, 2, 0, sel)[5] for sel in range(8)} <= {0x11, 0x22}
+    read = M("p4.v1.Entity")()
+    read.table_entry.table_id = e1.table_entry.table_id
+    assert [e.table_entry.action.WhichOneof("type") for e in device.read(read)] == [
+        "action_profile_member_id", "action_profile_group_id"]
+    gone = M("p4.v1.Entity")()
+    gone.action_profile_member.CopyFrom(M("p4.v1.ActionProfileMember")(action_profile_id=prof, member_id=2))
+    with pytest.raises(EntityError) as busy:
+        write(device, "DELETE", gone)
+    assert busy.value.code == "FAILED_PRECONDITION"
+
+
+@pytest.mark.parametrize(("entity", "code", "words"), [
+    (lambda i: table_entry(i, "I.t_tern", {"hdr.h.k2": (0, 9)}, "I.set_res", {"v": 1}), "INVALID_ARGUMENT",
+     "priority > 0"),
+    (lambda i: table_entry(i, "I.t_tern", {"hdr.h.k1": (1, 0)}, "I.set_res", {"v": 1}, priority=1),
+     "INVALID_ARGUMENT", "must be omitted"),
+    (lambda i: table_entry(i, "I.t_opt", {"hdr.h.k2": 1}, "I.set_res", {"v": 300}, priority=1), "OUT_OF_RANGE",
+     "does not fit in 8 bits"),
+    (lambda i: table_entry(i, "I.t_opt", {}, "I.set_res", {"v": 1}, priority=1), "INVALID_ARGUMENT",
+     "is exact and must be given"),
+])
+def test_bad_inserts_name_the_problem_with_the_specs_code(dev, entity, code, words) -> None:
+    device, _ = dev
+    with pytest.raises(EntityError) as err:
+        write(device, "INSERT", entity(device.p4info))
+    assert err.value.code == code and words in str(err.value)
+    assert all(not t.entries for t in device.state.tables.values())
+
+
+def test_modify_and_delete_need_the_entry_and_default_is_modify_only(dev) -> None:
+    device, pipe = dev
+    info = device.p4info
+    e = table_entry(info, "I.t_opt", {"hdr.h.k2": 3}, "I.set_res", {"v": 4}, priority=2)
+    for kind in ("MODIFY", "DELETE"):
+        with pytest.raises(EntityError) as err:
+            write(device, kind, e)
+        assert err.value.code == "NOT_FOUND"
+    write(device, "INSERT", e)
+    with pytest.raises(EntityError) as dup:
+        write(device, "INSERT", e)
+    assert dup.value.code == "ALREADY_EXISTS"
+    default = table_entry(info, "I.t_opt", action="I.set_res", params={"v": 0x66}, default=True)
+    with pytest.raises(EntityError, match="can only be MODIFYed"):
+        write(device, "INSERT", default)
+    write(device, "MODIFY", default)
+    assert send(pipe, 0, 99)[3] == 0x66 and send(pipe, 0, 3)[3] == 4
+    write(device, "MODIFY", table_entry(info, "I.t_opt", default=True))        # no action: back to the initial
+    assert send(pipe, 0, 99)[3] == 0
+    bad = table_entry(info, "I.t_opt", {"hdr.h.k2": 3}, "I.set_res", {"v": 4}, priority=2)
+    bad.table_entry.table_id = 0x02FFFFFF
+    with pytest.raises(EntityError) as nf:
+        write(device, "INSERT", bad)
+    assert nf.value.code == "NOT_FOUND"
+
+
+def test_pre_multicast_groups_clone_sessions_and_meters(dev) -> None:
+    device, pipe = dev
+    group = M("p4.v1.Entity")()
+    mg = group.packet_replication_engine_entry.multicast_group_entry
+    mg.multicast_group_id = 5
+    for port, rid in ((1, 0), (2, 0), (3, 7)):
+        mg.replicas.add(egress_port=port, instance=rid)
+    write(device, "INSERT", group)
+    assert sorted((pipe.mc_nodes[h].rid, tuple(pipe.mc_nodes[h].ports)) for h in pipe.mc_groups[5]) == [
+        (0, (1, 2)), (7, (3,))]
+    read = M("p4.v1.Entity")()
+    read.packet_replication_engine_entry.multicast_group_entry.SetInParent()
+    (got,) = device.read(read)
+    assert sorted((r.egress_port, r.instance) for r in got.packet_replication_engine_entry.multicast_group_entry
+                  .replicas) == [(1, 0), (2, 0), (3, 7)]
+    del mg.replicas[2]
+    write(device, "MODIFY", group)
+    assert [pipe.mc_nodes[h].ports for h in pipe.mc_groups[5]] == [[1, 2]]
+    write(device, "DELETE", group)
+    assert pipe.mc_groups == {} and pipe.mc_nodes == {}
+    clone = M("p4.v1.Entity")()
+    cs = clone.packet_replication_engine_entry.clone_session_entry
+    cs.session_id = 9
+    cs.replicas.add(egress_port=4, instance=0)
+    write(device, "INSERT", clone)
+    assert pipe.mirror_sessions == {9: 4}
+    cs.replicas.add(egress_port=5, instance=0)
+    with pytest.raises(EntityError) as two:
+        write(device, "MODIFY", clone)
+    assert two.value.code == "UNIMPLEMENTED" and pipe.mirror_sessions == {9: 4}
+    meter = M("p4.v1.Entity")()
+    me = meter.meter_entry
+    me.meter_id = device.p4info.meters[0].preamble.id
+    me.index.index = 0
+    me.config.cir, me.config.cburst, me.config.pir, me.config.pburst = 1000, 100, 2000, 100
+    write(device, "MODIFY", meter)
+    assert send(pipe, 0, 0) and send(pipe, 0, 0)            # 46 bytes each: within the 100-byte bursts
+    assert pipe.process(0, bytes(46))[0] == []                # the third exceeds PBS: red, dropped
+    me.ClearField("config")
+    cells = [e.meter_entry for e in device.read(meter)]
+    assert [(c.config.cir, c.config.pir, c.config.pburst) for c in cells] == [(1000, 2000, 100)]

@@ -1,0 +1,145 @@
+"""The P4Runtime gRPC server in a switch (no namespaces: a CPU port only): PacketOut/PacketIn through the
+program's @controller_header headers, digests once enabled, a second controller as backup, Capabilities, and bad
+pipeline configs."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+
+import grpc
+import pytest
+
+from p4.p4runtime_proto import message_class
+from p4.runtime.client import P4RuntimeClient
+from p4.runtime.entities import code_number
+from p4.runtime.server import P4RuntimeServer
+from p4.switch.pipeline_adapter import load_pipeline
+from p4.switch.switch import EmbeddedSwitch, SwitchConfig
+
+pytestmark = pytest.mark.unit
+
+CPU_PORT = 64
+PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+@controller_header("packet_in") header packet_in_h { bit<9> ingress_port; bit<7> _pad; }
+@controller_header("packet_out") header packet_out_h { bit<9> egress_port; bit<7> _pad; }
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers { packet_in_h pin; packet_out_h pout; eth_t eth; }
+struct metadata { }
+struct learn_t { bit<48> src; bit<9> port; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { transition select(sm.ingress_port) { 64: cpu; default: eth; } }
+    state cpu { pkt.extract(hdr.pout); transition eth; }
+    state eth { pkt.extract(hdr.eth); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        if (hdr.pout.isValid()) {        // echo: back to the CPU, saying which port the controller asked for
+            hdr.pin.setValid();
+            hdr.pin.ingress_port = hdr.pout.egress_port;
+            hdr.pin._pad = 0;
+            hdr.pout.setInvalid();
+            hdr.eth.type = hdr.eth.type + 1;
+        }
+        sm.egress_spec = 64;
+        digest<learn_t>(1, {hdr.eth.src, sm.ingress_port});
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.pin); pkt.emit(hdr.eth); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, EmbeddedSwitch]]:
+    prog = tmp_path / "echo.p4"
+    prog.write_text(PROGRAM)
+    switch = EmbeddedSwitch(load_pipeline(prog), SwitchConfig(interfaces=[], cpu_port=CPU_PORT))
+    address = f"unix:{tmp_path}/p4rt.sock"
+    server = P4RuntimeServer(switch, address, prog.read_bytes())
+    loop = threading.Thread(target=switch.run, daemon=True)
+    loop.start()
+    try:
+        yield address, switch
+    finally:
+        server.close()
+        switch.stop()
+        loop.join(timeout=10)
+        switch.close()
+
+
+def test_packet_out_and_packet_in_carry_the_controller_headers(served) -> None:
+    address, _ = served
+    frame = bytes.fromhex("020000000002" "020000000001" "0800") + b"payload"
+    with P4RuntimeClient(address, election_id=3) as ctl, P4RuntimeClient(address, election_id=2) as backup:
+        assert ctl.arbitrate().status.code == code_number("OK")
+        assert backup.arbitrate().status.code == code_number("ALREADY_EXISTS")
+        info = ctl.get_pipeline().p4info
+        pout = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_out")
+        pin = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_in")
+        ctl.packet_out(frame, {pout.metadata[0].id: 7})
+        msg = ctl.next_stream_message(timeout_s=10)
+        assert msg.WhichOneof("update") == "packet"
+        assert msg.packet.payload == frame[:12] + b"\x08\x01" + b"payload"       # the program's +1 on the type
+        meta = {m.metadata_id: m.value for m in msg.packet.metadata}
+        assert meta == {pin.metadata[0].id: b"\x07", pin.metadata[1].id: b"\x00"}
+        backup.packet_out(frame, {pout.metadata[0].id: 5})
+        err = backup.next_stream_message(timeout_s=10)
+        assert err.error.canonical_code == code_number("PERMISSION_DENIED")
+        assert err.error.packet_out.packet_out.payload == frame
+        assert ctl.capabilities() == metadata.version("p4runtime")      # the schema served is that package's
+
+
+def test_bad_pipeline_configs_are_invalid_argument(served, tmp_path: Path) -> None:
+    address, _ = served
+    with P4RuntimeClient(address, election_id=1) as ctl:
+        ctl.arbitrate()
+        info = ctl.get_pipeline().p4info
+        with pytest.raises(grpc.RpcError) as broken:
+            ctl.set_pipeline(info, b"control nope {")
+        assert broken.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "does not compile" in \
+            broken.value.details()
+        other = type(info)()
+        other.CopyFrom(info)
+        other.controller_packet_metadata[0].preamble.id += 1
+        with pytest.raises(grpc.RpcError) as mismatch:
+            ctl.set_pipeline(other, PROGRAM.encode())
+        assert mismatch.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "does not describe" in mismatch.value.details()
+        ctl.set_pipeline(info, PROGRAM.encode(), action="VERIFY")
+    with P4RuntimeClient(address, device_id=9, election_id=1) as stranger:
+        with pytest.raises(grpc.RpcError) as nf:
+            stranger.arbitrate()
+        assert nf.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_digests_reach_the_primary_once_enabled(served) -> None:
+    address, _ = served
+    frame = bytes.fromhex("020000000002" "0200000000aa" "0800") + b"x"
+    with P4RuntimeClient(address, election_id=1) as ctl:
+        ctl.arbitrate()
+        info = ctl.get_pipeline().p4info
+        (digest,) = info.digests
+        ctl.packet_out(frame, {1: 3})                      # not enabled: only the packet comes back
+        assert ctl.next_stream_message(timeout_s=10).WhichOneof("update") == "packet"
+        enable = message_class("p4.v1.Entity")()
+        enable.digest_entry.digest_id = digest.preamble.id
+        enable.digest_entry.config.max_list_size = 1
+        ctl.write([("INSERT", enable)])
+        ctl.packet_out(frame, {1: 3})
+        got = {}
+        for _ in range(2):
+            msg = ctl.next_stream_message(timeout_s=10)
+            got[msg.WhichOneof("update")] = msg
+        dl = got["digest"].digest
+        assert dl.digest_id == digest.preamble.id and len(dl.data) == 1 and dl.timestamp > 0
+        src, port = (m.bitstring for m in dl.data[0].struct.members)
+        assert src == bytes.fromhex("0200000000aa") and port == bytes([CPU_PORT])
+        (read,) = ctl.read([message_class("p4.v1.Entity")(digest_entry=message_class("p4.v1.DigestEntry")())])
+        assert read.digest_entry.config.max_list_size == 1

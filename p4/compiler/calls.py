@@ -239,7 +239,7 @@ class Calls(CompilerContext):
         if len(args) != len(info.params):
             raise self.err(node, f"{kind} {info.name} takes {len(info.params)} arguments, got {len(args)}")
         pyargs: list[E] = []
-        copy_out = []
+        copy_out: list[tuple[Ref | tuple[Ref, int, int], Ref]] = []
         for (direction, t, pname, sym), a in zip(info.params, args, strict=True):
             if sym.kind == "py":
                 got = lower.capture(self, lambda a=a, t=t: self.coerce(self.expr(a, t), t))
@@ -250,7 +250,9 @@ class Calls(CompilerContext):
             else:
                 if direction in ("in", "inout", ""):
                     self.assign_ref(sym.ref, a, node)
-                if direction in ("out", "inout"):
+                if direction in ("out", "inout") and a.data in ("slice_expr", "lv_slice"):
+                    copy_out.append((self.slice_target(a), sym.ref))   # a slice is written back bit-exact
+                elif direction in ("out", "inout"):
                     tgt = self.expr(a)
                     if tgt.ref is None:
                         raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
@@ -277,10 +279,13 @@ class Calls(CompilerContext):
         self.copy_out(copy_out)
         return result
 
-    def copy_out(self, pairs: list[tuple[Ref, Ref]]) -> None:
-        """Copy each (argument, parameter slot) back after a call, in parameter order."""
+    def copy_out(self, pairs: list[tuple[Ref | tuple[Ref, int, int], Ref]]) -> None:
+        """Copy each (argument, parameter slot) back after a call, in parameter order; an argument that is a
+        slice is given as (storage, low bit, width)."""
         for dst, src in pairs:
-            if dst.type.scalar:
+            if isinstance(dst, tuple):
+                self.write_bits(*dst, src.src)
+            elif dst.type.scalar:
                 self.out(f"{dst.src} = {src.src}")
             else:
                 self.copy(dst, src)

@@ -129,23 +129,42 @@ class Statements(CompilerContext):
 
     def assign(self, lhs: Tree, rhs: Tree, node: Tree) -> None:
         if lhs.data == "lv_slice":
-            b = self.expr(lhs.children[0])
-            hi = self.const_value(self.expr(lhs.children[1]), INFINT, lhs).const
-            lo = self.const_value(self.expr(lhs.children[2]), INFINT, lhs).const
-            if b.ref is None or not isinstance(b.type, BitT) or not (0 <= lo <= hi < b.type.width):
-                raise self.err(lhs, "invalid slice assignment")
-            w = hi - lo + 1
+            ref, lo, w = self.slice_target(lhs)
             v = self.expr(rhs, BitT(w))
             if not isinstance(v.type, BitT) or v.type.width != w:
                 raise self.err(rhs, f"cannot assign {v.type} to a {w}-bit slice")
-            m = ((1 << w) - 1) << lo
-            keep = b.type.mask ^ m
-            self.out(f"{b.ref.src} = ({b.ref.src} & {keep}) | (({v.src} << {lo}) & {m})")
+            self.write_bits(ref, lo, w, v.src)
             return
         target = self.expr(lhs)
         if target.ref is None:
             raise self.err(lhs, "left side of = is not assignable")
         self.assign_ref(target.ref, rhs, node)
+
+    def slice_target(self, n: Tree) -> tuple[Ref, int, int]:
+        """The bits a slice lvalue (``x[h:l]``, also a slice of a slice) denotes: (storage, low bit, width)."""
+        inner = n.children[0]
+        if inner.data in ("lv_slice", "slice_expr"):
+            ref, base_lo, base_w = self.slice_target(inner)
+        else:
+            b = self.expr(inner)
+            if b.ref is None or not isinstance(b.type, BitT):
+                raise self.err(n, f"only a bit<N>/int<N> variable or field can be sliced on the left of =, "
+                                  f"not {b.type}")
+            ref, base_lo, base_w = b.ref, 0, b.type.width
+        hi = self.const_value(self.expr(n.children[1]), INFINT, n).const
+        lo = self.const_value(self.expr(n.children[2]), INFINT, n).const
+        if not 0 <= lo <= hi < base_w:
+            raise self.err(n, f"slice [{hi}:{lo}] out of range for a {base_w}-bit value (0..{base_w - 1})")
+        return ref, base_lo + lo, hi - lo + 1
+
+    def write_bits(self, ref: Ref, lo: int, w: int, src: str) -> None:
+        """Store ``src`` (a w-bit value) into bits [lo+w-1:lo] of ``ref``, leaving its other bits as they are."""
+        t = ref.type
+        assert isinstance(t, BitT)
+        m = ((1 << w) - 1) << lo
+        keep = t.mask ^ m
+        bits = f"({ref.src} & {keep}) | ((({src}) << {lo}) & {m})"
+        self.out(f"{ref.src} = {self.wrap(bits, t) if t.signed else bits}")
 
     def assign_ref(self, ref: Ref, rhs: Any, node: Any) -> None:
         t = ref.type

@@ -74,6 +74,8 @@ class CompilerContext:
         self.global_actions: dict[str, Tree] = {}
         self.global_functions: dict[str, Tree] = {}
         self.main: Tree | None = None
+        self.top_instantiations: list[Tree] = []             # top-level extern instances (``register<..>(4) r;``)
+        self.global_scope: dict[str, Sym] = {}               # their symbols, looked up after every local scope
         self.init: list[Any] = [None, None, -1, NO_FIELD_LIST, NO_FIELD_LIST, NO_FIELD_LIST, 0, None]
         assert len(self.init) == N_HIDDEN
         self.ns: dict[str, Any] = {
@@ -165,6 +167,8 @@ class CompilerContext:
         for sc in reversed(self.scopes):
             if name in sc:
                 return sc[name]
+        if name in self.global_scope:
+            return self.global_scope[name]
         if name in self.consts:
             c = self.consts[name]
             return Sym("const", c.type, value=c)

@@ -83,6 +83,8 @@ class Declarations(CompilerContext):
             elif kind == "instantiation":
                 if name_of(subtrees(d, "name")[0]) == "main":
                     self.main = d
+                else:
+                    self.top_instantiations.append(d)   # instantiated in codegen, visible in every block
             elif kind in ("parser_type_decl", "control_type_decl", "package_decl"):
                 self.types.setdefault(name_of(subtrees(d, "name")[0]), ExternT(name_of(subtrees(d, "name")[0]), [], {}))
             elif kind == "function_decl":

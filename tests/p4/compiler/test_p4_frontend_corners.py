@@ -66,3 +66,14 @@ def test_slice_as_inout_argument_copies_back_into_the_slice(source_switch: Sourc
                          "action set_out(out bit<2> v) { v = 2w1; }",
                    apply="inc(hdr.h.c[3:0]); inc(hdr.h.a[7:4]); set_out(hdr.h.b[7:4][3:2]);")
     assert run(source_switch, text, bytes([0x15, 0x00, 0x2F])) == bytes([0x25, 0x40, 0x20])
+
+
+def test_top_level_register_and_counter_are_shared_by_the_blocks(source_switch: SourceSwitch) -> None:
+    # ingress stores a in top_r[1] and hands the previous packet's value out in c; the CLI sees the same instances
+    text = program(top="register<bit<8>>(4) top_r;\ncounter(2, CounterType.packets) top_c;",
+                   apply="top_r.read(hdr.h.c, 1); top_r.write(1, hdr.h.a); top_c.count(1);")
+    sw = source_switch(text)
+    assert sw.send(0, bytes([0x42, 0, 0]))[0][1] == bytes([0x42, 0, 0])
+    assert sw.send(0, bytes([0x07, 0, 0]))[0][1] == bytes([0x07, 0, 0x42])
+    assert sw.cmd("register_read top_r 1") == ["top_r[1]= 7"]
+    assert "packets=2" in sw.cmd("counter_read top_c 1")[0]

@@ -28,7 +28,7 @@ class Blocks(CompilerContext):
         cname = name_of(subtrees(node, "name")[0])
         scope = dict(bindings)
         self.scopes = [scope]
-        self.control_locals(node, cname, scope)
+        deferred = self.control_locals(node, cname, scope)
         body = subtrees(node, "block")[-1]
         out = self.out
         out(f"def {fn}(S):")
@@ -37,6 +37,7 @@ class Blocks(CompilerContext):
             out("out = []")
         out("try:")
         out.indent()
+        self.run_deferred_inits(deferred)
         self.stmts(body.children)
         out.dedent()
         out("except (_Exit, _Ret):")

@@ -311,13 +311,14 @@ class Calls(CompilerContext):
         saved = self.scopes
         self.scopes = [scope]
         if key not in cache:
-            self.control_locals(cnode, full, scope)
+            self.inlined_inits[key] = self.control_locals(cnode, full, scope)
             cache[key] = dict(scope)
         else:
             scope.update({k: v for k, v in cache[key].items() if k not in scope})
         body = subtrees(cnode, "block")[-1]
         self.out("try:")
         self.out.indent()
+        self.run_deferred_inits(self.inlined_inits[key])
         self.stmts(body.children)
         self.out.dedent()
         self.out("except _Ret:")

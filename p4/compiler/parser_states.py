@@ -7,7 +7,7 @@ from typing import Any
 from lark import Token, Tree
 
 from p4.compiler.context import CompilerContext
-from p4.compiler.ir import E, Emitter, Sym
+from p4.compiler.ir import E, Emitter, Ref, Sym
 from p4.compiler.limits import (
     MAX_PARSER_STEPS,
 )
@@ -36,6 +36,7 @@ class ParserStates(CompilerContext):
             raise self.err(node, "parser has no 'start' state")
         ids = {name: i for i, name in enumerate(states)}
         self.scopes = [scope]
+        deferred: list[tuple[Ref, Tree]] = []        # parser-level variables with non-constant initialisers
         for d in node.children:
             if isinstance(d, Tree) and d.data == "value_set_decl":
                 self.value_set(d, scope)
@@ -44,7 +45,7 @@ class ParserStates(CompilerContext):
                 if d.data == "instantiation":
                     self.instantiate(d, "", scope)
                 elif d.data == "var_decl":
-                    self.var_decl_into(d, scope)
+                    self.var_decl_into(d, scope, deferred)
                 else:
                     t = self.resolve_type(subtrees(d, "type_ref")[0])
                     e = self.expr(subtrees(d)[-1], want=t)
@@ -56,6 +57,7 @@ class ParserStates(CompilerContext):
             self.out.level = 2
             self.inline_budget = 4000
             try:
+                self.run_deferred_inits(deferred)
                 self.inline_state("start", ids, set())
                 inlined = self.out.lines
             except _TooBig:
@@ -79,6 +81,7 @@ class ParserStates(CompilerContext):
         out("o = 0; n = len(pkt); st = 0; steps = 0")
         out("try:")
         out.indent()
+        self.run_deferred_inits(deferred)
         out("while True:")
         out.indent()
         out("steps += 1")

@@ -69,6 +69,7 @@ class CompilerContext:
         self.match_kinds: set[str] = set()
         self.externs: dict[str, ExternT] = {}
         self.extern_funcs: set[str] = set()
+        self.param_names: dict[str, list[list[str]]] = {}   # extern function / "Extern.method" -> each overload's
         self.parsers: dict[str, Tree] = {}
         self.controls: dict[str, Tree] = {}
         self.global_actions: dict[str, Tree] = {}

@@ -56,6 +56,10 @@ class Statements(CompilerContext):
             e = self.call(s.children[0], nonnull(s.children[1].children), as_stmt=True)
             if e.src != "None":
                 self.out(e.src)
+        elif d == "generic_method_stmt":
+            e = self.generic_method(s, as_stmt=True)
+            if e.src != "None":
+                self.out(e.src)
         elif d == "generic_call_stmt":
             head = s.children[0]
             self.call_type_args = [self.resolve_type(c) for c in subtrees(head, "type_args")[0].children

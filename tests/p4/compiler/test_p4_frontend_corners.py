@@ -89,3 +89,35 @@ def test_block_variable_initialisers_run_per_packet_when_the_block_starts(source
     sw = source_switch(text)
     assert sw.send(0, bytes([0x30, 0, 0]))[0][1] == bytes([5, 0x31, 0x30 ^ 0x61])
     assert sw.send(0, bytes([0x02, 9, 9]))[0][1] == bytes([5, 0x03, 0x02 ^ 0x05])
+
+
+def test_explicit_type_arguments_on_extract_and_emit(source_switch: SourceSwitch) -> None:
+    text = program(parse="pkt.extract<h_t>(hdr.h);", apply="hdr.h.c = hdr.h.a < hdr.h.b ? 8w1 : 8w2;")
+    text = text.replace("pkt.emit(hdr.h);", "pkt.emit<h_t>(hdr.h);")
+    assert run(source_switch, text, bytes([1, 2, 0, 0xAB])) == bytes([1, 2, 1, 0xAB])
+
+
+def test_type_argument_that_does_not_match_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match=r"type argument <bit<8>> does not match the argument's type h_t"):
+        source_switch(program(parse="pkt.extract<bit<8>>(hdr.h);"))
+
+
+def test_named_arguments_bind_by_name_not_position(source_switch: SourceSwitch) -> None:
+    # arguments given in the other order than the parameters: each lands in its own parameter
+    text = program(top="bit<8> sub(in bit<8> x, in bit<8> y) { return x - y; }\n"
+                       "register<bit<8>>(2) r;",
+                   parse="pkt.extract(hdr = hdr.h);",
+                   cdecl="action seta(bit<8> hi, bit<8> lo) { hdr.h.a = (hi << 4) | lo; }\n"
+                         "action mv(out bit<8> dst, in bit<8> src) { dst = src + 1; }",
+                   apply="seta(lo = 8w0x05, hi = 8w0x0A); mv(src = hdr.h.b, dst = hdr.h.c);"
+                         "r.write(value = sub(y = 8w1, x = 8w10), index = 1); r.read(index = 1, result = meta.m);"
+                         "hdr.h.b = hdr.h.b + meta.m;")
+    assert run(source_switch, text, bytes([0xFF, 0x10, 0x20])) == bytes([0xA5, 0x19, 0x11])
+
+
+def test_named_arguments_must_match_the_parameters(source_switch: SourceSwitch) -> None:
+    cdecl = "action setc(bit<8> v) { hdr.h.c = v; }"
+    with pytest.raises(CompileError, match=r"arguments named \(w\), its parameters are \(v\)"):
+        source_switch(program(cdecl=cdecl, apply="setc(w = 8w1);"))
+    with pytest.raises(CompileError, match="either all arguments are named or none is"):
+        source_switch(program(top="register<bit<8>>(2) r;", apply="r.write(0, value = 8w1);"))

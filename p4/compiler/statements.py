@@ -7,7 +7,7 @@ from typing import Any
 from lark import Token, Tree
 
 from p4.compiler.context import CompilerContext
-from p4.compiler.ir import INFINT, Ref, Sym, TableInfo
+from p4.compiler.ir import INFINT, E, Ref, Sym, TableInfo
 from p4.compiler.syntax import name_of, nonnull, subtrees
 from p4.types import (
     BitT,
@@ -171,8 +171,12 @@ class Statements(CompilerContext):
         self.out(f"{ref.src} = {self.wrap(bits, t) if t.signed else bits}")
 
     def assign_ref(self, ref: Ref, rhs: Any, node: Any) -> None:
+        self.store(ref, self.expr(rhs, ref.type), rhs)
+
+    def store(self, ref: Ref, v: E, rhs: Any) -> None:
+        """Write the compiled value ``v`` to ``ref``: a scalar, a stored value of the same type, or a list /
+        struct initialiser (nested ones field by field; a header it initialises becomes valid)."""
         t = ref.type
-        v = self.expr(rhs, t)
         if t.scalar:
             vt = v.type
             ok = vt == t or (isinstance(t, EnumT) and vt is t) or (isinstance(vt, InfIntT) and isinstance(t, BitT))
@@ -193,26 +197,22 @@ class Statements(CompilerContext):
                 raise self.err(rhs, f"missing field(s) {', '.join(missing)} for {t.name}")
             for fname, ft in t.fields:
                 kv, item = pairs[fname]
-                if not ft.scalar:
-                    raise self.err(kv, "nested structure initialisers are not supported yet")
-                item = self.coerce(item, ft)
-                if item.type != ft and not (isinstance(ft, EnumT) and item.type is ft):
-                    raise self.err(kv, f"field '{fname}' is {ft}, not {item.type}")
-                self.out(f"{ref.field(fname).src} = {item.src}")
+                if ft.scalar:
+                    item = self.coerce(item, ft)
+                    if item.type != ft and not (isinstance(ft, EnumT) and item.type is ft):
+                        raise self.err(kv, f"field '{fname}' is {ft}, not {item.type}")
+                self.store(ref.field(fname), item, kv)
             if t.is_header:
-                self.out(f"S[{ref.base}] = True")
+                self.out(f"S[{ref.off(0)}] = True")
             return
         if isinstance(v.type, ListT) and isinstance(t, StructLike):
             items = v.const
             if len(items) != len(t.fields):
                 raise self.err(rhs, f"{t.name} has {len(t.fields)} fields, the list has {len(items)}")
-            for (fname, ft), item in zip(t.fields, items, strict=True):
-                if not ft.scalar:
-                    raise self.err(rhs, "nested list initialisers are not supported yet")
-                item = self.coerce(item, ft)
-                self.out(f"{ref.field(fname).src} = {item.src}")
+            for (fname, _), item in zip(t.fields, items, strict=True):
+                self.store(ref.field(fname), item, rhs)
             if t.is_header:
-                self.out(f"S[{ref.base}] = True")
+                self.out(f"S[{ref.off(0)}] = True")
             return
         if v.ref is None or v.type is not t:
             raise self.err(rhs, f"cannot assign a value of type {v.type} to {t}")

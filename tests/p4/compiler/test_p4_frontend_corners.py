@@ -121,3 +121,21 @@ def test_named_arguments_must_match_the_parameters(source_switch: SourceSwitch) 
         source_switch(program(cdecl=cdecl, apply="setc(w = 8w1);"))
     with pytest.raises(CompileError, match="either all arguments are named or none is"):
         source_switch(program(top="register<bit<8>>(2) r;", apply="r.write(0, value = 8w1);"))
+
+
+def test_nested_list_and_struct_initialisers(source_switch: SourceSwitch) -> None:
+    # each inner list fills its own member; a header filled by a list becomes valid (so hdr.h = w.h is emitted)
+    text = program(top="struct pair_t { bit<8> x; bit<8> y; }\nstruct two_t { pair_t p; pair_t q; }\n"
+                       "struct wrap_t { h_t h; bit<8> k; }",
+                   apply="two_t t = { { 1, 2 }, { 3, 4 } };"
+                         "two_t u = { p = { x = 10, y = 20 }, q = { 30, 40 } };"
+                         "wrap_t w = { { 7, 8, 9 }, 5 };"
+                         "hdr.h.setInvalid(); hdr.h = w.h;"
+                         "hdr.h.a = t.q.x + u.q.y; hdr.h.b = t.p.y + u.p.x; hdr.h.c = w.h.c + w.k;")
+    assert run(source_switch, text, bytes([0, 0, 0, 0xEE])) == bytes([43, 12, 14, 0xEE])
+
+
+def test_nested_list_initialiser_of_the_wrong_shape_is_an_error(source_switch: SourceSwitch) -> None:
+    top = "struct pair_t { bit<8> x; bit<8> y; }\nstruct two_t { pair_t p; pair_t q; }"
+    with pytest.raises(CompileError, match="pair_t has 2 fields, the list has 3"):
+        source_switch(program(top=top, apply="two_t t = { { 1, 2 }, { 3, 4, 5 } };"))

@@ -219,8 +219,11 @@ class Calls(CompilerContext):
         if function:
             rnode = [c for c in node.children if isinstance(c, Tree) and c.data == "type_ref"]
             ret_t = self.resolve_type(rnode[0]) if rnode else VOID
-            if not (ret_t.scalar or isinstance(ret_t, VoidT)):
-                raise self.err(node, f"functions returning {ret_t} are not supported yet (return bit/int/bool)")
+            if isinstance(ret_t, (StructLike, StackT)):
+                info.ret_ref = self.alloc(ret_t, node)   # one function has one activation at a time (no recursion)
+            elif not (ret_t.scalar or isinstance(ret_t, VoidT)):
+                raise self.err(node, f"functions returning {ret_t} are not supported (return a bit/int/bool, "
+                                     "header, struct or header stack)")
         info.ret_type = ret_t
         params = []
         scope: dict[str, Sym] = {}
@@ -242,6 +245,7 @@ class Calls(CompilerContext):
             params.append((direction, t, pname, scope[pname]))
         info.params = params
         saved_out, saved_in_action, saved_ret, saved_exits = self.out, self.in_action, self.fn_ret, self.may_exit
+        saved_ret_ref, self.fn_ret_ref = self.fn_ret_ref, info.ret_ref
         self.may_exit = False
         self.out = Emitter()
         self.in_action = True
@@ -255,6 +259,7 @@ class Calls(CompilerContext):
         self.pending_functions.append(self.out.lines)
         info.may_exit = self.may_exit
         self.out, self.in_action, self.fn_ret, self.may_exit = saved_out, saved_in_action, saved_ret, saved_exits
+        self.fn_ret_ref = saved_ret_ref
         if function:
             return
         data_params = [(n, t.width if isinstance(t, BitT) else t.base.width
@@ -305,7 +310,9 @@ class Calls(CompilerContext):
         call = f"{info.fn_name}(S{''.join(', ' + p.src for p in pyargs)})"
         ret_t = info.ret_type
         result = E("None", VOID)
-        if function and ret_t is not None and not isinstance(ret_t, VoidT):
+        if function and info.ret_ref is not None:
+            pass                               # a header/struct result: copied out of the return slots below
+        elif function and ret_t is not None and not isinstance(ret_t, VoidT):
             tmp = self.fresh("r")
             call = f"{tmp} = {call}"
             result = E(tmp, ret_t)
@@ -322,6 +329,10 @@ class Calls(CompilerContext):
         else:
             self.out(call)
         self.copy_out(copy_out)
+        if function and info.ret_ref is not None and ret_t is not None:
+            tmp_ref = self.alloc(ret_t, node)   # this call's own copy: two calls in one expression stay apart
+            self.copy(tmp_ref, info.ret_ref)
+            result = E("None", ret_t, ref=tmp_ref)
         return result
 
     def copy_out(self, pairs: list[tuple[Ref | tuple[Ref, int, int], Ref]]) -> None:

@@ -107,6 +107,7 @@ class CompilerContext:
         self.warnings: list[str] = []                        # rendered "file:line:col: warning: ..."
         self.last_node: Any = None                           # the construct being compiled (for internal errors)
         self.fn_ret: P4Type | None = None                    # return type of the function being compiled
+        self.fn_ret_ref: Ref | None = None                   # its return slots when it returns a header/struct
         self.call_type_args: list[P4Type] = []               # explicit type arguments of the call being compiled
         self.global_action_infos: dict[str, ActionInfo] = {}     # top-level actions, compiled on first use
         self.global_function_infos: dict[str, ActionInfo] = {}   # top-level functions, compiled on first use

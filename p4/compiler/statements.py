@@ -100,6 +100,10 @@ class Statements(CompilerContext):
                 if ret_t is None or isinstance(ret_t, VoidT):
                     raise self.err(s, "return with a value is only allowed in functions that return one")
                 v = self.expr(value, ret_t)
+                if self.fn_ret_ref is not None:      # a header/struct: into the function's return slots
+                    self.store(self.fn_ret_ref, v, value)
+                    self.out("return")
+                    return
                 if v.type != ret_t and not isinstance(v.type, InfIntT):
                     raise self.err(value, f"function returns {ret_t}, not {v.type}")
                 self.out(f"return {self.coerce(v, ret_t).src}")

@@ -139,3 +139,24 @@ def test_nested_list_initialiser_of_the_wrong_shape_is_an_error(source_switch: S
     top = "struct pair_t { bit<8> x; bit<8> y; }\nstruct two_t { pair_t p; pair_t q; }"
     with pytest.raises(CompileError, match="pair_t has 2 fields, the list has 3"):
         source_switch(program(top=top, apply="two_t t = { { 1, 2 }, { 3, 4, 5 } };"))
+
+
+FUNCTIONS = """
+struct pair_t { bit<8> x; bit<8> y; }
+h_t mk(in bit<8> v) { h_t x; x.setValid(); x.a = v; x.b = v; x.c = v; return x; }
+h_t none() { h_t x; return x; }
+pair_t mkp(in bit<8> v) { return { v, v + 1 }; }
+"""
+
+
+def test_functions_return_headers_and_structs(source_switch: SourceSwitch) -> None:
+    # two calls in one expression keep their own results (mk(1) != mk(2)); the header result is valid
+    text = program(top=FUNCTIONS,
+                   apply="hdr.h = mk(hdr.h.a + 1); if (mk(1) == mk(2)) { hdr.h.b = 0xFF; }"
+                         "pair_t p = mkp(hdr.h.c); hdr.h.c = p.x + p.y;")
+    assert run(source_switch, text, bytes([0x10, 0, 0, 0xEE])) == bytes([0x11, 0x11, 0x23, 0xEE])
+
+
+def test_function_returning_an_invalid_header_invalidates_the_target(source_switch: SourceSwitch) -> None:
+    text = program(top=FUNCTIONS, apply="hdr.h = none();")
+    assert run(source_switch, text, bytes([0x10, 0, 0, 0xEE])) == bytes([0xEE])

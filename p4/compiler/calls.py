@@ -143,6 +143,14 @@ class Calls(CompilerContext):
             return E(f"{tinfo.fn_name}(S)", VOID, const=("apply", tinfo))
         if sym.kind == "extern":
             return self.extern_method(sym, method, args, node)
+        if sym.kind == "parser":
+            if method != "apply":
+                raise self.err(node, "parsers only have apply()")
+            if not self.in_parser:
+                raise self.err(node, "a parser can only be applied from a parser state")
+            args = self.bind_named(args, [param_names(sym.value[0])], node, f"{sym.value[1]}.apply")
+            self.subparser_call(sym.value, args, node)
+            return E("None", VOID)
         if sym.kind == "control":
             if method != "apply":
                 raise self.err(node, "controls only have apply()")

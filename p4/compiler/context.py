@@ -112,6 +112,7 @@ class CompilerContext:
         self.global_action_infos: dict[str, ActionInfo] = {}     # top-level actions, compiled on first use
         self.global_function_infos: dict[str, ActionInfo] = {}   # top-level functions, compiled on first use
         self.inlined_controls: dict[tuple[str, str], dict[str, Sym]] = {}   # locals of controls applied inside one
+        self.subparsers: dict[str, tuple[str, dict[str, Ref | None]]] = {}   # parser instance -> its function
         self.inlined_inits: dict[tuple[str, str], list[tuple[Ref, Tree]]] = {}   # and their non-constant initialisers
 
     # --- errors and positions -----------------------------------------------------------------------------

@@ -116,6 +116,13 @@ class ControlDeclarations(CompilerContext):
         if tname in self.controls:
             scope[name] = Sym("control", value=(self.controls[tname], full))
             return
+        if tname in self.parsers:
+            if not self.in_parser:
+                raise self.err(d, f"parser {tname} can only be instantiated inside a parser")
+            if args or subtrees(self.parsers[tname], "ctor_params"):
+                raise self.err(d, f"parser {tname}: constructor parameters are not supported by this target")
+            scope[name] = Sym("parser", value=(self.parsers[tname], full))
+            return
         cargs = [self.expr(a) for a in args]
 
         def cint(i: int) -> int:

@@ -160,3 +160,58 @@ def test_functions_return_headers_and_structs(source_switch: SourceSwitch) -> No
 def test_function_returning_an_invalid_header_invalidates_the_target(source_switch: SourceSwitch) -> None:
     text = program(top=FUNCTIONS, apply="hdr.h = none();")
     assert run(source_switch, text, bytes([0x10, 0, 0, 0xEE])) == bytes([0xEE])
+
+
+SUBPARSER = """
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+header t_t { bit<8> v; }
+struct headers { h_t h; t_t t; }
+struct metadata { bit<8> m; }
+parser Sub(packet_in pkt, out h_t h, inout bit<8> seen) {
+    bit<8> local = 3;
+    state start {
+        pkt.extract(h); seen = seen + local; local = 100;
+        transition select(h.a) { 0xFF: reject; default: accept; }
+    }
+}
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Sub() sub;
+    state start { meta.m = 10; sub.apply(pkt, hdr.h, meta.m); transition next; }
+    state next { pkt.extract(hdr.t); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (sm.parser_error != error.NoError) { sm.egress_spec = 2; }
+        hdr.h.b = meta.m;
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.t); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_subparser_runs_its_states_and_the_caller_continues_after_it(source_switch: SourceSwitch) -> None:
+    # Sub extracts h and adds its local (3, fresh on each packet) to meta.m (inout, 10); P then extracts t from
+    # where Sub stopped
+    sw = source_switch(SUBPARSER)
+    assert sw.send(0, bytes([0x01, 0, 0x22, 0x77, 0xEE])) == [(1, bytes([0x01, 13, 0x22, 0x77, 0xEE]))]
+    assert sw.send(0, bytes([0x02, 0, 0x33, 0x66])) == [(1, bytes([0x02, 13, 0x33, 0x66]))]
+
+
+def test_subparser_reject_is_the_callers_reject(source_switch: SourceSwitch) -> None:
+    # as p4c inlines it: Sub's reject ends P's parsing where Sub stopped (after h), out/inout arguments are not
+    # copied back (h stays invalid, so only the payload leaves), and P's next state does not run
+    sw = source_switch(SUBPARSER)
+    assert sw.send(0, bytes([0xFF, 0, 0, 0x77])) == [(1, bytes([0x77]))]
+    # an error inside Sub (packet too short) is the parser's error
+    assert sw.send(0, bytes([0x01, 0])) == [(2, bytes([0x01, 0]))]
+
+
+def test_subparser_apply_outside_a_parser_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match="parser Sub can only be instantiated inside a parser"):
+        source_switch(SUBPARSER.replace("control VC(inout headers hdr, inout metadata meta) { apply { } }",
+                                        "control VC(inout headers hdr, inout metadata meta) { Sub() s; apply { } }"))

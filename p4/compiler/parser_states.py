@@ -184,7 +184,8 @@ class ParserStates(CompilerContext):
         if "start" not in states:
             raise self.err(pnode, "parser has no 'start' state")
         ids = {name: i for i, name in enumerate(states)}
-        saved = (self.out, self.scopes, self.parser_states)
+        saved = (self.out, self.scopes, self.parser_states, self.parser_name)
+        self.parser_name = f"{self.parser_name}.{full}"   # its value sets are named inside the instance
         self.out = Emitter()
         self.scopes = [scope]
         first = len(self.init)
@@ -198,7 +199,7 @@ class ParserStates(CompilerContext):
         self.out("    exc.o = o")
         self.out("    raise")
         self.pending_functions.append(self.out.lines)
-        self.out, self.scopes, self.parser_states = saved
+        self.out, self.scopes, self.parser_states, self.parser_name = saved
         return fn, slots
 
     def warn_parser_loops(self, states: dict[str, Tree]) -> None:

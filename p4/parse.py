@@ -68,13 +68,15 @@ class TypeNamePostLex:
         prev2: Token | None = None
         depth = 0                      # brace depth: type declarations only count at depth 0
         angle = 0                      # open TLTs
-        for tok in stream:
+        toks = _Peekable(stream)
+        for tok in toks:
             val = tok.value
             if tok.type == "INTEGER":
                 check_integer_literal(tok)
             if tok.type == "NAME" and val in self.types:
                 tok = Token.new_borrow_pos("TYPE_NAME", val, tok)
-            if tok.type == "LT" and prev is not None and self._opens_type_args(prev, prev2):
+            if tok.type == "LT" and prev is not None and (self._opens_type_args(prev, prev2) or
+                                                           self._opens_method_type_args(prev, prev2, toks.peek())):
                 tok = Token.new_borrow_pos("TLT", val, tok)
                 angle += 1
             elif tok.type == "GT" and angle:
@@ -122,12 +124,41 @@ class TypeNamePostLex:
             prev2, prev = prev, tok
             yield tok
 
+    def _opens_method_type_args(self, prev: Token, prev2: Token | None, nxt: Token | None) -> bool:
+        """``obj.method<T>(...)``: a ``<`` after ``.name`` that is followed by a type (a comparison's right
+        operand is never a type name or a type keyword)."""
+        if prev.type != "NAME" or prev2 is None or prev2.value != "." or nxt is None:
+            return False
+        return nxt.type in ("BIT", "INT_KW", "VARBIT", "BOOL") or (nxt.type == "NAME" and nxt.value in self.types)
+
     def _opens_type_args(self, prev: Token, prev2: Token | None) -> bool:
         if prev.type in ("TYPE_NAME", "BIT", "INT_KW", "VARBIT", "LOOKAHEAD") or prev.value in ("tuple", "value_set"):
             return True
         if prev.type == "NAME":
             return prev2 is None or prev2.value in self._STMT_START or prev2.type in ("NAME", "TYPE_NAME", "TGT")
         return False
+
+
+class _Peekable:
+    """A token stream that can show its next token without consuming it."""
+
+    def __init__(self, stream: Iterator[Token]) -> None:
+        self._it = iter(stream)
+        self._ahead: list[Token] = []
+
+    def __iter__(self) -> _Peekable:
+        return self
+
+    def __next__(self) -> Token:
+        return self._ahead.pop() if self._ahead else next(self._it)
+
+    def peek(self) -> Token | None:
+        if not self._ahead:
+            try:
+                self._ahead.append(next(self._it))
+            except StopIteration:
+                return None
+        return self._ahead[0]
 
 
 _LOCK = threading.Lock()

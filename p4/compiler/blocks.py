@@ -28,7 +28,7 @@ class Blocks(CompilerContext):
         cname = name_of(subtrees(node, "name")[0])
         scope = dict(bindings)
         self.scopes = [scope]
-        self.control_locals(node, cname, scope)
+        deferred = self.control_locals(node, cname, scope)
         body = subtrees(node, "block")[-1]
         out = self.out
         out(f"def {fn}(S):")
@@ -37,6 +37,7 @@ class Blocks(CompilerContext):
             out("out = []")
         out("try:")
         out.indent()
+        self.run_deferred_inits(deferred)
         self.stmts(body.children)
         out.dedent()
         out("except (_Exit, _Ret):")
@@ -111,6 +112,9 @@ class Blocks(CompilerContext):
     def generate(self, tree: Tree) -> None:
         """Pass ``codegen``: type-check each block and emit its Python function (a block's parameters bind first)."""
         blocks = self.blocks
+        self.scopes = []
+        for d in self.top_instantiations:    # top-level instances are named without a block prefix, as p4c does
+            self.instantiate(d, "", self.global_scope)
         self.compile_parser(blocks["parser"], self.block_scope(blocks["parser"], ["packet_in", "H", "M", "SM"]))
         self.control_fn("_verify", blocks["verify"], self.block_scope(blocks["verify"], ["H", "M"]))
         self.control_fn("_ingress", blocks["ingress"], self.block_scope(blocks["ingress"], ["H", "M", "SM"]))

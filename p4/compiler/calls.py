@@ -9,7 +9,7 @@ from lark import Tree
 from p4.compiler import lower
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import BOOL, INFINT, VOID, ActionInfo, E, Emitter, Ref, Sym, TableInfo
-from p4.compiler.syntax import annotations_of, name_of, subtrees
+from p4.compiler.syntax import annotations_of, name_of, nonnull, param_names, subtrees
 from p4.tables import ActionSpec
 from p4.types import (
     BitT,
@@ -26,13 +26,40 @@ class Calls(CompilerContext):
     """Calls of methods, actions and functions (actions and functions compile on first use)."""
 
     # --- calls --------------------------------------------------------------------------------------------
-    def call(self, callee: Tree, args: list, *, as_stmt: bool) -> E:
+    def bind_named(self, args: list, overloads: list[list[str]], node: Any, what: str) -> list:
+        """Arguments in parameter order: named arguments (``f(x = 1)``) matched to the parameter names of one
+        of the callee's ``overloads``; positional arguments as they are (P4 allows one style per call)."""
+        named = [a for a in args if isinstance(a, Tree) and a.data == "named_arg"]
+        if not named:
+            return args
+        if len(named) != len(args):
+            raise self.err(node, f"call of {what}: either all arguments are named or none is")
+        given = [str(a.children[0]) for a in named]
+        for i, g in enumerate(given):
+            if g in given[:i]:
+                raise self.err(named[i], f"argument '{g}' given twice")
+        for names in overloads:
+            if sorted(names) == sorted(given):
+                by_name = {str(a.children[0]): a.children[1] for a in named}
+                return [by_name[n] for n in names]
+        expected = " or ".join("(" + ", ".join(names) + ")" for names in overloads) or "()"
+        raise self.err(node, f"call of {what}: arguments named ({', '.join(given)}), its parameters are "
+                             f"{expected}")
+
+    def generic_method(self, n: Tree, *, as_stmt: bool) -> E:
+        """``obj.method<T, ...>(args)``: the method call with its explicit type arguments."""
+        obj_n, member, targs_n, args_n = n.children
+        targs = [self.resolve_type(c) for c in targs_n.children if isinstance(c, Tree)]
+        callee = Tree("member_expr", [obj_n, member], n.meta)
+        return self.call(callee, nonnull(args_n.children), as_stmt=as_stmt, targs=targs)
+
+    def call(self, callee: Tree, args: list, *, as_stmt: bool, targs: list[P4Type] | None = None) -> E:
         if callee.data in ("member_expr", "lv_member"):
             method = name_of(callee.children[1])
             objn = callee.children[0]
             # table.apply().hit / .miss handled by member access on call results below
             obj = self.expr(objn)
-            return self.method_call(obj, method, args, callee, as_stmt)
+            return self.method_call(obj, method, args, callee, as_stmt, targs or [])
         if callee.data in ("name_ref", "lv_name"):
             fname = str(callee.children[0])
             sym = None
@@ -49,13 +76,17 @@ class Calls(CompilerContext):
             if sym is not None and sym.kind == "function":
                 return self.direct_action_call(sym.value, args, callee, function=True)
             if fname in self.extern_funcs or fname == "verify":
+                args = self.bind_named(args, self.param_names.get(fname, []), callee, fname)
                 return self.extern_func(fname, args, callee)
             raise self.err(callee, f"unknown function or action '{fname}'")
         # t.apply().hit style: callee is a call
         raise self.err(callee, "unsupported call")
 
-    def method_call(self, obj: E, method: str, args: list, node: Any, as_stmt: bool) -> E:
+    def method_call(self, obj: E, method: str, args: list, node: Any, as_stmt: bool,
+                    targs: list[P4Type] | None = None) -> E:
         t = obj.type
+        if targs and not (isinstance(obj.const, Sym) and obj.const.kind in ("packet_in", "packet_out", "extern")):
+            raise self.err(node, f"'{method}' takes no type arguments")
         if isinstance(t, StructLike) and t.is_header and obj.ref is not None:
             v = obj.ref.off(0)
             if args:
@@ -91,14 +122,19 @@ class Calls(CompilerContext):
             raise self.err(node, f"unsupported method call '{method}'")
         if not isinstance(sym, Sym):
             raise self.err(node, f"'{method}': {t} has no methods")
+        if sym.kind in ("packet_in", "packet_out", "extern"):
+            ext = sym.value["kind"] if sym.kind == "extern" else sym.kind
+            args = self.bind_named(args, self.param_names.get(f"{ext}.{method}", []), node, f"{ext}.{method}")
         if sym.kind == "packet_in":
-            return self.packet_in_call(method, args, node)
+            return self.packet_in_call(method, args, node, targs or [])
         if sym.kind == "packet_out":
             if method != "emit":
                 raise self.err(node, f"packet_out has no method '{method}'")
             if len(args) != 1:
                 raise self.err(node, f"emit takes 1 argument, got {len(args)}")
-            self.emit(self.expr(args[0]), args[0])
+            h = self.expr(args[0])
+            self.check_type_args(targs or [], h.type, node)
+            self.emit(h, args[0])
             return E("None", VOID)
         if sym.kind == "table":
             if method != "apply":
@@ -107,9 +143,18 @@ class Calls(CompilerContext):
             return E(f"{tinfo.fn_name}(S)", VOID, const=("apply", tinfo))
         if sym.kind == "extern":
             return self.extern_method(sym, method, args, node)
+        if sym.kind == "parser":
+            if method != "apply":
+                raise self.err(node, "parsers only have apply()")
+            if not self.in_parser:
+                raise self.err(node, "a parser can only be applied from a parser state")
+            args = self.bind_named(args, [param_names(sym.value[0])], node, f"{sym.value[1]}.apply")
+            self.subparser_call(sym.value, args, node)
+            return E("None", VOID)
         if sym.kind == "control":
             if method != "apply":
                 raise self.err(node, "controls only have apply()")
+            args = self.bind_named(args, [param_names(sym.value[0])], node, f"{sym.value[1]}.apply")
             self.inline_control(sym.value, args, node)
             return E("None", VOID)
         raise self.err(node, f"'{method}' cannot be called on this")
@@ -123,13 +168,20 @@ class Calls(CompilerContext):
             return E(f"(not {tinfo.fn_name}(S)[0])", BOOL)
         raise self.err(node, f"apply() result has no member '{member}' (hit, miss, action_run)")
 
-    def packet_in_call(self, method: str, args: list, node: Any) -> E:
+    def check_type_args(self, targs: list[P4Type], t: P4Type, node: Any) -> None:
+        """Explicit type arguments of extract/emit must name the argument's type."""
+        if targs and (len(targs) != 1 or targs[0] is not t):
+            raise self.err(node, f"type argument <{', '.join(map(str, targs))}> does not match the argument's "
+                                 f"type {t}")
+
+    def packet_in_call(self, method: str, args: list, node: Any, targs: list[P4Type]) -> E:
         if method == "extract":
             if len(args) not in (1, 2):
                 raise self.err(node, f"extract takes 1 or 2 arguments, got {len(args)}")
             h = self.expr(args[0])
             if not (isinstance(h.type, StructLike) and h.type.is_header) or h.ref is None:
                 raise self.err(args[0], f"extract needs a header, not {h.type}")
+            self.check_type_args(targs, h.type, node)
             vb = [ft for _, ft in h.type.fields if isinstance(ft, VarbitT)]
             if bool(vb) != (len(args) == 2):
                 raise self.err(node, "extract(hdr, bits) is for headers with a varbit field, extract(hdr) for "
@@ -175,8 +227,11 @@ class Calls(CompilerContext):
         if function:
             rnode = [c for c in node.children if isinstance(c, Tree) and c.data == "type_ref"]
             ret_t = self.resolve_type(rnode[0]) if rnode else VOID
-            if not (ret_t.scalar or isinstance(ret_t, VoidT)):
-                raise self.err(node, f"functions returning {ret_t} are not supported yet (return bit/int/bool)")
+            if isinstance(ret_t, (StructLike, StackT)):
+                info.ret_ref = self.alloc(ret_t, node)   # one function has one activation at a time (no recursion)
+            elif not (ret_t.scalar or isinstance(ret_t, VoidT)):
+                raise self.err(node, f"functions returning {ret_t} are not supported (return a bit/int/bool, "
+                                     "header, struct or header stack)")
         info.ret_type = ret_t
         params = []
         scope: dict[str, Sym] = {}
@@ -198,6 +253,7 @@ class Calls(CompilerContext):
             params.append((direction, t, pname, scope[pname]))
         info.params = params
         saved_out, saved_in_action, saved_ret, saved_exits = self.out, self.in_action, self.fn_ret, self.may_exit
+        saved_ret_ref, self.fn_ret_ref = self.fn_ret_ref, info.ret_ref
         self.may_exit = False
         self.out = Emitter()
         self.in_action = True
@@ -211,6 +267,7 @@ class Calls(CompilerContext):
         self.pending_functions.append(self.out.lines)
         info.may_exit = self.may_exit
         self.out, self.in_action, self.fn_ret, self.may_exit = saved_out, saved_in_action, saved_ret, saved_exits
+        self.fn_ret_ref = saved_ret_ref
         if function:
             return
         data_params = [(n, t.width if isinstance(t, BitT) else t.base.width
@@ -236,10 +293,11 @@ class Calls(CompilerContext):
 
     def direct_action_call(self, info: ActionInfo, args: list, node: Any, function: bool = False) -> E:
         kind = "function" if function else "action"
+        args = self.bind_named(args, [[pname for _, _, pname, _ in info.params]], node, f"{kind} {info.name}")
         if len(args) != len(info.params):
             raise self.err(node, f"{kind} {info.name} takes {len(info.params)} arguments, got {len(args)}")
         pyargs: list[E] = []
-        copy_out = []
+        copy_out: list[tuple[Ref | tuple[Ref, int, int], Ref]] = []
         for (direction, t, pname, sym), a in zip(info.params, args, strict=True):
             if sym.kind == "py":
                 got = lower.capture(self, lambda a=a, t=t: self.coerce(self.expr(a, t), t))
@@ -250,7 +308,9 @@ class Calls(CompilerContext):
             else:
                 if direction in ("in", "inout", ""):
                     self.assign_ref(sym.ref, a, node)
-                if direction in ("out", "inout"):
+                if direction in ("out", "inout") and a.data in ("slice_expr", "lv_slice"):
+                    copy_out.append((self.slice_target(a), sym.ref))   # a slice is written back bit-exact
+                elif direction in ("out", "inout"):
                     tgt = self.expr(a)
                     if tgt.ref is None:
                         raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
@@ -258,7 +318,9 @@ class Calls(CompilerContext):
         call = f"{info.fn_name}(S{''.join(', ' + p.src for p in pyargs)})"
         ret_t = info.ret_type
         result = E("None", VOID)
-        if function and ret_t is not None and not isinstance(ret_t, VoidT):
+        if function and info.ret_ref is not None:
+            pass                               # a header/struct result: copied out of the return slots below
+        elif function and ret_t is not None and not isinstance(ret_t, VoidT):
             tmp = self.fresh("r")
             call = f"{tmp} = {call}"
             result = E(tmp, ret_t)
@@ -275,12 +337,19 @@ class Calls(CompilerContext):
         else:
             self.out(call)
         self.copy_out(copy_out)
+        if function and info.ret_ref is not None and ret_t is not None:
+            tmp_ref = self.alloc(ret_t, node)   # this call's own copy: two calls in one expression stay apart
+            self.copy(tmp_ref, info.ret_ref)
+            result = E("None", ret_t, ref=tmp_ref)
         return result
 
-    def copy_out(self, pairs: list[tuple[Ref, Ref]]) -> None:
-        """Copy each (argument, parameter slot) back after a call, in parameter order."""
+    def copy_out(self, pairs: list[tuple[Ref | tuple[Ref, int, int], Ref]]) -> None:
+        """Copy each (argument, parameter slot) back after a call, in parameter order; an argument that is a
+        slice is given as (storage, low bit, width)."""
         for dst, src in pairs:
-            if dst.type.scalar:
+            if isinstance(dst, tuple):
+                self.write_bits(*dst, src.src)
+            elif dst.type.scalar:
                 self.out(f"{dst.src} = {src.src}")
             else:
                 self.copy(dst, src)
@@ -306,13 +375,14 @@ class Calls(CompilerContext):
         saved = self.scopes
         self.scopes = [scope]
         if key not in cache:
-            self.control_locals(cnode, full, scope)
+            self.inlined_inits[key] = self.control_locals(cnode, full, scope)
             cache[key] = dict(scope)
         else:
             scope.update({k: v for k, v in cache[key].items() if k not in scope})
         body = subtrees(cnode, "block")[-1]
         self.out("try:")
         self.out.indent()
+        self.run_deferred_inits(self.inlined_inits[key])
         self.stmts(body.children)
         self.out.dedent()
         self.out("except _Ret:")

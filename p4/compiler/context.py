@@ -69,11 +69,14 @@ class CompilerContext:
         self.match_kinds: set[str] = set()
         self.externs: dict[str, ExternT] = {}
         self.extern_funcs: set[str] = set()
+        self.param_names: dict[str, list[list[str]]] = {}   # extern function / "Extern.method" -> each overload's
         self.parsers: dict[str, Tree] = {}
         self.controls: dict[str, Tree] = {}
         self.global_actions: dict[str, Tree] = {}
         self.global_functions: dict[str, Tree] = {}
         self.main: Tree | None = None
+        self.top_instantiations: list[Tree] = []             # top-level extern instances (``register<..>(4) r;``)
+        self.global_scope: dict[str, Sym] = {}               # their symbols, looked up after every local scope
         self.init: list[Any] = [None, None, -1, NO_FIELD_LIST, NO_FIELD_LIST, NO_FIELD_LIST, 0, None]
         assert len(self.init) == N_HIDDEN
         self.ns: dict[str, Any] = {
@@ -104,10 +107,13 @@ class CompilerContext:
         self.warnings: list[str] = []                        # rendered "file:line:col: warning: ..."
         self.last_node: Any = None                           # the construct being compiled (for internal errors)
         self.fn_ret: P4Type | None = None                    # return type of the function being compiled
+        self.fn_ret_ref: Ref | None = None                   # its return slots when it returns a header/struct
         self.call_type_args: list[P4Type] = []               # explicit type arguments of the call being compiled
         self.global_action_infos: dict[str, ActionInfo] = {}     # top-level actions, compiled on first use
         self.global_function_infos: dict[str, ActionInfo] = {}   # top-level functions, compiled on first use
         self.inlined_controls: dict[tuple[str, str], dict[str, Sym]] = {}   # locals of controls applied inside one
+        self.subparsers: dict[str, tuple[str, dict[str, Ref | None]]] = {}   # parser instance -> its function
+        self.inlined_inits: dict[tuple[str, str], list[tuple[Ref, Tree]]] = {}   # and their non-constant initialisers
 
     # --- errors and positions -----------------------------------------------------------------------------
     def pos(self, node: Any) -> SourcePos | None:
@@ -165,6 +171,8 @@ class CompilerContext:
         for sc in reversed(self.scopes):
             if name in sc:
                 return sc[name]
+        if name in self.global_scope:
+            return self.global_scope[name]
         if name in self.consts:
             c = self.consts[name]
             return Sym("const", c.type, value=c)

@@ -7,8 +7,9 @@ from typing import Any
 from lark import Tree
 
 from p4 import algorithms
+from p4.compiler import lower
 from p4.compiler.context import CompilerContext
-from p4.compiler.ir import INFINT, ActionInfo, E, Emitter, Sym, TableInfo
+from p4.compiler.ir import INFINT, ActionInfo, E, Emitter, Ref, Sym, TableInfo
 from p4.compiler.limits import (
     MAX_EXTERN_ENTRIES,
 )
@@ -28,14 +29,17 @@ class ControlDeclarations(CompilerContext):
     """Locals of a control: instances, tables (keys, actions, const entries)."""
 
     # --- controls -----------------------------------------------------------------------------------------
-    def control_locals(self, node: Tree, prefix: str, scope: dict[str, Sym]) -> None:
+    def control_locals(self, node: Tree, prefix: str, scope: dict[str, Sym]) -> list[tuple[Ref, Tree]]:
+        """Declare a control's locals into ``scope``; returns the variables whose initialisers are not constants
+        (the caller evaluates them, in order, each time the control is applied)."""
         self._every_scope.append(scope)
+        deferred: list[tuple[Ref, Tree]] = []
         for d in node.children:
             if not isinstance(d, Tree):
                 continue
             if d.data == "var_decl":
                 self.scopes.append(scope)
-                self.var_decl_into(d, scope)
+                self.var_decl_into(d, scope, deferred)
                 self.scopes.pop()
             elif d.data == "const_decl":
                 self.scopes.append(scope)
@@ -72,18 +76,27 @@ class ControlDeclarations(CompilerContext):
                 self.scopes.append(scope)
                 self.compile_action(info, function=True)
                 self.scopes.pop()
+        return deferred
 
-    def var_decl_into(self, d: Tree, scope: dict[str, Sym]) -> None:
+    def var_decl_into(self, d: Tree, scope: dict[str, Sym], deferred: list[tuple[Ref, Tree]]) -> None:
+        """A control/parser-level variable: a constant initialiser goes into the initial state, any other
+        initialiser into ``deferred`` (evaluated per packet when the block runs, as the spec orders)."""
         kids = [c for c in d.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
         t = self.resolve_type(kids[0])
         name = name_of(kids[1])
         ref = self.alloc(t, d)
-        scope[name] = Sym("ref", t, ref=ref)
         if len(kids) > 2:
-            e = self.expr(kids[2], t)
-            if e.const is None or not t.scalar:
-                raise self.err(kids[2], "control-level variable initialisers must be constants here")
-            self.init[ref.base] = self.coerce(e, t).const
+            got = lower.capture(self, lambda: self.expr(kids[2], t))
+            if got.e.const is not None and t.scalar and not got.lines:
+                self.init[ref.base] = self.coerce(got.e, t).const
+            else:
+                deferred.append((ref, kids[2]))
+        scope[name] = Sym("ref", t, ref=ref)
+
+    def run_deferred_inits(self, deferred: list[tuple[Ref, Tree]]) -> None:
+        """Emit the non-constant initialisers of a block's variables, in declaration order."""
+        for ref, init in deferred:
+            self.assign_ref(ref, init, init)
 
     def instantiate(self, d: Tree, prefix: str, scope: dict[str, Sym]) -> None:
         tref = subtrees(d, "type_ref")[0]
@@ -102,6 +115,13 @@ class ControlDeclarations(CompilerContext):
         self.control_plane.annotations[full] = anns
         if tname in self.controls:
             scope[name] = Sym("control", value=(self.controls[tname], full))
+            return
+        if tname in self.parsers:
+            if not self.in_parser:
+                raise self.err(d, f"parser {tname} can only be instantiated inside a parser")
+            if args or subtrees(self.parsers[tname], "ctor_params"):
+                raise self.err(d, f"parser {tname}: constructor parameters are not supported by this target")
+            scope[name] = Sym("parser", value=(self.parsers[tname], full))
             return
         cargs = [self.expr(a) for a in args]
 

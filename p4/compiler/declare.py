@@ -10,7 +10,7 @@ from p4.compiler.ir import BOOL, ERROR, INFINT, STRING, E
 from p4.compiler.limits import (
     MAX_STACK_SIZE,
 )
-from p4.compiler.syntax import annotations_of, name_of, parse_int, subtrees, wrap_const
+from p4.compiler.syntax import annotations_of, name_of, param_names, parse_int, subtrees, wrap_const
 from p4.types import (
     BitT,
     BoolT,
@@ -72,8 +72,12 @@ class Declarations(CompilerContext):
                 params = [name_of(n) for n in subtrees(tp[0], "name")] if tp else []
                 self.externs[name] = ExternT(name, params, {})
                 self.types[name] = self.externs[name]
+                for m in subtrees(d, "method_proto"):
+                    self.param_names.setdefault(f"{name}.{name_of(subtrees(m, 'name')[0])}", []).append(
+                        param_names(m))
             elif kind == "extern_func":
                 self.extern_funcs.add(name_of(subtrees(d, "name")[0]))
+                self.param_names.setdefault(name_of(subtrees(d, "name")[0]), []).append(param_names(d))
             elif kind == "parser_decl":
                 self.parsers[name_of(subtrees(d, "name")[0])] = d
             elif kind == "control_decl":
@@ -83,6 +87,8 @@ class Declarations(CompilerContext):
             elif kind == "instantiation":
                 if name_of(subtrees(d, "name")[0]) == "main":
                     self.main = d
+                else:
+                    self.top_instantiations.append(d)   # instantiated in codegen, visible in every block
             elif kind in ("parser_type_decl", "control_type_decl", "package_decl"):
                 self.types.setdefault(name_of(subtrees(d, "name")[0]), ExternT(name_of(subtrees(d, "name")[0]), [], {}))
             elif kind == "function_decl":

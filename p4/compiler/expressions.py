@@ -166,6 +166,8 @@ class Expressions(CompilerContext):
                      const=items)
         if d in ("call_expr",):
             return self.call(n.children[0], nonnull(n.children[1].children), as_stmt=False)
+        if d == "generic_method_expr":
+            return self.generic_method(n, as_stmt=False)
         if d == "lookahead_expr":
             return self.lookahead(n)
         if d == "ctor_expr":

@@ -69,6 +69,7 @@ class ActionInfo:
     fn_name: str = ""
     params: list = field(default_factory=list)  # (dir, type, name)
     ret_type: P4Type | None = None      # functions: the return type (VOID for none)
+    ret_ref: Ref | None = None          # functions returning a header/struct: where ``return`` stores it
     spec: ActionSpec | None = None      # actions: the control-plane half, once compiled
     may_exit: bool = False              # its body (or an action/function it calls) can execute ``exit``
 

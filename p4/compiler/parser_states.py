@@ -7,7 +7,7 @@ from typing import Any
 from lark import Token, Tree
 
 from p4.compiler.context import CompilerContext
-from p4.compiler.ir import E, Emitter, Sym
+from p4.compiler.ir import E, Emitter, Ref, Sym
 from p4.compiler.limits import (
     MAX_PARSER_STEPS,
 )
@@ -17,6 +17,8 @@ from p4.types import (
     BoolT,
     EnumT,
     ErrorT,
+    ExternT,
+    default_value,
 )
 
 
@@ -36,19 +38,7 @@ class ParserStates(CompilerContext):
             raise self.err(node, "parser has no 'start' state")
         ids = {name: i for i, name in enumerate(states)}
         self.scopes = [scope]
-        for d in node.children:
-            if isinstance(d, Tree) and d.data == "value_set_decl":
-                self.value_set(d, scope)
-                continue
-            if isinstance(d, Tree) and d.data in ("var_decl", "const_decl", "instantiation"):
-                if d.data == "instantiation":
-                    self.instantiate(d, "", scope)
-                elif d.data == "var_decl":
-                    self.var_decl_into(d, scope)
-                else:
-                    t = self.resolve_type(subtrees(d, "type_ref")[0])
-                    e = self.expr(subtrees(d)[-1], want=t)
-                    scope[name_of(subtrees(d, "name")[0])] = Sym("const", t, value=self.const_value(e, t, d))
+        deferred = self.parser_locals(node, scope)
         self.parser_states = states
         if self._acyclic(states):
             saved = self.out
@@ -56,6 +46,7 @@ class ParserStates(CompilerContext):
             self.out.level = 2
             self.inline_budget = 4000
             try:
+                self.run_deferred_inits(deferred)
                 self.inline_state("start", ids, set())
                 inlined = self.out.lines
             except _TooBig:
@@ -71,14 +62,44 @@ class ParserStates(CompilerContext):
                 self.in_parser = False
                 return
         self.warn_parser_loops(states)
-        if "ParserTimeout" not in self.errors:
-            self.errors.append("ParserTimeout")
         out = self.out
         out("def _parser(S, pkt):")
         out.indent()
-        out("o = 0; n = len(pkt); st = 0; steps = 0")
+        out("o = 0; n = len(pkt)")
+        self.state_loop(states, ids, deferred)
+        out("except _PE as exc:")
+        out("    return o, exc.code")
+        out.dedent()
+        self.in_parser = False
+
+    def parser_locals(self, node: Tree, scope: dict[str, Sym]) -> list[tuple[Ref, Tree]]:
+        """Declare a parser's locals into ``scope``; returns the variables with non-constant initialisers."""
+        deferred: list[tuple[Ref, Tree]] = []
+        for d in node.children:
+            if isinstance(d, Tree) and d.data == "value_set_decl":
+                self.value_set(d, scope)
+                continue
+            if isinstance(d, Tree) and d.data in ("var_decl", "const_decl", "instantiation"):
+                if d.data == "instantiation":
+                    self.instantiate(d, "", scope)
+                elif d.data == "var_decl":
+                    self.var_decl_into(d, scope, deferred)
+                else:
+                    t = self.resolve_type(subtrees(d, "type_ref")[0])
+                    e = self.expr(subtrees(d)[-1], want=t)
+                    scope[name_of(subtrees(d, "name")[0])] = Sym("const", t, value=self.const_value(e, t, d))
+        return deferred
+
+    def state_loop(self, states: dict[str, Tree], ids: dict[str, int], deferred: list[tuple[Ref, Tree]]) -> None:
+        """Emit ``try:`` and the bounded loop over ``states`` (accept returns ``o, 0``); the caller emits the
+        ``except _PE`` handler."""
+        if "ParserTimeout" not in self.errors:
+            self.errors.append("ParserTimeout")
+        out = self.out
+        out("st = 0; steps = 0")
         out("try:")
         out.indent()
+        self.run_deferred_inits(deferred)
         out("while True:")
         out.indent()
         out("steps += 1")
@@ -98,10 +119,88 @@ class ParserStates(CompilerContext):
             out.dedent()
         out.dedent()
         out.dedent()
-        out("except _PE as exc:")
-        out("    return o, exc.code")
-        out.dedent()
-        self.in_parser = False
+
+    def subparser_call(self, value: tuple[Tree, str], args: list, node: Any) -> None:
+        """``sub.apply(pkt, ...)`` of a parser instance: its states run as their own function from ``o``;
+        in/inout arguments are copied in, out/inout ones copied back when it accepts; its reject (or any parser
+        error) is the caller's."""
+        pnode, full = value
+        params = subtrees(subtrees(pnode, "params")[0], "param")
+        if len(params) != len(args):
+            raise self.err(node, f"parser {full} apply takes {len(params)} arguments, got {len(args)}")
+        fn, slots = self.subparser_fn(pnode, full)
+        copy_back: list[tuple[Ref, Ref]] = []
+        for p, a in zip(params, args, strict=True):
+            dirn = p.children[len(subtrees(p, "annotation"))]
+            direction = str(dirn.children[0]) if dirn is not None else ""
+            pname = name_of(subtrees(p, "name")[0])
+            slot = slots[pname]
+            if slot is None:
+                e = self.expr(a)
+                if not (isinstance(e.const, Sym) and e.const.kind == "packet_in"):
+                    raise self.err(a, f"argument for '{pname}' must be the parser's packet_in")
+                continue
+            if direction == "out":
+                if slot.type.scalar:
+                    self.out(f"{slot.src} = {default_value(slot.type)!r}")
+                else:
+                    self.out(f"S[{slot.base}:{slot.base + slot.type.size}] = "
+                             f"_INIT[{slot.base}:{slot.base + slot.type.size}]")
+            else:
+                self.assign_ref(slot, a, a)
+            if direction in ("out", "inout"):
+                tgt = self.expr(a)
+                if tgt.ref is None or tgt.type != slot.type:
+                    raise self.err(a, f"argument for {direction} parameter '{pname}' must be a writable "
+                                      f"{slot.type}")
+                copy_back.append((tgt.ref, slot))
+        self.out("try:")
+        self.out(f"    o, _ = {fn}(S, pkt, o, n)")
+        self.out("except _PE as exc:")
+        self.out("    o = exc.o")
+        self.out("    raise")
+        self.copy_out(copy_back)
+
+    def subparser_fn(self, pnode: Tree, full: str) -> tuple[str, dict[str, Ref | None]]:
+        """The function of one parser instance (compiled on its first apply): ``fn(S, pkt, o, n) -> (o, 0)``,
+        its parameters' slots (None for packet_in)."""
+        if full in self.subparsers:
+            return self.subparsers[full]
+        fn = self.fresh("p_" + full.replace(".", "_"))
+        scope: dict[str, Sym] = {}
+        slots: dict[str, Ref | None] = {}
+        for p in subtrees(subtrees(pnode, "params")[0], "param"):
+            pname = name_of(subtrees(p, "name")[0])
+            t = self.resolve_type(subtrees(p, "type_ref")[0])
+            if isinstance(t, ExternT) and t.name == "packet_in":
+                scope[pname], slots[pname] = Sym("packet_in"), None
+            elif isinstance(t, ExternT):
+                raise self.err(p, f"sub-parser parameter '{pname}' of type {t} is not supported")
+            else:
+                slots[pname] = self.alloc(t, p)
+                scope[pname] = Sym("ref", t, ref=slots[pname])
+        self.subparsers[full] = (fn, slots)
+        states = {name_of(subtrees(s, "name")[0]): s for s in subtrees(pnode, "parser_state")}
+        if "start" not in states:
+            raise self.err(pnode, "parser has no 'start' state")
+        ids = {name: i for i, name in enumerate(states)}
+        saved = (self.out, self.scopes, self.parser_states, self.parser_name)
+        self.parser_name = f"{self.parser_name}.{full}"   # its value sets are named inside the instance
+        self.out = Emitter()
+        self.scopes = [scope]
+        first = len(self.init)
+        deferred = self.parser_locals(pnode, scope)
+        self.out(f"def {fn}(S, pkt, o, n):")
+        self.out.indent()
+        if len(self.init) > first:                     # its locals start afresh on every apply
+            self.out(f"S[{first}:{len(self.init)}] = _INIT[{first}:{len(self.init)}]")
+        self.state_loop(states, ids, deferred)
+        self.out("except _PE as exc:")
+        self.out("    exc.o = o")
+        self.out("    raise")
+        self.pending_functions.append(self.out.lines)
+        self.out, self.scopes, self.parser_states, self.parser_name = saved
+        return fn, slots
 
     def warn_parser_loops(self, states: dict[str, Tree]) -> None:
         """Warn about each cycle of states none of which extracts, advances or calls a sub-parser: a packet that

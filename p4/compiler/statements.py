@@ -7,7 +7,7 @@ from typing import Any
 from lark import Token, Tree
 
 from p4.compiler.context import CompilerContext
-from p4.compiler.ir import INFINT, Ref, Sym, TableInfo
+from p4.compiler.ir import INFINT, E, Ref, Sym, TableInfo
 from p4.compiler.syntax import name_of, nonnull, subtrees
 from p4.types import (
     BitT,
@@ -56,6 +56,10 @@ class Statements(CompilerContext):
             e = self.call(s.children[0], nonnull(s.children[1].children), as_stmt=True)
             if e.src != "None":
                 self.out(e.src)
+        elif d == "generic_method_stmt":
+            e = self.generic_method(s, as_stmt=True)
+            if e.src != "None":
+                self.out(e.src)
         elif d == "generic_call_stmt":
             head = s.children[0]
             self.call_type_args = [self.resolve_type(c) for c in subtrees(head, "type_args")[0].children
@@ -96,6 +100,10 @@ class Statements(CompilerContext):
                 if ret_t is None or isinstance(ret_t, VoidT):
                     raise self.err(s, "return with a value is only allowed in functions that return one")
                 v = self.expr(value, ret_t)
+                if self.fn_ret_ref is not None:      # a header/struct: into the function's return slots
+                    self.store(self.fn_ret_ref, v, value)
+                    self.out("return")
+                    return
                 if v.type != ret_t and not isinstance(v.type, InfIntT):
                     raise self.err(value, f"function returns {ret_t}, not {v.type}")
                 self.out(f"return {self.coerce(v, ret_t).src}")
@@ -129,27 +137,50 @@ class Statements(CompilerContext):
 
     def assign(self, lhs: Tree, rhs: Tree, node: Tree) -> None:
         if lhs.data == "lv_slice":
-            b = self.expr(lhs.children[0])
-            hi = self.const_value(self.expr(lhs.children[1]), INFINT, lhs).const
-            lo = self.const_value(self.expr(lhs.children[2]), INFINT, lhs).const
-            if b.ref is None or not isinstance(b.type, BitT) or not (0 <= lo <= hi < b.type.width):
-                raise self.err(lhs, "invalid slice assignment")
-            w = hi - lo + 1
+            ref, lo, w = self.slice_target(lhs)
             v = self.expr(rhs, BitT(w))
             if not isinstance(v.type, BitT) or v.type.width != w:
                 raise self.err(rhs, f"cannot assign {v.type} to a {w}-bit slice")
-            m = ((1 << w) - 1) << lo
-            keep = b.type.mask ^ m
-            self.out(f"{b.ref.src} = ({b.ref.src} & {keep}) | (({v.src} << {lo}) & {m})")
+            self.write_bits(ref, lo, w, v.src)
             return
         target = self.expr(lhs)
         if target.ref is None:
             raise self.err(lhs, "left side of = is not assignable")
         self.assign_ref(target.ref, rhs, node)
 
-    def assign_ref(self, ref: Ref, rhs: Any, node: Any) -> None:
+    def slice_target(self, n: Tree) -> tuple[Ref, int, int]:
+        """The bits a slice lvalue (``x[h:l]``, also a slice of a slice) denotes: (storage, low bit, width)."""
+        inner = n.children[0]
+        if inner.data in ("lv_slice", "slice_expr"):
+            ref, base_lo, base_w = self.slice_target(inner)
+        else:
+            b = self.expr(inner)
+            if b.ref is None or not isinstance(b.type, BitT):
+                raise self.err(n, f"only a bit<N>/int<N> variable or field can be sliced on the left of =, "
+                                  f"not {b.type}")
+            ref, base_lo, base_w = b.ref, 0, b.type.width
+        hi = self.const_value(self.expr(n.children[1]), INFINT, n).const
+        lo = self.const_value(self.expr(n.children[2]), INFINT, n).const
+        if not 0 <= lo <= hi < base_w:
+            raise self.err(n, f"slice [{hi}:{lo}] out of range for a {base_w}-bit value (0..{base_w - 1})")
+        return ref, base_lo + lo, hi - lo + 1
+
+    def write_bits(self, ref: Ref, lo: int, w: int, src: str) -> None:
+        """Store ``src`` (a w-bit value) into bits [lo+w-1:lo] of ``ref``, leaving its other bits as they are."""
         t = ref.type
-        v = self.expr(rhs, t)
+        assert isinstance(t, BitT)
+        m = ((1 << w) - 1) << lo
+        keep = t.mask ^ m
+        bits = f"({ref.src} & {keep}) | ((({src}) << {lo}) & {m})"
+        self.out(f"{ref.src} = {self.wrap(bits, t) if t.signed else bits}")
+
+    def assign_ref(self, ref: Ref, rhs: Any, node: Any) -> None:
+        self.store(ref, self.expr(rhs, ref.type), rhs)
+
+    def store(self, ref: Ref, v: E, rhs: Any) -> None:
+        """Write the compiled value ``v`` to ``ref``: a scalar, a stored value of the same type, or a list /
+        struct initialiser (nested ones field by field; a header it initialises becomes valid)."""
+        t = ref.type
         if t.scalar:
             vt = v.type
             ok = vt == t or (isinstance(t, EnumT) and vt is t) or (isinstance(vt, InfIntT) and isinstance(t, BitT))
@@ -170,26 +201,22 @@ class Statements(CompilerContext):
                 raise self.err(rhs, f"missing field(s) {', '.join(missing)} for {t.name}")
             for fname, ft in t.fields:
                 kv, item = pairs[fname]
-                if not ft.scalar:
-                    raise self.err(kv, "nested structure initialisers are not supported yet")
-                item = self.coerce(item, ft)
-                if item.type != ft and not (isinstance(ft, EnumT) and item.type is ft):
-                    raise self.err(kv, f"field '{fname}' is {ft}, not {item.type}")
-                self.out(f"{ref.field(fname).src} = {item.src}")
+                if ft.scalar:
+                    item = self.coerce(item, ft)
+                    if item.type != ft and not (isinstance(ft, EnumT) and item.type is ft):
+                        raise self.err(kv, f"field '{fname}' is {ft}, not {item.type}")
+                self.store(ref.field(fname), item, kv)
             if t.is_header:
-                self.out(f"S[{ref.base}] = True")
+                self.out(f"S[{ref.off(0)}] = True")
             return
         if isinstance(v.type, ListT) and isinstance(t, StructLike):
             items = v.const
             if len(items) != len(t.fields):
                 raise self.err(rhs, f"{t.name} has {len(t.fields)} fields, the list has {len(items)}")
-            for (fname, ft), item in zip(t.fields, items, strict=True):
-                if not ft.scalar:
-                    raise self.err(rhs, "nested list initialisers are not supported yet")
-                item = self.coerce(item, ft)
-                self.out(f"{ref.field(fname).src} = {item.src}")
+            for (fname, _), item in zip(t.fields, items, strict=True):
+                self.store(ref.field(fname), item, rhs)
             if t.is_header:
-                self.out(f"S[{ref.base}] = True")
+                self.out(f"S[{ref.off(0)}] = True")
             return
         if v.ref is None or v.type is not t:
             raise self.err(rhs, f"cannot assign a value of type {v.type} to {t}")

@@ -26,6 +26,11 @@ def name_of(t: Tree) -> str:
     return str(t.children[0])
 
 
+def param_names(t: Tree) -> list[str]:
+    """The parameter names of a declaration with a ``params`` child (action, function, prototype, control)."""
+    return [name_of(subtrees(p, "name")[0]) for p in subtrees(subtrees(t, "params")[0], "param")]
+
+
 def nonnull(children: list) -> list:
     return [c for c in children if c is not None]
 

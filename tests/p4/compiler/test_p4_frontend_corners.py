@@ -1,0 +1,217 @@
+"""Front-end corners of issue 21 Part A: each program runs one packet and the output bytes show BMv2's semantics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from p4.errors import CompileError
+
+if TYPE_CHECKING:
+    from tests.p4.compiler.conftest import SourceSwitch
+
+pytestmark = pytest.mark.unit
+
+TEMPLATE = """
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+struct headers { h_t h; }
+struct metadata { bit<8> m; }
+@@TOP@@
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    @@PDECL@@
+    state start { @@PARSE@@ transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    @@CDECL@@
+    apply { sm.egress_spec = 1; @@APPLY@@ }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def program(top: str = "", pdecl: str = "", parse: str = "pkt.extract(hdr.h);", cdecl: str = "",
+            apply: str = "") -> str:
+    """The three-byte-header test program with the given pieces filled in."""
+    return (TEMPLATE.replace("@@TOP@@", top).replace("@@PDECL@@", pdecl).replace("@@PARSE@@", parse)
+            .replace("@@CDECL@@", cdecl).replace("@@APPLY@@", apply))
+
+
+def run(source_switch: SourceSwitch, text: str, frame: bytes) -> bytes:
+    """Send ``frame`` on port 0 through ``text`` compiled; the one packet that leaves on port 1."""
+    sw = source_switch(text)
+    out = sw.send(0, frame)
+    assert [port for port, _ in out] == [1]
+    return out[0][1]
+
+
+def test_slice_of_slice_lvalue_writes_only_its_bits(source_switch: SourceSwitch) -> None:
+    # c[7:4][1:0] is c[5:4] (0x81 -> 0xB1), b[6:1][5:2] is b[6:3] (0xFF -> 0x87); all other bits stay
+    text = program(apply="hdr.h.c[7:4][1:0] = 2w3; hdr.h.b[6:1][5:2] = 4w0;")
+    assert run(source_switch, text, bytes([0x11, 0xFF, 0x81, 0xEE])) == bytes([0x11, 0x87, 0xB1, 0xEE])
+
+
+def test_slice_of_slice_out_of_range_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match=r"slice \[4:0\] out of range for a 4-bit value"):
+        source_switch(program(apply="hdr.h.c[7:4][4:0] = 5w3;"))
+
+
+def test_slice_as_inout_argument_copies_back_into_the_slice(source_switch: SourceSwitch) -> None:
+    # inc(c[3:0]) with c = 0x2F: the low nibble wraps 0xF -> 0x0 and the high nibble is untouched (no carry)
+    text = program(cdecl="action inc(inout bit<4> v) { v = v + 1; }\n"
+                         "action set_out(out bit<2> v) { v = 2w1; }",
+                   apply="inc(hdr.h.c[3:0]); inc(hdr.h.a[7:4]); set_out(hdr.h.b[7:4][3:2]);")
+    assert run(source_switch, text, bytes([0x15, 0x00, 0x2F])) == bytes([0x25, 0x40, 0x20])
+
+
+def test_top_level_register_and_counter_are_shared_by_the_blocks(source_switch: SourceSwitch) -> None:
+    # ingress stores a in top_r[1] and hands the previous packet's value out in c; the CLI sees the same instances
+    text = program(top="register<bit<8>>(4) top_r;\ncounter(2, CounterType.packets) top_c;",
+                   apply="top_r.read(hdr.h.c, 1); top_r.write(1, hdr.h.a); top_c.count(1);")
+    sw = source_switch(text)
+    assert sw.send(0, bytes([0x42, 0, 0]))[0][1] == bytes([0x42, 0, 0])
+    assert sw.send(0, bytes([0x07, 0, 0]))[0][1] == bytes([0x07, 0, 0x42])
+    assert sw.cmd("register_read top_r 1") == ["top_r[1]= 7"]
+    assert "packets=2" in sw.cmd("counter_read top_c 1")[0]
+
+
+def test_block_variable_initialisers_run_per_packet_when_the_block_starts(source_switch: SourceSwitch) -> None:
+    # x is read from a when ingress starts (before apply writes a); the parser's first is the packet's first
+    # byte, read before extract; a second packet gets its own values, not the first packet's
+    text = program(pdecl="bit<8> first = pkt.lookahead<bit<8>>();",
+                   parse="pkt.extract(hdr.h); hdr.h.b = first + 1;",
+                   cdecl="bit<8> x = hdr.h.a; bit<8> y = x + hdr.h.b;",
+                   apply="hdr.h.a = 5; hdr.h.c = x ^ y;")
+    sw = source_switch(text)
+    assert sw.send(0, bytes([0x30, 0, 0]))[0][1] == bytes([5, 0x31, 0x30 ^ 0x61])
+    assert sw.send(0, bytes([0x02, 9, 9]))[0][1] == bytes([5, 0x03, 0x02 ^ 0x05])
+
+
+def test_explicit_type_arguments_on_extract_and_emit(source_switch: SourceSwitch) -> None:
+    text = program(parse="pkt.extract<h_t>(hdr.h);", apply="hdr.h.c = hdr.h.a < hdr.h.b ? 8w1 : 8w2;")
+    text = text.replace("pkt.emit(hdr.h);", "pkt.emit<h_t>(hdr.h);")
+    assert run(source_switch, text, bytes([1, 2, 0, 0xAB])) == bytes([1, 2, 1, 0xAB])
+
+
+def test_type_argument_that_does_not_match_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match=r"type argument <bit<8>> does not match the argument's type h_t"):
+        source_switch(program(parse="pkt.extract<bit<8>>(hdr.h);"))
+
+
+def test_named_arguments_bind_by_name_not_position(source_switch: SourceSwitch) -> None:
+    # arguments given in the other order than the parameters: each lands in its own parameter
+    text = program(top="bit<8> sub(in bit<8> x, in bit<8> y) { return x - y; }\n"
+                       "register<bit<8>>(2) r;",
+                   parse="pkt.extract(hdr = hdr.h);",
+                   cdecl="action seta(bit<8> hi, bit<8> lo) { hdr.h.a = (hi << 4) | lo; }\n"
+                         "action mv(out bit<8> dst, in bit<8> src) { dst = src + 1; }",
+                   apply="seta(lo = 8w0x05, hi = 8w0x0A); mv(src = hdr.h.b, dst = hdr.h.c);"
+                         "r.write(value = sub(y = 8w1, x = 8w10), index = 1); r.read(index = 1, result = meta.m);"
+                         "hdr.h.b = hdr.h.b + meta.m;")
+    assert run(source_switch, text, bytes([0xFF, 0x10, 0x20])) == bytes([0xA5, 0x19, 0x11])
+
+
+def test_named_arguments_must_match_the_parameters(source_switch: SourceSwitch) -> None:
+    cdecl = "action setc(bit<8> v) { hdr.h.c = v; }"
+    with pytest.raises(CompileError, match=r"arguments named \(w\), its parameters are \(v\)"):
+        source_switch(program(cdecl=cdecl, apply="setc(w = 8w1);"))
+    with pytest.raises(CompileError, match="either all arguments are named or none is"):
+        source_switch(program(top="register<bit<8>>(2) r;", apply="r.write(0, value = 8w1);"))
+
+
+def test_nested_list_and_struct_initialisers(source_switch: SourceSwitch) -> None:
+    # each inner list fills its own member; a header filled by a list becomes valid (so hdr.h = w.h is emitted)
+    text = program(top="struct pair_t { bit<8> x; bit<8> y; }\nstruct two_t { pair_t p; pair_t q; }\n"
+                       "struct wrap_t { h_t h; bit<8> k; }",
+                   apply="two_t t = { { 1, 2 }, { 3, 4 } };"
+                         "two_t u = { p = { x = 10, y = 20 }, q = { 30, 40 } };"
+                         "wrap_t w = { { 7, 8, 9 }, 5 };"
+                         "hdr.h.setInvalid(); hdr.h = w.h;"
+                         "hdr.h.a = t.q.x + u.q.y; hdr.h.b = t.p.y + u.p.x; hdr.h.c = w.h.c + w.k;")
+    assert run(source_switch, text, bytes([0, 0, 0, 0xEE])) == bytes([43, 12, 14, 0xEE])
+
+
+def test_nested_list_initialiser_of_the_wrong_shape_is_an_error(source_switch: SourceSwitch) -> None:
+    top = "struct pair_t { bit<8> x; bit<8> y; }\nstruct two_t { pair_t p; pair_t q; }"
+    with pytest.raises(CompileError, match="pair_t has 2 fields, the list has 3"):
+        source_switch(program(top=top, apply="two_t t = { { 1, 2 }, { 3, 4, 5 } };"))
+
+
+FUNCTIONS = """
+struct pair_t { bit<8> x; bit<8> y; }
+h_t mk(in bit<8> v) { h_t x; x.setValid(); x.a = v; x.b = v; x.c = v; return x; }
+h_t none() { h_t x; return x; }
+pair_t mkp(in bit<8> v) { return { v, v + 1 }; }
+"""
+
+
+def test_functions_return_headers_and_structs(source_switch: SourceSwitch) -> None:
+    # two calls in one expression keep their own results (mk(1) != mk(2)); the header result is valid
+    text = program(top=FUNCTIONS,
+                   apply="hdr.h = mk(hdr.h.a + 1); if (mk(1) == mk(2)) { hdr.h.b = 0xFF; }"
+                         "pair_t p = mkp(hdr.h.c); hdr.h.c = p.x + p.y;")
+    assert run(source_switch, text, bytes([0x10, 0, 0, 0xEE])) == bytes([0x11, 0x11, 0x23, 0xEE])
+
+
+def test_function_returning_an_invalid_header_invalidates_the_target(source_switch: SourceSwitch) -> None:
+    text = program(top=FUNCTIONS, apply="hdr.h = none();")
+    assert run(source_switch, text, bytes([0x10, 0, 0, 0xEE])) == bytes([0xEE])
+
+
+SUBPARSER = """
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+header t_t { bit<8> v; }
+struct headers { h_t h; t_t t; }
+struct metadata { bit<8> m; }
+parser Sub(packet_in pkt, out h_t h, inout bit<8> seen) {
+    bit<8> local = 3;
+    state start {
+        pkt.extract(h); seen = seen + local; local = 100;
+        transition select(h.a) { 0xFF: reject; default: accept; }
+    }
+}
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Sub() sub;
+    state start { meta.m = 10; sub.apply(pkt, hdr.h, meta.m); transition next; }
+    state next { pkt.extract(hdr.t); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (sm.parser_error != error.NoError) { sm.egress_spec = 2; }
+        hdr.h.b = meta.m;
+    }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.t); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_subparser_runs_its_states_and_the_caller_continues_after_it(source_switch: SourceSwitch) -> None:
+    # Sub extracts h and adds its local (3, fresh on each packet) to meta.m (inout, 10); P then extracts t from
+    # where Sub stopped
+    sw = source_switch(SUBPARSER)
+    assert sw.send(0, bytes([0x01, 0, 0x22, 0x77, 0xEE])) == [(1, bytes([0x01, 13, 0x22, 0x77, 0xEE]))]
+    assert sw.send(0, bytes([0x02, 0, 0x33, 0x66])) == [(1, bytes([0x02, 13, 0x33, 0x66]))]
+
+
+def test_subparser_reject_is_the_callers_reject(source_switch: SourceSwitch) -> None:
+    # as p4c inlines it: Sub's reject ends P's parsing where Sub stopped (after h), out/inout arguments are not
+    # copied back (h stays invalid, so only the payload leaves), and P's next state does not run
+    sw = source_switch(SUBPARSER)
+    assert sw.send(0, bytes([0xFF, 0, 0, 0x77])) == [(1, bytes([0x77]))]
+    # an error inside Sub (packet too short) is the parser's error
+    assert sw.send(0, bytes([0x01, 0])) == [(2, bytes([0x01, 0]))]
+
+
+def test_subparser_apply_outside_a_parser_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match="parser Sub can only be instantiated inside a parser"):
+        source_switch(SUBPARSER.replace("control VC(inout headers hdr, inout metadata meta) { apply { } }",
+                                        "control VC(inout headers hdr, inout metadata meta) { Sub() s; apply { } }"))

@@ -121,6 +121,7 @@ def start_collector(fab: Fabric, interval_wall_s: float = DEFAULT_INTERVAL_WALL_
     store.set_meta(topology={"servers": spec.servers, "gpus_per_server": spec.gpus_per_server,
                              "spines": spec.spines, "pods": spec.pods, "link_rate_bps": spec.link_rate_bps},
                    links=[{"a": lk.a, "b": lk.b, "a_port": lk.a_port, "b_port": lk.b_port, "kind": lk.kind,
+                           "a_ifname": lk.a_ifname,
                            "rate_bps": lk.rate_bps} for lk in fab.topo.links],
                    time_dilation=fab.clock.dilation, origin_ns=fab.clock.box_ns(),
                    interval_wall_s=interval_wall_s)

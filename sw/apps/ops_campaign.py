@@ -28,7 +28,7 @@ from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 
 KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch")
 """Fault kinds the campaign injects (lossy link needs links built impairable; see the README)."""
-CAMPAIGN_MODEL = {"layers": 2, "hidden": 128, "tokens_per_step": 2048, "gpu_tflops": 2.0, "scale": 0.05,
+CAMPAIGN_MODEL = {"layers": 2, "hidden": 128, "tokens_per_step": 2048, "gpu_tflops": 12.0, "scale": 0.3,
                   "nic_gbps": 100.0, "experts": 4, "top_k": 2, "bucket_mb": 1.0}
 """A tiny MoE: every step has compute, all-to-all on the critical path and an overlapped allreduce."""
 CALIBRATION = (1, 3)
@@ -80,8 +80,8 @@ def pick_fault(rng: random.Random, kind: str, topo: Any, links: list[Any]) -> Fa
         rank = rng.randrange(topo.spec.servers * topo.spec.gpus_per_server)
         factor = round(rng.uniform(1.3, 3.0), 2)
         return Fault(kind, f"rank {rank}", "slow_gpu", str(rank), str(factor), factor, ("restore_gpu", str(rank), None))
-    if kind == "degraded_link":
-        lk = rng.choice(links)
+    if kind == "degraded_link":   # a NIC's link: the rail-aligned job never crosses the spines, so a slow
+        lk = rng.choice([x for x in links if x.kind == "host-leaf"])   # spine link would not touch it
         share = rng.uniform(0.2, 0.6)
         rate = int(lk.rate_bps * share)
         return Fault(kind, f"{lk.a}<->{lk.b}", "slow_link", f"{lk.a}:{lk.b}", str(rate), round(share, 3),

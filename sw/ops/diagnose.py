@@ -23,6 +23,9 @@ COMM_SLOW_RATIO = 1.25
 QUEUE_MIN_PKTS = 6
 """A queue this deep (packets, sampled) on a port whose healthy samples stayed below a third of it: grew."""
 ECN_RATIO = 4.0
+WAITED_PER_STEP = 2.5
+WAITED_SHARE = 0.35
+"""A rank posting last more than this many times per step, and in this share of the late posts: waited on."""
 DROPS_MIN = 3
 TOP = 3
 
@@ -58,8 +61,9 @@ def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, A
     waited_on = _waited_on(collectives)
     symptoms = {"steps": len({s["step"] for s in steps}), "comm_ratio": _comm_ratio(exp, collectives),
                 "step_ratio": _step_ratio(exp, steps), "waited_on": {f"rank {r}": n for r, n in waited_on.items()}}
-    _slow_ranks(exp, steps, waited_on, suspects)
+    slow = _slow_ranks(exp, steps, waited_on, suspects)
     _ports(exp, polls, dead, links, symptoms, suspects)
+    _slow_nics(steps, waited_on, slow, links, suspects)
     suspects.sort(key=lambda s: (-s.confidence, -s.severity))
     return {"suspects": [asdict(s) for s in suspects[:TOP]], "symptoms": symptoms,
             "detected": bool(suspects)}
@@ -122,15 +126,49 @@ def _step_ratio(exp: Expected, steps: list[dict[str, Any]]) -> float | None:
     return statistics.median(per_step.values()) / exp.step_ns if per_step and exp.step_ns > 0 else None
 
 
-def _slow_ranks(exp: Expected, steps: list[dict[str, Any]], waited_on: Counter[int], out: list[Suspect]) -> None:
+def nic_link(links: list[dict[str, Any]], server: int, gpu: int) -> str:
+    """The link of server ``server``'s NIC ``gpu`` (its rail) as ``s<i><->leaf``."""
+    name = f"s{server}"
+    for lk in links:
+        if lk["a"] == name and lk.get("a_ifname", f"{name}-eth{gpu}") == f"{name}-eth{gpu}" \
+                and lk.get("kind") == "host-leaf":
+            return f"{lk['a']}<->{lk['b']}"
+    return f"{name}<->p0l{gpu}"
+
+
+def _slow_nics(steps: list[dict[str, Any]], waited_on: Counter[int], slow: set[int], links: list[dict[str, Any]],
+               out: list[Suspect]) -> None:
+    """A rank its peers keep waiting on while its compute is normal: its NIC's link is slow (the peers' data
+    to or from it arrives late, so it posts its next collective late)."""
+    nsteps = len({s["step"] for s in steps})
+    total = sum(waited_on.values())
+    where = {s["rank"]: (s["server"], s["gpu"]) for s in steps}
+    for rank, n in waited_on.most_common(1):
+        if rank in slow or rank not in where or n < WAITED_PER_STEP * nsteps + 1 or n < WAITED_SHARE * total:
+            continue
+        place = nic_link(links, *where[rank])
+        ev = [f"its peers waited on rank {rank} (server s{where[rank][0]}, NIC {where[rank][1]}): it posted last in "
+              f"{n} of {total} late-posted collectives over {nsteps} step(s)",
+              f"rank {rank}'s compute is within its healthy range: the delay is in its communication"]
+        known = next((s for s in out if s.place == place), None)
+        if known is not None:           # its leaf port's queue or marks grew too: one suspect, both chains
+            known.evidence += ev
+            known.confidence = round(min(0.97, known.confidence + 0.1), 3)
+            continue
+        out.append(Suspect("degraded_link", place, round(n / max(nsteps, 1), 2),
+                           round(min(0.85, 0.5 + 0.5 * n / max(total, 1)), 3), ev))
+
+
+def _slow_ranks(exp: Expected, steps: list[dict[str, Any]], waited_on: Counter[int], out: list[Suspect]) -> set[int]:
     per_rank: dict[int, list[float]] = defaultdict(list)
     for s in steps:
         base = exp.compute_ns.get(s["rank"])
         if base:
             per_rank[s["rank"]].append(s["compute_ns"] / base)
     if not per_rank:
-        return
+        return set()
     ratio = {r: statistics.median(v) for r, v in per_rank.items()}
+    slow = set()
     for rank, x in ratio.items():
         peers = [v for r, v in ratio.items() if r != rank] or [1.0]
         peer = statistics.median(peers)
@@ -143,6 +181,8 @@ def _slow_ranks(exp: Expected, steps: list[dict[str, Any]], waited_on: Counter[i
                   f"its peers waited on it: it posted last in {waits} of {total} late-posted collectives"]
             conf = min(0.99, 0.6 + 0.2 * min(1.0, (x - 1) / 0.5) + (0.19 if waits and waits >= total / 2 else 0.0))
             out.append(Suspect("slow_gpu", f"rank {rank}", round(x, 3), round(conf, 3), ev))
+            slow.add(rank)
+    return slow
 
 
 def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]],
@@ -163,12 +203,18 @@ def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: li
         if d["qdepth_max"] >= QUEUE_MIN_PKTS and q_score >= 3:
             ev.append(f"{sw} port {port} (to {d['peer']}): queue sampled up to {d['qdepth_max']} pkts "
                       f"(healthy max {base_q})")
+        base_hw = base.high_water_pkts if base else 0
+        hw_score = d["high_water"] / max(base_hw, QUEUE_MIN_PKTS / 2)
+        if d["high_water"] > d["high_water_first"] and d["high_water"] >= QUEUE_MIN_PKTS and hw_score >= 2:
+            ev.append(f"{sw} port {port} (to {d['peer']}): queue high-water mark rose to {d['high_water']} pkts "
+                      f"in the window (healthy {base_hw})")
+            q_score = max(q_score, hw_score)
         if ecn_score >= ECN_RATIO and d["ecn"] >= 10:
             ev.append(f"{sw} port {port}: {ecn_s:.0f} ECN marks/s (healthy {base_ecn:.0f}/s)")
         lossy = d["drops"] >= DROPS_MIN and d["drops"] / (d["span_ns"] / 1e9) > 4 * (base.drops_per_s if base else 0)
         if lossy:
             ev.append(f"{sw} port {port}: {d['drops']} drops in the window")
-        if ev:
+        if ev and (comm_slow or lossy):    # a queue that slows nothing is load, not a fault
             cands.append((max(q_score, ecn_score), key, d, ev, lossy))
     for score, (sw, _port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
         if comm_slow:

@@ -36,6 +36,7 @@ class PortLevel:
     ecn_per_s: float = 0.0
     drops_per_s: float = 0.0
     qdepth_max: int = 0
+    high_water_pkts: int = 0
 
 
 @dataclass
@@ -106,6 +107,7 @@ def port_deltas(polls: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, 
         f = first.setdefault(key, p)
         prev = out.get(key, {"qdepth_max": 0})
         out[key] = {"span_ns": p["t_ns"] - f["t_ns"], "peer": p["peer"], "up": p["up"],
+                    "high_water_first": f["high_water_pkts"], "high_water": p["high_water_pkts"],
                     "ecn": p["ecn_marks"] - f["ecn_marks"], "drops": p["drops"] - f["drops"],
                     "tx_bytes": p["tx_bytes"] - f["tx_bytes"], "pfc": p["pfc_pauses"] - f["pfc_pauses"],
                     "qdepth_max": max(prev["qdepth_max"], p["qdepth_pkts"]), "samples": prev.get("samples", 0) + 1}
@@ -118,5 +120,6 @@ def port_levels(polls: list[dict[str, Any]]) -> dict[tuple[str, int], PortLevel]
     for key, d in port_deltas(polls).items():
         span_s = d["span_ns"] / 1e9
         out[key] = PortLevel(ecn_per_s=d["ecn"] / span_s if span_s > 0 else 0.0,
-                             drops_per_s=d["drops"] / span_s if span_s > 0 else 0.0, qdepth_max=d["qdepth_max"])
+                             drops_per_s=d["drops"] / span_s if span_s > 0 else 0.0, qdepth_max=d["qdepth_max"],
+                             high_water_pkts=d["high_water"])
     return out

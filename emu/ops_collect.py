@@ -48,7 +48,6 @@ class OpsCollector:
 
     def poll(self) -> None:
         """One sample of every switch (a dead or stopped one is recorded by its state, without ports)."""
-        t_ns = self.fab.clock.box_ns()
         ports: list[dict[str, Any]] = []
         states: dict[str, str] = {}
         for name, sw in self.fab.net.switches.items():
@@ -63,7 +62,8 @@ class OpsCollector:
                 states[name] = "running"
             except Exception as exc:   # its control socket refused, vanished or timed out: a state, not an end
                 states[name] = f"not answering: {exc}"[:120]
-        self.store.add_poll(t_ns, ports, states)
+        # stamped when the poll ends: a poll that read any switch after an event is in every window since it
+        self.store.add_poll(self.fab.clock.box_ns(), ports, states)
         self.polls += 1
 
     def _switch_ports(self, name: str, sw: Any) -> list[dict[str, Any]]:

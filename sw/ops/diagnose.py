@@ -20,8 +20,9 @@ SLOW_GPU_RATIO = 1.2
 """A rank computing this many times its own healthy median (and its peers not) is a slow-GPU suspect."""
 COMM_SLOW_RATIO = 1.25
 """Collectives this many times their alpha-beta prediction (median over the window): the network is slow."""
-QUEUE_MIN_PKTS = 6
-"""A queue this deep (packets, sampled) on a port whose healthy samples stayed below a third of it: grew."""
+QUEUE_MIN_PKTS = 12
+"""A queue this deep (packets, sampled or its high-water mark), 3x its healthy depth: grew (a 1500-byte MTU
+buffers only a few packets of a healthy all-to-all burst; a cut link queues tens)."""
 ECN_RATIO = 4.0
 WAITED_PER_STEP = 2.5
 WAITED_SHARE = 0.35

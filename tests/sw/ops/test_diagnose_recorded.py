@@ -78,3 +78,11 @@ def test_diagnose_command_on_the_saved_store_prints_json(recorded: TelemetryStor
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"suspects", "symptoms", "window", "expected", "detected"}
     assert out["expected"]["steps"] == [1, 4]
+
+
+def test_watch_prints_the_diagnosis_once_per_interval(recorded: TelemetryStore, capsys) -> None:
+    assert ops_cli.main(["watch", "--store", str(recorded.path), "--count", "2", "--interval", "0.1",
+                         "--since", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "--- 1" in out and "--- 2" in out and "# window: steps" in out
+    assert "1. " in out            # the whole recorded run holds faults: at least one suspect is ranked

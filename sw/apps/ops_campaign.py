@@ -58,6 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_topology_arguments(p)          # its --seed also seeds the campaign's kinds, places and moments
     add_time_dilation_flag(p)
     p.set_defaults(servers=8, gpus_per_server=2)
+    p.description = ("Fault campaign on its own fabric (default 8 servers x 2 rails, 2 spines: the topology group's "
+                     "'default 4' is the other commands'); its --seed also seeds the faults.")
 
 
 @dataclass

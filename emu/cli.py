@@ -139,6 +139,9 @@ def add_up_arguments(up: argparse.ArgumentParser) -> None:
     up.add_argument("--pcap", metavar="DIR", help="every switch writes <iface>_in/_out.pcap per port into DIR "
                     "(created if missing, only inside an existing directory)")
     up.add_argument("--name", default=DEFAULT_NAME, help=f"which running fabric (default {DEFAULT_NAME})")
+    up.add_argument("--ops", nargs="?", const="on", default="off", choices=("on", "off"),
+                    help="operations telemetry: poll every switch's port counters into the run's store for "
+                         "`starpulse ops` (ranks of train jobs record there too; default off, on for `run`)")
     add_time_dilation_flag(up)
 
 
@@ -311,7 +314,8 @@ def _up(args: argparse.Namespace) -> int:
     _choose_dilation(args)
     d = claim_state_dir(name)
     fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"),
-                       wired_links=args.impairable)   # every flag is checked before anything is created
+                       wired_links=args.impairable,
+                       ops=args.ops == "on")   # every flag is checked before anything is created
     if args.pcap:
         fab.pcap_dir = str(output_dir("--pcap", args.pcap))
     return run_fabric(fab, name, d, shell=args.cli)

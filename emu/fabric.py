@@ -138,7 +138,7 @@ class Fabric:
                  log_level: str = "warn", workdir: str | None = None, fault_log: str | None = None,
                  pcap_dir: str | None = None, int_sink: str = "host", wired_links: list[str] | str | None = None,
                  clock: Clock | None = None, pfc: PfcSettings | bool | str | None = None, name: str | None = None,
-                 control: str = "cli", **options: Any) -> None:
+                 control: str = "cli", ops: bool = False, **options: Any) -> None:
         from emu import cli
 
         self._pcap_flag: str | None = None
@@ -189,6 +189,9 @@ class Fabric:
         self.helper_procs: list[subprocess.Popen] = []
         self.owned: dict[str, Any] = {}   # more for the workdir's owned.json (e.g. the CLI's state directory)
         self.lag_dir: Path | None = None
+        self.ops = ops
+        """Operations telemetry on: a poller records the switches into the run's store (``emu.ops_collect``)."""
+        self.collector: Any = None
 
     def _wired_keys(self, links: list[str] | str | None) -> set[frozenset[str]]:
         """Links to build through a link emulator: 'all', a list of 'A:B' names, or none."""
@@ -271,6 +274,10 @@ class Fabric:
             self.down()
             raise
         self.faults = FaultInjector(self, log_path=self.fault_log or str(self.workdir / "faults.jsonl"))
+        if self.ops:
+            from emu.ops_collect import start_collector
+
+            self.collector = start_collector(self)
         self.timings.up_s = _wall_s(clock, t0)
         if state_dir is not None:
             try:
@@ -312,6 +319,10 @@ class Fabric:
             if serving["thread"] is not threading.current_thread():
                 serving["thread"].join(timeout=30)
             serving["server"].close()
+        if self.collector is not None:
+            self.collector.stop()
+            self.collector.store.close()
+            self.collector = None
         for proc in self.helper_procs:
             traffic.stop_proc(proc)
         self.helper_procs.clear()

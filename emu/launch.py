@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,7 +253,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 def launch(topo: Topology, ns_pids: dict[str, int] | None, cmd: list[str], *, logdir: Path,
            env: dict[str, str] | None = None, timeout_s: float | None = None,
            echo: Callable[[str], None] | None = None, clock: Clock | None = None, tcp_ecn: bool = True,
-           net: str | None = None, intra_rate: str | None = None) -> JobResult:
+           net: str | None = None, intra_rate: str | None = None, stop: threading.Event | None = None) -> JobResult:
     """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.  ``ns_pids``
     None: every rank runs on this box, in our namespace, with TCP between servers (``local_plan``; no root).
 
@@ -260,6 +261,8 @@ def launch(topo: Topology, ns_pids: dict[str, int] | None, cmd: list[str], *, lo
 
     ``tcp_ecn`` turns on ECN for the ranks' TCP (``net.ipv4.tcp_ecn=1`` in each server namespace), so the
     switches' RED marking slows senders down before the queues overflow.
+
+    ``stop``: once set (by another thread), every rank is stopped as after a timeout, without it counting as one.
 
     The first rank to fail (or the timeout, or Ctrl-C) stops the others: SIGTERM to each rank's process group,
     SIGKILL after a grace period.  No process outlives this call; the store directory is removed."""
@@ -300,6 +303,8 @@ def launch(topo: Topology, ns_pids: dict[str, int] | None, cmd: list[str], *, lo
                 timed_out = True
                 if echo is not None:
                     echo(f"launch: timeout after {timeout_s:g} s; stopping {len(running)} rank(s)")
+                failed = True
+            if stop is not None and stop.is_set():
                 failed = True
             if failed:
                 _stop(running, clock)

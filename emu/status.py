@@ -45,6 +45,8 @@ def fabric_status(fab: Fabric) -> dict[str, Any]:
     out["fidelity"] = fab.fidelity()
     out["lag_dir"] = str(fab.lag_dir) if fab.lag_dir else None   # where the fabric's processes report lag
     out["straggler_dir"] = str(fab.faults.straggler_dir) if fab.faults else None   # slow_gpu's compute factors
+    collector = getattr(fab, "collector", None)   # operations telemetry: the run's store, when ops is on
+    out["telemetry_db"] = str(collector.store.path) if collector is not None else None
     return out
 
 

@@ -27,13 +27,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "sw.collectives": ("sw.roce", "sw.cc"),
     "sw.sim": ("sw.collectives", "sw.roce", "sw.cc"),
     "sw.workload": ("sw.collectives", "sw.roce", "sw.cc"),
+    "sw.ops": (),
     "p4": (),
     "hw": ("sw.cc",),
     "emu": ("p4", "sw.cc", "sw.roce", "sw.collectives"),
 }
 """Layer -> the project layers it may import besides itself and the leaves (which every layer may import)."""
 
-PURE = ("sw.clock", "sw.units", "sw.cc")
+PURE = ("sw.clock", "sw.units", "sw.cc", "sw.ops")
 """Layers that import only the standard library (and the leaves): pure values and models."""
 
 THIRD_PARTY_HOME = {"mininet": ("emu",), "amaranth": ("hw",), "grpc": ("p4",)}

@@ -62,6 +62,9 @@ def add_where_arguments(parser: argparse.ArgumentParser, timeout_s: float = 3600
     r.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
                    help="ranks' TCP without ECN (default: ECN on, so RED marks slow senders before drops)")
     r.add_argument("--logdir", default=None, metavar="DIR", help="keep per-rank logs here")
+    r.add_argument("--ops", choices=("on", "off"), default="on",
+                   help="operations telemetry on a fabric this command brings up: switch polls and every step and "
+                        "collective of the ranks into the run's store (default on)")
 
 
 def flag_rate_bps(text: str, flag: str, error: type[Exception] = RankJobError) -> int:

@@ -27,6 +27,7 @@ from sw.collectives.config import ENV_STORE
 from sw.units import int_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded
 from sw.units.straggler import ENV_SLOW_DIR, compute_factor, parse_slow, set_compute_factor
+from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 from sw.workload import PRESETS, ModelSpec, load_spec, plan_step, run_workload
 from sw.workload.runner import DTYPE, stderr_progress
 from sw.workload.schedule import COMM, COMPUTE, WAIT
@@ -115,8 +116,14 @@ def _rank_job(comm: Any, spec: ModelSpec, steps: int, warmup: int, line_rate_bps
     """Every rank's part: the workload, its straggler factor read between steps from ``slow_dir``; the report
     names the algorithms the communicator's tuner picked for the plan's sizes (``algorithms``)."""
     plan = plan_step(spec, comm.world_size, line_rate_bps)
-    report = run_workload(comm, plan, steps, warmup, factor=lambda: compute_factor(slow_dir, comm.rank),
-                          progress=stderr_progress)
+    db = os.environ.get(ENV_TELEMETRY_DB)          # the fabric's operations store (ops on): every step recorded
+    store = TelemetryStore(db) if db else None
+    try:
+        report = run_workload(comm, plan, steps, warmup, factor=lambda: compute_factor(slow_dir, comm.rank),
+                              progress=stderr_progress, telemetry=store)
+    finally:
+        if store is not None:
+            store.close()
     sizes = {"allreduce": sorted({b.nbytes for b in plan.buckets}),
              "alltoall": [plan.a2a_elems * np.dtype(DTYPE).itemsize] if plan.spec.moe else []}
     report["algorithms"] = {coll: {str(n): comm.tuner.algo(coll, n) for n in ns} for coll, ns in sizes.items()}
@@ -214,6 +221,8 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
             faulted = {int(r): f for r, f in ((status.get("faults") or {}).get("slow_gpus") or {}).items()}
             before = fabric_counters(status)
             lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}
+            if status.get("telemetry_db"):             # ops on: the ranks record every step and collective
+                lag_env[ENV_TELEMETRY_DB] = status["telemetry_db"]
             env = {**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env,
                    **(config.env if config else {})}
             try:

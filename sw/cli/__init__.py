@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("sw.apps.train", "training steps of a model (dense or MoE): comm share, link load (or --local)"),
     "hil": ("sw.apps.hil.cli", "hardware in the loop: the RTL NIC bridged onto a veth (bench)"),
     "sim": ("sw.sim.cli", "flow-level simulator of the fabric and collectives, up to 100k GPUs"),
+    "ops": ("sw.apps.ops_cli", "operations: diagnose faults from a fabric run's telemetry, watch, fault campaign"),
 }
 
 

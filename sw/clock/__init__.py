@@ -60,6 +60,12 @@ class Clock:
     def net_duration_ns(self, wall_duration_ns: float) -> float:
         return wall_duration_ns / self.dilation
 
+    def box_ns(self, net_ns: int | None = None) -> int:
+        """A reading of this clock (now, or ``net_ns``) in network ns since the box's CLOCK_MONOTONIC origin,
+        which every process and namespace shares: records of several processes (ranks, switches) line up."""
+        net = self.now_ns() if net_ns is None else net_ns
+        return int(self._wall_origin_ns / self.dilation) + int(net)
+
     def net_age_ns(self, realtime_ns: int) -> int:
         """Network ns since ``realtime_ns``, a CLOCK_REALTIME stamp taken elsewhere (a kernel receive
         timestamp): how long a frame waited before this process serviced it (lag accounting, ``lag``)."""
@@ -76,6 +82,10 @@ class ManualClock(Clock):
 
     def now_ns(self) -> int:
         return self._now_ns
+
+    def box_ns(self, net_ns: int | None = None) -> int:
+        """A manual clock's own time is its only time base."""
+        return self._now_ns if net_ns is None else int(net_ns)
 
     def advance_ns(self, delta_ns: int) -> int:
         if delta_ns < 0:

@@ -21,6 +21,7 @@ from sw.clock import Clock, get_clock
 from sw.clock.lag import LagStats, mtu_serialization_ns, register
 from sw.collectives import Communicator, Work
 from sw.collectives.bench import nic_payload_bytes
+from sw.units.telemetry import TelemetryStore
 
 from .schedule import COMM, COMPUTE, KINDS, WAIT, Bucket, account_step, plan_buckets
 from .spec import BWD_PER_FWD, FLOPS_PER_PARAM_TOKEN_FWD, OPTIMIZER_FLOPS_PER_PARAM, ModelSpec, resolve_for_world
@@ -84,6 +85,8 @@ class _Step:
     t0_ns: int = 0
     t1_ns: int = 0
     segments: list[tuple[str, int, int]] = field(default_factory=list)
+    collectives: list[tuple[str, int, int, int, int, int, int]] = field(default_factory=list)
+    """(what, bytes, posted, started, ended, wait began, wait ended) of each collective, network ns."""
 
 
 class RankWorkload:
@@ -112,18 +115,22 @@ class RankWorkload:
         self.lag.record(max(0, round(t1 - t0 - ns * factor)))
         step.segments.append((COMPUTE, t0, t1))
 
-    def _wait(self, step: _Step, work: Work) -> None:
+    def _wait(self, step: _Step, work: Work, nbytes: int, post_ns: int) -> None:
         t0 = self.clock.now_ns()
         work.wait()
-        step.segments.append((WAIT, t0, self.clock.now_ns()))
+        t1 = self.clock.now_ns()
+        step.segments.append((WAIT, t0, t1))
         assert work.start_ns is not None and work.end_ns is not None
         step.segments.append((COMM, work.start_ns, work.end_ns))
+        step.collectives.append((work.what, nbytes, post_ns, work.start_ns, work.end_ns, t0, t1))
 
     def _alltoall(self, step: _Step, seq: int) -> None:
         """One MoE all-to-all on the critical path: block j to rank j, checked on arrival."""
         n, b, r = self.plan.world, self._block, self.comm.rank
         self._a2a_send.reshape(n, b)[...] = ((r * 7 + np.arange(n) + seq) % VALUE_MOD)[:, None]
-        self._wait(step, self.comm.alltoall(self._a2a_send, self._a2a_recv, async_op=True))
+        post_ns = self.clock.now_ns()
+        work = self.comm.alltoall(self._a2a_send, self._a2a_recv, async_op=True)
+        self._wait(step, work, self._a2a_send.nbytes, post_ns)
         want = ((np.arange(n) * 7 + r + seq) % VALUE_MOD)[:, None]
         self.wrong += int(np.count_nonzero(self._a2a_recv.reshape(n, b) != want))
 
@@ -141,7 +148,7 @@ class RankWorkload:
                 self._alltoall(step, seq)                               # combine
                 seq += 1
         value = (self.comm.rank + index) % 4 + 1
-        pending: list[tuple[Work, np.ndarray]] = []
+        pending: list[tuple[Work, np.ndarray, int]] = []
         ready = {b.ready_after: i for i, b in enumerate(p.buckets)}
         for layer in reversed(range(p.spec.layers)):                  # backward
             if p.spec.moe:
@@ -154,14 +161,32 @@ class RankWorkload:
             if layer in ready:                                          # its bucket is full: reduce it meanwhile
                 buf = self._grads[ready[layer]]
                 buf.fill(value)
-                pending.append((self.comm.allreduce(buf, op="sum", async_op=True), buf))
+                post_ns = self.clock.now_ns()
+                pending.append((self.comm.allreduce(buf, op="sum", async_op=True), buf, post_ns))
         want = sum((r + index) % 4 + 1 for r in range(p.world))
-        for work, buf in pending:
-            self._wait(step, work)
+        for work, buf, post_ns in pending:
+            self._wait(step, work, buf.nbytes, post_ns)
             self.wrong += int(np.count_nonzero(buf != want))
         self._compute(step, p.opt_ns, factor)                          # optimizer
         step.t1_ns = self.clock.now_ns()
         return step
+
+
+def record_step(store: TelemetryStore, comm: Communicator, clock: Clock, index: int, step: _Step) -> None:
+    """One step of this rank into the operations store: its phases and every collective (op, bytes, algorithm,
+    posted/started/ended, how long the rank waited on it), on the box's time base (``Clock.box_ns``)."""
+    st = account_step(step.t0_ns, step.t1_ns, step.segments)
+    box = clock.box_ns
+    colls = []
+    for seq, (what, nbytes, post, start, end, w0, w1) in enumerate(step.collectives):
+        op, _, algo = what.partition("(")
+        colls.append({"rank": comm.rank, "step": index, "seq": seq, "op": op, "nbytes": nbytes,
+                      "algo": algo.rstrip(")"), "post_ns": box(post), "start_ns": box(start), "end_ns": box(end),
+                      "wait_ns": w1 - w0})
+    store.add_step({"rank": comm.rank, "step": index, "server": comm.server, "gpu": comm.local_rank,
+                    "t0_ns": box(step.t0_ns), "t1_ns": box(step.t1_ns), "compute_ns": st.compute_ns,
+                    "comm_busy_ns": st.comm_busy_ns, "exposed_comm_ns": st.exposed_comm_ns,
+                    "wait_ns": sum(b - a for k, a, b in step.segments if k == WAIT)}, colls)
 
 
 def _gather(comm: Communicator, row: np.ndarray) -> np.ndarray:
@@ -172,18 +197,21 @@ def _gather(comm: Communicator, row: np.ndarray) -> np.ndarray:
 
 
 def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *, clock: Clock | None = None,
-                 factor: Callable[[], float] = lambda: 1.0, progress: Callable[[str], None] | None = None
-                 ) -> dict[str, Any]:
+                 factor: Callable[[], float] = lambda: 1.0, progress: Callable[[str], None] | None = None,
+                 telemetry: TelemetryStore | None = None) -> dict[str, Any]:
     """``warmup`` + ``steps`` steps on this rank, then the job's report (every rank gets the same one).
 
     Per rank: mean step time, compute, communication in flight, exposed communication (in flight while not
     computing), ``comm_share`` = exposed / step, ``link_load`` = NIC payload bytes x 8 / (time communication was
     in flight x line rate).  Job: ``step_s`` = mean over steps of the slowest rank's step; ``comm_share`` and
-    ``link_load`` the means over ranks (``link_load`` over ranks that use their NIC)."""
+    ``link_load`` the means over ranks (``link_load`` over ranks that use their NIC).  ``telemetry``: every step
+    (warm-up too) is recorded there as it ends (``record_step``)."""
     clock = clock or get_clock()
     work = RankWorkload(comm, plan, clock=clock, factor=factor)
     for i in range(warmup):
-        work.run_step(i)
+        done = work.run_step(i)
+        if telemetry is not None:
+            record_step(telemetry, comm, clock, i, done)
     nic0 = nic_payload_bytes(comm)
     wrong0 = work.wrong
     records: list[_Step] = []
@@ -191,6 +219,8 @@ def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *,
     for i in range(steps):
         factors.append(work.factor())
         records.append(work.run_step(warmup + i))
+        if telemetry is not None:
+            record_step(telemetry, comm, clock, warmup + i, records[-1])
         if progress is not None and comm.rank == 0:
             st = account_step(records[-1].t0_ns, records[-1].t1_ns, records[-1].segments)
             progress(f"step {i + 1}/{steps}: {st.step_ns / 1e6:.2f} ms, exposed comm {st.exposed_comm_ns / 1e6:.2f} "

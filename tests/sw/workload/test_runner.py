@@ -104,3 +104,31 @@ def test_a_factor_set_while_the_job_runs_takes_effect_at_the_next_step(tmp_path:
     compute_ns = run_local(2, 2, _live_job, plan, str(tmp_path), config=config, timeout_s=60)
     assert compute_ns[1] >= 5 * planned_ns - 10                 # a clock sleep is never shorter
     assert compute_factor(tmp_path, 1) == 5.0 and compute_factor(tmp_path, 0) == 1.0
+
+
+def _recording_job(comm, plan, db):
+    from sw.units.telemetry import TelemetryStore
+
+    with TelemetryStore(db) as store:
+        return run_workload(comm, plan, 2, 1, telemetry=store)
+
+
+def test_every_rank_records_each_step_and_collective_into_the_store(tmp_path: Path) -> None:
+    from sw.units.telemetry import TelemetryStore
+
+    db = tmp_path / "t.sqlite"
+    TelemetryStore(db, create=True).close()
+    plan = plan_step(MOE, 4, LINE_BPS)
+    config = CommConfig(inter_rate_bps=LINE_BPS, intra_rate_bps=9 * LINE_BPS)
+    run_local(2, 2, _recording_job, plan, str(db), config=config, timeout_s=60)
+    with TelemetryStore(db) as store:
+        steps, colls = store.steps(), store.collectives()
+    assert sorted((s["step"], s["rank"]) for s in steps) == [(i, r) for i in range(3) for r in range(4)]  # warm-up too
+    per_step = 8 + len(plan.buckets)                       # 8 all-to-alls (2 layers x 4) and one allreduce a bucket
+    assert len(colls) == 3 * 4 * per_step
+    assert {c["op"] for c in colls} == {"alltoall", "allreduce"} and all(c["algo"] for c in colls)
+    assert all(c["post_ns"] <= c["start_ns"] <= c["end_ns"] and c["wait_ns"] >= 0 for c in colls)
+    assert {c["nbytes"] for c in colls if c["op"] == "alltoall"} == {plan.a2a_elems * 2}
+    for s in steps:                                        # the box's time base: steps of all ranks line up
+        assert s["t0_ns"] < s["t1_ns"] and s["compute_ns"] > 0 and (s["server"], s["gpu"]) == divmod(s["rank"], 2)
+    assert max(s["t0_ns"] for s in steps if s["step"] == 1) < min(s["t1_ns"] for s in steps if s["step"] == 1)

@@ -1,0 +1,382 @@
+"""``starpulse ops campaign``: the closed loop of the operations system.  On its own fabric (ops on) a training
+job (tiny MoE: all-to-all and bucketed allreduce every step) runs; after calibration and a healthy stretch (false
+alarms), one random fault at a time (random kind, place, severity, moment) is injected through the fault injector,
+the store is diagnosed after every step until the top suspect is right or the window ends, the fault is cleared
+and the job recovers.  JSON (a contract): ``faults``, ``detected``, ``top1_accuracy``, ``top3_accuracy``,
+``false_alarms``, ``healthy_steps``, ``median_steps_to_detect``, ``median_time_to_localize_s`` (network time),
+``median_wall_time_to_localize_s``, ``by_kind``, ``faults_detail``; also ``fidelity``, ``time_dilation``,
+``topology``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sw.clock import Clock
+from sw.ops.diagnose import diagnose
+from sw.ops.expected import CalibrationError, Expected, calibrate
+from sw.units import int_flag
+from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
+
+KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch")
+"""Fault kinds the campaign injects (lossy link needs links built impairable; see the README)."""
+CAMPAIGN_MODEL = {"layers": 2, "hidden": 128, "tokens_per_step": 2048, "gpu_tflops": 12.0, "scale": 0.3,
+                  "nic_gbps": 100.0, "experts": 4, "top_k": 2, "bucket_mb": 1.0}
+"""A tiny MoE: every step has compute, all-to-all on the critical path and an overlapped allreduce."""
+CALIBRATION = (1, 3)
+RECOVERY_STEPS = 2
+STALL_FACTOR = 4.0
+"""A window with no completed step for this many healthy step times (wall) is judged on time alone."""
+
+
+class CampaignError(ValueError):
+    is_user_error = True
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from sw.apps.rank_job import add_topology_arguments
+    from sw.units import add_time_dilation_flag
+
+    p.add_argument("--faults", type=int_flag(1, 10_000), required=True, metavar="N", help="faults to inject")
+    p.add_argument("--json", action="store_true", help="print the JSON result on stdout (progress: stderr)")
+    p.add_argument("--plot", default=None, metavar="FILE", help="per-kind accuracy and time-to-localize (PNG)")
+    p.add_argument("--kinds", default=",".join(KINDS), metavar="K[,K...]", help=f"fault kinds ({', '.join(KINDS)})")
+    p.add_argument("--healthy-steps", type=int_flag(1, 100_000), default=6, metavar="N",
+                   help="healthy steps judged for false alarms before the first fault (default 6)")
+    p.add_argument("--window-steps", type=int_flag(1, 100), default=3, metavar="N",
+                   help="steps a fault is observed for before it counts as missed (default 3)")
+    p.add_argument("--keep-store", default=None, metavar="FILE", help="copy the run's telemetry store here")
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="stop after S wall seconds")
+    add_topology_arguments(p)          # its --seed also seeds the campaign's kinds, places and moments
+    add_time_dilation_flag(p)
+    p.set_defaults(servers=8, gpus_per_server=2)
+    p.description = ("Fault campaign on its own fabric (default 8 servers x 2 rails, 2 spines: the topology group's "
+                     "'default 4' is the other commands'); its --seed also seeds the faults.")
+
+
+@dataclass
+class Fault:
+    """One injection: what, where, how bad; the truth the diagnosis is scored against."""
+
+    kind: str
+    place: str
+    action: str
+    target: str
+    value: str | None
+    severity: float
+    clear: tuple[str, str, str | None]
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def pick_fault(rng: random.Random, kind: str, topo: Any, links: list[Any]) -> Fault:
+    """A random fault of ``kind`` on ``topo``: place and severity as the issue gives them."""
+    if kind == "slow_gpu":
+        rank = rng.randrange(topo.spec.servers * topo.spec.gpus_per_server)
+        factor = round(rng.uniform(1.3, 3.0), 2)
+        return Fault(kind, f"rank {rank}", "slow_gpu", str(rank), str(factor), factor, ("restore_gpu", str(rank), None))
+    if kind == "degraded_link":   # a NIC's link: the rail-aligned job never crosses the spines, so a slow
+        lk = rng.choice([x for x in links if x.kind == "host-leaf"])   # spine link would not touch it
+        share = rng.uniform(0.2, 0.6)
+        rate = int(lk.rate_bps * share)
+        return Fault(kind, f"{lk.a}<->{lk.b}", "slow_link", f"{lk.a}:{lk.b}", str(rate), round(share, 3),
+                     ("restore_link", f"{lk.a}:{lk.b}", None))
+    if kind == "down_link":
+        lk = rng.choice([x for x in links if x.kind == "leaf-spine"])
+        return Fault(kind, f"{lk.a}<->{lk.b}", "link_down", f"{lk.a}:{lk.b}", None, 1.0,
+                     ("link_up", f"{lk.a}:{lk.b}", None))
+    if kind == "dead_switch":
+        sw = rng.choice([s.name for s in topo.spines])
+        return Fault(kind, sw, "switch_stop", sw, None, 1.0, ("switch_start", sw, None))
+    raise CampaignError(f"--kinds {kind}: unknown fault kind (allowed: {', '.join(KINDS)})")
+
+
+def parse_kinds(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    bad = [k for k in kinds if k not in KINDS]
+    if bad or not kinds:
+        raise CampaignError(f"--kinds {text}: unknown kind {bad[0] if bad else '(none)'} (allowed: {', '.join(KINDS)})")
+    return kinds
+
+
+class Job:
+    """The training job on the fabric, run in a thread; ``stop()`` ends it early."""
+
+    def __init__(self, target: Any, model_path: Path, steps: int, work_dir: Path, timeout_s: float) -> None:
+        import os
+
+        from emu.launch import launch
+        from sw.apps.train import ENV_LINE_RATE, _rank_argv
+        from sw.clock.lag import ENV_LAG_DIR
+        from sw.units.straggler import ENV_SLOW_DIR
+
+        status = target.fabric.status()
+        env = {**os.environ, ENV_LINE_RATE: repr(float(target.topo.spec.link_rate_bps)),
+               ENV_SLOW_DIR: status["straggler_dir"], ENV_LAG_DIR: status["lag_dir"],
+               ENV_TELEMETRY_DB: status["telemetry_db"]}
+        argv = _rank_argv(argparse.Namespace(model=str(model_path), steps=steps, warmup=1),
+                          str(work_dir / "rank0.json"))
+        self.stop_event = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+        def body() -> None:
+            try:
+                self.result = launch(target.topo, target.ns_pids, argv, logdir=work_dir / "ranks", env=env,
+                                     timeout_s=timeout_s, echo=None, clock=target.clock, stop=self.stop_event)
+            except BaseException as exc:   # reported by the campaign's loop
+                self.error = exc
+
+        self.thread = threading.Thread(target=body, name="campaign-job", daemon=True)
+        self.thread.start()
+
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=120)
+
+
+def completed_step(store: TelemetryStore, world: int) -> int:
+    """The last step every rank has recorded (-1 before the first)."""
+    row = store.db.execute("SELECT rank, max(step) FROM steps GROUP BY rank").fetchall()
+    return min((r[1] for r in row), default=-1) if len(row) == world else -1
+
+
+def step_bounds(store: TelemetryStore, step: int) -> tuple[int, int]:
+    lo, hi = store.db.execute("SELECT min(t0_ns), max(t1_ns) FROM steps WHERE step = ?", (step,)).fetchone()
+    return int(lo), int(hi)
+
+
+def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str, Any]], since_ns: int,
+                     until_ns: int | None = None) -> dict[str, Any]:
+    """Diagnosis of the rows in [since, until]: steps and collectives that started in it, polls taken in it."""
+    end = until_ns if until_ns is not None else 2**62
+    steps = [s for s in store.steps(since_ns) if since_ns <= s["t0_ns"] and s["t1_ns"] <= end]
+    colls = [c for c in store.collectives(since_ns) if since_ns <= c["post_ns"] and c["end_ns"] <= end]
+    polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
+    switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
+    return diagnose(exp, links, steps, colls, polls, switches)
+
+
+def _same_place(a: str, b: str) -> bool:
+    """Places match as sets of their node names (``x<->y`` == ``y<->x``)."""
+    return set(a.split("<->")) == set(b.split("<->"))
+
+
+def run(args: argparse.Namespace) -> int:
+    from emu.run_cli import fabric_target
+
+    kinds = parse_kinds(args.kinds)
+    if args.keep_store and not Path(args.keep_store).resolve().parent.is_dir():
+        raise CampaignError(f"--keep-store {args.keep_store}: its folder does not exist")
+    rng = random.Random(args.seed)
+    plan = [rng.choice(kinds) for _ in range(args.faults)]
+    for i, k in enumerate(kinds[: args.faults]):      # every kind at least once when there are enough faults
+        plan[i] = k
+    rng.shuffle(plan)
+    args.name = f"campaign-{id(args) % 100000}"        # never a running fabric: the campaign injects into its own
+    args.gpus = None
+    args.ops = "on"
+    args.local = False
+    steps_total = 2 * (CALIBRATION[1] + 1 + args.healthy_steps + args.faults * (args.window_steps + RECOVERY_STEPS + 1))
+    # (twice what the loop needs at most: stalls and random moments use steps too; the job is stopped at the end)
+    with fabric_target(args) as target:
+        fab = target.fabric
+        clock: Clock = target.clock
+        store = TelemetryStore(fab.collector.store.path)
+        from emu.reap import owned_tempdir
+
+        work = owned_tempdir("starpulse-campaign-")
+        model = work / "model.json"
+        world = target.topo.spec.servers * target.topo.spec.gpus_per_server
+        model.write_text(json.dumps({**CAMPAIGN_MODEL, "experts": world}))   # one expert per rank
+        _progress(f"campaign: {args.faults} fault(s) of {', '.join(kinds)} on {target.topo.spec.servers} servers x "
+                  f"{target.topo.spec.gpus_per_server} rails, {target.topo.spec.spines} spines, dilation "
+                  f"{clock.dilation:g}; job of {steps_total} steps")
+        job = Job(target, model, steps_total, work, args.timeout)
+        try:
+            result = _loop(args, rng, plan, target, store, job, clock, world)
+        finally:
+            job.stop()
+            if args.keep_store:       # also when the campaign failed: the store is what explains it
+                Path(args.keep_store).unlink(missing_ok=True)
+                store.db.execute("VACUUM INTO ?", (str(Path(args.keep_store).resolve()),))
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)        # kept (rank logs) only when the campaign failed
+        result["fidelity"] = fab.fidelity()
+        result["time_dilation"] = clock.dilation
+        result["topology"] = {"servers": target.topo.spec.servers, "gpus_per_server": target.topo.spec.gpus_per_server,
+                              "spines": target.topo.spec.spines, "link_rate_bps": target.topo.spec.link_rate_bps}
+        result["wall_s"] = round(clock.wall_duration_ns(clock.now_ns()) / 1e9, 1)   # since the fabric's clock began
+        result["store_rows"] = store.counts()
+        result["polls"] = fab.collector.polls
+        store.close()
+    if args.plot:
+        _plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for line in summary_lines(result):
+            print(line)
+    return 0
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _wait_step(store: TelemetryStore, world: int, want: int, job: Job, clock: Clock, wall_budget_s: float) -> bool:
+    """Wait until every rank recorded step ``want``; False when the budget (wall s) ran out first."""
+    deadline = clock.now_ns() + clock.net_duration_ns(wall_budget_s * 1e9)
+    while completed_step(store, world) < want:
+        if not job.alive():
+            failed = [r for r in (job.result.ranks if job.result else []) if r.returncode and not r.stopped_by_launcher]
+            where = f"rank {failed[0].rank} exit {failed[0].returncode}, log {failed[0].log_path}" if failed else \
+                str(job.error)
+            raise CampaignError(f"the training job ended early ({where})")
+        if clock.now_ns() > deadline:
+            return False
+        clock.sleep_ns(clock.net_duration_ns(0.2e9))
+    return True
+
+
+def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], target: Any, store: TelemetryStore,
+          job: Job, clock: Clock, world: int) -> dict[str, Any]:
+    fab = target.fabric
+    lo, hi = CALIBRATION
+    _wait_step(store, world, hi, job, clock, args.timeout)
+    try:
+        exp = calibrate(store.steps(), store.collectives(), store.port_polls(), lo, hi)
+    except CalibrationError as exc:
+        raise CampaignError(str(exc)) from None
+    links_meta = store.meta().get("links", [])
+    t0, t1 = step_bounds(store, hi)
+    step_wall_s = max(clock.wall_duration_ns(exp.step_ns) / 1e9, 0.05)
+    _progress(f"calibrated on steps {lo}..{hi}: step {exp.step_ns / 1e6:.1f} ms network ({step_wall_s:.2f} s wall)")
+    false_alarms, healthy = 0, 0
+    step = hi
+    alarms: list[dict[str, Any]] = []
+    for _ in range(args.healthy_steps):
+        step += 1
+        if not _wait_step(store, world, step, job, clock, STALL_FACTOR * 4 * step_wall_s + 30):
+            break
+        a, b = step_bounds(store, step)
+        res = window_diagnosis(store, exp, links_meta, a, b)
+        healthy += 1
+        if res["detected"]:
+            false_alarms += 1
+            alarms.append({"step": step, "suspects": res["suspects"]})
+        top = res["suspects"][0] if res["detected"] else None
+        _progress(f"healthy step {step}: " + (f"ALARM {top['kind']} {top['place']}" if top else "no suspects"))
+    details = []
+    links = list(target.topo.links)
+    for i, kind in enumerate(plan):
+        f = pick_fault(rng, kind, target.topo, links)
+        clock.sleep_ns(clock.net_duration_ns(rng.uniform(0, step_wall_s) * 1e9))   # a random moment in a step
+        inj_ns = clock.box_ns()
+        fab.faults.apply(f.action, f.target, f.value)
+        store.add_fault(inj_ns, f.action, f.target, f.value)
+        base_step = completed_step(store, world)
+        d: dict[str, Any] = {"kind": f.kind, "place": f.place, "severity": f.severity, "action": f.action,
+                             "target": f.target, "value": f.value, "diagnosis": None, "detected": False,
+                             "top1": False, "top3": False, "correct": False, "steps_to_detect": None,
+                             "time_to_localize_s": None, "wall_time_to_localize_s": None}
+        for k in range(1, args.window_steps + 1):
+            _wait_step(store, world, base_step + k, job, clock, STALL_FACTOR * step_wall_s + 5)
+            res = window_diagnosis(store, exp, links_meta, inj_ns)
+            places = [s["place"] for s in res["suspects"]]
+            d["diagnosis"] = res["suspects"]
+            if res["detected"] and not d["detected"]:
+                d["detected"], d["steps_to_detect"] = True, k
+            d["top3"] = d["top3"] or any(_same_place(p, f.place) for p in places)
+            if places and _same_place(places[0], f.place) and res["suspects"][0]["kind"] == f.kind:
+                d["top1"] = d["correct"] = True
+                d["time_to_localize_s"] = (clock.box_ns() - inj_ns) / 1e9
+                d["wall_time_to_localize_s"] = clock.wall_duration_ns(clock.box_ns() - inj_ns) / 1e9
+                d["steps_to_localize"] = k
+                break
+        fab.faults.apply(*f.clear)
+        details.append(d)
+        top = d["diagnosis"][0] if d["diagnosis"] else None
+        _progress(f"fault {i + 1}/{len(plan)}: {f.kind} {f.place} (severity {f.severity}) -> "
+                  f"{(top['kind'] + ' ' + top['place']) if top else 'nothing'}: "
+                  f"{'correct' if d['correct'] else 'top-3' if d['top3'] else 'MISSED'}"
+                  + (f" in {d['time_to_localize_s']:.3f} s network, {d['wall_time_to_localize_s']:.1f} s wall"
+                     if d["correct"] else ""))
+        done = completed_step(store, world)
+        _wait_step(store, world, done + RECOVERY_STEPS, job, clock, STALL_FACTOR * 10 * step_wall_s + 60)
+    out = scores(details)
+    out.update({"false_alarms": false_alarms, "healthy_steps": healthy, "false_alarm_detail": alarms,
+                "expected": exp.to_json()})
+    return out
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def scores(details: list[dict[str, Any]]) -> dict[str, Any]:
+    """The campaign's figures over ``details`` (each injection), overall and per kind."""
+    def figures(ds: list[dict[str, Any]]) -> dict[str, Any]:
+        n = len(ds)
+        return {"faults": n, "detected": sum(d["detected"] for d in ds),
+                "top1_accuracy": sum(d["top1"] for d in ds) / n if n else None,
+                "top3_accuracy": sum(d["top3"] for d in ds) / n if n else None,
+                "median_steps_to_detect": _median([d["steps_to_detect"] for d in ds if d["steps_to_detect"]]),
+                "median_time_to_localize_s": _median([d["time_to_localize_s"] for d in ds if d["correct"]]),
+                "median_wall_time_to_localize_s": _median([d["wall_time_to_localize_s"] for d in ds if d["correct"]])}
+
+    out = figures(details)
+    out["by_kind"] = {k: figures([d for d in details if d["kind"] == k])
+                      for k in sorted({d["kind"] for d in details})}
+    out["faults_detail"] = details
+    return out
+
+
+def summary_lines(r: dict[str, Any]) -> list[str]:
+    fid = r.get("fidelity") or {}
+    lines = [f"# campaign: {r['faults']} faults, detected {r['detected']}, top-1 {r['top1_accuracy']:.2f}, top-3 "
+             f"{r['top3_accuracy']:.2f}, false alarms {r['false_alarms']} in {r['healthy_steps']} healthy steps, "
+             f"dilation {r.get('time_dilation')}, fidelity {'ok' if fid.get('ok') else 'NOT ok'}",
+             "# kind            faults  detected  top1   top3   steps  localize_s  wall_s"]
+    for k, f in r["by_kind"].items():
+        def fmt(v: Any) -> str:
+            return "-" if v is None else f"{v:.3g}"
+        lines.append(f"  {k:<16} {f['faults']:6d}  {f['detected']:8d}  {fmt(f['top1_accuracy']):5}  "
+                     f"{fmt(f['top3_accuracy']):5}  {fmt(f['median_steps_to_detect']):5}  "
+                     f"{fmt(f['median_time_to_localize_s']):10}  {fmt(f['median_wall_time_to_localize_s'])}")
+    return lines
+
+
+def _plot(r: dict[str, Any], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = list(r["by_kind"])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.5))
+    a1.bar([k for k in kinds], [r["by_kind"][k]["top1_accuracy"] or 0 for k in kinds], color="tab:blue")
+    a1.set_ylim(0, 1.05)
+    a1.set_title("top-1 accuracy per kind")
+    a2.bar(kinds, [r["by_kind"][k]["median_time_to_localize_s"] or 0 for k in kinds], color="tab:orange")
+    a2.set_title("median time to localize (network s)")
+    for ax in (a1, a2):
+        ax.tick_params(axis="x", labelrotation=20)
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise CampaignError(f"--plot {path}: cannot write ({exc.strerror})") from None
+    finally:
+        plt.close(fig)

@@ -1,0 +1,226 @@
+"""Fault localization over a window of telemetry, against the run's calibrated ``Expected``: ranked suspects
+(kind, place, severity, confidence) each with its evidence chain.
+
+Signals, strongest first: a switch not running (dead switch); a port reported down (down link); a rank whose
+compute per step grew against its own history while its peers' did not, and that its peers waited on (slow GPU);
+a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than the
+alpha-beta model (degraded link, or lossy link when it drops without queueing).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .expected import Expected, port_deltas
+
+SLOW_GPU_RATIO = 1.2
+"""A rank computing this many times its own healthy median (and its peers not) is a slow-GPU suspect."""
+COMM_SLOW_RATIO = 1.25
+"""Collectives this many times their alpha-beta prediction (median over the window): the network is slow."""
+QUEUE_MIN_PKTS = 12
+"""A queue this deep (packets, sampled or its high-water mark), 3x its healthy depth: grew (a 1500-byte MTU
+buffers only a few packets of a healthy all-to-all burst; a cut link queues tens)."""
+ECN_RATIO = 4.0
+WAITED_PER_STEP = 2.5
+WAITED_SHARE = 0.35
+"""A rank posting last more than this many times per step, and in this share of the late posts: waited on."""
+DROPS_MIN = 3
+TOP = 3
+
+
+@dataclass
+class Suspect:
+    """One ranked suspect: fault kind, place (``rank N``, link ``a<->b``, switch, ``switch port N``), how bad
+    (severity: the ratio to expected, or 1 for on/off faults) and how sure (0..1), and the evidence."""
+
+    kind: str
+    place: str
+    severity: float
+    confidence: float
+    evidence: list[str] = field(default_factory=list)
+
+
+def link_name(links: list[dict[str, Any]], a: str, b: str) -> str:
+    """The link between nodes ``a`` and ``b`` as ``x<->y`` in the topology's own order."""
+    for lk in links:
+        if {lk["a"], lk["b"]} == {a, b}:
+            return f"{lk['a']}<->{lk['b']}"
+    return f"{a}<->{b}"
+
+
+def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, Any]],
+             collectives: list[dict[str, Any]], polls: list[dict[str, Any]],
+             switch_polls: list[dict[str, Any]]) -> dict[str, Any]:
+    """Suspects of the window whose rows are given (steps, collectives, port and switch polls since its start),
+    best first; ``symptoms`` are the window's figures against expected."""
+    suspects: list[Suspect] = []
+    dead = _switches(switch_polls, suspects)
+    _down_ports(polls, dead, links, suspects)
+    waited_on = _waited_on(collectives)
+    symptoms = {"steps": len({s["step"] for s in steps}), "comm_ratio": _comm_ratio(exp, collectives),
+                "step_ratio": _step_ratio(exp, steps), "waited_on": {f"rank {r}": n for r, n in waited_on.items()}}
+    slow = _slow_ranks(exp, steps, waited_on, suspects)
+    _ports(exp, polls, dead, links, symptoms, suspects)
+    _slow_nics(steps, waited_on, slow, links, suspects)
+    suspects.sort(key=lambda s: (-s.confidence, -s.severity))
+    return {"suspects": [asdict(s) for s in suspects[:TOP]], "symptoms": symptoms,
+            "detected": bool(suspects)}
+
+
+def _switches(switch_polls: list[dict[str, Any]], out: list[Suspect]) -> set[str]:
+    last: dict[str, dict[str, Any]] = {}
+    for p in switch_polls:
+        last[p["switch"]] = p
+    dead = set()
+    for name, p in sorted(last.items()):
+        if p["state"] != "running":
+            dead.add(name)
+            out.append(Suspect("dead_switch", name, 1.0, 0.95,
+                               [f"switch {name}: state '{p['state']}' at the last poll (t={p['t_ns'] / 1e9:.3f} s)",
+                                "its ports are missing from the polls since"]))
+    return dead
+
+
+def _down_ports(polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]], out: list[Suspect]) -> None:
+    last: dict[tuple[str, int], dict[str, Any]] = {}
+    for p in polls:
+        last[(p["switch"], p["port"])] = p
+    down: dict[str, list[str]] = defaultdict(list)
+    for (sw, port), p in sorted(last.items()):
+        if not p["up"] and sw not in dead and p["peer"]:
+            down[link_name(links, sw, p["peer"])].append(f"{sw} port {port} (to {p['peer']}) is down")
+    for name, ev in down.items():
+        out.append(Suspect("down_link", name, 1.0, 0.9 if len(ev) > 1 else 0.85, ev))
+
+
+def _waited_on(collectives: list[dict[str, Any]]) -> Counter[int]:
+    """Per rank: in how many collectives of the window it posted last (its peers waited on it)."""
+    by_op: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for c in collectives:
+        by_op[(c["step"], c["seq"])].append(c)
+    out: Counter[int] = Counter()
+    for rows in by_op.values():
+        if len(rows) > 1:
+            last = max(rows, key=lambda c: c["post_ns"])
+            others = sorted(c["post_ns"] for c in rows if c is not last)
+            if last["post_ns"] - others[len(others) // 2] > 0.5 * max(last["end_ns"] - last["start_ns"], 1):
+                out[last["rank"]] += 1      # it posted later than its peers' median by half the op's length
+    return out
+
+
+def _comm_ratio(exp: Expected, collectives: list[dict[str, Any]]) -> float | None:
+    ratios = []
+    for c in collectives:
+        model = exp.collectives.get(c["op"])
+        if model is not None and model.predict_ns(c["nbytes"]) > 0:
+            ratios.append((c["end_ns"] - c["start_ns"]) / model.predict_ns(c["nbytes"]))
+    return statistics.median(ratios) if ratios else None
+
+
+def _step_ratio(exp: Expected, steps: list[dict[str, Any]]) -> float | None:
+    per_step: dict[int, int] = defaultdict(int)
+    for s in steps:
+        per_step[s["step"]] = max(per_step[s["step"]], s["t1_ns"] - s["t0_ns"])
+    return statistics.median(per_step.values()) / exp.step_ns if per_step and exp.step_ns > 0 else None
+
+
+def nic_link(links: list[dict[str, Any]], server: int, gpu: int) -> str:
+    """The link of server ``server``'s NIC ``gpu`` (its rail) as ``s<i><->leaf``."""
+    name = f"s{server}"
+    for lk in links:
+        if lk["a"] == name and lk.get("a_ifname", f"{name}-eth{gpu}") == f"{name}-eth{gpu}" \
+                and lk.get("kind") == "host-leaf":
+            return f"{lk['a']}<->{lk['b']}"
+    return f"{name}<->p0l{gpu}"
+
+
+def _slow_nics(steps: list[dict[str, Any]], waited_on: Counter[int], slow: set[int], links: list[dict[str, Any]],
+               out: list[Suspect]) -> None:
+    """A rank its peers keep waiting on while its compute is normal: its NIC's link is slow (the peers' data
+    to or from it arrives late, so it posts its next collective late)."""
+    nsteps = len({s["step"] for s in steps})
+    total = sum(waited_on.values())
+    where = {s["rank"]: (s["server"], s["gpu"]) for s in steps}
+    for rank, n in waited_on.most_common(1):
+        if rank in slow or rank not in where or n < WAITED_PER_STEP * nsteps + 1 or n < WAITED_SHARE * total:
+            continue
+        place = nic_link(links, *where[rank])
+        ev = [f"its peers waited on rank {rank} (server s{where[rank][0]}, NIC {where[rank][1]}): it posted last in "
+              f"{n} of {total} late-posted collectives over {nsteps} step(s)",
+              f"rank {rank}'s compute is within its healthy range: the delay is in its communication"]
+        known = next((s for s in out if s.place == place), None)
+        if known is not None:           # its leaf port's queue or marks grew too: one suspect, both chains
+            known.evidence += ev
+            known.confidence = round(min(0.97, known.confidence + 0.1), 3)
+            continue
+        out.append(Suspect("degraded_link", place, round(n / max(nsteps, 1), 2),
+                           round(min(0.85, 0.5 + 0.5 * n / max(total, 1)), 3), ev))
+
+
+def _slow_ranks(exp: Expected, steps: list[dict[str, Any]], waited_on: Counter[int], out: list[Suspect]) -> set[int]:
+    per_rank: dict[int, list[float]] = defaultdict(list)
+    for s in steps:
+        base = exp.compute_ns.get(s["rank"])
+        if base:
+            per_rank[s["rank"]].append(s["compute_ns"] / base)
+    if not per_rank:
+        return set()
+    ratio = {r: statistics.median(v) for r, v in per_rank.items()}
+    slow = set()
+    for rank, x in ratio.items():
+        peers = [v for r, v in ratio.items() if r != rank] or [1.0]
+        peer = statistics.median(peers)
+        if x >= SLOW_GPU_RATIO and x >= SLOW_GPU_RATIO * peer:
+            waits = waited_on.get(rank, 0)
+            total = sum(waited_on.values())
+            ev = [f"rank {rank}: compute per step x{x:.2f} of its own healthy median "
+                  f"({exp.compute_ns[rank] / 1e6:.2f} ms) over {len(per_rank[rank])} step(s)",
+                  f"peers (other ranks, same steps): median x{peer:.2f}",
+                  f"its peers waited on it: it posted last in {waits} of {total} late-posted collectives"]
+            conf = min(0.99, 0.6 + 0.2 * min(1.0, (x - 1) / 0.5) + (0.19 if waits and waits >= total / 2 else 0.0))
+            out.append(Suspect("slow_gpu", f"rank {rank}", round(x, 3), round(conf, 3), ev))
+            slow.add(rank)
+    return slow
+
+
+def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]],
+           symptoms: dict[str, Any], out: list[Suspect]) -> None:
+    comm_slow = (symptoms["comm_ratio"] or 0) >= COMM_SLOW_RATIO or (symptoms["step_ratio"] or 0) >= COMM_SLOW_RATIO
+    cands = []
+    for key, d in port_deltas(polls).items():
+        sw, port = key
+        if sw in dead or not d["up"] or not d["peer"] or d["span_ns"] <= 0:
+            continue
+        base = exp.ports.get(key)
+        base_q = base.qdepth_max if base else 0
+        base_ecn = base.ecn_per_s if base else 0.0
+        ecn_s = d["ecn"] / (d["span_ns"] / 1e9)
+        q_score = d["qdepth_max"] / max(base_q, QUEUE_MIN_PKTS / 3)
+        ecn_score = ecn_s / max(base_ecn, 1.0)
+        ev = []
+        if d["qdepth_max"] >= QUEUE_MIN_PKTS and q_score >= 3:
+            ev.append(f"{sw} port {port} (to {d['peer']}): queue sampled up to {d['qdepth_max']} pkts "
+                      f"(healthy max {base_q})")
+        base_hw = base.high_water_pkts if base else 0
+        hw_score = d["high_water"] / max(base_hw, QUEUE_MIN_PKTS / 2)
+        if d["high_water"] > d["high_water_first"] and d["high_water"] >= QUEUE_MIN_PKTS and hw_score >= 2:
+            ev.append(f"{sw} port {port} (to {d['peer']}): queue high-water mark rose to {d['high_water']} pkts "
+                      f"in the window (healthy {base_hw})")
+            q_score = max(q_score, hw_score)
+        if ecn_score >= ECN_RATIO and d["ecn"] >= 10:
+            ev.append(f"{sw} port {port}: {ecn_s:.0f} ECN marks/s (healthy {base_ecn:.0f}/s)")
+        lossy = d["drops"] >= DROPS_MIN and d["drops"] / (d["span_ns"] / 1e9) > 4 * (base.drops_per_s if base else 0)
+        if lossy:
+            ev.append(f"{sw} port {port}: {d['drops']} drops in the window")
+        if ev and (comm_slow or lossy):    # a queue that slows nothing is load, not a fault
+            cands.append((max(q_score, ecn_score), key, d, ev, lossy))
+    for score, (sw, _port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
+        if comm_slow:
+            ev.append(f"collectives x{symptoms['comm_ratio'] or 0:.2f} of their alpha-beta prediction, steps "
+                      f"x{symptoms['step_ratio'] or 0:.2f} of healthy")
+        kind = "lossy_link" if lossy and d["qdepth_max"] < QUEUE_MIN_PKTS else "degraded_link"
+        conf = min(0.9, 0.4 + 0.1 * min(score, 3.0) + (0.2 if comm_slow else 0.0))
+        out.append(Suspect(kind, link_name(links, sw, d["peer"]), round(score, 2), round(conf, 3), ev))

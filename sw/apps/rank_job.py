@@ -13,6 +13,7 @@ from typing import Any
 
 from sw.clock import get_clock
 from sw.clock.lag import ENV_LAG_DIR, fidelity, read_lag_dir
+from sw.collectives.autotune import ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, MODES
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, CommConfig, intra_rate_for
 from sw.units import AutoDilation, UnitError, add_time_dilation_flag, float_flag, parse_rate_bps
 
@@ -62,6 +63,17 @@ def add_where_arguments(parser: argparse.ArgumentParser, timeout_s: float = 3600
     r.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
                    help="ranks' TCP without ECN (default: ECN on, so RED marks slow senders before drops)")
     r.add_argument("--logdir", default=None, metavar="DIR", help="keep per-rank logs here")
+    r.add_argument("--autotune", choices=MODES, default=None,
+                   help="online auto-tune of the collectives' algorithm and chunk: on, off, or reset (forget the "
+                        f"stored table of this topology first); default: ${ENV_AUTOTUNE}, else off")
+
+
+def autotune_env(args: argparse.Namespace) -> dict[str, str]:
+    """The ranks' auto-tune variables: ``--autotune`` (else $STARPULSE_AUTOTUNE) and $STARPULSE_AUTOTUNE_DIR."""
+    out = {var: os.environ[var] for var in (ENV_AUTOTUNE, ENV_AUTOTUNE_DIR) if os.environ.get(var)}
+    if getattr(args, "autotune", None):
+        out[ENV_AUTOTUNE] = args.autotune
+    return out
 
 
 def flag_rate_bps(text: str, flag: str, error: type[Exception] = RankJobError) -> int:
@@ -100,7 +112,7 @@ def run_local_job(args: argparse.Namespace, servers: int, gpus: int, fn: Callabl
     with tempfile.TemporaryDirectory(prefix="starpulse-lag-") as lag_dir:
         os.environ[ENV_LAG_DIR] = lag_dir        # the forked ranks' throttles report here
         try:
-            results = run_local(servers, gpus, fn, *fn_args, config=config, env=env,
+            results = run_local(servers, gpus, fn, *fn_args, config=config, env={**autotune_env(args), **(env or {})},
                                 timeout_s=min(args.timeout, DEFAULT_LOCAL_TIMEOUT_S))
         finally:
             del os.environ[ENV_LAG_DIR]

@@ -3,7 +3,9 @@ message with the current operation, counts bytes per link class, and waits with 
 
 from __future__ import annotations
 
+import copy
 import select
+import threading
 from collections.abc import Iterable
 
 import numpy as np
@@ -13,7 +15,7 @@ from sw.clock import Clock, get_clock
 from .deadline import Backoff, Deadline
 from .errors import CollectiveUserError
 from .rank_layout import LINK_CLASSES, RankLayout
-from .transport.base import Request, Transport, byte_view
+from .transport.base import LANE_BIT, Request, Transport, byte_view
 
 IDLE_WAIT_MAX_S = 0.05
 """Longest wall wait of an idle progress round (a frame, a timer or new work ends it sooner)."""
@@ -33,6 +35,14 @@ class Net:
         self.tag = 0
         self.bytes_sent = dict.fromkeys(LINK_CLASSES, 0)
         self.messages_sent = dict.fromkeys(LINK_CLASSES, 0)
+        self._lock = threading.RLock()   # two schedules of one operation may post and progress from two threads
+
+    def second_lane(self) -> Net:
+        """A view of this Net for a schedule running alongside the current one (its own thread): same transports,
+        counters and lock, messages tagged with ``LANE_BIT`` so they never match the other schedule's."""
+        view = copy.copy(self)
+        view.tag = self.tag | LANE_BIT
+        return view
 
     def _transport(self, peer: int) -> Transport:
         try:
@@ -44,20 +54,23 @@ class Net:
 
     def isend(self, peer: int, buf: np.ndarray) -> Request:
         """Post a send of the contiguous array ``buf`` (leave it untouched until the request completes)."""
-        req = self._transport(peer).isend(peer, self.tag, byte_view(buf))
-        link = self.layout.link_class(self.rank, peer)
-        self.bytes_sent[link] += req.nbytes
-        self.messages_sent[link] += 1
+        with self._lock:
+            req = self._transport(peer).isend(peer, self.tag, byte_view(buf))
+            link = self.layout.link_class(self.rank, peer)
+            self.bytes_sent[link] += req.nbytes
+            self.messages_sent[link] += 1
         return req
 
     def irecv(self, peer: int, buf: np.ndarray) -> Request:
         """Post a receive filling the contiguous array ``buf`` with the next message from ``peer``."""
-        return self._transport(peer).irecv(peer, self.tag, byte_view(buf))
+        with self._lock:
+            return self._transport(peer).irecv(peer, self.tag, byte_view(buf))
 
     def progress(self) -> bool:
         moved = False
-        for t in self.transports:
-            moved |= t.progress()
+        with self._lock:
+            for t in self.transports:
+                moved |= t.progress()
         return moved
 
     def host_progress(self) -> list[Transport]:

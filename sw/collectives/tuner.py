@@ -19,7 +19,7 @@ from .errors import CollectiveUserError
 from .rank_layout import RankLayout
 
 ALGOS: dict[str, tuple[str, ...]] = {
-    "allreduce": ("ring", "tree", "rhd", "hier"),
+    "allreduce": ("ring", "tree", "rhd", "hier", "hetero"),
     "broadcast": ("ring", "tree"),
     "reduce": ("ring", "tree"),
     "allgather": ("ring", "rhd"),
@@ -30,8 +30,15 @@ ALGOS: dict[str, tuple[str, ...]] = {
 
 ENV_ALGO = "STARPULSE_ALGO"
 ENV_CHUNK = "STARPULSE_CHUNK_BYTES"
+ENV_HETERO_SPLIT = "STARPULSE_HETERO_SPLIT"
+"""Share (0..1) of a ``hetero`` allreduce sent through the hierarchical path, instead of the model's choice."""
 MIN_CHUNK_BYTES = 4 * 1024
 MAX_CHUNK_BYTES = 4 * 1024 * 1024
+HETERO_STEPS = 64
+"""The heterogeneous allreduce's split is a multiple of 1/HETERO_STEPS of the buffer."""
+HETERO_SLACK = 0.05
+"""Allreduce: the model chooses ``hetero`` only when it is modelled this much faster than the best single-path
+algorithm (its second thread and lane cost something the model does not charge)."""
 RAIL_SLACK = 0.02
 """All-to-all: rail-aligned is chosen unless pairwise is modelled more than this much faster.  Both put the same
 bytes on every NIC, and the model charges pairwise nothing for what only it is exposed to (ECMP collisions on
@@ -61,6 +68,39 @@ class CostModel:
     @property
     def cross_link(self) -> LinkCost:
         return self.cross or self.inter
+
+
+def hier_time_s(model: CostModel, servers: int, gpus: int, nbytes: float) -> tuple[float, float, float]:
+    """Hierarchical allreduce of ``nbytes``: (time, shared-memory busy time, NIC busy time); the phases are
+    sequential, so the time is the sum of both."""
+    intra = model.intra.time_s(2 * (gpus - 1) / gpus * nbytes, 2 * (gpus - 1)) if gpus > 1 else 0.0
+    inter = model.inter.time_s(2 * (servers - 1) / servers * nbytes / gpus, 2 * (servers - 1)) if servers > 1 else 0.0
+    return intra + inter, intra, inter
+
+
+def rail_first_time_s(model: CostModel, servers: int, gpus: int, nbytes: float) -> tuple[float, float, float]:
+    """Rail-first allreduce of ``nbytes`` (rail reduce-scatter, intra allreduce of 1/S, rail allgather):
+    (time, shared-memory busy time, NIC busy time)."""
+    inter = model.inter.time_s(2 * (servers - 1) / servers * nbytes, 2 * (servers - 1)) if servers > 1 else 0.0
+    intra = model.intra.time_s(2 * (gpus - 1) / gpus * nbytes / servers, 2 * (gpus - 1)) if gpus > 1 else 0.0
+    return intra + inter, intra, inter
+
+
+def hetero_time_s(model: CostModel, servers: int, gpus: int, nbytes: float, hier_fraction: float) -> float:
+    """Modelled time of the heterogeneous allreduce with ``hier_fraction`` of the bytes on the hierarchical path
+    and the rest on the rail-first path, run at once: the later of the two parts alone, and of the summed busy
+    time of shared memory and of the NIC (the two parts share both)."""
+    parts = [(hier_time_s, hier_fraction), (rail_first_time_s, 1.0 - hier_fraction)]
+    times = [fn(model, servers, gpus, share * nbytes) if share > 0 else (0.0, 0.0, 0.0) for fn, share in parts]
+    return max(max(t[0] for t in times), sum(t[1] for t in times), sum(t[2] for t in times))
+
+
+def hetero_fraction(model: CostModel, servers: int, gpus: int, nbytes: float) -> float:
+    """The share of the buffer the heterogeneous allreduce sends through the hierarchical path: the multiple of
+    1/HETERO_STEPS with the least modelled time (the larger share on a tie), so both parts finish together."""
+    steps = range(HETERO_STEPS, -1, -1)
+    best = min(steps, key=lambda k: hetero_time_s(model, servers, gpus, nbytes, k / HETERO_STEPS))
+    return best / HETERO_STEPS
 
 
 def parse_algo_env(raw: str) -> dict[str, str]:
@@ -93,15 +133,30 @@ def parse_chunk_env(raw: str) -> int:
     return value
 
 
+def parse_hetero_split_env(raw: str) -> float:
+    """$STARPULSE_HETERO_SPLIT: a number in 0..1 (the hierarchical share of a ``hetero`` allreduce)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise CollectiveUserError(f"${ENV_HETERO_SPLIT}={raw!r}: expected a number from 0 to 1 (the share of a "
+                                  "hetero allreduce on the hierarchical path)")
+    return value
+
+
 class Tuner:
     """Deterministic choice (every rank computes the same) of algorithm and chunk bytes per call."""
 
     def __init__(self, layout: RankLayout, model: CostModel, env: dict[str, str] | None = None) -> None:
         env = dict(os.environ) if env is None else env
+        self.env = env
         self.layout = layout
         self.model = model
         self.env_algo = parse_algo_env(env[ENV_ALGO]) if env.get(ENV_ALGO, "").strip() else {}
         self.env_chunk = parse_chunk_env(env[ENV_CHUNK]) if env.get(ENV_CHUNK, "").strip() else None
+        raw_split = env.get(ENV_HETERO_SPLIT, "").strip()
+        self.env_hetero_split = parse_hetero_split_env(raw_split) if raw_split else None
 
     # --- model ----------------------------------------------------------------------------------------------
     def _flat_link(self) -> LinkCost:
@@ -119,7 +174,7 @@ class Tuner:
         for algo in ALGOS[coll]:
             if algo == "rhd" and coll != "allreduce" and n & (n - 1):
                 continue
-            if algo in ("hier", "rail") and not self.layout.uniform:
+            if algo in ("hier", "rail", "hetero") and not self.layout.uniform:
                 continue
             out.append(algo)
         return tuple(out)
@@ -140,9 +195,9 @@ class Tuner:
                 fold = 0 if n & (n - 1) == 0 else 2
                 return link.time_s(2 * (n - 1) / n * nbytes + fold * nbytes, 2 * logn + fold)
             g, s = self.layout.gpus_per_server, len(self.layout.servers)
-            intra = self.model.intra.time_s(2 * (g - 1) / g * nbytes, 2 * (g - 1)) if g > 1 else 0.0
-            inter = self.model.inter.time_s(2 * (s - 1) / s * nbytes / g, 2 * (s - 1)) if s > 1 else 0.0
-            return intra + inter
+            if algo == "hetero":
+                return hetero_time_s(self.model, s, g, nbytes, self.hetero_fraction(nbytes))
+            return hier_time_s(self.model, s, g, nbytes)[0]
         if coll in ("broadcast", "reduce"):
             return link.time_s(nbytes, n - 1) if algo == "ring" else link.time_s(2 * nbytes, logn)
         if coll in ("allgather", "reducescatter"):
@@ -174,10 +229,18 @@ class Tuner:
         shuffle = intra.time_s(block * (g - 1) * s, (g - 1) * s) + inter.time_s(block)
         return max(nic, relayed, shuffle)
 
+    def hetero_fraction(self, nbytes: int) -> float:
+        """Share of an ``nbytes`` allreduce the ``hetero`` algorithm runs through the hierarchical path
+        ($STARPULSE_HETERO_SPLIT, else the model's)."""
+        if self.env_hetero_split is not None:
+            return self.env_hetero_split
+        return hetero_fraction(self.model, len(self.layout.servers), self.layout.gpus_per_server, nbytes)
+
     # --- choices --------------------------------------------------------------------------------------------
     def algo(self, coll: str, nbytes: int, requested: str | None = None) -> str:
         """The per-call choice, else $STARPULSE_ALGO, else the cheapest modelled one (all-to-all: rail-aligned
-        unless pairwise is modelled more than RAIL_SLACK faster)."""
+        unless pairwise is modelled more than RAIL_SLACK faster; allreduce: hetero only when it is modelled
+        more than HETERO_SLACK faster than the best other)."""
         if requested is not None:
             if requested not in ALGOS[coll]:
                 raise CollectiveUserError(f"algo {requested!r}: unknown for {coll} (allowed: {', '.join(ALGOS[coll])})")
@@ -186,10 +249,20 @@ class Tuner:
         env = self.env_algo.get(coll)
         if env is not None and env in options:
             return env
-        best = min(options, key=lambda a: (self.estimate_s(coll, a, nbytes), options.index(a)))
+        best = self.model_best(coll, nbytes, options)
         if coll == "alltoall" and "rail" in options and (
                 self.estimate_s(coll, "rail", nbytes) <= (1 + RAIL_SLACK) * self.estimate_s(coll, best, nbytes)):
             return "rail"
+        return best
+
+    def model_best(self, coll: str, nbytes: int, options: tuple[str, ...]) -> str:
+        """The cheapest modelled algorithm of ``options`` (earlier ones win ties; ``hetero`` needs HETERO_SLACK)."""
+        best = min(options, key=lambda a: (self.estimate_s(coll, a, nbytes), options.index(a)))
+        single = [a for a in options if a != "hetero"]
+        if best == "hetero" and single:
+            other = min(single, key=lambda a: (self.estimate_s(coll, a, nbytes), single.index(a)))
+            if self.estimate_s(coll, best, nbytes) * (1 + HETERO_SLACK) > self.estimate_s(coll, other, nbytes):
+                return other
         return best
 
     def chunk_bytes(self, coll: str, algo: str, nbytes: int, requested: int | None = None) -> int:

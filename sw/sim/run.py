@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from sw.collectives.fabric_topology import TopologySpec
+from sw.collectives.tuner import CostModel, LinkCost
 
 from .flow_fabric import LINK_CLASSES, SimFabric
 from .maxmin import run_phase
@@ -37,7 +38,8 @@ def simulate(spec: TopologySpec, op: str, algo: str, size_bytes: int, routing: s
     fab = SimFabric(spec, intra, spec.delay_ns * 1e-9)
     link_bytes = np.zeros(fab.n_links)
     total_s, solves = 0.0, 0
-    for ph in phases(op, algo, spec.servers, spec.rails, size_bytes, params.itemsize):
+    model = CostModel(LinkCost(params.alpha_s, intra), LinkCost(params.alpha_s, spec.link_rate_bps * params.efficiency))
+    for ph in phases(op, algo, spec.servers, spec.rails, size_bytes, params.itemsize, model):
         paths = fab.paths(ph.src, ph.dst, routing)
         t, k = run_phase(paths, ph.nbytes, fab.capacity_bps, params.efficiency)
         solves += k

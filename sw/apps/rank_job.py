@@ -13,8 +13,9 @@ from typing import Any
 
 from sw.clock import get_clock
 from sw.clock.lag import ENV_LAG_DIR, fidelity, read_lag_dir
-from sw.collectives.autotune import ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, MODES
+from sw.collectives.autotune import ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, MODES, parse_autotune_env
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, CommConfig, intra_rate_for
+from sw.collectives.tuner import ENV_HETERO_SPLIT, parse_hetero_split_env
 from sw.units import AutoDilation, UnitError, add_time_dilation_flag, float_flag, parse_rate_bps
 
 DEFAULT_LOCAL_TIMEOUT_S = 600.0
@@ -69,10 +70,15 @@ def add_where_arguments(parser: argparse.ArgumentParser, timeout_s: float = 3600
 
 
 def autotune_env(args: argparse.Namespace) -> dict[str, str]:
-    """The ranks' auto-tune variables: ``--autotune`` (else $STARPULSE_AUTOTUNE) and $STARPULSE_AUTOTUNE_DIR."""
-    out = {var: os.environ[var] for var in (ENV_AUTOTUNE, ENV_AUTOTUNE_DIR) if os.environ.get(var)}
+    """The ranks' tuning variables, checked here (a bad one is a one-line error before any rank starts):
+    ``--autotune`` (else $STARPULSE_AUTOTUNE), $STARPULSE_AUTOTUNE_DIR and $STARPULSE_HETERO_SPLIT."""
+    out = {var: os.environ[var] for var in (ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, ENV_HETERO_SPLIT) if os.environ.get(var)}
     if getattr(args, "autotune", None):
         out[ENV_AUTOTUNE] = args.autotune
+    if out.get(ENV_AUTOTUNE):
+        parse_autotune_env(out[ENV_AUTOTUNE])
+    if out.get(ENV_HETERO_SPLIT):
+        parse_hetero_split_env(out[ENV_HETERO_SPLIT])
     return out
 
 
@@ -112,7 +118,7 @@ def run_local_job(args: argparse.Namespace, servers: int, gpus: int, fn: Callabl
     with tempfile.TemporaryDirectory(prefix="starpulse-lag-") as lag_dir:
         os.environ[ENV_LAG_DIR] = lag_dir        # the forked ranks' throttles report here
         try:
-            results = run_local(servers, gpus, fn, *fn_args, config=config, env={**autotune_env(args), **(env or {})},
+            results = run_local(servers, gpus, fn, *fn_args, config=config, env={**(env or {}), **autotune_env(args)},
                                 timeout_s=min(args.timeout, DEFAULT_LOCAL_TIMEOUT_S))
         finally:
             del os.environ[ENV_LAG_DIR]

@@ -70,34 +70,65 @@ class CostModel:
         return self.cross or self.inter
 
 
-def hier_time_s(model: CostModel, servers: int, gpus: int, nbytes: float) -> tuple[float, float, float]:
-    """Hierarchical allreduce of ``nbytes``: (time, shared-memory busy time, NIC busy time); the phases are
-    sequential, so the time is the sum of both."""
-    intra = model.intra.time_s(2 * (gpus - 1) / gpus * nbytes, 2 * (gpus - 1)) if gpus > 1 else 0.0
-    inter = model.inter.time_s(2 * (servers - 1) / servers * nbytes / gpus, 2 * (servers - 1)) if servers > 1 else 0.0
-    return intra + inter, intra, inter
+def hier_stages(model: CostModel, servers: int, gpus: int, nbytes: float) -> list[tuple[str, float]]:
+    """Hierarchical allreduce of ``nbytes`` as (resource, seconds alone) stages: intra reduce-scatter on shared
+    memory, per-rail allreduce of 1/G on the NIC, intra allgather."""
+    half = model.intra.time_s((gpus - 1) / gpus * nbytes, gpus - 1) if gpus > 1 else 0.0
+    rail = model.inter.time_s(2 * (servers - 1) / servers * nbytes / gpus, 2 * (servers - 1)) if servers > 1 else 0.0
+    return [("shm", half), ("nic", rail), ("shm", half)]
 
 
-def rail_first_time_s(model: CostModel, servers: int, gpus: int, nbytes: float) -> tuple[float, float, float]:
-    """Rail-first allreduce of ``nbytes`` (rail reduce-scatter, intra allreduce of 1/S, rail allgather):
-    (time, shared-memory busy time, NIC busy time)."""
-    inter = model.inter.time_s(2 * (servers - 1) / servers * nbytes, 2 * (servers - 1)) if servers > 1 else 0.0
+def rail_first_stages(model: CostModel, servers: int, gpus: int, nbytes: float) -> list[tuple[str, float]]:
+    """Rail-first allreduce of ``nbytes`` as stages: per-rail reduce-scatter on the NIC, intra allreduce of the
+    owned 1/S on shared memory, per-rail allgather."""
+    half = model.inter.time_s((servers - 1) / servers * nbytes, servers - 1) if servers > 1 else 0.0
     intra = model.intra.time_s(2 * (gpus - 1) / gpus * nbytes / servers, 2 * (gpus - 1)) if gpus > 1 else 0.0
-    return intra + inter, intra, inter
+    return [("nic", half), ("shm", intra), ("nic", half)]
+
+
+def overlap_time_s(lanes: list[list[tuple[str, float]]]) -> float:
+    """Time of stage sequences run at once, each lane's stages in order; lanes whose current stages use the
+    same resource share it equally (a two-resource fluid model of the heterogeneous allreduce)."""
+    pos = [0] * len(lanes)
+    left = [lane[0][1] if lane else 0.0 for lane in lanes]
+    t = 0.0
+    while True:
+        active = [k for k, lane in enumerate(lanes) if pos[k] < len(lane)]
+        if not active:
+            return t
+        users: dict[str, int] = {}
+        for k in active:
+            res = lanes[k][pos[k]][0]
+            users[res] = users.get(res, 0) + 1
+        share = {k: 1.0 / users[lanes[k][pos[k]][0]] for k in active}
+        dt = min(left[k] / share[k] for k in active)
+        t += dt
+        for k in active:
+            left[k] -= share[k] * dt
+            while pos[k] < len(lanes[k]) and left[k] <= 1e-15:
+                pos[k] += 1
+                left[k] = lanes[k][pos[k]][1] if pos[k] < len(lanes[k]) else 0.0
+
+
+def hier_time_s(model: CostModel, servers: int, gpus: int, nbytes: float) -> float:
+    """Modelled time of the hierarchical allreduce (its stages in sequence)."""
+    return sum(t for _, t in hier_stages(model, servers, gpus, nbytes))
 
 
 def hetero_time_s(model: CostModel, servers: int, gpus: int, nbytes: float, hier_fraction: float) -> float:
     """Modelled time of the heterogeneous allreduce with ``hier_fraction`` of the bytes on the hierarchical path
-    and the rest on the rail-first path, run at once: the later of the two parts alone, and of the summed busy
-    time of shared memory and of the NIC (the two parts share both)."""
-    parts = [(hier_time_s, hier_fraction), (rail_first_time_s, 1.0 - hier_fraction)]
-    times = [fn(model, servers, gpus, share * nbytes) if share > 0 else (0.0, 0.0, 0.0) for fn, share in parts]
-    return max(max(t[0] for t in times), sum(t[1] for t in times), sum(t[2] for t in times))
+    and the rest on the rail-first path, run at once (``overlap_time_s``)."""
+    lanes = []
+    if hier_fraction > 0:
+        lanes.append(hier_stages(model, servers, gpus, hier_fraction * nbytes))
+    if hier_fraction < 1:
+        lanes.append(rail_first_stages(model, servers, gpus, (1 - hier_fraction) * nbytes))
+    return overlap_time_s(lanes)
 
 
 def hetero_fraction(model: CostModel, servers: int, gpus: int, nbytes: float) -> float:
     """The share of the buffer the heterogeneous allreduce sends through the hierarchical path: the multiple of
-    1/HETERO_STEPS with the least modelled time (the larger share on a tie), so both parts finish together."""
+    1/HETERO_STEPS with the least modelled time (the larger share on a tie), where both parts finish together."""
     steps = range(HETERO_STEPS, -1, -1)
     best = min(steps, key=lambda k: hetero_time_s(model, servers, gpus, nbytes, k / HETERO_STEPS))
     return best / HETERO_STEPS
@@ -197,7 +228,7 @@ class Tuner:
             g, s = self.layout.gpus_per_server, len(self.layout.servers)
             if algo == "hetero":
                 return hetero_time_s(self.model, s, g, nbytes, self.hetero_fraction(nbytes))
-            return hier_time_s(self.model, s, g, nbytes)[0]
+            return hier_time_s(self.model, s, g, nbytes)
         if coll in ("broadcast", "reduce"):
             return link.time_s(nbytes, n - 1) if algo == "ring" else link.time_s(2 * nbytes, logn)
         if coll in ("allgather", "reducescatter"):

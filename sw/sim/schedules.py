@@ -6,9 +6,8 @@
 A phase is a set of flows that start together, repeated ``repeat`` times (the steps of a ring move the same
 pairs).  Simplifications: a ring's segments differ by at most one element, the phase takes each flow's step-0
 segment for every step; pipelined trees and the rail-aligned all-to-all's shuffle are one phase each (their
-chunks overlap), with the tree's depth counted in latency steps.  The heterogeneous allreduce runs its two
-schedules at once: step k of one shares a phase with step k of the other (lock-step, an approximation of two
-free-running rings).
+chunks overlap), with the tree's depth counted in latency steps.  The heterogeneous allreduce's two schedules
+are two ``lane``s: each lane's phases run in order, the lanes at the same time (``sw.sim.run``).
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ class Phase:
     nbytes: np.ndarray
     repeat: int = 1
     latency_steps: int = 1   # per-message overheads and path latencies on the critical path of one repeat
+    lane: int = 0            # phases of one lane run in order; different lanes run at the same time
 
 
 def _sizes(counts: np.ndarray, n: int) -> np.ndarray:
@@ -134,30 +134,19 @@ def rail_first_phases(servers: int, gpus: int, count: int, itemsize: int) -> lis
             + ring_phases(local.T.copy(), counts, itemsize, rs=False, ag=True))
 
 
-def _unit_steps(phs: list[Phase]) -> list[Phase]:
+def unit_steps(phs: list[Phase]) -> list[Phase]:
     """Each phase repeated ``repeat`` times as that many one-step phases (latency split evenly)."""
-    return [Phase(ph.src, ph.dst, ph.nbytes, 1, max(1, ph.latency_steps // ph.repeat))
+    return [Phase(ph.src, ph.dst, ph.nbytes, 1, max(1, ph.latency_steps // ph.repeat), ph.lane)
             for ph in phs for _ in range(ph.repeat)]
 
 
-def concurrent_phases(a: list[Phase], b: list[Phase]) -> list[Phase]:
-    """Two schedules run at once, in lock-step: step k of ``a`` and step k of ``b`` form one phase."""
-    ua, ub = _unit_steps(a), _unit_steps(b)
-    out = []
-    for k in range(max(len(ua), len(ub))):
-        both = [u[k] for u in (ua, ub) if k < len(u)]
-        out.append(Phase(np.concatenate([p.src for p in both]), np.concatenate([p.dst for p in both]),
-                         np.concatenate([p.nbytes for p in both]), 1, max(p.latency_steps for p in both)))
-    return out
-
-
 def hetero_phases(servers: int, gpus: int, count: int, itemsize: int, hier_fraction: float) -> list[Phase]:
-    """Heterogeneous allreduce: the first ``hier_fraction`` of the buffer hierarchical, the rest rail-first, at
-    once (the communicator's split: ``round(count * hier_fraction)`` elements)."""
+    """Heterogeneous allreduce: the first ``hier_fraction`` of the buffer hierarchical (lane 0), the rest
+    rail-first (lane 1), at once (the communicator's split: ``round(count * hier_fraction)`` elements)."""
     hier_count = int(round(count * hier_fraction))
     a = hier_phases(servers, gpus, hier_count, itemsize) if hier_count else []
     b = rail_first_phases(servers, gpus, count - hier_count, itemsize) if count - hier_count else []
-    return concurrent_phases(a, b)
+    return a + [Phase(p.src, p.dst, p.nbytes, p.repeat, p.latency_steps, lane=1) for p in b]
 
 
 def pairwise_phases(n: int, block_bytes: int) -> list[Phase]:

@@ -14,6 +14,7 @@ from sw.collectives.autotune import AutoTuner, parse_autotune_env, size_bucket
 from sw.collectives.bootstrap import default_model
 from sw.collectives.config import CommConfig
 from sw.collectives.errors import CollectiveUserError
+from sw.collectives.fabric_topology import TopologySpec
 from sw.collectives.local import run_local
 from sw.collectives.rank_layout import RankLayout
 from sw.collectives.tuner import (
@@ -23,8 +24,10 @@ from sw.collectives.tuner import (
     hetero_fraction,
     hetero_time_s,
     hier_time_s,
-    rail_first_time_s,
+    overlap_time_s,
+    rail_first_stages,
 )
+from sw.sim.run import SimParams, simulate
 from sw.sim.schedules import hetero_phases, phases
 
 
@@ -63,16 +66,15 @@ def test_hetero_split_moves_bytes_between_the_paths():
 
 
 def test_split_follows_path_rates():
-    """A slower shared-memory path gets a smaller share; the chosen split beats both single paths and balances
-    the busy time of the two resources."""
+    """A slower shared-memory path gets a smaller share; the chosen split beats both single paths."""
     inter = LinkCost(60e-6, 100e6)
     fracs = []
     for intra_bps in (900e6, 300e6, 100e6, 50e6):
         model = CostModel(LinkCost(20e-6, intra_bps), inter)
         f = hetero_fraction(model, 4, 2, 16 << 20)
         best = hetero_time_s(model, 4, 2, 16 << 20, f)
-        assert best <= hier_time_s(model, 4, 2, 16 << 20)[0] + 1e-12
-        assert best <= rail_first_time_s(model, 4, 2, 16 << 20)[0] + 1e-12
+        assert best <= hier_time_s(model, 4, 2, 16 << 20) + 1e-12
+        assert best <= overlap_time_s([rail_first_stages(model, 4, 2, 16 << 20)]) + 1e-12
         fracs.append(f)
     assert fracs == sorted(fracs, reverse=True) and fracs[0] > fracs[-1]
     assert 0 < fracs[-1] < 1
@@ -80,15 +82,22 @@ def test_split_follows_path_rates():
     assert env_split.hetero_fraction(1 << 20) == 0.25
 
 
-def test_sim_runs_the_hetero_schedule_with_the_model_split():
+def test_sim_runs_the_hetero_schedule_as_two_lanes():
     halves = hetero_phases(4, 2, 1 << 16, 4, 0.5)
-    assert len(halves) == max(2 * 1 + 2 * 3, 2 * 3 + 2 * 1)        # lock-step steps of the longer schedule
+    assert [p.lane for p in halves] == [0] * 4 + [1] * 4    # ring phases: hier rs | rail rs, ag | ag, rail-first alike
     moved = sum(int(p.nbytes.sum()) * p.repeat for p in halves)
     hier_only = sum(int(p.nbytes.sum()) * p.repeat for p in hetero_phases(4, 2, 1 << 16, 4, 1.0))
     rail_only = sum(int(p.nbytes.sum()) * p.repeat for p in hetero_phases(4, 2, 1 << 16, 4, 0.0))
     assert moved == pytest.approx((hier_only + rail_only) / 2, rel=1e-3)
     with pytest.raises(ValueError, match="--algo hetero: needs the link cost model"):
         phases("allreduce", "hetero", 4, 2, 1 << 16)
+    # shared memory at 2x the rail: the two lanes overlap, so hetero beats hier; at split 1 it is hier exactly
+    spec = TopologySpec(servers=4, gpus_per_server=2, pods=1, spines=2, link_rate_bps=100_000_000)
+    params = SimParams(intra_rate_bps=200e6)
+    hier = simulate(spec, "allreduce", "hier", 16 << 20, "rail", params)
+    het = simulate(spec, "allreduce", "hetero", 16 << 20, "rail", params)
+    assert het["predicted_s"] < hier["predicted_s"]
+    assert sum(het["bytes_by_link_class"].values()) > 0 and het["bytes_by_link_class"]["leaf-spine"] == 0
 
 
 def test_bad_tuning_values_are_one_line_errors():

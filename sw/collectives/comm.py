@@ -100,7 +100,8 @@ class Communicator:
     - ``recvbuf``: the output array; omitted (None) means in place where the collective allows it.
     - ``op``: the reduction, one of ``REDUCE_OPS`` ('sum', 'prod', 'min', 'max', 'avg'; avg for float types).
     - ``algo``: the schedule for this call, one of ``self.algorithms(coll)`` (``ALGOS`` lists them all); else
-      ``$STARPULSE_ALGO``, else the tuner's choice.  ``chunk_bytes``: the pipeline chunk for this call.
+      ``$STARPULSE_ALGO``, else the online auto-tune's choice when ``$STARPULSE_AUTOTUNE`` is on (``autotune``),
+      else the tuner's.  ``chunk_bytes``: the pipeline chunk for this call.
     - ``async_op``: False (default) blocks and returns the output array; True returns a ``Work`` at once.
 
     Errors: a bad call raises ``CollectiveUserError`` at once and nothing runs (the communicator stays usable);

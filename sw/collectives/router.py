@@ -36,6 +36,7 @@ class Net:
         self.bytes_sent = dict.fromkeys(LINK_CLASSES, 0)
         self.messages_sent = dict.fromkeys(LINK_CLASSES, 0)
         self._lock = threading.RLock()   # two schedules of one operation may post and progress from two threads
+        self._moved = [0]                # progress rounds that moved bytes, shared with second_lane() views
 
     def second_lane(self) -> Net:
         """A view of this Net for a schedule running alongside the current one (its own thread): same transports,
@@ -71,6 +72,8 @@ class Net:
         with self._lock:
             for t in self.transports:
                 moved |= t.progress()
+            if moved:
+                self._moved[0] += 1
         return moved
 
     def host_progress(self) -> list[Transport]:
@@ -102,8 +105,10 @@ class Net:
         pending = [r for r in reqs if not r.done]
         deadline: Deadline | None = None
         backoff = Backoff(self.clock)
+        seen = self._moved[0]
         while pending:
-            if self.progress():
+            if self.progress() or self._moved[0] != seen:   # or the other lane's thread moved bytes
+                seen = self._moved[0]
                 backoff.reset()
                 deadline = None  # the timeout counts time without any progress
             for r in pending:

@@ -25,6 +25,7 @@ from sw.units.cli_guard import ArgumentParser, call_guarded
 from .rank_job import (
     add_topology_arguments,
     add_where_arguments,
+    autotune_env,
     fabric_counters,
     fabric_delta,
     fabric_status,
@@ -214,7 +215,7 @@ def _sweep_fabric(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]
                     show(line)
 
             result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
-                            env={**os.environ, ENV_LINE_RATE: repr(line_rate), **lag_env},
+                            env={**os.environ, ENV_LINE_RATE: repr(line_rate), **lag_env, **autotune_env(args)},
                             timeout_s=args.timeout, echo=echo,
                             tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
         status = fabric_status(target, args.name)

@@ -13,7 +13,9 @@ from typing import Any
 
 from sw.clock import get_clock
 from sw.clock.lag import ENV_LAG_DIR, fidelity, read_lag_dir
+from sw.collectives.autotune import ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, MODES, parse_autotune_env
 from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, CommConfig, intra_rate_for
+from sw.collectives.tuner import ENV_HETERO_SPLIT, parse_hetero_split_env
 from sw.units import AutoDilation, UnitError, add_time_dilation_flag, float_flag, parse_rate_bps
 
 DEFAULT_LOCAL_TIMEOUT_S = 600.0
@@ -65,6 +67,22 @@ def add_where_arguments(parser: argparse.ArgumentParser, timeout_s: float = 3600
     r.add_argument("--ops", choices=("on", "off"), default="on",
                    help="operations telemetry on a fabric this command brings up: switch polls and every step and "
                         "collective of the ranks into the run's store (default on)")
+    r.add_argument("--autotune", choices=MODES, default=None,
+                   help="online auto-tune of the collectives' algorithm and chunk: on, off, or reset (forget the "
+                        f"stored table of this topology first); default: ${ENV_AUTOTUNE}, else off")
+
+
+def autotune_env(args: argparse.Namespace) -> dict[str, str]:
+    """The ranks' tuning variables, checked here (a bad one is a one-line error before any rank starts):
+    ``--autotune`` (else $STARPULSE_AUTOTUNE), $STARPULSE_AUTOTUNE_DIR and $STARPULSE_HETERO_SPLIT."""
+    out = {var: os.environ[var] for var in (ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, ENV_HETERO_SPLIT) if os.environ.get(var)}
+    if getattr(args, "autotune", None):
+        out[ENV_AUTOTUNE] = args.autotune
+    if out.get(ENV_AUTOTUNE):
+        parse_autotune_env(out[ENV_AUTOTUNE])
+    if out.get(ENV_HETERO_SPLIT):
+        parse_hetero_split_env(out[ENV_HETERO_SPLIT])
+    return out
 
 
 def flag_rate_bps(text: str, flag: str, error: type[Exception] = RankJobError) -> int:
@@ -103,7 +121,7 @@ def run_local_job(args: argparse.Namespace, servers: int, gpus: int, fn: Callabl
     with tempfile.TemporaryDirectory(prefix="starpulse-lag-") as lag_dir:
         os.environ[ENV_LAG_DIR] = lag_dir        # the forked ranks' throttles report here
         try:
-            results = run_local(servers, gpus, fn, *fn_args, config=config, env=env,
+            results = run_local(servers, gpus, fn, *fn_args, config=config, env={**(env or {}), **autotune_env(args)},
                                 timeout_s=min(args.timeout, DEFAULT_LOCAL_TIMEOUT_S))
         finally:
             del os.environ[ENV_LAG_DIR]

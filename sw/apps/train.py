@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity_exit
+from sw.collectives.autotune import choice_lines
 from sw.collectives.config import ENV_STORE
 from sw.units import int_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded
@@ -36,6 +37,7 @@ from .rank_job import (
     RankJobError,
     add_topology_arguments,
     add_where_arguments,
+    autotune_env,
     fabric_counters,
     fabric_delta,
     fabric_status,
@@ -127,6 +129,8 @@ def _rank_job(comm: Any, spec: ModelSpec, steps: int, warmup: int, line_rate_bps
     sizes = {"allreduce": sorted({b.nbytes for b in plan.buckets}),
              "alltoall": [plan.a2a_elems * np.dtype(DTYPE).itemsize] if plan.spec.moe else []}
     report["algorithms"] = {coll: {str(n): comm.tuner.algo(coll, n) for n in ns} for coll, ns in sizes.items()}
+    if comm.autotune.enabled:
+        report["autotune"] = comm.autotune.choices()
     return report
 
 
@@ -224,7 +228,7 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
             if status.get("telemetry_db"):             # ops on: the ranks record every step and collective
                 lag_env[ENV_TELEMETRY_DB] = status["telemetry_db"]
             env = {**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env,
-                   **(config.env if config else {})}
+                   **(config.env if config else {}), **autotune_env(args)}
             try:
                 _write_slow(args, world, slow_dir)
                 result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir, env=env,
@@ -270,6 +274,8 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
         picks = [f"{coll} {algo} ({size} B)" for coll, by_size in rep["algorithms"].items()
                  for size, algo in by_size.items()]
         lines.insert(2, "algorithms: " + ", ".join(picks))
+    at = next(i for i, line in enumerate(lines) if line.startswith("# rank"))
+    lines[at:at] = choice_lines(rep.get("autotune"))
     for r in rep["per_rank"]:
         lines.append(f"  {r['rank']:4d}  {r['step_s'] * 1e3:7.2f}  {r['compute_s'] * 1e3:10.2f}  "
                      f"{r['comm_busy_s'] * 1e3:12.2f}  {r['exposed_comm_s'] * 1e3:10.2f}  {r['comm_share']:10.3f}  "

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sw.collectives.autotune import ENV_AUTOTUNE
 from sw.collectives.config import ENV_ROCE_CC
 from sw.collectives.tuner import ENV_ALGO
 
@@ -38,12 +39,13 @@ class CompareConfig:
 
 
 CONFIGS: dict[str, CompareConfig] = {
-    "baseline": CompareConfig("baseline", {ENV_ALGO: "allreduce=ring,alltoall=pairwise", ENV_ROCE_CC: "none"},
+    "baseline": CompareConfig("baseline", {ENV_ALGO: "allreduce=ring,alltoall=pairwise", ENV_ROCE_CC: "none",
+                                           ENV_AUTOTUNE: "off"},
                               "flat ring allreduce, pairwise all-to-all (cross-rail bytes over the spines' "
                               "ECMP, no intra-server hop), no congestion control"),
-    "starpulse": CompareConfig("starpulse", {ENV_ALGO: "", ENV_ROCE_CC: "dcqcn"},
-                               "the tuner's rail-aware choices (hier allreduce, rail-aligned all-to-all where its "
-                               "model picks them), DCQCN"),
+    "starpulse": CompareConfig("starpulse", {ENV_ALGO: "", ENV_ROCE_CC: "dcqcn", ENV_AUTOTUNE: "on"},
+                               "the tuner's rail-aware choices (hier or hetero allreduce, rail-aligned all-to-all "
+                               "where its model picks them) refined by online auto-tune, DCQCN"),
 }
 """The configurations by name (the names are a contract of issue 20)."""
 

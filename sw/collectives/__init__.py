@@ -1,5 +1,6 @@
 """NCCL-style collectives for StarPulse ranks: communicator, algorithms (ring, double binary tree, recursive
-halving-doubling, hierarchical rail-aware, rail-aligned all-to-all), tuner, and shm/TCP/RoCE transports.
+halving-doubling, hierarchical rail-aware, heterogeneous shm+network parallel, rail-aligned all-to-all), tuner,
+online auto-tune, and shm/TCP/RoCE transports.
 
     comm = init_from_env()          # RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, STARPULSE_STORE
     comm.allreduce(grads, op="avg")
@@ -16,7 +17,9 @@ STARPULSE_NIC_ADDR (the rank's NIC address for TCP/RoCE, default 127.0.0.1), STA
 STARPULSE_INTRA_RATE / STARPULSE_INTER_RATE (throttles, e.g. 20G or off), STARPULSE_SHM_BYTES (ring size),
 STARPULSE_CALIBRATE=1 (measure the cost model at start-up), STARPULSE_NET (inter-server transport: tcp, the
 library's default, or roce: RC QPs on the rail NIC, whose line rate is STARPULSE_INTER_RATE; ranks launched on a
-fabric by ``starpulse run``/``bench`` get roce and the fabric's link rate), STARPULSE_ROCE_CC (dcqcn or none).
+fabric by ``starpulse run``/``bench`` get roce and the fabric's link rate), STARPULSE_ROCE_CC (dcqcn or none),
+STARPULSE_HETERO_SPLIT (0..1: the hierarchical share of a 'hetero' allreduce), STARPULSE_AUTOTUNE (on, off: the
+default, or reset) and STARPULSE_AUTOTUNE_DIR (where the per-topology tuning tables live).
 ``python -m sw.collectives`` self-checks a job.
 """
 

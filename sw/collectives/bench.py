@@ -20,6 +20,7 @@ import numpy as np
 from sw.clock import Clock, get_clock
 from sw.roce.wire.errors import DROP_REASONS
 
+from .autotune import choice_lines
 from .comm import Communicator
 from .dtypes import DTYPE_CODES, REDUCE_OPS, bf16_to_f32, f32_to_bf16
 from .tuner import ALGOS
@@ -393,6 +394,7 @@ def run_bench(comm: Communicator, p: BenchParams, *, on_row: Callable[[str], Non
     report["intra_rate_bps"] = intra_rate
     report["intra_measured_bps"] = intra_measured
     report["nic_rx_drops"] = nic_rx_drops(comm)
+    report["autotune"] = comm.autotune.choices() if comm.autotune.enabled else None
     for line in footer_lines(report):
         emit(line)
     return report
@@ -457,6 +459,7 @@ def footer_lines(report: dict[str, Any]) -> list[str]:
             out.append(f"# busiest NIC at {report['max_size_bytes']} B: {report['max_size_nic_bps'] / 1e6:.1f} Mb/s "
                        f"of payload = {report['max_size_nic_frac_line'] or 0.0:.3f} of line rate (hierarchical and "
                        "rail-aligned algorithms keep part of busbw inside the server)")
+    out += choice_lines(report.get("autotune"))
     if report.get("nic_rx_drops"):
         out.append("# NIC frames dropped unparsed: " + ", ".join(f"{r} {n}" for r, n in report["nic_rx_drops"].items()))
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import queue
 import threading
@@ -18,10 +19,12 @@ from typing import Any
 import numpy as np
 
 from .algorithms import alltoall as a2a
+from .algorithms.hetero import hetero_allreduce
 from .algorithms.hier import hier_allreduce
 from .algorithms.rhd import rhd_allgather, rhd_allreduce, rhd_reducescatter
 from .algorithms.ring import ring, ring_allreduce, ring_broadcast, ring_reduce
 from .algorithms.tree import tree_allreduce, tree_broadcast, tree_reduce
+from .autotune import AutoTuner
 from .dtypes import DTYPE_CODES, OP_CODES, check_op, dtype_name, finish_avg, reducer
 from .errors import CollectiveTimeoutError, CollectiveUserError, CommAbortedError
 from .rank_layout import RankLayout
@@ -97,7 +100,8 @@ class Communicator:
     - ``recvbuf``: the output array; omitted (None) means in place where the collective allows it.
     - ``op``: the reduction, one of ``REDUCE_OPS`` ('sum', 'prod', 'min', 'max', 'avg'; avg for float types).
     - ``algo``: the schedule for this call, one of ``self.algorithms(coll)`` (``ALGOS`` lists them all); else
-      ``$STARPULSE_ALGO``, else the tuner's choice.  ``chunk_bytes``: the pipeline chunk for this call.
+      ``$STARPULSE_ALGO``, else the online auto-tune's choice when ``$STARPULSE_AUTOTUNE`` is on (``autotune``),
+      else the tuner's.  ``chunk_bytes``: the pipeline chunk for this call.
     - ``async_op``: False (default) blocks and returns the output array; True returns a ``Work`` at once.
 
     Errors: a bad call raises ``CollectiveUserError`` at once and nothing runs (the communicator stays usable);
@@ -131,6 +135,8 @@ class Communicator:
         if self._engines:  # a user-space NIC dies with the process: deliver what we owe the peers before exit
             atexit.register(self.close)
         self.last_choice: tuple[str, int] | None = None
+        self.autotune = AutoTuner(tuner, rank, tuner.env)
+        self._running: Work | None = None
 
     # --- the stream -----------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -140,6 +146,7 @@ class Communicator:
                 return
             work, fn = item
             work.start_ns = self._clock.now_ns()
+            self._running = work
             try:
                 if self._idle_error is not None:
                     err, self._idle_error = self._idle_error, None
@@ -152,6 +159,7 @@ class Communicator:
                 if self._aborted is None:  # the ranks' message streams are out of step now
                     self._aborted = exc
             finally:
+                self._running = None
                 work.end_ns = self._clock.now_ns()
                 work._event.set()
 
@@ -195,7 +203,7 @@ class Communicator:
             seq = 0xFFFF_FFFF
         else:
             self._seq += 1
-            seq = self._seq & 0xFFFF_FFFF
+            seq = self._seq & 0x3FFF_FFFF   # bits 62-63 stay clear: LANE_BIT, p2p
         return (seq << 32) | (_KIND[kind] << 24) | (DTYPE_CODES.get(dtype, 0) << 16) | (OP_CODES.get(op, 0) << 8) \
             | (root & 0xFF)
 
@@ -221,6 +229,51 @@ class Communicator:
         self.last_choice = (name, chunk)
         return name, max(1, chunk // itemsize)
 
+    def _plan(self, coll: str, nbytes: int, algo: str | None, chunk_bytes: int | None, itemsize: int
+              ) -> tuple[str, int] | None:
+        """(algorithm, chunk elements) fixed at issue, or None when the auto-tuner picks on the stream (no per-call
+        algorithm, none in $STARPULSE_ALGO for ``coll``, more than one rank)."""
+        if self.autotune.enabled and algo is None and coll not in self.tuner.env_algo and self.world_size > 1:
+            self.tuner.chunk_bytes(coll, "ring", nbytes, chunk_bytes)   # a bad chunk_bytes fails at issue
+            return None
+        return self._choose(coll, nbytes, algo, chunk_bytes, itemsize)
+
+    def _tuned(self, coll: str, nbytes: int, itemsize: int, chunk_bytes: int | None, plan: tuple[str, int] | None,
+               what: Callable[[str], str], body: Callable[[str, int], Any]) -> Callable[[], Any]:
+        """The stream's function of one collective: ``body(algorithm, chunk elements)`` with the planned choice,
+        or with the auto-tuner's, timing it (maximum over ranks) when it is a probe."""
+        def run() -> Any:
+            if plan is not None:
+                return body(*plan)
+            self._share_table()
+            name, chunk, probe = self.autotune.pick(coll, nbytes, chunk_bytes)
+            self.last_choice = (name, chunk)
+            if self._running is not None:
+                self._running.what = what(name)
+            start = self._clock.now_ns()
+            out = body(name, max(1, chunk // itemsize))
+            if probe:
+                elapsed = np.full(self.world_size, self._clock.now_ns() - start, dtype=np.int64)
+                ring_allreduce(self.net, list(range(self.world_size)), elapsed, reducer("max", "int64"),
+                               self.world_size)
+                self.autotune.record(coll, nbytes, name, chunk, float(elapsed[0]) / 1e9)
+            return out
+        return run
+
+    def _share_table(self) -> None:
+        """Once: broadcast rank 0's stored tuning table, so every rank starts from the same one."""
+        if self.autotune.shared:
+            return
+        group = list(range(self.world_size))
+        data = json.dumps(self.autotune.encode()).encode() if self.rank == 0 else b""
+        length = np.full(1, len(data), dtype=np.int64)
+        ring_broadcast(self.net, group, length, 0, 1)
+        buf = np.frombuffer(data, np.uint8).copy() if self.rank == 0 else np.empty(int(length[0]), np.uint8)
+        if buf.size:
+            ring_broadcast(self.net, group, buf, 0, 1 << 20)
+        self.autotune.table = AutoTuner.decode(json.loads(buf.tobytes()) if buf.size else {})
+        self.autotune.shared = True
+
     @staticmethod
     def _out(send: np.ndarray, recv: np.ndarray | None, count: int, dtype: str, what: str) -> np.ndarray:
         if recv is None:
@@ -241,10 +294,10 @@ class Communicator:
         recvbuf = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, sendbuf.size, dtype, "allreduce recvbuf")
         x, src = _flat(recvbuf, "allreduce recvbuf"), _flat(sendbuf, "allreduce sendbuf")
         _same_or_disjoint(src, x, "allreduce")
-        name, chunk = self._choose("allreduce", x.nbytes, algo, chunk_bytes, x.itemsize)
+        plan = self._plan("allreduce", x.nbytes, algo, chunk_bytes, x.itemsize)
         red = reducer(op, dtype)
 
-        def run() -> np.ndarray:
+        def body(name: str, chunk: int) -> np.ndarray:
             if x is not src:
                 x[...] = src
             if x.size:
@@ -255,12 +308,17 @@ class Communicator:
                     tree_allreduce(self.net, group, x, red, chunk)
                 elif name == "rhd":
                     rhd_allreduce(self.net, group, x, red)
+                elif name == "hetero":
+                    hier_elems = int(round(x.size * self.tuner.hetero_fraction(x.nbytes)))
+                    hetero_allreduce(self.net, x, red, chunk, hier_elems)
                 else:
                     hier_allreduce(self.net, x, red, chunk)
                 if op == "avg":
                     finish_avg(x, dtype, self.world_size)
             return recvbuf
-        return self._submit(f"allreduce({op}, {name})", self._tag("allreduce", dtype, op), run, async_op)
+        what = lambda name: f"allreduce({op}, {name})"  # noqa: E731
+        run = self._tuned("allreduce", x.nbytes, x.itemsize, chunk_bytes, plan, what, body)
+        return self._submit(what(plan[0] if plan else "auto"), self._tag("allreduce", dtype, op), run, async_op)
 
     def broadcast(self, buf: np.ndarray, root: int = 0, *, algo: str | None = None, chunk_bytes: int | None = None,
                   async_op: bool = False) -> Any:
@@ -268,14 +326,17 @@ class Communicator:
         dtype = dtype_name(buf, "broadcast buf")
         root = self._check_root(root)
         x = _flat(buf, "broadcast buf")
-        name, chunk = self._choose("broadcast", x.nbytes, algo, chunk_bytes, x.itemsize)
+        plan = self._plan("broadcast", x.nbytes, algo, chunk_bytes, x.itemsize)
 
-        def run() -> np.ndarray:
+        def body(name: str, chunk: int) -> np.ndarray:
             if x.size:
                 fn = ring_broadcast if name == "ring" else tree_broadcast
                 fn(self.net, list(range(self.world_size)), x, root, chunk)
             return buf
-        return self._submit(f"broadcast(root {root}, {name})", self._tag("broadcast", dtype, root=root), run, async_op)
+        what = lambda name: f"broadcast(root {root}, {name})"  # noqa: E731
+        run = self._tuned("broadcast", x.nbytes, x.itemsize, chunk_bytes, plan, what, body)
+        return self._submit(what(plan[0] if plan else "auto"), self._tag("broadcast", dtype, root=root), run,
+                            async_op)
 
     def reduce(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, op: str = "sum", root: int = 0, *,
                algo: str | None = None, chunk_bytes: int | None = None, async_op: bool = False) -> Any:
@@ -287,10 +348,10 @@ class Communicator:
         src = _flat(sendbuf, "reduce sendbuf")
         dst = _flat(out, "reduce recvbuf")
         _same_or_disjoint(src, dst, "reduce")
-        name, chunk = self._choose("reduce", src.nbytes, algo, chunk_bytes, src.itemsize)
+        plan = self._plan("reduce", src.nbytes, algo, chunk_bytes, src.itemsize)
         red = reducer(op, dtype)
 
-        def run() -> np.ndarray:
+        def body(name: str, chunk: int) -> np.ndarray:
             is_root = self.rank == root
             x = dst if is_root else src.copy()
             if x is not src:
@@ -301,7 +362,9 @@ class Communicator:
                 if op == "avg" and is_root:
                     finish_avg(x, dtype, self.world_size)
             return out
-        return self._submit(f"reduce({op}, root {root}, {name})", self._tag("reduce", dtype, op, root), run, async_op)
+        what = lambda name: f"reduce({op}, root {root}, {name})"  # noqa: E731
+        run = self._tuned("reduce", src.nbytes, src.itemsize, chunk_bytes, plan, what, body)
+        return self._submit(what(plan[0] if plan else "auto"), self._tag("reduce", dtype, op, root), run, async_op)
 
     def allgather(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, *, algo: str | None = None,
                   chunk_bytes: int | None = None, async_op: bool = False) -> Any:
@@ -317,9 +380,9 @@ class Communicator:
         inplace = count > 0 and _addr(src) == _addr(x) + self.rank * src.nbytes
         if count and not inplace and np.shares_memory(src, x):
             raise CollectiveUserError("allgather: sendbuf overlaps recvbuf but is not this rank's slice of it")
-        name, chunk = self._choose("allgather", x.nbytes, algo, chunk_bytes, x.itemsize)
+        plan = self._plan("allgather", x.nbytes, algo, chunk_bytes, x.itemsize)
 
-        def run() -> np.ndarray:
+        def body(name: str, chunk: int) -> np.ndarray:
             if not inplace:
                 x[self.rank * count:(self.rank + 1) * count] = src
             if count:
@@ -329,7 +392,9 @@ class Communicator:
                 else:
                     rhd_allgather(self.net, group, x)
             return out
-        return self._submit(f"allgather({name})", self._tag("allgather", dtype), run, async_op)
+        what = lambda name: f"allgather({name})"  # noqa: E731
+        run = self._tuned("allgather", x.nbytes, x.itemsize, chunk_bytes, plan, what, body)
+        return self._submit(what(plan[0] if plan else "auto"), self._tag("allgather", dtype), run, async_op)
 
     def reducescatter(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, op: str = "sum", *,
                       algo: str | None = None, chunk_bytes: int | None = None, async_op: bool = False) -> Any:
@@ -346,10 +411,10 @@ class Communicator:
         count = src.size // n
         out = self._out(sendbuf, recvbuf, count, dtype, "reducescatter recvbuf")
         y = _flat(out, "reducescatter recvbuf")
-        name, chunk = self._choose("reducescatter", src.nbytes, algo, chunk_bytes, src.itemsize)
+        plan = self._plan("reducescatter", src.nbytes, algo, chunk_bytes, src.itemsize)
         red = reducer(op, dtype)
 
-        def run() -> np.ndarray:
+        def body(name: str, chunk: int) -> np.ndarray:
             x = src.copy()
             if count:
                 group = list(range(n))
@@ -361,7 +426,9 @@ class Communicator:
             if op == "avg":
                 finish_avg(y, dtype, n)
             return out
-        return self._submit(f"reducescatter({op}, {name})", self._tag("reducescatter", dtype, op), run, async_op)
+        what = lambda name: f"reducescatter({op}, {name})"  # noqa: E731
+        run = self._tuned("reducescatter", src.nbytes, src.itemsize, chunk_bytes, plan, what, body)
+        return self._submit(what(plan[0] if plan else "auto"), self._tag("reducescatter", dtype, op), run, async_op)
 
     def alltoall(self, sendbuf: np.ndarray, recvbuf: np.ndarray | None = None, *, algo: str | None = None,
                  chunk_bytes: int | None = None, async_op: bool = False) -> Any:
@@ -374,9 +441,9 @@ class Communicator:
             raise CollectiveUserError(f"alltoall sendbuf: {src.size} elements is not a multiple of the world size {n}")
         out = sendbuf if recvbuf is None else self._out(sendbuf, recvbuf, src.size, dtype, "alltoall recvbuf")
         y = _flat(out, "alltoall recvbuf")
-        name, chunk = self._choose("alltoall", src.nbytes, algo, chunk_bytes, src.itemsize)
+        plan = self._plan("alltoall", src.nbytes, algo, chunk_bytes, src.itemsize)
 
-        def run() -> np.ndarray:
+        def body(name: str, chunk: int) -> np.ndarray:
             send = src.copy() if np.shares_memory(src, y) else src
             if src.size:
                 if name == "pairwise":
@@ -384,7 +451,9 @@ class Communicator:
                 else:
                     a2a.rail_alltoall(self.net, send, y, chunk=chunk)
             return out
-        return self._submit(f"alltoall({name})", self._tag("alltoall", dtype), run, async_op)
+        what = lambda name: f"alltoall({name})"  # noqa: E731
+        run = self._tuned("alltoall", src.nbytes, src.itemsize, chunk_bytes, plan, what, body)
+        return self._submit(what(plan[0] if plan else "auto"), self._tag("alltoall", dtype), run, async_op)
 
     def send(self, buf: np.ndarray, peer: int, *, async_op: bool = False) -> Any:
         """Send ``buf`` to ``peer`` (matched by that rank's next ``recv`` from us)."""

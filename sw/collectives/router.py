@@ -3,7 +3,9 @@ message with the current operation, counts bytes per link class, and waits with 
 
 from __future__ import annotations
 
+import copy
 import select
+import threading
 from collections.abc import Iterable
 
 import numpy as np
@@ -13,7 +15,7 @@ from sw.clock import Clock, get_clock
 from .deadline import Backoff, Deadline
 from .errors import CollectiveUserError
 from .rank_layout import LINK_CLASSES, RankLayout
-from .transport.base import Request, Transport, byte_view
+from .transport.base import LANE_BIT, Request, Transport, byte_view
 
 IDLE_WAIT_MAX_S = 0.05
 """Longest wall wait of an idle progress round (a frame, a timer or new work ends it sooner)."""
@@ -33,6 +35,15 @@ class Net:
         self.tag = 0
         self.bytes_sent = dict.fromkeys(LINK_CLASSES, 0)
         self.messages_sent = dict.fromkeys(LINK_CLASSES, 0)
+        self._lock = threading.RLock()   # two schedules of one operation may post and progress from two threads
+        self._moved = [0]                # progress rounds that moved bytes, shared with second_lane() views
+
+    def second_lane(self) -> Net:
+        """A view of this Net for a schedule running alongside the current one (its own thread): same transports,
+        counters and lock, messages tagged with ``LANE_BIT`` so they never match the other schedule's."""
+        view = copy.copy(self)
+        view.tag = self.tag | LANE_BIT
+        return view
 
     def _transport(self, peer: int) -> Transport:
         try:
@@ -44,20 +55,25 @@ class Net:
 
     def isend(self, peer: int, buf: np.ndarray) -> Request:
         """Post a send of the contiguous array ``buf`` (leave it untouched until the request completes)."""
-        req = self._transport(peer).isend(peer, self.tag, byte_view(buf))
-        link = self.layout.link_class(self.rank, peer)
-        self.bytes_sent[link] += req.nbytes
-        self.messages_sent[link] += 1
+        with self._lock:
+            req = self._transport(peer).isend(peer, self.tag, byte_view(buf))
+            link = self.layout.link_class(self.rank, peer)
+            self.bytes_sent[link] += req.nbytes
+            self.messages_sent[link] += 1
         return req
 
     def irecv(self, peer: int, buf: np.ndarray) -> Request:
         """Post a receive filling the contiguous array ``buf`` with the next message from ``peer``."""
-        return self._transport(peer).irecv(peer, self.tag, byte_view(buf))
+        with self._lock:
+            return self._transport(peer).irecv(peer, self.tag, byte_view(buf))
 
     def progress(self) -> bool:
         moved = False
-        for t in self.transports:
-            moved |= t.progress()
+        with self._lock:
+            for t in self.transports:
+                moved |= t.progress()
+            if moved:
+                self._moved[0] += 1
         return moved
 
     def host_progress(self) -> list[Transport]:
@@ -89,8 +105,10 @@ class Net:
         pending = [r for r in reqs if not r.done]
         deadline: Deadline | None = None
         backoff = Backoff(self.clock)
+        seen = self._moved[0]
         while pending:
-            if self.progress():
+            if self.progress() or self._moved[0] != seen:   # or the other lane's thread moved bytes
+                seen = self._moved[0]
                 backoff.reset()
                 deadline = None  # the timeout counts time without any progress
             for r in pending:

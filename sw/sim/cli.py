@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--tiers", type=int, choices=(2, 3), default=2, help="2: leaf/spine, 3: + super spines")
     p.add_argument("--oversubscription", type=float_flag(1, 64), default=1.0, help="leaf downlink/uplink (1)")
     p.add_argument("--size", type=flag_type(parse_size_bytes), required=True, help="bytes per rank (1G, 64M)")
-    p.add_argument("--algo", required=True, help="ring|tree|rhd|hier (allreduce), pairwise|rail (alltoall)")
+    p.add_argument("--algo", required=True, help="ring|tree|rhd|hier|hetero (allreduce), pairwise|rail (alltoall)")
     p.add_argument("--routing", choices=ROUTINGS, default="ecmp", help="fabric.p4's ECMP hash or rail-aware")
     p.add_argument("--link-rate", type=flag_type(parse_rate_bps), default=400_000_000_000, help="NIC rate (400G)")
     p.add_argument("--intra-rate", type=flag_type(parse_rate_bps), default=0,

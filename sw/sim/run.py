@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 
 from sw.collectives.fabric_topology import TopologySpec
+from sw.collectives.tuner import CostModel, LinkCost
 
-from .flow_fabric import LINK_CLASSES, SimFabric
-from .maxmin import run_phase
-from .schedules import phases
+from .flow_fabric import LINK_CLASSES, FlowPaths, SimFabric
+from .maxmin import maxmin_rates, run_phase
+from .schedules import Phase, phases, unit_steps
 
 BUS_FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
                "allgather": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n}
@@ -28,6 +29,67 @@ class SimParams:
     itemsize: int = 4
 
 
+def run_lanes(fab: SimFabric, schedule: list[Phase], routing: str, params: SimParams, batch: float = 0.01
+              ) -> tuple[float, int, np.ndarray]:
+    """Lanes of phases at the same time, each lane's steps in order: the flows of every lane's current step share
+    the links max-min; a lane whose step has ended starts its next one after that step's latency.  Returns
+    (time, rate computations, bytes per link)."""
+    lanes = sorted({ph.lane for ph in schedule})
+    steps = [unit_steps([ph for ph in schedule if ph.lane == lane]) for lane in lanes]
+    link_bytes = np.zeros(fab.n_links)
+    prepared: list[list[tuple[FlowPaths, np.ndarray, float]]] = []
+    for lane_steps in steps:
+        out = []
+        for ph in lane_steps:
+            paths = fab.paths(ph.src, ph.dst, routing)
+            lat = np.zeros(len(ph.src))
+            np.add.at(lat, paths.flow, fab.latency_s[paths.link])
+            out.append((paths, ph.nbytes.astype(np.float64) * 8, ph.latency_steps * (params.alpha_s + float(
+                lat.max(initial=0.0)))))
+            link_bytes += np.bincount(paths.link, weights=ph.nbytes[paths.flow], minlength=fab.n_links)
+        prepared.append(out)
+    idx = [0] * len(prepared)
+    left = [p[0][1].copy() if p else np.zeros(0) for p in prepared]
+    ready = [0.0] * len(prepared)
+    t, solves = 0.0, 0
+    while any(i < len(p) for i, p in zip(idx, prepared, strict=True)):
+        running = [k for k, p in enumerate(prepared) if idx[k] < len(p) and ready[k] <= t]
+        waiting = [ready[k] - t for k, p in enumerate(prepared) if idx[k] < len(p) and ready[k] > t]
+        if not running:
+            t += min(waiting)
+            continue
+        flows, links, hops, offsets, off = [], [], [], [], 0
+        for k in running:
+            paths = prepared[k][idx[k]][0]
+            flows.append(paths.flow + off)
+            links.append(paths.link)
+            hops.append(paths.hops)
+            offsets.append(off)
+            off += len(paths.hops)
+        union = FlowPaths(np.concatenate(flows), np.concatenate(links), np.concatenate(hops))
+        bits = np.concatenate([left[k] for k in running])
+        active = bits > 0
+        rate = maxmin_rates(union, fab.capacity_bps, active, tol=batch) * params.efficiency
+        solves += 1
+        finish = np.full(len(bits), np.inf)
+        finish[active] = bits[active] / rate[active]
+        first = float(finish.min(initial=np.inf))
+        dt = min([first, *waiting])
+        done = active & (finish <= dt * (1 + batch)) if dt == first else np.zeros(len(bits), dtype=bool)
+        step_dt = float(finish[done].max()) if done.any() else dt
+        bits[active] -= rate[active] * step_dt
+        bits[done] = 0.0
+        t += step_dt
+        for k, start in zip(running, offsets, strict=True):
+            left[k] = bits[start:start + len(left[k])]
+            if not (left[k] > 0).any():
+                ready[k] = t + prepared[k][idx[k]][2]
+                idx[k] += 1
+                if idx[k] < len(prepared[k]):
+                    left[k] = prepared[k][idx[k]][1].copy()
+    return max([t, *ready]), solves, link_bytes
+
+
 def simulate(spec: TopologySpec, op: str, algo: str, size_bytes: int, routing: str,
              params: SimParams = SimParams(), hot: int = 5) -> dict[str, Any]:
     """Predicted time of ``op`` and link statistics; the dict carries the ``sim collective --json`` keys and
@@ -37,7 +99,12 @@ def simulate(spec: TopologySpec, op: str, algo: str, size_bytes: int, routing: s
     fab = SimFabric(spec, intra, spec.delay_ns * 1e-9)
     link_bytes = np.zeros(fab.n_links)
     total_s, solves = 0.0, 0
-    for ph in phases(op, algo, spec.servers, spec.rails, size_bytes, params.itemsize):
+    model = CostModel(LinkCost(params.alpha_s, intra), LinkCost(params.alpha_s, spec.link_rate_bps * params.efficiency))
+    schedule = phases(op, algo, spec.servers, spec.rails, size_bytes, params.itemsize, model)
+    if any(ph.lane for ph in schedule):
+        total_s, solves, link_bytes = run_lanes(fab, schedule, routing, params)
+        schedule = []
+    for ph in schedule:
         paths = fab.paths(ph.src, ph.dst, routing)
         t, k = run_phase(paths, ph.nbytes, fab.capacity_bps, params.efficiency)
         solves += k

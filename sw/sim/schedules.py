@@ -1,11 +1,13 @@
 """The collectives' schedules as phases of concurrent flows, read from the same functions the communicator runs
 (``sw.collectives.algorithms``: ``ring_step``, ``heap_links``, ``mirrored``, ``halving_plan``, ``fold_survivors``,
-``pairwise_peers``, ``rail_order``, ``hier_owned_segment``, ``segment_bounds``): no second copy of any schedule.
+``pairwise_peers``, ``rail_order``, ``hier_owned_segment``, ``segment_bounds``; the hetero split from the tuner's
+``hetero_fraction``): no second copy of any schedule.
 
 A phase is a set of flows that start together, repeated ``repeat`` times (the steps of a ring move the same
 pairs).  Simplifications: a ring's segments differ by at most one element, the phase takes each flow's step-0
 segment for every step; pipelined trees and the rail-aligned all-to-all's shuffle are one phase each (their
-chunks overlap), with the tree's depth counted in latency steps.
+chunks overlap), with the tree's depth counted in latency steps.  The heterogeneous allreduce's two schedules
+are two ``lane``s: each lane's phases run in order, the lanes at the same time (``sw.sim.run``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from sw.collectives.algorithms.hier import hier_owned_segment
 from sw.collectives.algorithms.rhd import fold_survivors, halving_plan
 from sw.collectives.algorithms.ring import ring_step
 from sw.collectives.algorithms.tree import heap_links, mirrored
-from sw.collectives.tuner import ALGOS
+from sw.collectives.tuner import ALGOS, CostModel, hetero_fraction
 
 MAX_FLOWS = 66_000   # all-to-all: n(n-1) flows in one phase; 256 GPUs take minutes (rate solves per flow end)
 
@@ -40,6 +42,7 @@ class Phase:
     nbytes: np.ndarray
     repeat: int = 1
     latency_steps: int = 1   # per-message overheads and path latencies on the critical path of one repeat
+    lane: int = 0            # phases of one lane run in order; different lanes run at the same time
 
 
 def _sizes(counts: np.ndarray, n: int) -> np.ndarray:
@@ -118,6 +121,34 @@ def hier_phases(servers: int, gpus: int, count: int, itemsize: int) -> list[Phas
             + ring_phases(local, counts, itemsize, rs=False, ag=True))
 
 
+def rail_first_phases(servers: int, gpus: int, count: int, itemsize: int) -> list[Phase]:
+    """Rail-first allreduce: per-rail ring reduce-scatter, intra-server ring allreduce of the segment each
+    server owns, per-rail ring allgather."""
+    local = np.arange(servers * gpus, dtype=np.int64).reshape(servers, gpus)
+    bounds = segment_bounds(count, servers)
+    owned = hier_owned_segment(np.arange(servers), servers)
+    seg_counts = np.array([bounds[s][1] - bounds[s][0] for s in owned], dtype=np.int64)
+    counts = np.full(gpus, count, dtype=np.int64)
+    return (ring_phases(local.T.copy(), counts, itemsize, rs=True, ag=False)
+            + ring_phases(local, seg_counts, itemsize, rs=True, ag=True)
+            + ring_phases(local.T.copy(), counts, itemsize, rs=False, ag=True))
+
+
+def unit_steps(phs: list[Phase]) -> list[Phase]:
+    """Each phase repeated ``repeat`` times as that many one-step phases (latency split evenly)."""
+    return [Phase(ph.src, ph.dst, ph.nbytes, 1, max(1, ph.latency_steps // ph.repeat), ph.lane)
+            for ph in phs for _ in range(ph.repeat)]
+
+
+def hetero_phases(servers: int, gpus: int, count: int, itemsize: int, hier_fraction: float) -> list[Phase]:
+    """Heterogeneous allreduce: the first ``hier_fraction`` of the buffer hierarchical (lane 0), the rest
+    rail-first (lane 1), at once (the communicator's split: ``round(count * hier_fraction)`` elements)."""
+    hier_count = int(round(count * hier_fraction))
+    a = hier_phases(servers, gpus, hier_count, itemsize) if hier_count else []
+    b = rail_first_phases(servers, gpus, count - hier_count, itemsize) if count - hier_count else []
+    return a + [Phase(p.src, p.dst, p.nbytes, p.repeat, p.latency_steps, lane=1) for p in b]
+
+
 def pairwise_phases(n: int, block_bytes: int) -> list[Phase]:
     """Pairwise all-to-all: every step's blocks are posted at once, so all n(n-1) flows share one phase."""
     pos = np.arange(n, dtype=np.int64)
@@ -144,8 +175,10 @@ def rail_phases(servers: int, gpus: int, block_bytes: int) -> list[Phase]:
     return [Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(nbytes), latency_steps=2)]
 
 
-def phases(op: str, algo: str, servers: int, gpus: int, size_bytes: int, itemsize: int = 4) -> list[Phase]:
-    """The phases of collective ``op`` with ``algo`` on ``servers`` x ``gpus`` ranks, ``size_bytes`` per rank."""
+def phases(op: str, algo: str, servers: int, gpus: int, size_bytes: int, itemsize: int = 4,
+           model: CostModel | None = None) -> list[Phase]:
+    """The phases of collective ``op`` with ``algo`` on ``servers`` x ``gpus`` ranks, ``size_bytes`` per rank;
+    ``model`` (the link costs) sets the hetero allreduce's split as the communicator's tuner would."""
     if op not in ("allreduce", "alltoall", "allgather", "reducescatter"):
         raise ScheduleError(f"OP {op!r}: the simulator runs allreduce, allgather, reducescatter, alltoall")
     if algo not in ALGOS[op] or (op in ("allgather", "reducescatter") and algo != "ring"):
@@ -164,6 +197,11 @@ def phases(op: str, algo: str, servers: int, gpus: int, size_bytes: int, itemsiz
             return tree_phases(n, count, itemsize)
         if algo == "rhd":
             return rhd_phases(n, count, itemsize)
+        if algo == "hetero":
+            if model is None:
+                raise ScheduleError("--algo hetero: needs the link cost model to choose its split")
+            frac = hetero_fraction(model, servers, gpus, count * itemsize)
+            return hetero_phases(servers, gpus, count, itemsize, frac)
         return hier_phases(servers, gpus, count, itemsize)
     if op in ("allgather", "reducescatter"):
         return ring_phases(everyone, np.array([count]), itemsize, rs=op == "reducescatter", ag=op == "allgather",

@@ -24,6 +24,14 @@ from .throttle import WAKE_BYTES, Throttle
 
 HEADER = struct.Struct("<QQ")
 """Message header: tag (operation sequence, kind, dtype) and payload length in bytes."""
+LANE_BIT = 1 << 62
+"""Tag bit of the second lane: a collective that runs two schedules at once (``hetero`` allreduce) tags one of
+them with it; receives match messages in order within a lane, so the two may interleave on one channel."""
+
+
+def lane_of(tag: int) -> int:
+    """The lane (0 or 1) of a message tag: 1 when ``LANE_BIT`` is set and the top bit (point-to-point) is not."""
+    return 1 if tag & LANE_BIT and not tag >> 63 else 0
 
 
 def byte_view(buf: np.ndarray) -> memoryview:
@@ -150,8 +158,8 @@ class StreamChannel:
         self._sendq: deque[Request] = deque()
         self._send_hdr = memoryview(b"")
         self._send_off = 0
-        self._recvq: deque[Request] = deque()
-        self._unexpected: deque[tuple[int, bytearray]] = deque()
+        self._recvqs: tuple[deque[Request], deque[Request]] = (deque(), deque())
+        self._unexpected: tuple[deque[tuple[int, bytearray]], ...] = (deque(), deque())
         self._hdr = bytearray(HEADER.size)
         self._hdr_got = 0
         self._target: memoryview | None = None
@@ -174,20 +182,25 @@ class StreamChannel:
         self._sendq.append(req)
 
     def post_recv(self, req: Request) -> None:
-        if self._unexpected:
-            tag, data = self._unexpected.popleft()
+        lane = lane_of(req.tag)
+        if self._unexpected[lane]:
+            tag, data = self._unexpected[lane].popleft()
             self._match(req, tag, len(data))
             req.view[:] = data
             req.done = True
         else:
-            self._recvq.append(req)
+            self._recvqs[lane].append(req)
+
+    def _recv_posted(self) -> bool:
+        """True while a receive is posted on either lane."""
+        return bool(self._recvqs[0] or self._recvqs[1])
 
     def busy(self) -> bool:
-        return bool(self._sendq or self._recvq)
+        return bool(self._sendq) or self._recv_posted()
 
     def _expecting(self) -> bool:
         """A receive is posted or a message is half read: silence from the peer now matters."""
-        return bool(self._recvq) or self._target is not None or self._hdr_got > 0
+        return self._recv_posted() or self._target is not None or self._hdr_got > 0
 
     # --- progress --------------------------------------------------------------------------------------------
     def progress(self) -> bool:
@@ -245,8 +258,9 @@ class StreamChannel:
     def _start_message(self, tag: int, nbytes: int) -> None:
         self._target_tag = tag
         self._target_got = 0
-        if self._recvq:
-            req = self._recvq[0]
+        recvq = self._recvqs[lane_of(tag)]
+        if recvq:
+            req = recvq[0]
             self._match(req, tag, nbytes)
             self._target_req, self._target_buf, self._target = req, None, req.view
         else:
@@ -254,18 +268,20 @@ class StreamChannel:
             self._target_req, self._target_buf, self._target = None, buf, memoryview(buf)
 
     def _finish_message(self) -> None:
+        lane = lane_of(self._target_tag)
+        recvq = self._recvqs[lane]
         if self._target_req is not None:
-            self._recvq.popleft()
+            recvq.popleft()
             self._target_req.done = True
         else:
             assert self._target_buf is not None
-            if self._recvq:  # a receive was posted while this message was arriving
-                req = self._recvq.popleft()
+            if recvq:  # a receive was posted while this message was arriving
+                req = recvq.popleft()
                 self._match(req, self._target_tag, len(self._target_buf))
                 req.view[:] = self._target_buf
                 req.done = True
             else:
-                self._unexpected.append((self._target_tag, self._target_buf))
+                self._unexpected[lane].append((self._target_tag, self._target_buf))
         self._target = self._target_req = self._target_buf = None
 
     def _match(self, req: Request, tag: int, nbytes: int) -> None:
@@ -279,7 +295,8 @@ class StreamChannel:
 
     def fail(self, exc: BaseException) -> None:
         """Mark every pending request failed with ``exc`` (the channel is dead)."""
-        for req in (*self._sendq, *self._recvq):
+        for req in (*self._sendq, *self._recvqs[0], *self._recvqs[1]):
             req.error = exc
         self._sendq.clear()
-        self._recvq.clear()
+        for recvq in self._recvqs:
+            recvq.clear()

@@ -1,10 +1,12 @@
 """Shared pytest set-up: markers are declared in pyproject.toml; root-only tests skip clearly without root;
-Ctrl-C behaves as in a terminal even when the suite was started from a background job."""
+Ctrl-C behaves as in a terminal even when the suite was started from a background job; the collectives'
+auto-tune tables go to a directory of the session, never the user's cache."""
 
 from __future__ import annotations
 
 import os
 import signal
+import tempfile
 
 import pytest
 
@@ -15,6 +17,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # would then test nothing.  A handled signal is reset to the default on exec, so children get Python's own.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A run with auto-tune on (train --compare's starpulse configuration) stores its table; tests leave no files
+    # behind in ~/.cache, and the ranks they start inherit the variable.  Removed with the session's files.
+    if "STARPULSE_AUTOTUNE_DIR" not in os.environ:
+        tables = tempfile.TemporaryDirectory(prefix="starpulse-test-autotune-")
+        config.add_cleanup(tables.cleanup)
+        os.environ["STARPULSE_AUTOTUNE_DIR"] = tables.name
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -107,4 +107,8 @@ def test_auto_chooses_prints_and_records_a_dilation(tmp_path: Path) -> None:
     assert len(chosen) == 1, out.stderr
     report = json.loads(out_json.read_text())
     k = float(chosen[0].split()[3])
+    reruns = [ln for ln in out.stderr.splitlines() if "was not ok" in ln and "running it again at" in ln]
+    if reruns:   # the measured run itself was not ok at the calibrated dilation: the last one it ran at
+        k = float(reruns[-1].rsplit(" ", 1)[1])
     assert report["time_dilation"] == k and report["fidelity"]["time_dilation"] == k and 1 <= k <= 1000
+    assert report["fidelity"]["ok"] or k == 1000, report["fidelity"]   # not ok only at the ceiling

@@ -39,7 +39,7 @@ def test_collective_example_runs_locally_without_a_fabric(tmp_path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in range(4):
         assert f"[rank {rank}] rank {rank}/4: ok (norm 316.228; allreduce algorithms here: ('ring', 'tree', 'rhd', " \
-               "'hier'))" in done.stdout, done.stdout
+               "'hier', 'hetero'))" in done.stdout, done.stdout
         assert f"[rank {rank}] rank {rank}: refused as expected: op 'avg'" in done.stdout, done.stdout
 
 
@@ -92,6 +92,6 @@ def test_communicator_lists_the_algorithms_its_layout_can_run() -> None:
     from sw.collectives.local import run_local
 
     results = run_local(1, 3, _algorithms, timeout_s=60)   # 3 ranks: no recursive halving-doubling allgather
-    assert results == [(("ring",), ("ring", "tree", "rhd", "hier"),
+    assert results == [(("ring",), ("ring", "tree", "rhd", "hier", "hetero"),
                         "collective 'allgatherv': unknown (allowed: allreduce, broadcast, reduce, allgather, "
                         "reducescatter, alltoall)")] * 3

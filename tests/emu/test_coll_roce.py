@@ -212,6 +212,7 @@ PROGRESS_SCRIPT = textwrap.dedent("""
     from sw.collectives import init_from_env
     from sw.collectives.errors import PeerGoneError
     from sw.collectives.transport.roce import RECV_SLOTS, SLOT_BYTES
+    from sw.roce.transport.qp import QpState
 
     flags = Path(sys.argv[1])
     comm = init_from_env()
@@ -236,8 +237,13 @@ PROGRESS_SCRIPT = textwrap.dedent("""
         (flags / "got").touch()
         compute_until("gone")
         comm.send(np.ones(4096, np.int32), peer=1)  # staged at once; the dead peer never acknowledges it
-        time.sleep(15)  # computing while the engine retries and gives up on the QP (~102 s network, 10.2 s wall)
         roce = next(t for t in comm.net.transports if t.name == "roce")
+        # computing (no library call) while the engine retries and gives up on the QP (~102 s network, 10.2 s
+        # wall): until a QP is in ERROR, not a fixed 15 s
+        for _ in range(300):
+            if any(qp.state == QpState.ERROR for qp in list(roce.nic.qps.values())):
+                break
+            time.sleep(0.1)
         print(f"ACK timeouts while computing: {roce.nic.qp_counters()['timeouts']}")
         try:
             comm.barrier()

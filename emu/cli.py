@@ -311,13 +311,15 @@ def _check_bmv2_compat() -> None:
 
 def _up(args: argparse.Namespace) -> int:
     name = args.name
+    # every flag is checked before anything is created, also before `auto` calibrates on fabrics of these flags
+    _make_fabric(args, wired_links=args.impairable)
+    pcap_dir = str(output_dir("--pcap", args.pcap)) if args.pcap else None
     _choose_dilation(args)
     d = claim_state_dir(name)
     fab = _make_fabric(args, log_level=args.log_level, fault_log=str(d / "faults.jsonl"),
-                       wired_links=args.impairable,
-                       ops=args.ops == "on")   # every flag is checked before anything is created
-    if args.pcap:
-        fab.pcap_dir = str(output_dir("--pcap", args.pcap))
+                       wired_links=args.impairable, ops=args.ops == "on")
+    if pcap_dir:
+        fab.pcap_dir = pcap_dir
     return run_fabric(fab, name, d, shell=args.cli)
 
 

@@ -343,12 +343,11 @@ class Requester:
             return
         op, d = head
         psn = pkt.psn
-        expected = psn_add(op.first_psn, op.read_done)
         if not op.is_read or d < 0 or psn_diff(psn, op.first_psn) >= op.n_pkts:
             self.qp.counters.duplicate_responses += 1
             return
         if d > 0:
-            self._response_gap(expected)
+            self._response_gap(psn_add(op.first_psn, op.read_done))   # the PSN the head expects
             return
         mtu = self.qp.attr.path_mtu
         start = op.read_done * mtu

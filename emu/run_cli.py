@@ -193,7 +193,7 @@ def rerun_until_faithful(args: argparse.Namespace, run_once: Callable[[], tuple[
     worst lag asks for (``next_dilation``), up to the ceiling; at the ceiling its not-ok result is returned as is.
     ``run_once`` returns its result and the fidelity of each of its runs."""
     from emu.calibrate import resolve_dilation
-    from sw.clock.lag import next_dilation
+    from sw.clock.lag import late_summary, next_dilation
 
     auto = resolve_dilation(args.time_dilation) if read_state(args.name) is None else None
     while True:
@@ -206,9 +206,8 @@ def rerun_until_faithful(args: argparse.Namespace, run_once: Callable[[], tuple[
             return result
         nxt = max(next_dilation(k, f, auto.ceiling) for f in bad)
         worst = max(bad, key=lambda f: f["late_share"])
-        print(f"time dilation auto: the run at {k:g} was not ok ({worst['worst_component']} "
-              f"{worst['late_share'] * 100:.2f} % late, lag p99 {worst['lag_p99_ns']} ns > {worst['bound_ns']} ns): "
-              f"running it again at {nxt:g}", file=sys.stderr, flush=True)
+        print(f"time dilation auto: the run at {k:g} was not ok ({late_summary(worst)}): running it again at "
+              f"{nxt:g}", file=sys.stderr, flush=True)
         args.time_dilation = nxt
 
 

@@ -191,6 +191,13 @@ def next_dilation(k: float, fid: dict[str, Any], ceiling: float) -> float:
     return float(min(ceiling, round(min(max(k * MIN_STEP, wanted), k * MAX_STEP))))
 
 
+def late_summary(fid: dict[str, Any]) -> str:
+    """Why a fidelity verdict is not ok, in the words of the ``auto`` lines: ``p0l0 tm 1.77 % late, lag p99
+    188415 ns > 123040 ns``."""
+    return (f"{fid['worst_component']} {fid['late_share'] * 100:.2f} % late, lag p99 {fid['lag_p99_ns']} ns > "
+            f"{fid['bound_ns']} ns")
+
+
 def search_dilation(attempt: Callable[[float], dict[str, Any]], ceiling: float, flag: str,
                     echo: Callable[[str], None] | None = None) -> tuple[float, dict[str, Any]]:
     """From dilation 1 up: ``attempt(k)`` runs the probe at k and returns its fidelity; the first k that is ok
@@ -210,8 +217,7 @@ def search_dilation(attempt: Callable[[float], dict[str, Any]], ceiling: float, 
                 "ns): raise the ceiling or free the CPU")
         nxt = next_dilation(k, fid, ceiling)
         if echo:
-            echo(f"time dilation auto: {k:g} not ok ({fid['worst_component']} {fid['late_share'] * 100:.2f} % "
-                 f"late, lag p99 {fid['lag_p99_ns']} ns > {fid['bound_ns']} ns): trying {nxt:g}")
+            echo(f"time dilation auto: {k:g} not ok ({late_summary(fid)}): trying {nxt:g}")
         k = nxt
 
 

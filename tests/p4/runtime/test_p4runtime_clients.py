@@ -44,11 +44,12 @@ def switch(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
 
 
 def run_session(venv: str, script: str, grpc_addr: str, info: Path, cwd: Path) -> dict:
-    """Run a client session script with that client's venv (not from the repo root: our p4/ would shadow the
-    PyPI p4runtime package's ``p4``); its last stdout line is JSON."""
+    """Run a client session script with that client's venv, isolated (``-I``: no $PYTHONPATH, which CI points
+    at the checkout, and not from the repo root: our p4/ would shadow the PyPI p4runtime package's ``p4``); its
+    last stdout line is JSON."""
     python = REPO / venv / "bin" / "python"
     assert python.exists(), f"{python} missing: run scripts/bootstrap.sh (it installs the P4Runtime clients)"
-    run = subprocess.run([str(python), str(CLIENTS / script), grpc_addr, str(info), str(BASIC_P4)],
+    run = subprocess.run([str(python), "-I", str(CLIENTS / script), grpc_addr, str(info), str(BASIC_P4)],
                          capture_output=True, text=True, timeout=120, cwd=cwd)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])

@@ -37,3 +37,25 @@ def test_a_too_small_dilation_reports_not_ok() -> None:
     low = report["too_small"]
     assert low["dilation"] == 1.0 and low["reports_not_ok"] is True and low["fidelity"]["ok"] is False
     assert low["fidelity"]["worst_component"] is not None and report["rows"] == []
+
+
+@pytest.mark.unit
+def test_the_cpu_hog_burns_and_is_gone_after() -> None:
+    import os
+    import time
+
+    with fidelity_bench.cpu_hog(2, 60.0) as pids:
+        assert len(pids) == 2
+        time.sleep(0.5)
+        ticks = [int(Path(f"/proc/{pid}/stat").read_text().split()[13]) for pid in pids]   # utime
+        assert all(t > 0 for t in ticks), ticks                # they burn CPU, not sleep
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+@pytest.mark.unit
+def test_an_unknown_experiment_is_a_one_line_error() -> None:
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "fidelity_bench.py"), "--only", "allreduce,bogus"],
+                         capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 2 and "unknown experiment(s) bogus" in out.stderr and "Traceback" not in out.stderr

@@ -52,7 +52,7 @@ def test_auto_reruns_a_run_whose_own_fidelity_was_not_ok(capsys: pytest.CaptureF
     args, runs = Namespace(time_dilation=AutoDilation(1000.0), name="sp-no-such-fabric"), []
     assert rerun_until_faithful(args, job(args, runs, needed=20)) == "result at 32"
     assert runs == [8.0, 32.0] and args.time_dilation == 32.0     # 8 * 3000/1000 * 1.5 = 36 → at most 4x
-    assert "the run at 8 was not ok (nic 10.0.0.1 pacer 30.00 % late" in capsys.readouterr().err
+    assert "the run at 8 was not ok (nic 10.0.0.1 pacer 30.00 % of events later than" in capsys.readouterr().err
     args, runs = Namespace(time_dilation=AutoDilation(16.0), name="sp-no-such-fabric"), []
     assert rerun_until_faithful(args, job(args, runs, needed=1000)) == "result at 16"   # not ok at the ceiling
     assert runs == [8.0, 16.0]

@@ -35,6 +35,12 @@ class ParserError(Exception):
         self.code = code
 
 
+class StackIndexOutOfRange(ParserError):
+    """A run-time header stack index out of range in a control.  The statement that used it takes its
+    out-of-range branch, as p4c's BMv2 back end lowers it (``p4.compiler.statements``); where none exists the
+    packet is dropped like a parser error."""
+
+
 class ExitControl(Exception):
     """``exit`` statement: leaves the current control block."""
 
@@ -159,7 +165,7 @@ class Program:
         exec(self.code, ns)  # our own generated code: defines the stage and action functions
         fns = {name: ns[fn] for name, fn in self.action_fns.items()}
         for spec in _action_specs(state):
-            spec.fn = fns[spec.name]
+            spec.fn = ns[spec.bound_fn] if spec.bound_fn else fns[spec.name]
         for t in state.tables.values():
             t.meter_exec = direct_meter_exec(t)
             t._rebuild()

@@ -24,6 +24,7 @@ class ActionSpec:
     index: int
     default_only: bool = False
     table_only: bool = False
+    bound_fn: str | None = None    # the generated function that binds its directional arguments (table-bound)
 
 
 @dataclass

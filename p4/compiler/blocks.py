@@ -12,6 +12,7 @@ from p4.errors import CompileError
 from p4.program import (
     Program,
     ProgramState,
+    StackIndexOutOfRange,
 )
 from p4.types import (
     StructLike,
@@ -131,7 +132,9 @@ class Blocks(CompilerContext):
         src_lines.extend(self.out.lines)
         source = "\n".join(src_lines) + "\n"
         ns = self.ns
-        ns.update({"_INIT": self.init, "_sx": make_stack_index(self.errors.index("StackOutOfBounds")),
+        oob = self.errors.index("StackOutOfBounds")
+        ns.update({"_INIT": self.init, "_sx": make_stack_index(oob), "_HSX": StackIndexOutOfRange,
+                   "_hx": make_stack_index(oob, StackIndexOutOfRange),
                    "_sgn": to_signed, "_push_front": push_front, "_pop_front": pop_front})
         code = compile(source, f"<p4:{self.prog_name}>", "exec")
         for t in self.tables.values():       # entries and defaults use the table's own action specs

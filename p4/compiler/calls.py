@@ -315,6 +315,10 @@ class Calls(CompilerContext):
                     if tgt.ref is None:
                         raise self.err(a, f"argument for {direction} parameter '{pname}' must be writable")
                     copy_out.append((tgt.ref, sym.ref))
+        for dst, _ in copy_out:                # an out-of-range stack index among the targets: check before the
+            ref = dst[0] if isinstance(dst, tuple) else dst       # call, so the guard skips all of it (p4c)
+            if isinstance(ref.base, str) and "_hx(" in ref.base:
+                self.out(ref.base)
         call = f"{info.fn_name}(S{''.join(', ' + p.src for p in pyargs)})"
         ret_t = info.ret_type
         result = E("None", VOID)

@@ -91,6 +91,7 @@ class CompilerContext:
         self._every_scope: list[dict[str, Sym]] = []     # every control's local scope (to find all actions)
         self.actions: dict[str, ActionSpec] = {}
         self.tables: dict[str, Table] = {}
+        self.bound_args: dict[tuple[str, str], int] = {}    # (table, action): directional args bound in its list
         self.registers: dict[str, Register] = {}
         self.counters: dict[str, Counter] = {}
         self.meters: dict[str, Meter] = {}
@@ -100,6 +101,9 @@ class CompilerContext:
         self.digest_layouts: list[DigestLayout] = []
         self.control_plane = ControlPlaneFacts()               # P4Info facts (annotations, controller headers)
         self.in_parser = False
+        self.dyn_indexes = 0                                 # run-time stack indices compiled in controls so far
+        self.stack_types: dict[tuple[str, int], StackT] = {}    # (element, size): the one StackT of each
+        self.unset_refs: dict[str, Ref] = {}                 # per type: storage never written (see Statements)
         self.in_action = False
         self.may_exit = False                                # the body being compiled can execute ``exit``
         self.pending_functions: list[list[str]] = []

@@ -192,7 +192,7 @@ class ControlDeclarations(CompilerContext):
         keys: list[KeySpec] = []
         key_srcs: list[str] = []
         actions: dict[str, ActionSpec] = {}
-        action_infos: list[tuple[ActionInfo, dict]] = []
+        action_infos: list[tuple[ActionInfo, dict, list]] = []
         size, default, const_default = 1024, None, False
         entries_node = None
         dc = dm = None
@@ -237,7 +237,14 @@ class ControlDeclarations(CompilerContext):
                     if sym.kind != "action":
                         raise self.err(aref, f"'{an}' is not an action")
                     info: ActionInfo = sym.value
-                    action_infos.append((info, iann))
+                    bound = nonnull(aref.children[1].children) if aref.children[1] is not None else []
+                    dir_names = [pn for d, _, pn, _ in info.params if d != ""]
+                    bound = self.bind_named(bound, [dir_names], aref, f"action {info.name}")
+                    if len(bound) != len(dir_names):
+                        raise self.err(aref, f"action {info.name} has {len(dir_names)} directional parameter(s)"
+                                             f"{' (' + ', '.join(dir_names) + ')' if dir_names else ''}: the "
+                                             f"actions list binds {len(bound)} argument(s)")
+                    action_infos.append((info, iann, bound))
             elif p.data == "entries_prop":
                 entries_node = p
             elif p.data == "simple_prop":
@@ -264,13 +271,15 @@ class ControlDeclarations(CompilerContext):
                 else:
                     raise self.err(p, f"unknown table property '{pname}'")
         action_index: dict[str, int] = {}
-        for i, (info, iann) in enumerate(action_infos):
+        for i, (info, iann, bound) in enumerate(action_infos):
             self.control_plane.action_ref_annotations[(full, info.name)] = iann
             base = info.spec
             assert base is not None, info.name          # compile_action ran for every action a table lists
             decl_ann = annotations_of(info.node)
             spec = ActionSpec(base.name, None, base.params, i, "defaultonly" in iann or "defaultonly" in decl_ann,
-                              "tableonly" in iann or "tableonly" in decl_ann)
+                              "tableonly" in iann or "tableonly" in decl_ann,
+                              self.table_bound_action(info, bound, d) if bound else None)
+            self.bound_args[(full, info.name)] = len(bound)
             actions[info.name] = spec
             action_index[info.name] = i
         fn_name = self.fresh("t_" + full.replace(".", "_"))
@@ -286,7 +295,7 @@ class ControlDeclarations(CompilerContext):
             table.direct_meter = dm.value["obj"]
         self.tables[full] = table
         tinfo = TableInfo(full, fn_name, table, action_index,
-                          {name_of(subtrees(info.node, "name")[0]): i for i, (info, _) in enumerate(action_infos)})
+                          {name_of(subtrees(info.node, "name")[0]): i for i, (info, _, _) in enumerate(action_infos)})
         scope[tname] = Sym("table", value=tinfo)
         # default action
         if default is None:
@@ -311,6 +320,11 @@ class ControlDeclarations(CompilerContext):
         em = Emitter()
         em(f"def {fn_name}(S):")
         em.indent()
+        for j, src in enumerate(key_srcs):
+            if "_hx(" in src:                  # a key read out of a stack at a run-time index: 0 when out of
+                em(f"try: k{j} = {src}")       # range (p4c moves such a key into a temporary first)
+                em(f"except _HSX: k{j} = 0")
+                key_srcs[j] = f"k{j}"
         if key_srcs:
             key = key_srcs[0] if len(key_srcs) == 1 else "(" + ", ".join(key_srcs) + ")"
             em(f"e = {fn_name}_T.lookup({key})")
@@ -347,6 +361,35 @@ class ControlDeclarations(CompilerContext):
             em("return True, e.action.index")
         self.pending_functions.append(em.lines)
         self.ns[f"{fn_name}_T"] = table
+
+    def table_bound_action(self, info: ActionInfo, bound: list, node: Any) -> str:
+        """``act(hdr.x)`` in a table's actions list: a function of the action data that copies the bound
+        arguments in, runs the action and copies out/inout ones back (as a direct call would)."""
+        fn = self.fresh("b_" + info.name.replace(".", "_"))
+        scope: dict[str, Sym] = {}
+        args: list = []
+        data: list[str] = []
+        given = iter(bound)
+        for i, (direction, t, _pname, _sym) in enumerate(info.params):
+            if direction:
+                args.append(next(given))
+                continue
+            key = f"$data{i}"                   # not a P4 identifier: it cannot clash with a program's name
+            scope[key] = Sym("py", t, value=f"d{i}")
+            data.append(f"d{i}")
+            args.append(Tree("name_ref", [key], getattr(node, "meta", None)))
+        saved_out, saved_exits = self.out, self.may_exit
+        self.out = Emitter()
+        self.out(f"def {fn}(S{''.join(', ' + d for d in data)}):")
+        self.out.indent()
+        self.scopes.append(scope)
+        try:
+            self.direct_action_call(info, args, node)
+        finally:
+            self.scopes.pop()
+        self.pending_functions.append(self.out.lines)
+        self.out, self.may_exit = saved_out, saved_exits
+        return fn
 
     def table_profile(self, val: Tree, table: str, scope: dict[str, Sym], name: str | None = None) -> ActionProfile:
         """``implementation = action_selector(...)`` (inline, named ``name`` or ``<table>_profile``) or the name
@@ -409,9 +452,12 @@ class ControlDeclarations(CompilerContext):
         spec = self.find_action(actions, aname)
         if spec is None:
             raise self.err(n, f"action '{aname}' is not in the actions list of table {table}")
+        n_bound = self.bound_args.get((table, spec.name), 0)
+        if n_bound and len(args) == n_bound + len(spec.params):
+            args = args[n_bound:]           # its directional arguments: the actions list's binding runs them
         if len(args) != len(spec.params):
-            raise self.err(n, f"action {spec.name} takes {len(spec.params)} action-data arguments, "
-                              f"got {len(args)}")
+            raise self.err(n, f"action {spec.name} takes {len(spec.params)} action-data arguments"
+                              f"{f' (after its {n_bound} directional ones)' if n_bound else ''}, got {len(args)}")
         data = []
         for (_pname, w), a in zip(spec.params, args, strict=True):
             e = self.expr(a, BitT(w))

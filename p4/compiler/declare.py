@@ -185,7 +185,10 @@ class Declarations(CompilerContext):
             n = self.const_value(self.expr(kids[-1]), INFINT, t).const
             if not 1 <= int(n) <= MAX_STACK_SIZE:
                 raise self.err(t, f"header stack size {n} out of range 1..{MAX_STACK_SIZE} (this target's limit)")
-            return StackT(elem, int(n))
+            key = (elem.name, int(n))            # one type per element and size: stacks of it compare equal
+            if key not in self.stack_types or self.stack_types[key].elem is not elem:
+                self.stack_types[key] = StackT(elem, int(n))
+            return self.stack_types[key]
         if d == "tuple_type":
             args = [c for c in subtrees(t, "type_args")[0].children if isinstance(c, Tree)]
             return ListT([self.resolve_type(a) for a in args])

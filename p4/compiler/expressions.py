@@ -258,6 +258,9 @@ class Expressions(CompilerContext):
         if op in ("==", "!="):
             if isinstance(t, StructLike) and a.ref is not None and b.ref is not None:
                 return E(self.struct_equal(a.ref, b.ref, op == "!="), BOOL)
+            if isinstance(t, StackT) and a.ref is not None and b.ref is not None:
+                eq = self.stack_equal(a.ref, b.ref)
+                return E(f"(not {eq})" if op == "!=" else eq, BOOL)
             if isinstance(t, StructLike):
                 raise self.err(node, "== on headers/structs needs two stored values (not list expressions)")
             if isinstance(a.const, int) and isinstance(b.const, int):
@@ -314,8 +317,7 @@ class Expressions(CompilerContext):
             if isinstance(ft, StructLike):
                 parts.append(self.struct_equal(fa, fb, False))
             elif isinstance(ft, StackT):
-                n = ft.size
-                parts.append(f"S[{fa.base}:{fa.base}+{n}] == S[{fb.base}:{fb.base}+{n}]")
+                parts.append(self.stack_equal(fa, fb))
             else:
                 k = ft.size
                 parts.append(f"S[{fa.base}:{fa.base}+{k}] == S[{fb.base}:{fb.base}+{k}]" if k > 1 else
@@ -327,6 +329,14 @@ class Expressions(CompilerContext):
         else:
             expr = f"({fields})"
         return f"(not {expr})" if negate else expr
+
+    def stack_equal(self, a: Ref, b: Ref) -> str:
+        """P4 == on header stacks: element by element as headers (p4c compares the elements, not nextIndex)."""
+        t = a.type
+        assert isinstance(t, StackT)
+        size = t.elem.size
+        return "(" + " and ".join(self.struct_equal(Ref(a.off(1 + i * size), t.elem), Ref(b.off(1 + i * size), t.elem),
+                                                    False) for i in range(t.count)) + ")"
 
     def cast(self, n: Tree) -> E:
         t = self.resolve_type(n.children[0])
@@ -435,7 +445,12 @@ class Expressions(CompilerContext):
         return self.errors.index(name)
 
     def stack_check(self, idx_src: str, count: int) -> str:
-        return f"_sx({idx_src}, {count})"
+        """A run-time index checked against the stack's size: in a parser error.StackOutOfBounds; in a control
+        the enclosing statement's out-of-range branch (counted: ``stmt`` guards the statements that use one)."""
+        if self.in_parser:
+            return f"_sx({idx_src}, {count})"
+        self.dyn_indexes += 1
+        return f"_hx({idx_src}, {count})"
 
     def index_expr(self, n: Tree) -> E:
         b = self.expr(n.children[0])

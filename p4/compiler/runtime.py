@@ -43,10 +43,11 @@ def pop_front(S: list, base: int, esize: int, count: int, k: int) -> None:
 
 
 
-def make_stack_index(code: int) -> Callable[[int, int], int]:
-    """``_sx``: a run-time stack index checked against the stack's size; ``code`` is error.StackOutOfBounds."""
+def make_stack_index(code: int, exc: type[ParserError] = ParserError) -> Callable[[int, int], int]:
+    """``_sx`` (parsers) / ``_hx`` (controls, raising ``StackIndexOutOfRange``): a run-time stack index checked
+    against the stack's size; ``code`` is error.StackOutOfBounds."""
     def sx(i: int, count: int) -> int:
         if not 0 <= i < count:
-            raise ParserError(code)
+            raise exc(code)
         return i
     return sx

@@ -6,8 +6,9 @@ from typing import Any
 
 from lark import Token, Tree
 
+from p4.compiler import lower
 from p4.compiler.context import CompilerContext
-from p4.compiler.ir import INFINT, E, Ref, Sym, TableInfo
+from p4.compiler.ir import BOOL, INFINT, VOID, E, Ref, Sym, TableInfo
 from p4.compiler.syntax import name_of, nonnull, subtrees
 from p4.types import (
     BitT,
@@ -21,6 +22,9 @@ from p4.types import (
     VoidT,
     default_value,
 )
+
+GUARDED_STATEMENTS = frozenset({"assign", "var_decl", "call_stmt", "generic_method_stmt", "generic_call_stmt",
+                                "switch_stmt"})
 
 
 class Statements(CompilerContext):
@@ -37,7 +41,64 @@ class Statements(CompilerContext):
             self.out("pass")
         self.scopes.pop()
 
-    def stmt(self, s: Tree) -> None:  # one dispatch over statement kinds
+    def stmt(self, s: Tree) -> None:
+        """One statement; in a control, one that uses a run-time header stack index runs inside a guard that
+        takes p4c's out-of-range branch for BMv2 (its HSIndex lowering): a read on the right of ``=`` assigns
+        the left side an unset value of its type (0, invalid), a write or a call does nothing, a switch is
+        skipped; an ``if`` condition takes the else branch (``if_stmt``)."""
+        if self.in_parser or s.data not in GUARDED_STATEMENTS:
+            self.stmt_kind(s)
+            return
+        before = self.dyn_indexes
+        got = lower.capture(self, lambda: (self.stmt_kind(s), E("None", VOID))[1])
+        if self.dyn_indexes == before:
+            lower.replay(self.out, got.lines)
+            return
+        self.out("try:")
+        self.out.indent()
+        lower.replay(self.out, got.lines)
+        self.out.dedent()
+        self.out("except _HSX:")
+        self.out.indent()
+        self.out_of_range_branch(s)
+        self.out.dedent()
+
+    def out_of_range_branch(self, s: Tree) -> None:
+        """What a statement does when its stack index is out of range (see ``stmt``)."""
+        lhs = None
+        if s.data == "assign":
+            lhs = s.children[0]
+        elif s.data == "var_decl":
+            kids = [c for c in s.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
+            lhs = Tree("lv_name", [name_of(kids[1])], s.meta)
+        if lhs is None:
+            self.out("pass")
+            return
+        before = self.dyn_indexes
+        target = lower.capture(self, lambda: self.expr(lhs))
+        if self.dyn_indexes != before:      # the write itself is out of range: nothing happens
+            self.out("pass")
+            return
+        if lhs.data == "lv_slice":
+            ref, lo, w = self.slice_target(lhs)
+            self.write_bits(ref, lo, w, "0")
+            return
+        tgt = target.e
+        if tgt.ref is None:
+            self.out("pass")
+        elif tgt.type.scalar:
+            self.out(f"{tgt.ref.src} = {default_value(tgt.type)!r}")
+        else:
+            self.copy(tgt.ref, self.unset_value(tgt.type))
+
+    def unset_value(self, t: Any) -> Ref:
+        """Storage of type ``t`` that nothing writes: its initial value (0, invalid headers) in every packet."""
+        key = str(t)
+        if key not in self.unset_refs:
+            self.unset_refs[key] = self.alloc(t)
+        return self.unset_refs[key]
+
+    def stmt_kind(self, s: Tree) -> None:  # one dispatch over statement kinds
         d = s.data
         self.last_node = s
         if d == "block":
@@ -71,7 +132,7 @@ class Statements(CompilerContext):
                 self.call_type_args = []
         elif d == "if_stmt":
             s = Tree("if_stmt", (list(s.children) + [None, None])[:3], s.meta)
-            c = self.expect_bool(s.children[0])
+            c = self.if_condition(s.children[0])
             if c.const is not None:
                 branch = s.children[1] if c.const else s.children[2]
                 if branch is not None:
@@ -115,6 +176,23 @@ class Statements(CompilerContext):
                 self.out("raise _Ret()")  # leave this control's apply block
         else:
             raise self.err(s, f"unsupported statement ({d})")
+
+    def if_condition(self, n: Tree) -> E:
+        """An ``if`` condition; one that uses a run-time stack index out of range is false (p4c ands each
+        in-range case with the index test, so the else branch runs)."""
+        before = self.dyn_indexes
+        got = lower.capture(self, lambda: self.expect_bool(n))
+        if self.dyn_indexes == before or self.in_parser:
+            lower.replay(self.out, got.lines)
+            return got.e
+        v = self.fresh("hc")
+        self.out("try:")
+        self.out.indent()
+        lower.replay(self.out, got.lines)
+        self.out(f"{v} = {got.e.src}")
+        self.out.dedent()
+        self.out(f"except _HSX: {v} = False")
+        return E(v, BOOL)
 
     def var_decl(self, s: Tree) -> None:
         kids = [c for c in s.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]

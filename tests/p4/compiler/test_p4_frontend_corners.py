@@ -215,3 +215,117 @@ def test_subparser_apply_outside_a_parser_is_an_error(source_switch: SourceSwitc
     with pytest.raises(CompileError, match="parser Sub can only be instantiated inside a parser"):
         source_switch(SUBPARSER.replace("control VC(inout headers hdr, inout metadata meta) { apply { } }",
                                         "control VC(inout headers hdr, inout metadata meta) { Sub() s; apply { } }"))
+
+
+BOUND_ACTIONS = """
+action setb(out bit<8> v) { v = 8w7; }
+action inc(inout bit<8> v, bit<8> d) { v = v + d; }
+action addto(in bit<8> x, bit<8> d) { hdr.h.c = x + d; }
+action set_then_exit(out bit<8> v) { v = 8w9; exit; }
+"""
+
+
+def test_table_bound_out_and_inout_arguments_are_written_back(source_switch: SourceSwitch) -> None:
+    # the actions list binds each directional parameter; the default binds the same plus its data (p4c's form)
+    text = program(cdecl=BOUND_ACTIONS + """
+table t { key = { hdr.h.a: exact; } actions = { setb(hdr.h.b); inc(hdr.h.c); addto(hdr.h.a); NoAction; }
+          default_action = inc(hdr.h.c, 3); }""", apply="t.apply();")
+    sw = source_switch(text)
+    assert run_switch(sw, bytes([1, 0, 0x10])) == bytes([1, 0, 0x13])          # default: c += 3
+    sw.cmd("table_add t setb 1 =>", "table_add t inc 2 => 5", "table_add t addto 4 => 0x20")
+    assert run_switch(sw, bytes([1, 0, 0x10])) == bytes([1, 7, 0x10])          # out: b = 7, c untouched
+    assert run_switch(sw, bytes([2, 1, 0xFE])) == bytes([2, 1, 0x03])          # inout wraps: 0xFE + 5
+    assert run_switch(sw, bytes([4, 0, 0])) == bytes([4, 0, 0x24])             # in: c = a + 0x20
+
+
+def test_const_entries_and_named_bindings_of_directional_arguments(source_switch: SourceSwitch) -> None:
+    # entries may give the action data alone or with the bound directional arguments first; names bind too
+    text = program(cdecl=BOUND_ACTIONS + """
+table t { key = { hdr.h.a: exact; } actions = { setb(v = hdr.h.b); inc(hdr.h.c); }
+          const entries = { 1 : inc(2); 2 : inc(hdr.h.c, 4); 3 : setb(hdr.h.b); }
+          default_action = setb(); }""", apply="t.apply();")
+    sw = source_switch(text)
+    assert [run_switch(sw, bytes([a, 0, 0x10])) for a in (1, 2, 3, 9)] == [
+        bytes([1, 0, 0x12]), bytes([2, 0, 0x14]), bytes([3, 7, 0x10]), bytes([9, 7, 0x10])]
+
+
+def test_exit_in_a_table_bound_action_still_copies_out(source_switch: SourceSwitch) -> None:
+    # exit copies out/inout arguments back (P4-16 exit statement); the statement after apply() never runs
+    text = program(cdecl=BOUND_ACTIONS + "table t { actions = { set_then_exit(hdr.h.b); } "
+                                         "default_action = set_then_exit(hdr.h.b); }",
+                   apply="t.apply(); hdr.h.c = 8w1;")
+    assert run(source_switch, text, bytes([0, 0, 0])) == bytes([0, 9, 0])
+
+
+def test_an_unbound_directional_parameter_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match=r"action I.setb has 1 directional parameter\(s\) \(v\): the actions "
+                                           r"list binds 0 argument\(s\)"):
+        source_switch(program(cdecl=BOUND_ACTIONS + "table t { actions = { setb; } }", apply="t.apply();"))
+
+
+def run_switch(sw, frame: bytes) -> bytes:
+    """One frame through an already built switch: the packet that leaves on port 1."""
+    out = sw.send(0, frame)
+    assert [port for port, _ in out] == [1]
+    return out[0][1]
+
+
+STACK_PROGRAM = """
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+header e_t { bit<8> v; }
+struct headers { h_t h; e_t[2] s; }
+struct metadata { bit<8> m; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); pkt.extract(hdr.s[0]); pkt.extract(hdr.s[1]); transition accept; } }
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action setv(out bit<8> x) { x = 3; hdr.h.b = 0x44; }
+    table t { key = { hdr.s[hdr.h.a].v : exact; } actions = { setv(hdr.h.c); NoAction; } default_action = NoAction; }
+    apply { sm.egress_spec = 1; @@APPLY@@ } }
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.s); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("apply", "in_range", "out_of_range"), [
+    # a read on the right of = gives the left side an unset value (0), not just the element
+    ("hdr.h.c = hdr.s[hdr.h.a].v + 5;", "0100271122", "0500001122"),
+    ("bit<8> x = hdr.s[hdr.h.a].v; hdr.h.c = x + 1;", "0100231122", "0500011122"),
+    ("hdr.h.c[3:0] = hdr.s[hdr.h.a].v[3:0];", "0100e21122", "0500e01122"),
+    # a write, a method call, an action call with an out target there: nothing happens, the packet goes on
+    ("hdr.s[hdr.h.a].v = 8w7; hdr.h.c = 1;", "0100011107", "0500011122"),
+    ("hdr.s[hdr.h.a].setInvalid(); hdr.h.c = 2;", "01000211", "0500021122"),
+    ("setv(hdr.s[hdr.h.a].v);", "0144ee1103", "0500ee1122"),
+    # an if condition: the else branch
+    ("if (hdr.s[hdr.h.a].isValid()) { hdr.h.c = 5; } else { hdr.h.c = 6; }", "0100051122", "0500061122"),
+])
+def test_a_run_time_stack_index_out_of_range_in_a_control_is_p4c_bmv2s(
+        source_switch: SourceSwitch, apply: str, in_range: str, out_of_range: str) -> None:
+    # p4c lowers each statement with a run-time index into one case per index (BMv2 then never sees the index):
+    # an index past the stack takes the statement's out-of-range branch; the packet is not dropped
+    sw = source_switch(STACK_PROGRAM.replace("@@APPLY@@", apply))
+    assert run_switch(sw, bytes.fromhex("0100ee1122")).hex() == in_range       # a = 1: s[1]
+    assert run_switch(sw, bytes.fromhex("0500ee1122")).hex() == out_of_range   # a = 5: past s[1]
+
+
+def test_a_table_key_out_of_a_stack_out_of_range_is_zero(source_switch: SourceSwitch) -> None:
+    sw = source_switch(STACK_PROGRAM.replace("@@APPLY@@", "t.apply();"))
+    sw.cmd("table_add t setv 0 =>")
+    assert run_switch(sw, bytes.fromhex("0500ee1122")).hex() == "0544031122"   # key 0 matches: setv
+    assert run_switch(sw, bytes.fromhex("0100ee1122")).hex() == "0100ee1122"   # key s[1].v = 0x22: a miss
+
+
+@pytest.mark.parametrize(("apply", "out"), [
+    ("hdr.s2 = hdr.s; if (hdr.s2 == hdr.s) { hdr.h.c = 1; } else { hdr.h.c = 2; }", "050001112211223344"),
+    # s2[0] invalid against a valid s[0]: not equal though s2[1] == s[1]
+    ("hdr.s2[1] = hdr.s[1]; if (hdr.s2 == hdr.s) { hdr.h.c = 1; } else { hdr.h.c = 2; }", "0500021122223344"),
+    ("if (hdr.s2 != hdr.s) { hdr.h.c = 3; }", "05000311223344"),
+    ("if (hdr.s2 == hdr.s2) { hdr.h.c = 4; }", "05000411223344"),        # all invalid on both sides
+])
+def test_whole_header_stack_assignment_and_equality(source_switch: SourceSwitch, apply: str, out: str) -> None:
+    # == on stacks compares element by element as headers (both invalid, or both valid with equal fields)
+    text = STACK_PROGRAM.replace("struct headers { h_t h; e_t[2] s; }", "struct headers { h_t h; e_t[2] s; e_t[2] s2; }")
+    text = text.replace("pkt.emit(hdr.s); }", "pkt.emit(hdr.s); pkt.emit(hdr.s2); }").replace("@@APPLY@@", apply)
+    assert run_switch(source_switch(text), bytes.fromhex("0500ee11223344")).hex() == out

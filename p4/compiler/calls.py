@@ -359,11 +359,11 @@ class Calls(CompilerContext):
                 self.copy(dst, src)
 
     def inline_control(self, value: tuple, args: list, node: Any) -> None:
-        cnode, full = value
+        cnode, full, ctor = value
         params = subtrees(subtrees(cnode, "params")[0], "param")
         if len(params) != len(args):
             raise self.err(node, f"control apply takes {len(params)} arguments, got {len(args)}")
-        scope: dict[str, Sym] = {}
+        scope: dict[str, Sym] = dict(ctor)
         for p, a in zip(params, args, strict=True):
             pname = name_of(subtrees(p, "name")[0])
             t = self.resolve_type(subtrees(p, "type_ref")[0])

@@ -24,6 +24,13 @@ from p4.types import (
     StructLike,
 )
 
+# v1model's extern constructors this target instantiates: their parameter names, in order (register's second,
+# initial_value, is optional)
+EXTERN_CTOR_PARAMS: dict[str, tuple[str, ...]] = {
+    "register": ("size", "initial_value"), "counter": ("size", "type"), "direct_counter": ("type",),
+    "meter": ("size", "type"), "direct_meter": ("type",), "Checksum16": (), "action_profile": ("size",),
+    "action_selector": ("algorithm", "size", "outputWidth")}
+
 
 class ControlDeclarations(CompilerContext):
     """Locals of a control: instances, tables (keys, actions, const entries)."""
@@ -93,6 +100,54 @@ class ControlDeclarations(CompilerContext):
                 deferred.append((ref, kids[2]))
         scope[name] = Sym("ref", t, ref=ref)
 
+    def bind_extern_ctor(self, tname: str, args: list, node: Tree) -> list:
+        """An extern instance's constructor arguments in parameter order; named ones (``register<..>(size =
+        4)``) by v1model's parameter names."""
+        named = [a for a in args if isinstance(a, Tree) and a.data == "named_arg"]
+        if not named:
+            return args
+        names = EXTERN_CTOR_PARAMS.get(tname)
+        if names is None:
+            raise self.err(node, f"{tname}: named constructor arguments are not supported for this extern")
+        if len(named) != len(args):
+            raise self.err(node, f"{tname}: either all constructor arguments are named or none is")
+        given = {str(a.children[0]): a.children[1] for a in named}
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise self.err(node, f"{tname} has no constructor parameter {', '.join(unknown)} (its parameters: "
+                                 f"{', '.join(names) or 'none'})")
+        missing = [n for n in names[:len(given)] if n not in given]
+        if missing:
+            raise self.err(node, f"{tname}: constructor argument '{missing[0]}' is missing")
+        return [given[n] for n in names[:len(given)]]
+
+    def ctor_scope(self, decl: Tree, args: list, node: Tree, what: str) -> dict[str, Sym]:
+        """A parser's or control's constructor parameters bound to an instance's arguments (positional or named,
+        defaults for the rest): compile-time constants in the instance's scope."""
+        ctor = subtrees(decl, "ctor_params")
+        params = subtrees(subtrees(ctor[0], "params")[0], "param") if ctor else []
+        names = [name_of(subtrees(p, "name")[0]) for p in params]
+        named = [a for a in args if isinstance(a, Tree) and a.data == "named_arg"]
+        if named and len(named) != len(args):
+            raise self.err(node, f"{what}: either all constructor arguments are named or none is")
+        if len(args) > len(names):
+            raise self.err(node, f"{what} takes {len(names)} constructor argument(s), got {len(args)}")
+        given = {str(a.children[0]): a.children[1] for a in named} if named else dict(zip(names, args, strict=False))
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise self.err(node, f"{what} has no constructor parameter {', '.join(unknown)} (its parameters: "
+                                 f"{', '.join(names) or 'none'})")
+        scope: dict[str, Sym] = {}
+        for p, pname in zip(params, names, strict=True):
+            t = self.resolve_type(subtrees(p, "type_ref")[0])
+            last = p.children[-1]
+            default = last if isinstance(last, Tree) and last.data != "name" else None
+            arg = given.get(pname, default)
+            if arg is None:
+                raise self.err(node, f"{what}: constructor argument '{pname}' is missing")
+            scope[pname] = Sym("const", t, value=self.const_value(self.expr(arg, t), t, arg))
+        return scope
+
     def run_deferred_inits(self, deferred: list[tuple[Ref, Tree]]) -> None:
         """Emit the non-constant initialisers of a block's variables, in declaration order."""
         for ref, init in deferred:
@@ -114,16 +169,16 @@ class ControlDeclarations(CompilerContext):
         var = self.fresh("x_" + name)
         self.control_plane.annotations[full] = anns
         if tname in self.controls:
-            scope[name] = Sym("control", value=(self.controls[tname], full))
+            node = self.controls[tname]
+            scope[name] = Sym("control", value=(node, full, self.ctor_scope(node, args, d, f"control {tname}")))
             return
         if tname in self.parsers:
             if not self.in_parser:
                 raise self.err(d, f"parser {tname} can only be instantiated inside a parser")
-            if args or subtrees(self.parsers[tname], "ctor_params"):
-                raise self.err(d, f"parser {tname}: constructor parameters are not supported by this target")
-            scope[name] = Sym("parser", value=(self.parsers[tname], full))
+            node = self.parsers[tname]
+            scope[name] = Sym("parser", value=(node, full, self.ctor_scope(node, args, d, f"parser {tname}")))
             return
-        cargs = [self.expr(a) for a in args]
+        cargs = [self.expr(a) for a in self.bind_extern_ctor(tname, args, d)]
 
         def cint(i: int) -> int:
             if i >= len(cargs) or cargs[i].const is None:
@@ -143,9 +198,8 @@ class ControlDeclarations(CompilerContext):
             return next(k for k, v in e.type.members.items() if v == e.const)
 
         inst: dict[str, Any] = {"kind": tname, "var": var, "name": full}
-        want_args = {"register": (1, 2), "counter": (2,), "direct_counter": (1,), "meter": (2,),
-                     "direct_meter": (1,), "Checksum16": (0,), "action_profile": (1,),
-                     "action_selector": (3,)}.get(tname)
+        names = EXTERN_CTOR_PARAMS.get(tname)
+        want_args = None if names is None else (1, 2) if tname == "register" else (len(names),)
         if want_args is not None and len(cargs) not in want_args:
             raise self.err(d, f"{tname}(...) takes {' or '.join(map(str, want_args))} constructor arguments, "
                               f"got {len(cargs)}")

@@ -124,11 +124,11 @@ class ParserStates(CompilerContext):
         """``sub.apply(pkt, ...)`` of a parser instance: its states run as their own function from ``o``;
         in/inout arguments are copied in, out/inout ones copied back when it accepts; its reject (or any parser
         error) is the caller's."""
-        pnode, full = value
+        pnode, full, ctor = value
         params = subtrees(subtrees(pnode, "params")[0], "param")
         if len(params) != len(args):
             raise self.err(node, f"parser {full} apply takes {len(params)} arguments, got {len(args)}")
-        fn, slots = self.subparser_fn(pnode, full)
+        fn, slots = self.subparser_fn(pnode, full, ctor)
         copy_back: list[tuple[Ref, Ref]] = []
         for p, a in zip(params, args, strict=True):
             dirn = p.children[len(subtrees(p, "annotation"))]
@@ -161,13 +161,13 @@ class ParserStates(CompilerContext):
         self.out("    raise")
         self.copy_out(copy_back)
 
-    def subparser_fn(self, pnode: Tree, full: str) -> tuple[str, dict[str, Ref | None]]:
+    def subparser_fn(self, pnode: Tree, full: str, ctor: dict[str, Sym]) -> tuple[str, dict[str, Ref | None]]:
         """The function of one parser instance (compiled on its first apply): ``fn(S, pkt, o, n) -> (o, 0)``,
-        its parameters' slots (None for packet_in)."""
+        its parameters' slots (None for packet_in); ``ctor``: its constructor arguments (constants)."""
         if full in self.subparsers:
             return self.subparsers[full]
         fn = self.fresh("p_" + full.replace(".", "_"))
-        scope: dict[str, Sym] = {}
+        scope: dict[str, Sym] = dict(ctor)
         slots: dict[str, Ref | None] = {}
         for p in subtrees(subtrees(pnode, "params")[0], "param"):
             pname = name_of(subtrees(p, "name")[0])

@@ -326,6 +326,36 @@ def test_a_table_key_out_of_a_stack_out_of_range_is_zero(source_switch: SourceSw
 ])
 def test_whole_header_stack_assignment_and_equality(source_switch: SourceSwitch, apply: str, out: str) -> None:
     # == on stacks compares element by element as headers (both invalid, or both valid with equal fields)
-    text = STACK_PROGRAM.replace("struct headers { h_t h; e_t[2] s; }", "struct headers { h_t h; e_t[2] s; e_t[2] s2; }")
+    text = STACK_PROGRAM.replace("e_t[2] s; }", "e_t[2] s; e_t[2] s2; }")
     text = text.replace("pkt.emit(hdr.s); }", "pkt.emit(hdr.s); pkt.emit(hdr.s2); }").replace("@@APPLY@@", apply)
     assert run_switch(source_switch(text), bytes.fromhex("0500ee11223344")).hex() == out
+
+
+SUB_CONTROL = "control Sub(inout h_t h)(bit<8> k, bit<8> j = 8w1) { apply { h.c = k + j; } }"
+SUB_PARSER = "parser SubP(packet_in pkt, inout h_t h)(bit<8> k) { state start { h.c = k; transition accept; } }"
+
+
+@pytest.mark.parametrize(("top", "pdecl", "parse", "cdecl", "apply", "c"), [
+    (SUB_CONTROL, "", "pkt.extract(hdr.h);", "Sub(8w7) sub;", "sub.apply(hdr.h);", 8),      # j's default
+    (SUB_CONTROL, "", "pkt.extract(hdr.h);", "Sub(j = 8w2, k = 8w6) sub;", "sub.apply(hdr.h);", 8),
+    (SUB_CONTROL, "", "pkt.extract(hdr.h);", "Sub(8w1, 8w1) s1; Sub(8w5) s2;", "s1.apply(hdr.h); "
+     "hdr.h.b = hdr.h.c; s2.apply(hdr.h);", 6),                                              # per instance
+    (SUB_PARSER, "SubP(8w9) sub;", "pkt.extract(hdr.h); sub.apply(pkt, hdr.h);", "", "", 9),
+    ("", "", "pkt.extract(hdr.h);", "register<bit<8>>(size = 4) r;", "r.write(3, 8w4); r.read(hdr.h.c, 3);", 4),
+])
+def test_constructor_parameters_of_controls_parsers_and_externs(
+        source_switch: SourceSwitch, top: str, pdecl: str, parse: str, cdecl: str, apply: str, c: int) -> None:
+    text = program(top=top, pdecl=pdecl, parse=parse, cdecl=cdecl, apply=apply)
+    assert run(source_switch, text, bytes([5, 0, 0xEE]))[2] == c
+
+
+@pytest.mark.parametrize(("cdecl", "error"), [
+    ("Sub() sub;", r"control Sub: constructor argument 'k' is missing"),
+    ("Sub(q = 8w1) sub;", r"control Sub has no constructor parameter q \(its parameters: k, j\)"),
+    ("Sub(8w1, 8w2, 8w3) sub;", r"control Sub takes 2 constructor argument\(s\), got 3"),
+    ("register<bit<8>>(sz = 4) r;", r"register has no constructor parameter sz \(its parameters: size, "
+                                    r"initial_value\)"),
+])
+def test_bad_constructor_arguments_are_errors(source_switch: SourceSwitch, cdecl: str, error: str) -> None:
+    with pytest.raises(CompileError, match=error):
+        source_switch(program(top=SUB_CONTROL, cdecl=cdecl, apply="sub.apply(hdr.h);" if "Sub" in cdecl else ""))

@@ -119,8 +119,9 @@ class ExternCalls(CompilerContext):
             raise self.err(node, f"emit needs a header, stack or struct of headers, not {t}")
 
     # --- data lists (hash, checksum, digest) --------------------------------------------------------------
-    def flatten(self, e: E, node: Any) -> list[tuple[str, int, str]]:
-        """Scalar (source, width, name) terms of a field list / struct / header, in order."""
+    def flatten(self, e: E, node: Any) -> list[tuple[str, int | str, str]]:
+        """Scalar (source, width, name) terms of a field list / struct / header, in order; a varbit field's
+        width is its current length (Python source), as BMv2 feeds it to hashes and checksums."""
         if isinstance(e.type, ListT):
             out = []
             for item in e.const:
@@ -140,17 +141,34 @@ class ExternCalls(CompilerContext):
             return [(f"int({e.src})", 1, "")]
         if isinstance(e.type, EnumT) and e.type.base is not None:
             return [(e.src, e.type.base.width, "")]
+        if isinstance(e.type, VarbitT) and e.ref is not None:
+            return [(f"S[{e.ref.off(0)}]", f"S[{e.ref.off(1)}]", "")]
         if isinstance(e.type, InfIntT):
             raise self.err(node, "an untyped integer in a field list has no width; cast it, e.g. (bit<8>)1")
         raise self.err(node, f"{e.type} cannot be part of a field list")
 
-    def pack(self, terms: list[tuple[str, int, str]]) -> tuple[str, int]:
-        total = sum(w for _, w, _ in terms)
-        parts, shift = [], total
-        for s, w, _ in terms:
-            shift -= w
-            parts.append(f"({s} << {shift})" if shift else s)
-        return ("(" + " | ".join(parts) + ")") if parts else "0", total
+    def pack(self, terms: list[tuple[str, int | str, str]]) -> tuple[str, int | str]:
+        """The terms as one integer (the first in the high bits) and its width in bits: an int, or Python
+        source when a varbit's current length is among the widths."""
+        if all(isinstance(w, int) for _, w, _ in terms):
+            total = sum(int(w) for _, w, _ in terms)
+            parts, shift = [], total
+            for s, w, _ in terms:
+                shift -= int(w)
+                parts.append(f"({s} << {shift})" if shift else s)
+            return ("(" + " | ".join(parts) + ")") if parts else "0", total
+        parts = []
+        for i, (s, _, _) in enumerate(terms):
+            after = [str(w) for _, w, _ in terms[i + 1:]]
+            parts.append(f"({s} << ({' + '.join(after)}))" if after else s)
+        return "(" + " | ".join(parts) + ")", "(" + " + ".join(str(w) for _, w, _ in terms) + ")"
+
+    @staticmethod
+    def csum16_words(val: str, nbits: int | str) -> str:
+        """``val`` of ``nbits`` bits padded with zeros to whole 16-bit words (the ones'-complement sum's input)."""
+        if isinstance(nbits, int):
+            return f"({val} << {16 - nbits % 16})" if nbits % 16 else val
+        return f"({val} << (-{nbits} % 16))"
 
     # --- extern functions and methods ---------------------------------------------------------------------
     def algo_name(self, n: Any) -> str:
@@ -214,8 +232,7 @@ class ExternCalls(CompilerContext):
             val, nbits = self.pack(data)
             payload = fname.endswith("_with_payload")
             if algo == "csum16" and not payload:
-                if nbits % 16:
-                    val = f"({val} << {16 - nbits % 16})"
+                val = self.csum16_words(val, nbits)
                 # RFC 1071 sum of 16-bit words == value mod 0xFFFF (2**16 = 1 mod 0xFFFF), inlined
                 comp = f"(65535 - _r if (_r := (_v := {val}) % 65535) else (0 if _v else 65535))"
             else:
@@ -235,6 +252,8 @@ class ExternCalls(CompilerContext):
             recv = self.expr(args[0], BitT(32))
             data = self.expr(args[1])
             terms = self.flatten(data, args[1])
+            if not all(isinstance(w, int) for _, w, _ in terms):
+                raise self.err(args[1], "a varbit field cannot be part of a digest on this target")
             targs = self.call_type_args
             self.call_type_args = []
             names = [n or f"f{i}" for i, (_, _, n) in enumerate(terms)]
@@ -379,7 +398,5 @@ class ExternCalls(CompilerContext):
         elif kind == "Checksum16" and method == "get":
             terms = self.flatten(self.expr(args[0]), args[0])
             val, nbits = self.pack(terms)
-            if nbits % 16:
-                val = f"({val} << {16 - nbits % 16})"
-            return E(f"_csum16({val})", BitT(16))
+            return E(f"_csum16({self.csum16_words(val, nbits)})", BitT(16))
         raise self.err(node, f"{kind} has no method '{method}' here")

@@ -359,3 +359,34 @@ def test_constructor_parameters_of_controls_parsers_and_externs(
 def test_bad_constructor_arguments_are_errors(source_switch: SourceSwitch, cdecl: str, error: str) -> None:
     with pytest.raises(CompileError, match=error):
         source_switch(program(top=SUB_CONTROL, cdecl=cdecl, apply="sub.apply(hdr.h);" if "Sub" in cdecl else ""))
+
+
+VARBIT_PROGRAM = """
+header h_t { bit<8> a; bit<8> b; bit<16> ck; }
+header v_t { bit<8> len; varbit<32> opt; }
+struct headers { h_t h; v_t v; v_t w; }
+struct metadata { bit<8> m; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); pkt.extract(hdr.v, (bit<32>)hdr.h.a * 8); transition accept; } }
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; @@APPLY@@ } }
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply {
+    update_checksum(true, { hdr.h.a, hdr.h.b, hdr.v.len, hdr.v.opt }, hdr.h.ck, HashAlgorithm.csum16); } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.v); pkt.emit(hdr.w); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("frame", "apply", "out"), [
+    # the checksum covers the varbit at its current length: 02 01 07 aa bb padded to 16-bit words -> 0x3b54
+    ("0201000007aabbcc", "", "02013b5407aabbcc"),
+    ("0101000007aabbcc", "", "0101f75407aabbcc"),            # one byte of varbit: 01 01 07 aa -> 0xf754
+    ("0201000007aabbcc", "hdr.w = hdr.v;", "02013b5407aabb07aabbcc"),          # the header with its varbit
+    ("0201000007aabbcc", "hdr.w.setValid(); hdr.w.len = 1; hdr.w.opt = hdr.v.opt;", "02013b5407aabb01aabbcc"),
+])
+def test_varbit_in_a_checksum_field_list_and_varbit_assignment(
+        source_switch: SourceSwitch, frame: str, apply: str, out: str) -> None:
+    sw = source_switch(VARBIT_PROGRAM.replace("@@APPLY@@", apply))
+    assert run_switch(sw, bytes.fromhex(frame)).hex() == out

@@ -113,7 +113,8 @@ class Calls(CompilerContext):
                 if len(args) != 1:
                     raise self.err(node, f"{method} takes 1 argument (a constant count), got {len(args)}")
                 k = self.const_value(self.expr(args[0]), INFINT, node).const
-                self.out(f"_{method}(S, {obj.ref.base}, {t.elem.size}, {t.count}, {k})")
+                valid = (0,) if t.elem.is_header else tuple(t.elem.offsets[f] for f, _ in t.elem.fields)
+                self.out(f"_{method}(S, {obj.ref.base}, {t.elem.size}, {t.count}, {k}, {valid!r})")
                 return E("None", VOID)
             raise self.err(node, f"header stack has no method '{method}'")
         sym = obj.const
@@ -190,9 +191,13 @@ class Calls(CompilerContext):
             self.extract(h.ref, args[0], var_len)
             self.invalidate_siblings(h)
             an = args[0]
+            if an.data in ("member_expr", "lv_member") and name_of(an.children[1]) != "next" and \
+                    an.children[0].data in ("member_expr", "lv_member"):
+                an = an.children[0]            # hs.next.member of a stack of header unions
             if an.data in ("member_expr", "lv_member") and name_of(an.children[1]) == "next":
                 stack = self.expr(an.children[0])
-                self.out(f"S[{stack.ref.base}] += 1")
+                if isinstance(stack.type, StackT):
+                    self.out(f"S[{stack.ref.base}] += 1")
             return E("None", VOID)
         if method == "advance":
             if len(args) != 1:

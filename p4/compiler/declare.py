@@ -180,8 +180,8 @@ class Declarations(CompilerContext):
         if d in ("stack_type", "stack_type_local"):
             kids = [c for c in t.children if c is not None]
             elem = self.resolve_type(kids[0]) if isinstance(kids[0], Tree) else self.types.get(str(kids[0]))
-            if not (isinstance(elem, StructLike) and elem.is_header):
-                raise self.err(t, f"header stacks must contain headers, not {elem}")
+            if not (isinstance(elem, StructLike) and (elem.is_header or elem.kind == "header_union")):
+                raise self.err(t, f"header stacks must contain headers or header unions, not {elem}")
             n = self.const_value(self.expr(kids[-1]), INFINT, t).const
             if not 1 <= int(n) <= MAX_STACK_SIZE:
                 raise self.err(t, f"header stack size {n} out of range 1..{MAX_STACK_SIZE} (this target's limit)")

@@ -18,29 +18,27 @@ def to_signed(v: int, w: int) -> int:
     return v - (1 << w) if v >> (w - 1) else v
 
 
-def push_front(S: list, base: int, esize: int, count: int, k: int) -> None:
+def push_front(S: list, base: int, esize: int, count: int, k: int, valid: tuple[int, ...] = (0,)) -> None:
+    """``hs.push_front(k)``: elements move k places up, the first k become invalid (``valid``: the offsets of an
+    element's validity slots: one for a header, one per member for a header union)."""
     first = base + 1
-    if k >= count:
-        for i in range(count):
-            S[first + i * esize] = False
-    else:
+    if k < count:
         S[first + k * esize: first + count * esize] = S[first: first + (count - k) * esize]
-        for i in range(k):
-            S[first + i * esize] = False
+    for i in range(min(k, count)):
+        for v in valid:
+            S[first + i * esize + v] = False
     S[base] = min(count, S[base] + k)
 
 
-def pop_front(S: list, base: int, esize: int, count: int, k: int) -> None:
+def pop_front(S: list, base: int, esize: int, count: int, k: int, valid: tuple[int, ...] = (0,)) -> None:
+    """``hs.pop_front(k)``: elements move k places down, the last k become invalid."""
     first = base + 1
-    if k >= count:
-        for i in range(count):
-            S[first + i * esize] = False
-    else:
+    if k < count:
         S[first: first + (count - k) * esize] = S[first + k * esize: first + count * esize]
-        for i in range(count - k, count):
-            S[first + i * esize] = False
+    for i in range(max(0, count - k), count):
+        for v in valid:
+            S[first + i * esize + v] = False
     S[base] = max(0, S[base] - k)
-
 
 
 def make_stack_index(code: int, exc: type[ParserError] = ParserError) -> Callable[[int, int], int]:

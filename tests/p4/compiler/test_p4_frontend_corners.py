@@ -390,3 +390,41 @@ def test_varbit_in_a_checksum_field_list_and_varbit_assignment(
         source_switch: SourceSwitch, frame: str, apply: str, out: str) -> None:
     sw = source_switch(VARBIT_PROGRAM.replace("@@APPLY@@", apply))
     assert run_switch(sw, bytes.fromhex(frame)).hex() == out
+
+
+UNION_STACK_PROGRAM = """
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+header e_t { bit<8> v; }
+header f_t { bit<16> w; }
+header_union u_t { e_t e; f_t f; }
+struct headers { h_t h; u_t[3] us; }
+struct metadata { bit<8> m; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition select(hdr.h.a) { 1: one; 2: two; default: accept; } }
+    state one { pkt.extract(hdr.us.next.e); transition select(hdr.h.b) { 0: accept; default: two; } }
+    state two { pkt.extract(hdr.us.next.f); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; hdr.h.c = (bit<8>)hdr.us.lastIndex; @@APPLY@@ } }
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); pkt.emit(hdr.us); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("frame", "apply", "out"), [
+    ("0101001122334455", "", "0101011122334455"),          # us[0].e = 11, us[1].f = 2233: lastIndex 1
+    ("0100001122334455", "", "0100001122334455"),          # us[0].e only: lastIndex 0
+    ("0101001122334455", "hdr.us.push_front(1); hdr.us[0].e.setValid(); hdr.us[0].e.v = 0x99;",
+     "010101991122334455"),                                # both members of us[0] invalid after the push
+    ("0101001122334455", "hdr.us.pop_front(1);", "01010122334455"),
+    ("0101001122334455", "if (hdr.us[1].isValid() && hdr.us[1].f.isValid() && !hdr.us[1].e.isValid()) "
+                         "{ hdr.h.b = 7; }", "0107011122334455"),
+    ("0101001122334455", "hdr.us[0].f.setValid(); hdr.us[0].f.w = 0xabcd;", "010101abcd22334455"),  # e goes
+])
+def test_header_unions_in_a_header_stack(source_switch: SourceSwitch, frame: str, apply: str, out: str) -> None:
+    # extract into hs.next.member advances nextIndex; push/pop move whole unions; a union emits its valid member
+    sw = source_switch(UNION_STACK_PROGRAM.replace("@@APPLY@@", apply))
+    assert run_switch(sw, bytes.fromhex(frame)).hex() == out

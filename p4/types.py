@@ -126,6 +126,17 @@ class StructLike(P4Type):
     def __str__(self) -> str:
         return self.name
 
+    def wire_leaves(self) -> list[tuple[int, P4Type]]:
+        """The fields in wire order as (slot offset in this type, type), a struct field's fields in its place
+        (a header may hold a struct of fixed-width fields); the valid slot is not among them."""
+        out: list[tuple[int, P4Type]] = []
+        for name, t in self.fields:
+            if isinstance(t, StructLike) and t.kind == "struct":
+                out.extend((self.offsets[name] + off, lt) for off, lt in t.wire_leaves())
+            else:
+                out.append((self.offsets[name], t))
+        return out
+
 
 @dataclass(eq=False)
 class StackT(P4Type):

@@ -113,9 +113,9 @@ class Declarations(CompilerContext):
             seen.add(fname)
             ft = self.resolve_type(subtrees(f, "type_ref")[0])
             if kind == "header" and not isinstance(ft, (BitT, BoolT, VarbitT)) and not (
-                    isinstance(ft, EnumT) and ft.base is not None):
-                raise self.err(f, f"header field '{fname}' must be bit<N>, int<N>, bool, varbit<N> or a "
-                                  f"serializable enum, not {ft}")
+                    isinstance(ft, EnumT) and ft.base is not None) and not self.fixed_width_struct(ft):
+                raise self.err(f, f"header field '{fname}' must be bit<N>, int<N>, bool, varbit<N>, a "
+                                  f"serializable enum or a struct of those (no varbit), not {ft}")
             if kind != "header" and isinstance(ft, VarbitT):
                 raise self.err(f, "varbit fields are only supported in headers")
             if isinstance(ft, VarbitT) and any(True for _ in subtrees(d, "field")[len(fields) + 1:]):
@@ -156,6 +156,13 @@ class Declarations(CompilerContext):
         self.types[name] = EnumT(name, members, base)
 
     # --- types --------------------------------------------------------------------------------------------
+    @staticmethod
+    def fixed_width_struct(t: P4Type) -> bool:
+        """A struct a header may hold: bit<N>/int<N>/bool/serializable-enum fields, or structs of them."""
+        return isinstance(t, StructLike) and t.kind == "struct" and all(
+            isinstance(ft, (BitT, BoolT)) or (isinstance(ft, EnumT) and ft.base is not None)
+            or Declarations.fixed_width_struct(ft) for _, ft in t.fields)
+
     def resolve_type(self, t: Tree) -> P4Type:
         d = t.data
         if d in ("type_ref", "cast_type"):

@@ -62,7 +62,7 @@ class ExternCalls(CompilerContext):
         self.out(f"{v} = int.from_bytes(pkt[o:o+{nb}], 'big')")
         shift = t.width_bits
         parts = [f"S[{self.slot(base, 0)}] = True"] if t.is_header else []
-        for fname, ft in t.fields:
+        for off, ft in t.wire_leaves():
             if isinstance(ft, VarbitT):
                 continue
             w = bit_width(ft)
@@ -74,7 +74,7 @@ class ExternCalls(CompilerContext):
                 src = f"_sgn({src}, {w})"
             elif isinstance(ft, BoolT):
                 src = f"bool({src})"
-            parts.append(f"S[{self.slot(base, t.offsets[fname])}] = {src}")
+            parts.append(f"S[{self.slot(base, off)}] = {src}")
         for p in parts:
             self.out(p)
         self.out(f"o += {nb}" + (f" + ({vl} >> 3)" if var_len is not None else ""))
@@ -94,14 +94,14 @@ class ExternCalls(CompilerContext):
             nb = t.width_bits // 8
             terms, shift = [], t.width_bits
             tail = ""
-            for fname, ft in t.fields:
+            for off, ft in t.wire_leaves():
                 if isinstance(ft, VarbitT):
-                    vs = self.slot(base, t.offsets[fname])
+                    vs = self.slot(base, off)
                     tail = f" + S[{vs}].to_bytes(S[{vs}+1] >> 3, 'big')"
                     continue
                 w = bit_width(ft)
                 shift -= w
-                s = f"S[{self.slot(base, t.offsets[fname])}]"
+                s = f"S[{self.slot(base, off)}]"
                 if (isinstance(ft, BitT) and ft.signed) or isinstance(ft, BoolT):
                     s = f"({s} & {(1 << w) - 1})" if not isinstance(ft, BoolT) else f"int({s})"
                 terms.append(f"({s} << {shift})" if shift else s)

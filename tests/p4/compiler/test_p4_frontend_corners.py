@@ -428,3 +428,15 @@ def test_header_unions_in_a_header_stack(source_switch: SourceSwitch, frame: str
     # extract into hs.next.member advances nextIndex; push/pop move whole unions; a union emits its valid member
     sw = source_switch(UNION_STACK_PROGRAM.replace("@@APPLY@@", apply))
     assert run_switch(sw, bytes.fromhex(frame)).hex() == out
+
+
+def test_a_struct_of_fixed_width_fields_inside_a_header(source_switch: SourceSwitch) -> None:
+    # the struct's fields sit on the wire in its place (nested structs too); they read and write as fields
+    top = "struct pair_t { bit<4> hi; bit<4> lo; }\nstruct inner_t { pair_t p; bit<8> x; }\n" \
+          "header s_t { bit<8> a; inner_t s; bit<8> c; }"
+    text = program(top=top, pdecl="s_t sh;", parse="pkt.extract(hdr.h); pkt.extract(sh); hdr.h.c = sh.s.p.lo ++ "
+                   "sh.s.p.hi; hdr.h.b = sh.s.x; hdr.h.a = sh.c;")
+    assert run(source_switch, text, bytes.fromhex("000000" "01abcdef")) == bytes.fromhex("efcdba")   # sh consumed
+    with pytest.raises(CompileError, match=r"header field 'v' must be bit<N>, int<N>, bool, varbit<N>, a "
+                                           r"serializable enum or a struct of those \(no varbit\), not m_t"):
+        source_switch(program(top="struct m_t { bit<8> x; h_t h; }\nheader bad_t { m_t v; }"))

@@ -104,6 +104,7 @@ class Meter:
     direct: bool = False
     cells: list[MeterCell] = field(default_factory=list)
     kind: str = "meter"
+    entry_rates: dict[int, list[tuple[float, int]]] = field(default_factory=dict)   # direct: per entry handle
 
     def __post_init__(self) -> None:
         if not self.cells:

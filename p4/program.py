@@ -9,7 +9,7 @@ namespace (function definitions only, no re-compilation), so two pipelines never
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any
@@ -188,6 +188,15 @@ def _action_specs(state: ProgramState) -> list[ActionSpec]:
     return list(specs.values())
 
 
+def set_direct_meter_rates(tables: Iterable[Table], m: Any, handle: int, rates: list[tuple[float, int]]) -> None:
+    """Configure the direct meter ``m`` of the entry ``handle`` (its cell is created on the entry's first hit
+    with these rates; an existing one is reconfigured).  The CLI's and P4Runtime's one way to do it."""
+    m.entry_rates[handle] = rates
+    for t in tables:
+        if t.direct_meter is m and handle in t.entries and t.entries[handle].meter is not None:
+            t.entries[handle].meter.set_rates(0, rates)
+
+
 def direct_meter_exec(t: Table) -> Callable[[Any, int, float], int]:
     """The per-entry meter of a table's ``direct_meter`` (created on first use with the configured rates)."""
     def run(e: Any, length: int, now_us: float) -> int:
@@ -196,7 +205,7 @@ def direct_meter_exec(t: Table) -> Callable[[Any, int, float], int]:
             return 0
         if e.meter is None:
             e.meter = Meter(f"{m.name}[{e.handle}]", 1, m.mtype)
-            rates = getattr(m, "entry_rates", {}).get(e.handle)
+            rates = m.entry_rates.get(e.handle)
             if rates is not None:
                 e.meter.set_rates(0, rates)
         return e.meter.execute(0, length, now_us)

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from p4.errors import CommandError, NotText, utf8_text
 from p4.pipeline import Pipeline
-from p4.program import DROP_PORT
+from p4.program import DROP_PORT, set_direct_meter_rates
 from p4.tables import ActionProfile, ActionSpec, Table, ValueSet
 
 COMMANDS_HELP = {
@@ -602,11 +602,7 @@ class RuntimeCLI:
         m = self._find("meter", args[0], self.state.meters)
         rates = self._rates(args[2:])
         if m.direct:
-            h = self._int(args[1], "entry handle")
-            m.__dict__.setdefault("entry_rates", {})[h] = rates
-            for t in self.state.tables.values():
-                if t.direct_meter is m and h in t.entries and t.entries[h].meter is not None:
-                    t.entries[h].meter.set_rates(0, rates)
+            set_direct_meter_rates(self.state.tables.values(), m, self._int(args[1], "entry handle"), rates)
             return ""
         m.set_rates(self._index(args[1], m.size, m.name), rates)
         return ""

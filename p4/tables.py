@@ -194,6 +194,8 @@ class Table:
         if handle not in self.entries:
             raise CommandError(f"table {self.name} has no entry with handle {handle}")
         del self.entries[handle]
+        if self.direct_meter is not None:          # its direct meter's configuration goes with it
+            self.direct_meter.entry_rates.pop(handle, None)
         self._rebuild()
 
     def modify(self, handle: int, action: ActionSpec, data: tuple[int, ...]) -> None:

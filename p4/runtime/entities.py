@@ -17,7 +17,7 @@ from p4.errors import CommandError, P4Error
 from p4.p4info import build_p4info
 from p4.p4runtime_proto import enum_value, message_class
 from p4.pipeline import Pipeline
-from p4.program import DROP_PORT
+from p4.program import DROP_PORT, set_direct_meter_rates
 from p4.tables import ActionSpec, Entry, Table
 
 Entity = message_class("p4.v1.Entity")
@@ -414,6 +414,7 @@ class ForwardingDevice:
         writers = {"table_entry": self._write_table_entry, "action_profile_member": self._write_member,
                    "action_profile_group": self._write_group, "counter_entry": self._write_counter,
                    "direct_counter_entry": self._write_direct_counter, "register_entry": self._write_register,
+                   "direct_meter_entry": self._write_direct_meter,
                    "packet_replication_engine_entry": self._write_pre, "meter_entry": self._write_meter,
                    "digest_entry": self._write_digest}
         if which is None:
@@ -557,16 +558,37 @@ class ForwardingDevice:
             raise EntityError("NOT_FOUND", f"no meter with id {meter_id} in the P4Info")
         return self.state.meters[info.preamble.name]
 
+    @staticmethod
+    def _meter_rates(cfg: Any, what: str) -> list[tuple[float, int]]:
+        """A ``p4.v1.MeterConfig`` (rates per second) as the meters' (rate per microsecond, burst) pairs."""
+        if cfg.pir < cfg.cir or cfg.cburst < 0 or cfg.pburst < 0 or cfg.cir < 0:
+            raise EntityError("INVALID_ARGUMENT", f"{what}: need 0 <= cir <= pir and bursts >= 0")
+        return [(cfg.cir / 1e6, cfg.cburst), (cfg.pir / 1e6, cfg.pburst)]
+
+    @staticmethod
+    def _meter_config(out: Any, rates: list[tuple[float, int]]) -> None:
+        """Fill a ``p4.v1.MeterConfig`` from (rate per microsecond, burst) pairs."""
+        (cir, cburst), (pir, pburst) = rates
+        out.cir, out.cburst, out.pir, out.pburst = round(cir * 1e6), cburst, round(pir * 1e6), pburst
+
     def _write_meter(self, kind: int, me: Any) -> None:
         if kind != MODIFY:
             raise EntityError("INVALID_ARGUMENT", "meter entries can only be MODIFYed")
         m = self._meter(me.meter_id)
-        cfg = me.config
-        if cfg.pir < cfg.cir or cfg.cburst < 0 or cfg.pburst < 0 or cfg.cir < 0:
-            raise EntityError("INVALID_ARGUMENT", f"meter {m.name}: need 0 <= cir <= pir and bursts >= 0")
-        rates = [(cfg.cir / 1e6, cfg.cburst), (cfg.pir / 1e6, cfg.pburst)]   # per second -> per microsecond
+        rates = self._meter_rates(me.config, f"meter {m.name}")
         for i in self._indices(me, m.size, f"meter {m.name}"):
             m.set_rates(i, rates)
+
+    def _write_direct_meter(self, kind: int, dme: Any) -> None:
+        """A table entry's direct meter: MODIFY its rates (the entry must exist and its table own one)."""
+        if kind != MODIFY:
+            raise EntityError("INVALID_ARGUMENT", "direct meter entries can only be MODIFYed")
+        _, table = self.table(dme.table_entry.table_id)
+        e = self._find(table, self._match(table, dme.table_entry.match), self._priority(table, dme.table_entry))
+        if e is None or table.direct_meter is None:
+            raise EntityError("NOT_FOUND", f"table {table.name}: no such entry with a direct meter")
+        rates = self._meter_rates(dme.config, f"direct meter {table.direct_meter.name}")
+        set_direct_meter_rates(self.state.tables.values(), table.direct_meter, e.handle, rates)
 
     def read(self, ent: Any) -> Iterator[Any]:
         """The entities matching one read request entity (an unset id reads all of that kind)."""
@@ -603,10 +625,21 @@ class ForwardingDevice:
                 out.meter_entry.meter_id, out.meter_entry.index.index = mid, i
                 c = m.cells[i]
                 if c.configured:
-                    cfg = out.meter_entry.config
-                    cfg.cir, cfg.cburst = round(c.cir * 1e6), c.cburst
-                    cfg.pir, cfg.pburst = round(c.pir * 1e6), c.pburst
+                    self._meter_config(out.meter_entry.config, [(c.cir, c.cburst), (c.pir, c.pburst)])
                 yield out
+        elif which == "direct_meter_entry":
+            te = ent.direct_meter_entry.table_entry
+            for tid in [te.table_id] if te.table_id else list(self.tables):
+                _, table = self.table(tid)
+                m = table.direct_meter
+                if m is None:
+                    continue
+                for e in sorted(table.entries.values(), key=lambda e: e.handle):
+                    out = Entity()
+                    out.direct_meter_entry.table_entry.CopyFrom(self.entry_entity(tid, table, e, False).table_entry)
+                    if e.handle in m.entry_rates:          # unset config: the meter is not configured (green)
+                        self._meter_config(out.direct_meter_entry.config, m.entry_rates[e.handle])
+                    yield out
         elif which == "digest_entry":
             for did, cfg in sorted(self.digest_configs.items()):
                 if ent.digest_entry.digest_id in (0, did):

@@ -244,3 +244,64 @@ def test_pre_multicast_groups_clone_sessions_and_meters(dev) -> None:
     me.ClearField("config")
     cells = [e.meter_entry for e in device.read(meter)]
     assert [(c.config.cir, c.config.pir, c.config.pburst) for c in cells] == [(1000, 2000, 100)]
+
+
+DIRECT_METER_PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> k; bit<8> color; }
+struct headers { h_t h; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    direct_meter<bit<8>>(MeterType.bytes) dm;
+    action metered() { dm.read(hdr.h.color); }
+    table t { key = { hdr.h.k: exact; } actions = { metered; NoAction; } meters = dm; default_action = NoAction(); }
+    apply { sm.egress_spec = 1; t.apply(); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_direct_meter_entries_configure_read_back_and_color() -> None:
+    pipe = Pipeline(compile_source(DIRECT_METER_PROGRAM, "dm.p4"), clock=ManualClock())
+    device = ForwardingDevice(pipe)
+    info = device.p4info
+    assert [m.preamble.name for m in info.direct_meters] == ["I.dm"]
+    entry = table_entry(info, "I.t", {"hdr.h.k": 1}, "I.metered", {})
+    write(device, "INSERT", entry)
+    colors = [pipe.process(0, bytes([1, 0]) + bytes(48))[0][0][1][1] for _ in range(3)]
+    assert colors == [0, 0, 0]                                 # not configured: green
+    dme = M("p4.v1.Entity")()
+    dme.direct_meter_entry.table_entry.CopyFrom(entry.table_entry)
+    cfg = dme.direct_meter_entry.config
+    cfg.cir, cfg.cburst, cfg.pir, cfg.pburst = 1000, 60, 2000, 110
+    write(device, "MODIFY", dme)
+    colors = [pipe.process(0, bytes([1, 0]) + bytes(48))[0][0][1][1] for _ in range(3)]
+    assert colors == [0, 1, 2]                                 # 50 B each: within CBS, within PBS, beyond (red)
+    read = M("p4.v1.Entity")()
+    read.direct_meter_entry.SetInParent()
+    (got,) = [e.direct_meter_entry for e in device.read(read)]
+    assert (got.config.cir, got.config.cburst, got.config.pir, got.config.pburst) == (1000, 60, 2000, 110)
+    assert got.table_entry.match[0].exact.value == b"\x01"
+    missing = M("p4.v1.Entity")()
+    missing.direct_meter_entry.table_entry.CopyFrom(table_entry(info, "I.t", {"hdr.h.k": 2}, "I.metered", {})
+                                                    .table_entry)
+    missing.direct_meter_entry.config.CopyFrom(cfg)
+    with pytest.raises(EntityError) as nf:
+        write(device, "MODIFY", missing)
+    assert nf.value.code == "NOT_FOUND"
+    cfg.pir = 10                                               # pir < cir
+    with pytest.raises(EntityError) as bad:
+        write(device, "MODIFY", dme)
+    assert bad.value.code == "INVALID_ARGUMENT"
+    write(device, "DELETE", entry)
+    write(device, "INSERT", entry)                              # a new entry: its meter starts unconfigured
+    (again,) = [e.direct_meter_entry for e in device.read(read)]
+    assert not again.HasField("config")
+    assert pipe.process(0, bytes([1, 0]) + bytes(200))[0][0][1][1] == 0

@@ -136,6 +136,7 @@ class Pipeline:
         self.mc_nodes: dict[int, McNode] = {}
         self._next_node = 0
         self.mirror_sessions: dict[int, int] = {}
+        self.mirror_replicas: dict[int, list[tuple[int, int]]] = {}   # sessions of several (port, rid) replicas
         # Traffic-manager settings from set_queue_depth / set_queue_rate (key None = all ports); the switch
         # process (not this module) applies them to its queues.
         self.queue_depth_pkts: dict[int | None, int] = {}
@@ -235,10 +236,10 @@ class Pipeline:
         session = S[CLONE_SESSION]
         if session >= 0:
             S[CLONE_SESSION] = -1
-            port_out = self.mirror_sessions.get(session)
-            if port_out is None:
+            targets = self.clone_targets(session)
+            if targets is None:
                 self.drops["clone to unconfigured mirror session"] += 1
-            else:
+            for port_out, rid in targets or ():
                 C = self._init[:]
                 C[self._ingress_port] = port
                 C[self._packet_length] = len(frame)
@@ -248,7 +249,8 @@ class Pipeline:
                 self._copy_field_list(S, C, S[CLONE_FL])
                 C[self._instance_type] = PKT_INGRESS_CLONE
                 C[self._egress_port] = port_out
-                res.queued.append(PipelinePacket(C, port_out, PKT_INGRESS_CLONE, 0, len(frame)))
+                C[self._egress_rid] = rid
+                res.queued.append(PipelinePacket(C, port_out, PKT_INGRESS_CLONE, 0, len(frame), rid))
         # 2. digests
         if S[DIGESTS] is not None:
             for receiver, k, values in S[DIGESTS]:
@@ -293,6 +295,13 @@ class Pipeline:
         S[self._egress_port] = spec
         res.queued.append(PipelinePacket(S, spec, instance_type, prio, len(frame), 0, loops))
         return res
+
+    def clone_targets(self, session: int) -> list[tuple[int, int]] | None:
+        """The (egress port, rid) copies a clone to ``session`` makes; None when the session is not configured."""
+        port = self.mirror_sessions.get(session)
+        if port is not None:
+            return [(port, 0)]
+        return self.mirror_replicas.get(session)
 
     def _drop(self, res: IngressResult | EgressResult, reason: str) -> None:
         res.dropped = reason
@@ -385,10 +394,10 @@ class Pipeline:
         session = S[CLONE_SESSION]
         if session >= 0:
             S[CLONE_SESSION] = -1
-            port_out = self.mirror_sessions.get(session)
-            if port_out is None:
+            targets = self.clone_targets(session)
+            if targets is None:
                 self.drops["clone to unconfigured mirror session"] += 1
-            else:
+            for port_out, rid in targets or ():
                 C = S[:]
                 init = self._init
                 C[self._meta_lo:self._meta_hi] = init[self._meta_lo:self._meta_hi]
@@ -398,8 +407,9 @@ class Pipeline:
                 C[TRUNCATE] = 0
                 C[self._instance_type] = PKT_EGRESS_CLONE
                 C[self._egress_port] = port_out
+                C[self._egress_rid] = rid
                 C[self._packet_length] = S[self._packet_length]
-                res.queued.append(PipelinePacket(C, port_out, PKT_EGRESS_CLONE, 0, pkt.length_bytes, 0,
+                res.queued.append(PipelinePacket(C, port_out, PKT_EGRESS_CLONE, 0, pkt.length_bytes, rid,
                                                pkt.loops + 1))
         if S[self._egress_spec] == DROP_PORT:
             self._drop(res, "egress_spec=511 in egress (mark_to_drop)")

@@ -492,28 +492,37 @@ class ForwardingDevice:
                 pipe.mc_node_associate(gid, pipe.mc_node_create(rid, ports))
 
     def _write_clone_session(self, kind: int, c: Any) -> None:
-        sessions, sid = self.pipeline.mirror_sessions, c.session_id
+        """A clone session: one replica of instance 0 is a mirroring session (``mirroring_add``); several
+        replicas make one copy each, its ``egress_rid`` the replica's instance."""
+        pipe, sid = self.pipeline, c.session_id
         what = f"clone session {sid}"
-        _check_exists(kind, sid in sessions, what)
+        _check_exists(kind, sid in pipe.mirror_sessions or sid in pipe.mirror_replicas, what)
+        by_rid = self._replica_ports(c.replicas, what) if kind != DELETE else {}
+        if kind != DELETE and (not by_rid or c.class_of_service or c.packet_length_bytes):
+            raise EntityError("UNIMPLEMENTED" if by_rid else "INVALID_ARGUMENT",
+                              f"{what}: needs at least one replica" if not by_rid else
+                              f"{what}: class of service and truncation are not supported by this switch")
+        pipe.mirror_sessions.pop(sid, None)
+        pipe.mirror_replicas.pop(sid, None)
         if kind == DELETE:
-            del sessions[sid]
             return
-        ports = [p for ps in self._replica_ports(c.replicas, what).values() for p in ps]
-        if len(ports) != 1 or c.class_of_service or c.packet_length_bytes:
-            raise EntityError("UNIMPLEMENTED", f"{what}: this switch clones to exactly one port (one replica), "
-                                               "without class of service or truncation")
-        sessions[sid] = ports[0]
+        replicas = [(r.egress_port, r.instance) for r in c.replicas]
+        if replicas == [(replicas[0][0], 0)]:
+            pipe.mirror_sessions[sid] = replicas[0][0]
+        else:
+            pipe.mirror_replicas[sid] = replicas
 
     def _read_pre(self, pre: Any) -> Iterator[Any]:
         pipe = self.pipeline
         if pre.WhichOneof("type") == "clone_session_entry":
             sid = pre.clone_session_entry.session_id
-            for s, port in sorted(pipe.mirror_sessions.items()):
+            for s in sorted({*pipe.mirror_sessions, *pipe.mirror_replicas}):
                 if sid in (0, s):
                     out = Entity()
                     cs = out.packet_replication_engine_entry.clone_session_entry
                     cs.session_id = s
-                    cs.replicas.add(egress_port=port, instance=0)
+                    for port, rid in pipe.clone_targets(s) or ():
+                        cs.replicas.add(egress_port=port, instance=rid)
                     yield out
             return
         gid = pre.multicast_group_entry.multicast_group_id

@@ -229,10 +229,16 @@ def test_pre_multicast_groups_clone_sessions_and_meters(dev) -> None:
     cs.replicas.add(egress_port=4, instance=0)
     write(device, "INSERT", clone)
     assert pipe.mirror_sessions == {9: 4}
-    cs.replicas.add(egress_port=5, instance=0)
-    with pytest.raises(EntityError) as two:
+    cs.replicas.add(egress_port=5, instance=3)
+    write(device, "MODIFY", clone)                      # two replicas: one copy each, rid = the instance
+    assert pipe.mirror_sessions == {} and pipe.mirror_replicas == {9: [(4, 0), (5, 3)]}
+    (got,) = device.read(clone)
+    assert [(r.egress_port, r.instance) for r in got.packet_replication_engine_entry.clone_session_entry
+            .replicas] == [(4, 0), (5, 3)]
+    cs.packet_length_bytes = 64
+    with pytest.raises(EntityError) as trunc:
         write(device, "MODIFY", clone)
-    assert two.value.code == "UNIMPLEMENTED" and pipe.mirror_sessions == {9: 4}
+    assert trunc.value.code == "UNIMPLEMENTED" and pipe.mirror_replicas == {9: [(4, 0), (5, 3)]}
     meter = M("p4.v1.Entity")()
     me = meter.meter_entry
     me.meter_id = device.p4info.meters[0].preamble.id
@@ -305,3 +311,45 @@ def test_direct_meter_entries_configure_read_back_and_color() -> None:
     (again,) = [e.direct_meter_entry for e in device.read(read)]
     assert not again.HasField("config")
     assert pipe.process(0, bytes([1, 0]) + bytes(200))[0][0][1][1] == 0
+
+
+CLONE_PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> kind; bit<16> rid; bit<8> where; }
+struct headers { h_t h; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.h); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply { sm.egress_spec = 1; if (hdr.h.where == 0) { clone(CloneType.I2E, 32w9); } }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    apply {
+        if (hdr.h.where == 1 && sm.instance_type == 0) { clone(CloneType.E2E, 32w9); }
+        hdr.h.kind = (bit<8>)sm.instance_type; hdr.h.rid = sm.egress_rid;
+    }
+}
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
+def test_a_clone_session_of_several_replicas_makes_one_copy_each(where: int, clone_kind: int) -> None:
+    pipe = Pipeline(compile_source(CLONE_PROGRAM, "clone.p4"), clock=ManualClock())
+    device = ForwardingDevice(pipe)
+    clone = M("p4.v1.Entity")()
+    cs = clone.packet_replication_engine_entry.clone_session_entry
+    cs.session_id = 9
+    for port, rid in ((4, 0), (5, 3), (6, 7)):
+        cs.replicas.add(egress_port=port, instance=rid)
+    write(device, "INSERT", clone)
+    out, _ = pipe.process(0, bytes([0, 0, 0, where]))
+    copies = sorted((port, f[0], int.from_bytes(f[1:3], "big")) for port, f in out)
+    assert copies == [(1, 0, 0), (4, clone_kind, 0), (5, clone_kind, 3), (6, clone_kind, 7)]
+    write(device, "DELETE", clone)
+    out, _ = pipe.process(0, bytes([0, 0, 0, where]))
+    assert [port for port, _ in out] == [1] and pipe.drops["clone to unconfigured mirror session"] == 1

@@ -103,6 +103,12 @@ class P4RuntimeClient:
             md.metadata_id, md.value = mid, to_bytes(value, 0)
         self._out.put(req)
 
+    def digest_ack(self, digest_id: int, list_id: int) -> None:
+        """Acknowledge a DigestList on the stream (the switch may then send the same digest data again)."""
+        req = _M("p4.v1.StreamMessageRequest")()
+        req.digest_ack.digest_id, req.digest_ack.list_id = digest_id, list_id
+        self._out.put(req)
+
     def set_pipeline(self, p4info: Any, device_config: bytes, action: str = "VERIFY_AND_COMMIT") -> Any:
         req = _M("p4.v1.SetForwardingPipelineConfigRequest")()
         req.device_id = self.device_id

@@ -3,8 +3,8 @@
 gRPC handlers run on grpc's worker threads; everything touching the pipeline is handed to the switch's own
 loop (``SwitchCalls``: a queue plus a wake-up socket in its selector), so writes land between packets as the
 control socket's commands do.  Served: StreamChannel (primary/backup arbitration by election id, default role
-only; PacketIn/PacketOut through @controller_header headers on the CPU port; DigestLists of enabled digests),
-SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and
+only; PacketIn/PacketOut through @controller_header headers on the CPU port; DigestLists of enabled digests,
+batched by their config, acked), SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and
 GetForwardingPipelineConfig, Write (CONTINUE_ON_ERROR; per-update ``p4.v1.Error`` in the status details),
 Read (streamed), Capabilities.  The device config is the P4_16 program's source text (UTF-8), which the switch
 compiles itself; its P4Info must be the one ``p4 check --p4runtime-files`` (and p4c) writes for it.
@@ -19,7 +19,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -115,6 +115,18 @@ class SwitchCalls:
         self._w.close()
 
 
+DIGEST_UNACKED_PRUNE = 10_000    # sent-but-unacked digest data kept before the expired ones are dropped
+
+
+@dataclass
+class _DigestBuffer:
+    """Digests of one id waiting for their DigestList; ``serial`` moves on each time the buffer is sent."""
+
+    data: list[Any] = field(default_factory=list)
+    keys: list[bytes] = field(default_factory=list)
+    serial: int = 0
+
+
 @dataclass
 class _Stream:
     """One StreamChannel: its election id (None before arbitration) and its outgoing messages."""
@@ -141,20 +153,82 @@ class P4RuntimeService:
             switch.packet_in_listeners.append(self._packet_in)
         switch.digest_listeners.append(self._digest)
         self._digest_list_id = 0
+        self._digest_lock = threading.Lock()
+        self._digest_bufs: dict[int, _DigestBuffer] = {}
+        self._unacked: dict[tuple[int, bytes], tuple[int, int]] = {}   # (digest, data) -> (expiry ns, list id)
+        self._lists: dict[int, list[tuple[int, bytes]]] = {}             # list id -> its (digest, data) keys
 
     def _digest(self, digest: dict[str, Any]) -> None:
-        """A digest the program made (switch thread): a one-entry DigestList to the primary controller when it
-        enabled that digest with a DigestEntry (acks are accepted, lists are not held back for them)."""
+        """A digest the program made (switch thread), for the primary controller when it enabled that digest
+        with a DigestEntry.  Its config batches them: a DigestList leaves when ``max_list_size`` digests are
+        buffered (0: no limit) or ``max_timeout_ns`` (network time) after the first (0: at once); data sent in
+        a list not yet acked is not sent again within ``ack_timeout_ns``, nor twice in one list."""
         found = self.device.digest_data(digest)
         if found is None:
             return
+        did, data = found
+        cfg = self.device.digest_configs[did]
+        key = data.SerializeToString()
+        now_ns = self.switch.clock.now_ns()
+        msg = None
+        with self._digest_lock:
+            pending = self._unacked.get((did, key))
+            if pending is not None and now_ns < pending[0]:
+                return                                     # sent, not acked yet: a duplicate
+            buf = self._digest_bufs.setdefault(did, _DigestBuffer())
+            if key in buf.keys:
+                return
+            buf.keys.append(key)
+            buf.data.append(data)
+            if cfg.max_timeout_ns <= 0 or 0 < cfg.max_list_size <= len(buf.data):
+                msg = self._digest_list(did, buf, cfg.ack_timeout_ns, now_ns)
+            elif len(buf.data) == 1:
+                threading.Thread(target=self._flush_after, args=(did, buf.serial, cfg.max_timeout_ns), daemon=True,
+                                 name="p4rt-digest-timeout").start()
+        if msg is not None:
+            self._to_primary(msg)
+
+    def _digest_list(self, did: int, buf: _DigestBuffer, ack_timeout_ns: int, now_ns: int) -> Any:
+        """The DigestList of what ``buf`` holds (emptied), remembered for its ack (lock held)."""
         self._digest_list_id += 1
+        lid = self._digest_list_id
         msg = _M("p4.v1.StreamMessageResponse")()
         dl = msg.digest
-        dl.digest_id, dl.list_id = found[0], self._digest_list_id
-        dl.data.append(found[1])
-        dl.timestamp = self.switch.wall_ns(self.switch.clock.now_ns())
+        dl.digest_id, dl.list_id = did, lid
+        dl.data.extend(buf.data)
+        dl.timestamp = self.switch.wall_ns(now_ns)
+        if ack_timeout_ns > 0:
+            if len(self._unacked) > DIGEST_UNACKED_PRUNE:
+                self._unacked = {k: v for k, v in self._unacked.items() if v[0] > now_ns}
+                self._lists = {i: ks for i, ks in self._lists.items() if any(k in self._unacked for k in ks)}
+            for k in buf.keys:
+                self._unacked[(did, k)] = (now_ns + ack_timeout_ns, lid)
+            self._lists[lid] = [(did, k) for k in buf.keys]
+        buf.data, buf.keys = [], []
+        buf.serial += 1
+        return msg
+
+    def _flush_after(self, did: int, serial: int, timeout_ns: int) -> None:
+        """Send digest ``did``'s buffer ``timeout_ns`` of network time after its first digest, unless it left
+        already (its serial moved on) or the digest was disabled meanwhile."""
+        self.switch.clock.sleep_ns(timeout_ns)
+        with self._digest_lock:
+            buf = self._digest_bufs.get(did)
+            cfg = self.device.digest_configs.get(did)
+            if buf is None or buf.serial != serial or not buf.data:
+                return
+            if cfg is None:
+                buf.data, buf.keys = [], []
+                return
+            msg = self._digest_list(did, buf, cfg.ack_timeout_ns, self.switch.clock.now_ns())
         self._to_primary(msg)
+
+    def _digest_ack(self, ack: Any) -> None:
+        """A DigestListAck: that list's data may be sent again."""
+        with self._digest_lock:
+            for key in self._lists.pop(ack.list_id, []):
+                if self._unacked.get(key, (0, -1))[1] == ack.list_id:
+                    del self._unacked[key]
 
     def _to_primary(self, msg: Any) -> None:
         with self._lock:
@@ -275,7 +349,7 @@ class P4RuntimeService:
                     elif which == "packet":
                         self._packet_out(stream, req.packet)
                     elif which == "digest_ack":
-                        pass             # lists are never held back waiting for acks
+                        self._digest_ack(req.digest_ack)
                     else:
                         raise RpcError("UNIMPLEMENTED", f"stream message {which} is not supported")
             except RpcError as exc:
@@ -351,7 +425,11 @@ class P4RuntimeService:
                 raise RpcError("UNAVAILABLE", "packets are queued in the switch; retry once they have left")
             self.switch.replace_pipeline(sp)
         self.calls.call(swap)
-        self.device, self.device_config, self.cookie = device, source, cookie
+        with self._digest_lock:            # the old pipeline's digests and their lists are gone with it
+            self._digest_bufs.clear()
+            self._unacked.clear()
+            self._lists.clear()
+            self.device, self.device_config, self.cookie = device, source, cookie
 
     def get_pipeline(self, req: Any, context: grpc.ServicerContext) -> Any:
         if req.device_id != self.device_id:

@@ -143,3 +143,45 @@ def test_digests_reach_the_primary_once_enabled(served) -> None:
         assert src == bytes.fromhex("0200000000aa") and port == bytes([CPU_PORT])
         (read,) = ctl.read([message_class("p4.v1.Entity")(digest_entry=message_class("p4.v1.DigestEntry")())])
         assert read.digest_entry.config.max_list_size == 1
+
+
+def test_digest_lists_batch_by_size_and_timeout_and_hold_duplicates_until_acked(served) -> None:
+    address, _ = served
+
+    def frame(src: int) -> bytes:
+        return bytes.fromhex("020000000002") + src.to_bytes(6, "big") + bytes.fromhex("0800")
+
+    def digests(ctl: P4RuntimeClient, n_packets: int) -> list:
+        """The stream messages of ``n_packets`` echoed PacketOuts: their digest lists, in order."""
+        lists, packets = [], 0
+        while packets < n_packets or not lists:
+            msg = ctl.next_stream_message(timeout_s=10)
+            if msg.WhichOneof("update") == "packet":
+                packets += 1
+            else:
+                lists.append(msg.digest)
+        return lists
+
+    with P4RuntimeClient(address, election_id=1) as ctl:
+        ctl.arbitrate()
+        (digest,) = ctl.get_pipeline().p4info.digests
+        enable = message_class("p4.v1.Entity")()
+        enable.digest_entry.digest_id = digest.preamble.id
+        cfg = enable.digest_entry.config
+        cfg.max_list_size, cfg.max_timeout_ns, cfg.ack_timeout_ns = 3, 60 * 10**9, 60 * 10**9
+        ctl.write([("INSERT", enable)])
+        for src in (0xA1, 0xA2, 0xA2, 0xA3):                 # the repeated A2 is one digest of the list
+            ctl.packet_out(frame(src), {1: 3})
+        (dl,) = digests(ctl, 4)
+        assert [m.struct.members[0].bitstring[-1] for m in dl.data] == [0xA1, 0xA2, 0xA3]
+        cfg.max_list_size, cfg.max_timeout_ns = 0, 300 * 10**6  # no size limit: 0.3 s after the first
+        ctl.write([("MODIFY", enable)])
+        for src in (0xB1, 0xB2, 0xA1):                        # A1 is in a list not acked yet: held back
+            ctl.packet_out(frame(src), {1: 3})
+        (timed,) = digests(ctl, 3)
+        assert [m.struct.members[0].bitstring[-1] for m in timed.data] == [0xB1, 0xB2]
+        ctl.digest_ack(dl.digest_id, dl.list_id)              # acked: A1 may come again
+        ctl.packet_out(frame(0xA1), {1: 3})
+        (again,) = digests(ctl, 1)
+        assert [m.struct.members[0].bitstring[-1] for m in again.data] == [0xA1]
+        assert again.list_id > timed.list_id > dl.list_id

@@ -49,6 +49,9 @@ class Entry:
     fn: Any = None          # action.fn, cached at every rebuild for the data path
     member: int | None = None   # indirect tables (action profiles): the member ...
     group: int | None = None    # ... or the group (action selectors) this entry points to
+    idle_timeout_ns: int = 0    # tables with support_timeout: the controller is told after this long unhit
+    last_hit_us: int = 0        # ... the last hit (or the insertion), on the pipeline's clock
+    idle_notified: bool = False  # ... told already (until the next hit)
 
     def matches(self, keys: tuple[int, ...], kinds: list[str]) -> bool:
         for k, (a, b), kind in zip(keys, self.match, kinds, strict=True):
@@ -147,6 +150,7 @@ class Table:
     direct_meter: Any = None
     profile: Any = None
     meter_exec: Callable[[Any, int, float], int] | None = None   # direct meter: set by Program.instantiate
+    support_timeout: bool = False     # ``support_timeout = true``: hits stamp their entry's last_hit_us
     _next_handle: int = 0
 
     def __post_init__(self) -> None:

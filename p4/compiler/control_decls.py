@@ -341,6 +341,7 @@ class ControlDeclarations(CompilerContext):
         if sel_terms and (profile is None or profile.algo is None):
             raise self.err(d, f"table {full} has selector keys but no action_selector implementation")
         table.profile = profile
+        table.support_timeout = full in self.control_plane.timeout_tables
         if profile is not None:
             profile.tables.append(table)
         if dc is not None:
@@ -389,6 +390,8 @@ class ControlDeclarations(CompilerContext):
         em(f"    a.fn(S, *{fn_name}_T.default_data)")
         em("    return False, a.index")
         plen = f"S[{self.sm_slots['packet_length']}]"
+        if table.support_timeout:
+            em("e.last_hit_us = _now_us(); e.idle_notified = False")
         if table.direct_counter is not None:
             em(f"e.packets += 1; e.bytes += {plen}")
         if table.direct_meter is not None:

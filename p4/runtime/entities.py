@@ -204,6 +204,8 @@ class ForwardingDevice:
         which = te.action.WhichOneof("type")
         if which is None:
             raise EntityError("INVALID_ARGUMENT", f"table {table.name}: the entry has no action")
+        if te.idle_timeout_ns and not table.support_timeout:
+            raise EntityError("INVALID_ARGUMENT", f"table {table.name}: idle_timeout_ns needs support_timeout = true")
         if which == "action":
             spec = self._action(table, te.action.action.action_id)
             data = self._params(spec, te.action.action.params)
@@ -238,6 +240,9 @@ class ForwardingDevice:
             raise EntityError("UNIMPLEMENTED", f"table {table.name}: action type {which} is not supported")
         if te.HasField("counter_data") and table.direct_counter is not None:
             entry.packets, entry.bytes = te.counter_data.packet_count, te.counter_data.byte_count
+        entry.idle_timeout_ns = max(0, te.idle_timeout_ns)
+        if kind == INSERT:                   # its idle time counts from the insertion
+            entry.last_hit_us, entry.idle_notified = self._now_us(), False
 
     def _write_default(self, kind: int, table: Table, te: Any) -> None:
         if kind != MODIFY:
@@ -289,7 +294,24 @@ class ForwardingDevice:
                 te.action.action_profile_group_id = _client_id(prof.groups, e.group)
         if with_counter and table.direct_counter is not None:
             te.counter_data.packet_count, te.counter_data.byte_count = e.packets, e.bytes
+        te.idle_timeout_ns = e.idle_timeout_ns
         return ent
+
+    def _now_us(self) -> int:
+        return self.pipeline.clock.now_ns() // 1000
+
+    def idle_entries(self) -> list[Any]:
+        """Entries of support_timeout tables unhit for their idle_timeout_ns and not reported yet, as table
+        entities (each reported once until hit again); run in the switch's loop."""
+        now_us, out = self._now_us(), []
+        for tid, (_info, table) in ((tid, self.table(tid)) for tid in self.tables):
+            if not table.support_timeout:
+                continue
+            for e in sorted(table.entries.values(), key=lambda e: e.handle):
+                if e.idle_timeout_ns and not e.idle_notified and (now_us - e.last_hit_us) * 1000 >= e.idle_timeout_ns:
+                    e.idle_notified = True
+                    out.append(self.entry_entity(tid, table, e, False).table_entry)
+        return out
 
     def _action_message(self, msg: Any, spec: ActionSpec, data: tuple[int, ...]) -> None:
         msg.action_id = self.action_ids[spec.name]
@@ -313,8 +335,12 @@ class ForwardingDevice:
             if te.match:
                 match, prio = self._match(table, te.match), -te.priority
                 entries = [e for e in entries if e.match == match and e.priority == prio]
+            since = te.HasField("time_since_last_hit") and table.support_timeout
             for e in sorted(entries, key=lambda e: e.handle):
-                yield self.entry_entity(tid, table, e, with_counter)
+                ent = self.entry_entity(tid, table, e, with_counter)
+                if since:
+                    ent.table_entry.time_since_last_hit.elapsed_ns = max(0, self._now_us() - e.last_hit_us) * 1000
+                yield ent
 
     # --- action profiles -------------------------------------------------------------------------------------
     def _profile(self, profile_id: int) -> tuple[_Profile, Any]:

@@ -115,6 +115,7 @@ class SwitchCalls:
         self._w.close()
 
 
+IDLE_SWEEP_NS = 100_000_000      # how often idle timeouts are checked, in network time
 DIGEST_UNACKED_PRUNE = 10_000    # sent-but-unacked digest data kept before the expired ones are dropped
 
 
@@ -157,6 +158,25 @@ class P4RuntimeService:
         self._digest_bufs: dict[int, _DigestBuffer] = {}
         self._unacked: dict[tuple[int, bytes], tuple[int, int]] = {}   # (digest, data) -> (expiry ns, list id)
         self._lists: dict[int, list[tuple[int, bytes]]] = {}             # list id -> its (digest, data) keys
+        self._closed = threading.Event()
+        threading.Thread(target=self._idle_sweeps, daemon=True, name="p4rt-idle-timeout").start()
+
+    def _idle_sweeps(self) -> None:
+        """Every ``IDLE_SWEEP_NS`` of network time: entries idle past their idle_timeout_ns go to the primary
+        controller in one IdleTimeoutNotification (each once until it is hit again)."""
+        while not self._closed.is_set():
+            self.switch.clock.sleep_ns(IDLE_SWEEP_NS)
+            if self._closed.is_set():
+                return
+            try:
+                idle = self.calls.call(lambda: self.device.idle_entries())
+            except (RpcError, OSError):
+                continue                         # the switch loop is busy or gone: try at the next sweep
+            if idle:
+                msg = _M("p4.v1.StreamMessageResponse")()
+                msg.idle_timeout_notification.table_entry.extend(idle)
+                msg.idle_timeout_notification.timestamp = self.switch.wall_ns(self.switch.clock.now_ns())
+                self._to_primary(msg)
 
     def _digest(self, digest: dict[str, Any]) -> None:
         """A digest the program made (switch thread), for the primary controller when it enabled that digest
@@ -501,6 +521,7 @@ class P4RuntimeService:
         return resp
 
     def close(self) -> None:
+        self._closed.set()
         self.calls.close()
 
 

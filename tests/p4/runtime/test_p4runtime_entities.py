@@ -353,3 +353,13 @@ def test_a_clone_session_of_several_replicas_makes_one_copy_each(where: int, clo
     write(device, "DELETE", clone)
     out, _ = pipe.process(0, bytes([0, 0, 0, where]))
     assert [port for port, _ in out] == [1] and pipe.drops["clone to unconfigured mirror session"] == 1
+
+
+def test_idle_timeout_on_a_table_without_support_timeout_is_invalid(dev) -> None:
+    device, _ = dev
+    entry = table_entry(device.p4info, "I.t_opt", {"hdr.h.k2": 7}, "I.set_res", {"v": 9}, priority=1)
+    entry.table_entry.idle_timeout_ns = 10**9
+    with pytest.raises(EntityError) as bad:
+        write(device, "INSERT", entry)
+    assert bad.value.code == "INVALID_ARGUMENT" and "support_timeout" in str(bad.value)
+    assert device.state.tables["I.t_opt"].entries == {}                # nothing changed

@@ -4,6 +4,7 @@ pipeline configs."""
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Iterator
 from importlib import metadata
@@ -13,7 +14,7 @@ import grpc
 import pytest
 
 from p4.p4runtime_proto import message_class
-from p4.runtime.client import P4RuntimeClient
+from p4.runtime.client import P4RuntimeClient, table_entry
 from p4.runtime.entities import code_number
 from p4.runtime.server import P4RuntimeServer
 from p4.switch.pipeline_adapter import load_pipeline
@@ -185,3 +186,72 @@ def test_digest_lists_batch_by_size_and_timeout_and_hold_duplicates_until_acked(
         (again,) = digests(ctl, 1)
         assert [m.struct.members[0].bitstring[-1] for m in again.data] == [0xA1]
         assert again.list_id > timed.list_id > dl.list_id
+
+
+IDLE_PROGRAM = """#include <core.p4>
+#include <v1model.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct headers { eth_t eth; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.eth); transition accept; }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    action fwd(bit<9> port) { sm.egress_spec = port; }
+    table learned { key = { hdr.eth.dst: exact; } actions = { fwd; NoAction; } support_timeout = true;
+                    default_action = NoAction(); }
+    apply { learned.apply(); }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.eth); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_idle_timeouts_notify_the_controller_once_per_idle_spell(tmp_path: Path) -> None:
+    prog = tmp_path / "idle.p4"
+    prog.write_text(IDLE_PROGRAM)
+    switch = EmbeddedSwitch(load_pipeline(prog), SwitchConfig(interfaces=[]))
+    address = f"unix:{tmp_path}/p4rt.sock"
+    server = P4RuntimeServer(switch, address, prog.read_bytes())
+    loop = threading.Thread(target=switch.run, daemon=True)
+    loop.start()
+
+    def hit(mac: int) -> None:
+        """A packet to ``mac`` through the pipeline, in the switch's own loop."""
+        server.service.calls.call(lambda: switch.pipeline.pipe.process(0, mac.to_bytes(6, "big") + bytes(8)))
+
+    try:
+        with P4RuntimeClient(address, election_id=1) as ctl:
+            ctl.arbitrate()
+            info = ctl.get_pipeline().p4info
+            idle, forever = (table_entry(info, "I.learned", {"hdr.eth.dst": mac}, "I.fwd", {"port": 1})
+                             for mac in (0x0A, 0x0B))
+            idle.table_entry.idle_timeout_ns = 300_000_000         # 0x0B: no timeout, never reported
+            ctl.write([("INSERT", idle), ("INSERT", forever)])
+            note = ctl.next_stream_message(timeout_s=10).idle_timeout_notification
+            assert [e.match[0].exact.value[-1] for e in note.table_entry] == [0x0A] and note.timestamp > 0
+            assert note.table_entry[0].idle_timeout_ns == 300_000_000
+            read = message_class("p4.v1.Entity")()
+            read.table_entry.CopyFrom(idle.table_entry)
+            read.table_entry.ClearField("action")
+            read.table_entry.time_since_last_hit.SetInParent()
+            (got,) = ctl.read([read])
+            assert got.table_entry.time_since_last_hit.elapsed_ns >= 300_000_000
+            with pytest.raises(queue.Empty):                       # once per idle spell
+                ctl.next_stream_message(timeout_s=0.6)
+            hit(0x0A)                                              # hit: idle again 0.3 s later, told again
+            again = ctl.next_stream_message(timeout_s=10).idle_timeout_notification
+            assert [e.match[0].exact.value[-1] for e in again.table_entry] == [0x0A]
+            assert again.timestamp - note.timestamp >= 600_000_000
+            no_support = message_class("p4.v1.Entity")()
+            no_support.table_entry.CopyFrom(forever.table_entry)
+            no_support.table_entry.idle_timeout_ns = 5
+            ctl.write([("MODIFY", no_support)])                    # the table supports it: accepted
+    finally:
+        server.close()
+        switch.stop()
+        loop.join(timeout=10)
+        switch.close()

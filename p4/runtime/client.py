@@ -122,10 +122,11 @@ class P4RuntimeClient:
         req = _M("p4.v1.GetForwardingPipelineConfigRequest")(device_id=self.device_id)
         return self._unary("GetForwardingPipelineConfig", req, "p4.v1.GetForwardingPipelineConfigResponse").config
 
-    def write(self, updates: list[tuple[str, Any]]) -> None:
+    def write(self, updates: list[tuple[str, Any]], atomicity: str = "CONTINUE_ON_ERROR") -> None:
         """Apply (update type name, Entity) pairs in one WriteRequest; a failure raises grpc.RpcError."""
         req = _M("p4.v1.WriteRequest")()
         req.device_id = self.device_id
+        req.atomicity = enum_value("p4.v1.WriteRequest.Atomicity", atomicity)
         self._election(req.election_id)
         for kind, entity in updates:
             u = req.updates.add()

@@ -9,7 +9,8 @@ Priorities: P4Runtime's higher-wins number ``p`` is stored as ``-p`` in our tabl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import copy
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,9 @@ class _Profile:
     weights: dict[int, list[tuple[int, int]]] = field(default_factory=dict)   # group id -> [(member id, weight)]
 
 
+PRE_STATE = ("mc_groups", "mc_nodes", "_next_node", "mirror_sessions", "mirror_replicas")   # Pipeline attributes
+
+
 class ForwardingDevice:
     """One pipeline seen through its P4Info: ids -> tables, actions, counters, registers, profiles."""
 
@@ -84,6 +88,31 @@ class ForwardingDevice:
         self.digest_configs: dict[int, Any] = {}     # digest id -> DigestEntry.Config of the enabled ones
         self.action_profiles = {p.preamble.id: p for p in info.action_profiles}
         self._profiles: dict[int, _Profile] = {pid: _Profile() for pid in self.action_profiles}
+
+    def checkpoint(self) -> Callable[[], None]:
+        """Everything a write can change (tables, externs, profiles and their client ids, the PRE, digest
+        configs), copied now; calling the result puts it back (a batch's rollback).  The objects stay the same
+        (the generated code holds them): their contents are restored."""
+        st, pipe = self.state, self.pipeline
+        objs: list[Any] = [*st.tables.values(), *st.registers.values(), *st.counters.values(), *st.meters.values(),
+                           *st.profiles.values(), *st.value_sets.values(), *self._profiles.values()]
+        keep: dict[int, Any] = {id(o): o for o in objs}         # references among them are kept, not copied
+        keep.update({id(a): a for t in st.tables.values() for a in t.actions.values()})
+        keep.update({id(a): a for a in st.actions.values()})
+        saved = copy.deepcopy([o.__dict__ for o in objs], keep)
+        pre = copy.deepcopy({k: getattr(pipe, k) for k in PRE_STATE}, keep)
+        digests = {k: copy.deepcopy(v) for k, v in self.digest_configs.items()}
+
+        def restore() -> None:
+            for o, d in zip(objs, saved, strict=True):
+                o.__dict__.clear()
+                o.__dict__.update(d)
+            for k, v in pre.items():
+                setattr(pipe, k, v)
+            self.digest_configs = digests
+            for t in st.tables.values():
+                t._rebuild()
+        return restore
 
     # --- lookups -------------------------------------------------------------------------------------------
     def table(self, table_id: int) -> tuple[Any, Table]:

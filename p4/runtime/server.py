@@ -5,7 +5,7 @@ loop (``SwitchCalls``: a queue plus a wake-up socket in its selector), so writes
 control socket's commands do.  Served: StreamChannel (primary/backup arbitration by election id, default role
 only; PacketIn/PacketOut through @controller_header headers on the CPU port; DigestLists of enabled digests,
 batched by their config, acked), SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and
-GetForwardingPipelineConfig, Write (CONTINUE_ON_ERROR; per-update ``p4.v1.Error`` in the status details),
+GetForwardingPipelineConfig, Write (all atomicity modes; per-update ``p4.v1.Error`` in the status details),
 Read (streamed), Capabilities.  The device config is the P4_16 program's source text (UTF-8), which the switch
 compiles itself; its P4Info must be the one ``p4 check --p4runtime-files`` (and p4c) writes for it.
 """
@@ -40,6 +40,8 @@ _ACTION = "p4.v1.SetForwardingPipelineConfigRequest.Action"
 VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT = (enum_value(_ACTION, n) for n in (
     "VERIFY", "VERIFY_AND_SAVE", "VERIFY_AND_COMMIT", "COMMIT"))
 _ATOMICITY_CONTINUE = enum_value("p4.v1.WriteRequest.Atomicity", "CONTINUE_ON_ERROR")
+_ATOMICITIES = {enum_value("p4.v1.WriteRequest.Atomicity", n) for n in (
+    "CONTINUE_ON_ERROR", "ROLLBACK_ON_ERROR", "DATAPLANE_ATOMIC")}
 _RESPONSE_TYPE = "p4.v1.GetForwardingPipelineConfigRequest.ResponseType"
 T = TypeVar("T")
 
@@ -469,18 +471,28 @@ class P4RuntimeService:
     # --- write / read ----------------------------------------------------------------------------------------
     def write(self, req: Any, context: grpc.ServicerContext) -> Any:
         self._check_primary(req.device_id, req.election_id)
-        if req.atomicity != _ATOMICITY_CONTINUE:
-            raise RpcError("UNIMPLEMENTED", "only CONTINUE_ON_ERROR atomicity is supported")
+        if req.atomicity not in _ATOMICITIES:
+            raise RpcError("INVALID_ARGUMENT", f"atomicity {req.atomicity} is not one of P4Runtime's")
+        all_or_none = req.atomicity != _ATOMICITY_CONTINUE
         device = self.device
 
         def apply() -> list[tuple[str, str]]:
-            results = []
+            """The batch in the switch's loop, between packets (so DATAPLANE_ATOMIC holds for every mode);
+            ROLLBACK_ON_ERROR and DATAPLANE_ATOMIC stop at the first failure and undo the ones before it."""
+            restore = device.checkpoint() if all_or_none else None
+            results: list[tuple[str, str]] = []
             for update in req.updates:
                 try:
                     device.write(update)
                     results.append(("OK", ""))
                 except EntityError as exc:
                     results.append((exc.code, str(exc)))
+                    if restore is not None:
+                        restore()
+                        undone = "not applied: an update of this all-or-none batch failed"
+                        results = [(c, m) if c != "OK" else ("ABORTED", undone) for c, m in results]
+                        results += [("ABORTED", undone)] * (len(req.updates) - len(results))
+                        break
             return results
 
         results = self.calls.call(apply)

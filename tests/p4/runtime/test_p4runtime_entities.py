@@ -363,3 +363,28 @@ def test_idle_timeout_on_a_table_without_support_timeout_is_invalid(dev) -> None
         write(device, "INSERT", entry)
     assert bad.value.code == "INVALID_ARGUMENT" and "support_timeout" in str(bad.value)
     assert device.state.tables["I.t_opt"].entries == {}                # nothing changed
+
+
+def test_a_checkpoint_restores_tables_externs_profiles_and_the_pre(dev) -> None:
+    device, pipe = dev
+    info = device.p4info
+    write(device, "INSERT", table_entry(info, "I.t_opt", {"hdr.h.k2": 7}, "I.set_res", {"v": 9}, priority=1))
+    restore = device.checkpoint()
+    write(device, "INSERT", table_entry(info, "I.t_opt", {"hdr.h.k2": 8}, "I.set_res", {"v": 5}, priority=1))
+    write(device, "MODIFY", table_entry(info, "I.t_opt", {"hdr.h.k2": 7}, "I.set_res", {"v": 1}, priority=1))
+    group = M("p4.v1.Entity")()
+    group.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 5
+    group.packet_replication_engine_entry.multicast_group_entry.replicas.add(egress_port=2, instance=0)
+    write(device, "INSERT", group)
+    reg = M("p4.v1.Entity")()
+    reg.register_entry.register_id = info.registers[0].preamble.id
+    reg.register_entry.index.index = 2
+    reg.register_entry.data.bitstring = b"\x00\x07"
+    write(device, "MODIFY", reg)
+    assert send(pipe, 0x55, 8)[3] == 5 and send(pipe, 0x55, 7)[3] == 1 and pipe.mc_groups
+    restore()
+    assert send(pipe, 0x55, 8)[3] == 0 and send(pipe, 0x55, 7)[3] == 9       # back to before, on the data path
+    assert pipe.mc_groups == {} and pipe.mc_nodes == {}
+    assert device.state.registers["I.reg"].values[2] == 0
+    tbl = device.state.tables["I.t_tern"]
+    assert tbl.direct_counter is device.state.counters["I.dc"]                 # one object graph still

@@ -255,3 +255,39 @@ def test_idle_timeouts_notify_the_controller_once_per_idle_spell(tmp_path: Path)
         switch.stop()
         loop.join(timeout=10)
         switch.close()
+
+
+@pytest.mark.parametrize(("atomicity", "kept"), [("CONTINUE_ON_ERROR", 2), ("ROLLBACK_ON_ERROR", 0),
+                                                 ("DATAPLANE_ATOMIC", 0)])
+def test_write_atomicity_continue_or_all_or_none(tmp_path: Path, atomicity: str, kept: int) -> None:
+    prog = tmp_path / "idle.p4"
+    prog.write_text(IDLE_PROGRAM)
+    switch = EmbeddedSwitch(load_pipeline(prog), SwitchConfig(interfaces=[]))
+    address = f"unix:{tmp_path}/p4rt.sock"
+    server = P4RuntimeServer(switch, address, prog.read_bytes())
+    loop = threading.Thread(target=switch.run, daemon=True)
+    loop.start()
+    try:
+        with P4RuntimeClient(address, election_id=1) as ctl:
+            ctl.arbitrate()
+            info = ctl.get_pipeline().p4info
+            a, b = (table_entry(info, "I.learned", {"hdr.eth.dst": mac}, "I.fwd", {"port": 1}) for mac in (1, 2))
+            with pytest.raises(grpc.RpcError) as failed:
+                ctl.write([("INSERT", a), ("INSERT", a), ("INSERT", b)], atomicity=atomicity)
+            status = message_class("google.rpc.Status").FromString(
+                dict(failed.value.trailing_metadata())["grpc-status-details-bin"])
+            errors = []
+            for d in status.details:
+                err = message_class("p4.v1.Error")()
+                d.Unpack(err)
+                errors.append(err.canonical_code)
+            want = ["OK", "ALREADY_EXISTS", "OK"] if kept else ["ABORTED", "ALREADY_EXISTS", "ABORTED"]
+            assert errors == [code_number(c) for c in want]
+            read = message_class("p4.v1.Entity")()
+            read.table_entry.table_id = info.tables[0].preamble.id
+            assert len(ctl.read([read])) == kept
+    finally:
+        server.close()
+        switch.stop()
+        loop.join(timeout=10)
+        switch.close()

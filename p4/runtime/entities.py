@@ -63,6 +63,8 @@ class _Profile:
     members: dict[int, int] = field(default_factory=dict)
     groups: dict[int, int] = field(default_factory=dict)
     weights: dict[int, list[tuple[int, int]]] = field(default_factory=dict)   # group id -> [(member id, weight)]
+    # one-shot action sets: (table, entry handle) -> (hidden group, hidden members, the set as written)
+    one_shot: dict[tuple[str, int], tuple[int, list[int], Any]] = field(default_factory=dict)
 
 
 PRE_STATE = ("mc_groups", "mc_nodes", "_next_node", "mirror_sessions", "mirror_replicas")   # Pipeline attributes
@@ -223,6 +225,7 @@ class ForwardingDevice:
             if entry is None:
                 raise EntityError("NOT_FOUND", f"table {table.name}: no such entry to delete")
             table.delete(entry.handle)
+            self._drop_one_shot(info, table, entry.handle)
             return
         if kind == INSERT and entry is not None:
             raise EntityError("ALREADY_EXISTS", f"table {table.name}: the entry exists (handle {entry.handle})")
@@ -247,6 +250,15 @@ class ForwardingDevice:
                 if entry.action is None:
                     raise EntityError("INVALID_ARGUMENT", f"table {table.name} is indirect: give a member or group")
                 table.modify(entry.handle, spec, data)
+        elif which == "action_profile_action_set":
+            group = self._one_shot_group(info, table, te.action.action_profile_action_set)
+            if entry is not None:
+                table.delete(entry.handle)
+                self._drop_one_shot(info, table, entry.handle)
+            entry = table.entries[table.add_indirect(match, group=group, priority=prio)]
+            ids = self._profiles[info.implementation_id]
+            hidden = ids.one_shot.pop((table.name, -1))
+            ids.one_shot[(table.name, entry.handle)] = hidden
         elif which in ("action_profile_member_id", "action_profile_group_id"):
             prof = self._profiles.get(info.implementation_id)
             if prof is None:
@@ -272,6 +284,44 @@ class ForwardingDevice:
         entry.idle_timeout_ns = max(0, te.idle_timeout_ns)
         if kind == INSERT:                   # its idle time counts from the insertion
             entry.last_hit_us, entry.idle_notified = self._now_us(), False
+
+    def _one_shot_group(self, info: Any, table: Table, action_set: Any) -> int:
+        """A one-shot action set: hidden members (an action and its weight each) in a hidden group of the
+        table's action selector; the group's handle (recorded under the placeholder handle -1)."""
+        ids = self._profiles.get(info.implementation_id)
+        prof = table.profile
+        if ids is None or prof is None or prof.algo is None:
+            raise EntityError("INVALID_ARGUMENT", f"table {table.name}: one-shot action sets need an action selector")
+        if not action_set.action_profile_actions:
+            raise EntityError("INVALID_ARGUMENT", f"table {table.name}: an empty one-shot action set")
+        actions = []
+        for aa in action_set.action_profile_actions:
+            spec = self._action(table, aa.action.action_id)
+            if aa.weight < 0:
+                raise EntityError("INVALID_ARGUMENT", f"table {table.name}: weight {aa.weight} is negative")
+            actions.append((spec, self._params(spec, aa.action.params), aa.weight or 1))
+        if len(prof.members) + len(actions) > prof.size:
+            raise EntityError("RESOURCE_EXHAUSTED", f"action profile {prof.name} is full ({prof.size} members)")
+        members = [prof.add_member(spec, data) for spec, data, _ in actions]
+        group = prof.add_group()
+        prof.groups[group] = [h for h, (_, _, w) in zip(members, actions, strict=True) for _ in range(w)]
+        saved = type(action_set)()
+        saved.CopyFrom(action_set)
+        ids.one_shot[(table.name, -1)] = (group, members, saved)
+        return group
+
+    def _drop_one_shot(self, info: Any, table: Table, handle: int) -> None:
+        """The hidden group and members of a one-shot entry that went away (nothing for other entries)."""
+        ids = self._profiles.get(info.implementation_id)
+        if ids is None or (table.name, handle) not in ids.one_shot:
+            return
+        group, members, _ = ids.one_shot.pop((table.name, handle))
+        prof = table.profile
+        del prof.groups[group]
+        for m in members:
+            del prof.members[m]
+        for t in prof.tables:
+            t._rebuild()
 
     def _write_default(self, kind: int, table: Table, te: Any) -> None:
         if kind != MODIFY:
@@ -317,7 +367,9 @@ class ForwardingDevice:
             self._action_message(te.action.action, e.action, e.data)
         else:
             prof = self._profiles[self.tables[table_id].implementation_id]
-            if e.member is not None:
+            if (table.name, e.handle) in prof.one_shot:
+                te.action.action_profile_action_set.CopyFrom(prof.one_shot[(table.name, e.handle)][2])
+            elif e.member is not None:
                 te.action.action_profile_member_id = _client_id(prof.members, e.member)
             else:
                 te.action.action_profile_group_id = _client_id(prof.groups, e.group)

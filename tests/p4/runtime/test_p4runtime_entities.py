@@ -388,3 +388,37 @@ def test_a_checkpoint_restores_tables_externs_profiles_and_the_pre(dev) -> None:
     assert device.state.registers["I.reg"].values[2] == 0
     tbl = device.state.tables["I.t_tern"]
     assert tbl.direct_counter is device.state.counters["I.dc"]                 # one object graph still
+
+
+def test_one_shot_action_sets_make_hidden_members_and_groups(dev) -> None:
+    device, pipe = dev
+    info = device.p4info
+    prof = device.state.tables["I.t_sel"].profile
+    set_out = next(a.preamble.id for a in info.actions if a.preamble.name == "I.set_out")
+    entry = table_entry(info, "I.t_sel", {"hdr.h.k1": 3})
+    action_set = entry.table_entry.action.action_profile_action_set
+    for v, weight in ((0x31, 1), (0x32, 3)):
+        aa = action_set.action_profile_actions.add(weight=weight)
+        aa.action.action_id = set_out
+        aa.action.params.add(param_id=1, value=bytes([v]))
+    write(device, "INSERT", entry)
+    outs = [send(pipe, 3, 0, sel)[5] for sel in range(16)]
+    assert set(outs) == {0x31, 0x32} and outs.count(0x32) == 3 * outs.count(0x31)   # identity hash, weights 1:3
+    read = M("p4.v1.Entity")()
+    read.table_entry.table_id = entry.table_entry.table_id
+    (got,) = device.read(read)
+    assert got.table_entry.action.action_profile_action_set == action_set       # read back as written
+    members = M("p4.v1.Entity")()
+    members.action_profile_member.action_profile_id = info.action_profiles[0].preamble.id
+    assert list(device.read(members)) == []                                       # hidden from member reads
+    del action_set.action_profile_actions[1]
+    write(device, "MODIFY", entry)
+    assert {send(pipe, 3, 0, sel)[5] for sel in range(16)} == {0x31} and len(prof.members) == 1
+    write(device, "DELETE", entry)
+    assert prof.members == {} and prof.groups == {}                                # all gone with the entry
+    bad = table_entry(info, "I.t_opt", {"hdr.h.k2": 1})
+    bad.table_entry.priority = 1
+    bad.table_entry.action.action_profile_action_set.CopyFrom(action_set)
+    with pytest.raises(EntityError) as nosel:
+        write(device, "INSERT", bad)
+    assert nosel.value.code == "INVALID_ARGUMENT" and "action selector" in str(nosel.value)

@@ -36,12 +36,13 @@ def decode_write_errors(err: grpc.RpcError) -> list[tuple[int, str]]:
 
 
 class P4RuntimeClient:
-    """One controller of one device: ``arbitrate()`` (becomes primary with the highest election id), then
-    ``set_pipeline``/``write``/``read``."""
+    """One controller of one device, in one role (``role``: its name, "" the default role): ``arbitrate()``
+    (becomes the role's primary with the highest election id), then ``set_pipeline``/``write``/``read``."""
 
-    def __init__(self, address: str, device_id: int = 0, election_id: int = 1, timeout_s: float = 30.0) -> None:
+    def __init__(self, address: str, device_id: int = 0, election_id: int = 1, timeout_s: float = 30.0,
+                 role: str = "") -> None:
         self.channel = grpc.insecure_channel(address)
-        self.device_id, self.election_id, self.timeout_s = device_id, election_id, timeout_s
+        self.device_id, self.election_id, self.timeout_s, self.role = device_id, election_id, timeout_s, role
         self._out: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._in: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stream: Any = None
@@ -79,6 +80,8 @@ class P4RuntimeClient:
         threading.Thread(target=pump, daemon=True, name="p4rt-client-stream").start()
         req = _M("p4.v1.StreamMessageRequest")()
         req.arbitration.device_id = self.device_id
+        if self.role:
+            req.arbitration.role.name = self.role
         self._election(req.arbitration.election_id)
         self._out.put(req)
         return self.next_stream_message().arbitration
@@ -111,7 +114,7 @@ class P4RuntimeClient:
 
     def set_pipeline(self, p4info: Any, device_config: bytes, action: str = "VERIFY_AND_COMMIT") -> Any:
         req = _M("p4.v1.SetForwardingPipelineConfigRequest")()
-        req.device_id = self.device_id
+        req.device_id, req.role = self.device_id, self.role
         self._election(req.election_id)
         req.action = enum_value("p4.v1.SetForwardingPipelineConfigRequest.Action", action)
         req.config.p4info.CopyFrom(p4info)
@@ -125,7 +128,7 @@ class P4RuntimeClient:
     def write(self, updates: list[tuple[str, Any]], atomicity: str = "CONTINUE_ON_ERROR") -> None:
         """Apply (update type name, Entity) pairs in one WriteRequest; a failure raises grpc.RpcError."""
         req = _M("p4.v1.WriteRequest")()
-        req.device_id = self.device_id
+        req.device_id, req.role = self.device_id, self.role
         req.atomicity = enum_value("p4.v1.WriteRequest.Atomicity", atomicity)
         self._election(req.election_id)
         for kind, entity in updates:

@@ -2,8 +2,8 @@
 
 gRPC handlers run on grpc's worker threads; everything touching the pipeline is handed to the switch's own
 loop (``SwitchCalls``: a queue plus a wake-up socket in its selector), so writes land between packets as the
-control socket's commands do.  Served: StreamChannel (primary/backup arbitration by election id, default role
-only; PacketIn/PacketOut through @controller_header headers on the CPU port; DigestLists of enabled digests,
+control socket's commands do.  Served: StreamChannel (primary/backup arbitration by election id per role, roles
+without configs; PacketIn/PacketOut through @controller_header headers on the CPU port; DigestLists of enabled digests,
 batched by their config, acked), SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and
 GetForwardingPipelineConfig, Write (all atomicity modes; per-update ``p4.v1.Error`` in the status details),
 Read (streamed), Capabilities.  The device config is the P4_16 program's source text (UTF-8), which the switch
@@ -136,6 +136,7 @@ class _Stream:
 
     out: queue.SimpleQueue
     election_id: tuple[int, int] | None = None
+    role: str = ""                   # its role's name ("": the default role), fixed by its first arbitration
 
 
 class P4RuntimeService:
@@ -253,11 +254,14 @@ class P4RuntimeService:
                     del self._unacked[key]
 
     def _to_primary(self, msg: Any) -> None:
+        """A PacketIn, DigestList or IdleTimeoutNotification to the primary of every role (roles have no
+        configs here, so each has the whole switch)."""
         with self._lock:
-            primary = self._primary()
-            for s in self._streams:
-                if primary is not None and s.election_id == primary:
-                    s.out.put(msg)
+            for role in {s.role for s in self._streams}:
+                primary = self._primary(role)
+                for s in self._streams:
+                    if primary is not None and s.role == role and s.election_id == primary:
+                        s.out.put(msg)
 
     # --- packet I/O through @controller_header headers ----------------------------------------------------------
     def _controller_header(self, name: str) -> list[tuple[int, int]]:
@@ -286,7 +290,7 @@ class P4RuntimeService:
         ingress on the CPU port; a bad one is answered with a StreamError on that stream."""
         try:
             with self._lock:
-                if stream.election_id != self._primary():
+                if stream.election_id != self._primary(stream.role):
                     raise EntityError("PERMISSION_DENIED", "PacketOut from a controller that is not primary")
             cpu_port = self.switch.config.cpu_port
             if cpu_port is None:
@@ -311,19 +315,22 @@ class P4RuntimeService:
             stream.out.put(msg)
 
     # --- arbitration -----------------------------------------------------------------------------------------
-    def _primary(self) -> tuple[int, int] | None:
-        ids = [s.election_id for s in self._streams if s.election_id is not None]
+    def _primary(self, role: str = "") -> tuple[int, int] | None:
+        """The highest election id among the role's controllers: its primary."""
+        ids = [s.election_id for s in self._streams if s.election_id is not None and s.role == role]
         return max(ids) if ids else None
 
     def _notify(self, streams: list[_Stream]) -> None:
-        """Tell ``streams`` who is primary (OK to the primary, ALREADY_EXISTS to backups)."""
-        primary = self._primary()
+        """Tell ``streams`` who is primary of their role (OK to the primary, ALREADY_EXISTS to backups)."""
         for s in streams:
             if s.election_id is None:
                 continue
+            primary = self._primary(s.role)
             msg = _M("p4.v1.StreamMessageResponse")()
             arb = msg.arbitration
             arb.device_id = self.device_id
+            if s.role:
+                arb.role.name = s.role
             arb.election_id.high, arb.election_id.low = primary if primary is not None else (0, 0)
             if s.election_id == primary:
                 arb.status.code, arb.status.message = code_number("OK"), "is primary"
@@ -335,25 +342,32 @@ class P4RuntimeService:
         if arb.device_id != self.device_id:
             raise RpcError("NOT_FOUND", f"arbitration for device {arb.device_id}; this switch is device "
                                         f"{self.device_id}")
-        if arb.HasField("role") and (arb.role.name or arb.role.HasField("config")):
-            raise RpcError("UNIMPLEMENTED", "only the default role is supported")
+        if arb.HasField("role") and arb.role.HasField("config"):
+            raise RpcError("UNIMPLEMENTED", "role configs are not supported: every role has the whole switch")
+        role = arb.role.name if arb.HasField("role") else ""
         eid = (arb.election_id.high, arb.election_id.low)
         with self._lock:
-            if stream.election_id != eid and any(s.election_id == eid for s in self._streams if s is not stream):
+            if stream.election_id is not None and role != stream.role:
+                raise RpcError("FAILED_PRECONDITION", f"this stream arbitrated for role '{stream.role}', not "
+                                                      f"'{role}' (open another stream)")
+            if stream.election_id != eid and any(s.election_id == eid and s.role == role
+                                                 for s in self._streams if s is not stream):
                 raise RpcError("INVALID_ARGUMENT", f"election id {eid[0] << 64 | eid[1]} is used by another "
-                                                   "controller")
-            before = self._primary()
-            stream.election_id = eid
-            self._notify(self._streams if self._primary() != before else [stream])   # all when it changed
+                                                   f"controller of role '{role}'")
+            before = self._primary(role)
+            stream.election_id, stream.role = eid, role
+            peers = [s for s in self._streams if s.role == role]
+            self._notify(peers if self._primary(role) != before else [stream])   # all of the role when it changed
 
-    def _check_primary(self, device_id: int, election: Any) -> None:
+    def _check_primary(self, device_id: int, election: Any, role: str = "") -> None:
         if device_id != self.device_id:
             raise RpcError("NOT_FOUND", f"device {device_id}: this switch is device {self.device_id}")
         eid = (election.high, election.low)
         with self._lock:
-            if self._primary() != eid:
+            if self._primary(role) != eid:
                 raise RpcError("PERMISSION_DENIED", f"election id {eid[0] << 64 | eid[1]} is not the primary "
-                                                    "controller's (open a StreamChannel and arbitrate first)")
+                                                    f"controller's of role '{role}' (open a StreamChannel and "
+                                                    "arbitrate first)")
 
     def stream_channel(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
         stream = _Stream(queue.SimpleQueue())
@@ -391,14 +405,14 @@ class P4RuntimeService:
                 yield item
         finally:
             with self._lock:
-                before = self._primary()
+                before = self._primary(stream.role)
                 self._streams.remove(stream)
-                if self._primary() != before:
-                    self._notify(self._streams)
+                if self._primary(stream.role) != before:
+                    self._notify([s for s in self._streams if s.role == stream.role])
 
     # --- pipeline config -------------------------------------------------------------------------------------
     def set_pipeline(self, req: Any, context: grpc.ServicerContext) -> Any:
-        self._check_primary(req.device_id, req.election_id)
+        self._check_primary(req.device_id, req.election_id, req.role)
         if req.action == COMMIT:
             if self._saved is None:
                 raise RpcError("FAILED_PRECONDITION", "COMMIT without a saved config (VERIFY_AND_SAVE first)")
@@ -470,7 +484,7 @@ class P4RuntimeService:
 
     # --- write / read ----------------------------------------------------------------------------------------
     def write(self, req: Any, context: grpc.ServicerContext) -> Any:
-        self._check_primary(req.device_id, req.election_id)
+        self._check_primary(req.device_id, req.election_id, req.role)
         if req.atomicity not in _ATOMICITIES:
             raise RpcError("INVALID_ARGUMENT", f"atomicity {req.atomicity} is not one of P4Runtime's")
         all_or_none = req.atomicity != _ATOMICITY_CONTINUE

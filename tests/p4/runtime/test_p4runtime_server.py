@@ -291,3 +291,29 @@ def test_write_atomicity_continue_or_all_or_none(tmp_path: Path, atomicity: str,
         switch.stop()
         loop.join(timeout=10)
         switch.close()
+
+
+def test_roles_arbitrate_apart_and_each_primary_writes_and_hears(served) -> None:
+    address, _ = served
+    frame = bytes.fromhex("020000000002" "020000000001" "0800") + b"r"
+    with P4RuntimeClient(address, election_id=5) as default, \
+            P4RuntimeClient(address, election_id=1, role="monitor") as mon, \
+            P4RuntimeClient(address, election_id=2, role="monitor") as mon2:
+        assert default.arbitrate().status.code == code_number("OK")
+        assert mon.arbitrate().status.code == code_number("OK")        # election id 1 is primary in its role
+        got = mon2.arbitrate()
+        assert got.status.code == code_number("OK") and got.role.name == "monitor"
+        demoted = mon.next_stream_message(timeout_s=10).arbitration      # its role's primary changed: told
+        assert demoted.status.code == code_number("ALREADY_EXISTS") and demoted.election_id.low == 2
+        group = message_class("p4.v1.Entity")()
+        group.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 3
+        mon2.write([("INSERT", group)])                                # a role's primary writes
+        with pytest.raises(grpc.RpcError) as backup:
+            mon.write([("DELETE", group)])
+        assert backup.value.code() == grpc.StatusCode.PERMISSION_DENIED and "role 'monitor'" in \
+            backup.value.details()
+        default.packet_out(frame, {1: 1})
+        for ctl in (default, mon2):                                    # a PacketIn reaches each role's primary
+            assert ctl.next_stream_message(timeout_s=10).WhichOneof("update") == "packet"
+        with pytest.raises(queue.Empty):
+            mon.next_stream_message(timeout_s=0.3)

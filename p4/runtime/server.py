@@ -171,6 +171,8 @@ class P4RuntimeService:
             self.switch.clock.sleep_ns(IDLE_SWEEP_NS)
             if self._closed.is_set():
                 return
+            if not any(t.support_timeout for t in self.device.state.tables.values()):
+                continue                         # no table of this pipeline has idle timeouts
             try:
                 idle = self.calls.call(lambda: self.device.idle_entries())
             except (RpcError, OSError):

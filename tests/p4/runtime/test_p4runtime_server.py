@@ -4,6 +4,7 @@ pipeline configs."""
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Iterator
@@ -57,22 +58,30 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, EmbeddedSwitch]]:
-    prog = tmp_path / "echo.p4"
-    prog.write_text(PROGRAM)
-    switch = EmbeddedSwitch(load_pipeline(prog), SwitchConfig(interfaces=[], cpu_port=CPU_PORT))
+@contextlib.contextmanager
+def serve(tmp_path: Path, program: str, cpu_port: int | None = None) -> Iterator[tuple[str, P4RuntimeServer]]:
+    """``program`` on a switch (no interfaces) running its loop, with P4Runtime on a Unix socket: (address,
+    server); all stopped on exit."""
+    prog = tmp_path / "prog.p4"
+    prog.write_text(program)
+    switch = EmbeddedSwitch(load_pipeline(prog), SwitchConfig(interfaces=[], cpu_port=cpu_port))
     address = f"unix:{tmp_path}/p4rt.sock"
     server = P4RuntimeServer(switch, address, prog.read_bytes())
     loop = threading.Thread(target=switch.run, daemon=True)
     loop.start()
     try:
-        yield address, switch
+        yield address, server
     finally:
         server.close()
         switch.stop()
         loop.join(timeout=10)
         switch.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, P4RuntimeServer]]:
+    with serve(tmp_path, PROGRAM, CPU_PORT) as got:
+        yield got
 
 
 def test_packet_out_and_packet_in_carry_the_controller_headers(served) -> None:
@@ -211,86 +220,60 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 
 
 def test_idle_timeouts_notify_the_controller_once_per_idle_spell(tmp_path: Path) -> None:
-    prog = tmp_path / "idle.p4"
-    prog.write_text(IDLE_PROGRAM)
-    switch = EmbeddedSwitch(load_pipeline(prog), SwitchConfig(interfaces=[]))
-    address = f"unix:{tmp_path}/p4rt.sock"
-    server = P4RuntimeServer(switch, address, prog.read_bytes())
-    loop = threading.Thread(target=switch.run, daemon=True)
-    loop.start()
+    with serve(tmp_path, IDLE_PROGRAM) as (address, server), P4RuntimeClient(address, election_id=1) as ctl:
+        def hit(mac: int) -> None:
+            """A packet to ``mac`` through the pipeline, in the switch's own loop."""
+            pipe = server.service.switch.pipeline.pipe
+            server.service.calls.call(lambda: pipe.process(0, mac.to_bytes(6, "big") + bytes(8)))
 
-    def hit(mac: int) -> None:
-        """A packet to ``mac`` through the pipeline, in the switch's own loop."""
-        server.service.calls.call(lambda: switch.pipeline.pipe.process(0, mac.to_bytes(6, "big") + bytes(8)))
-
-    try:
-        with P4RuntimeClient(address, election_id=1) as ctl:
-            ctl.arbitrate()
-            info = ctl.get_pipeline().p4info
-            idle, forever = (table_entry(info, "I.learned", {"hdr.eth.dst": mac}, "I.fwd", {"port": 1})
-                             for mac in (0x0A, 0x0B))
-            idle.table_entry.idle_timeout_ns = 300_000_000         # 0x0B: no timeout, never reported
-            ctl.write([("INSERT", idle), ("INSERT", forever)])
-            note = ctl.next_stream_message(timeout_s=10).idle_timeout_notification
-            assert [e.match[0].exact.value[-1] for e in note.table_entry] == [0x0A] and note.timestamp > 0
-            assert note.table_entry[0].idle_timeout_ns == 300_000_000
-            read = message_class("p4.v1.Entity")()
-            read.table_entry.CopyFrom(idle.table_entry)
-            read.table_entry.ClearField("action")
-            read.table_entry.time_since_last_hit.SetInParent()
-            (got,) = ctl.read([read])
-            assert got.table_entry.time_since_last_hit.elapsed_ns >= 300_000_000
-            with pytest.raises(queue.Empty):                       # once per idle spell
-                ctl.next_stream_message(timeout_s=0.6)
-            hit(0x0A)                                              # hit: idle again 0.3 s later, told again
-            again = ctl.next_stream_message(timeout_s=10).idle_timeout_notification
-            assert [e.match[0].exact.value[-1] for e in again.table_entry] == [0x0A]
-            assert again.timestamp - note.timestamp >= 600_000_000
-            no_support = message_class("p4.v1.Entity")()
-            no_support.table_entry.CopyFrom(forever.table_entry)
-            no_support.table_entry.idle_timeout_ns = 5
-            ctl.write([("MODIFY", no_support)])                    # the table supports it: accepted
-    finally:
-        server.close()
-        switch.stop()
-        loop.join(timeout=10)
-        switch.close()
+        ctl.arbitrate()
+        info = ctl.get_pipeline().p4info
+        idle, forever = (table_entry(info, "I.learned", {"hdr.eth.dst": mac}, "I.fwd", {"port": 1})
+                         for mac in (0x0A, 0x0B))
+        idle.table_entry.idle_timeout_ns = 300_000_000         # 0x0B: no timeout, never reported
+        ctl.write([("INSERT", idle), ("INSERT", forever)])
+        note = ctl.next_stream_message(timeout_s=10).idle_timeout_notification
+        assert [e.match[0].exact.value[-1] for e in note.table_entry] == [0x0A] and note.timestamp > 0
+        assert note.table_entry[0].idle_timeout_ns == 300_000_000
+        read = message_class("p4.v1.Entity")()
+        read.table_entry.CopyFrom(idle.table_entry)
+        read.table_entry.ClearField("action")
+        read.table_entry.time_since_last_hit.SetInParent()
+        (got,) = ctl.read([read])
+        assert got.table_entry.time_since_last_hit.elapsed_ns >= 300_000_000
+        with pytest.raises(queue.Empty):                       # once per idle spell
+            ctl.next_stream_message(timeout_s=0.6)
+        hit(0x0A)                                              # hit: idle again 0.3 s later, told again
+        again = ctl.next_stream_message(timeout_s=10).idle_timeout_notification
+        assert [e.match[0].exact.value[-1] for e in again.table_entry] == [0x0A]
+        assert again.timestamp - note.timestamp >= 600_000_000
+        no_support = message_class("p4.v1.Entity")()
+        no_support.table_entry.CopyFrom(forever.table_entry)
+        no_support.table_entry.idle_timeout_ns = 5
+        ctl.write([("MODIFY", no_support)])                    # the table supports it: accepted
 
 
 @pytest.mark.parametrize(("atomicity", "kept"), [("CONTINUE_ON_ERROR", 2), ("ROLLBACK_ON_ERROR", 0),
                                                  ("DATAPLANE_ATOMIC", 0)])
 def test_write_atomicity_continue_or_all_or_none(tmp_path: Path, atomicity: str, kept: int) -> None:
-    prog = tmp_path / "idle.p4"
-    prog.write_text(IDLE_PROGRAM)
-    switch = EmbeddedSwitch(load_pipeline(prog), SwitchConfig(interfaces=[]))
-    address = f"unix:{tmp_path}/p4rt.sock"
-    server = P4RuntimeServer(switch, address, prog.read_bytes())
-    loop = threading.Thread(target=switch.run, daemon=True)
-    loop.start()
-    try:
-        with P4RuntimeClient(address, election_id=1) as ctl:
-            ctl.arbitrate()
-            info = ctl.get_pipeline().p4info
-            a, b = (table_entry(info, "I.learned", {"hdr.eth.dst": mac}, "I.fwd", {"port": 1}) for mac in (1, 2))
-            with pytest.raises(grpc.RpcError) as failed:
-                ctl.write([("INSERT", a), ("INSERT", a), ("INSERT", b)], atomicity=atomicity)
-            status = message_class("google.rpc.Status").FromString(
-                dict(failed.value.trailing_metadata())["grpc-status-details-bin"])
-            errors = []
-            for d in status.details:
-                err = message_class("p4.v1.Error")()
-                d.Unpack(err)
-                errors.append(err.canonical_code)
-            want = ["OK", "ALREADY_EXISTS", "OK"] if kept else ["ABORTED", "ALREADY_EXISTS", "ABORTED"]
-            assert errors == [code_number(c) for c in want]
-            read = message_class("p4.v1.Entity")()
-            read.table_entry.table_id = info.tables[0].preamble.id
-            assert len(ctl.read([read])) == kept
-    finally:
-        server.close()
-        switch.stop()
-        loop.join(timeout=10)
-        switch.close()
+    with serve(tmp_path, IDLE_PROGRAM) as (address, _), P4RuntimeClient(address, election_id=1) as ctl:
+        ctl.arbitrate()
+        info = ctl.get_pipeline().p4info
+        a, b = (table_entry(info, "I.learned", {"hdr.eth.dst": mac}, "I.fwd", {"port": 1}) for mac in (1, 2))
+        with pytest.raises(grpc.RpcError) as failed:
+            ctl.write([("INSERT", a), ("INSERT", a), ("INSERT", b)], atomicity=atomicity)
+        status = message_class("google.rpc.Status").FromString(
+            dict(failed.value.trailing_metadata())["grpc-status-details-bin"])
+        errors = []
+        for d in status.details:
+            err = message_class("p4.v1.Error")()
+            d.Unpack(err)
+            errors.append(err.canonical_code)
+        want = ["OK", "ALREADY_EXISTS", "OK"] if kept else ["ABORTED", "ALREADY_EXISTS", "ABORTED"]
+        assert errors == [code_number(c) for c in want]
+        read = message_class("p4.v1.Entity")()
+        read.table_entry.table_id = info.tables[0].preamble.id
+        assert len(ctl.read([read])) == kept
 
 
 def test_roles_arbitrate_apart_and_each_primary_writes_and_hears(served) -> None:

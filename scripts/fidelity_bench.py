@@ -13,9 +13,10 @@ Experiments (each a product command, run as a user runs it, its JSON read back):
              100M`` with otherwise default flags (``--time-dilation auto``) beside ``--hog N`` busy processes this
              script starts and stops: busbw / line at 4 MiB >= 0.9, 0 drops, fidelity ok, the dilation it chose and
              the wall time it cost (not in the default set: ``--only under_load``)
-Dilations: ``--dilations A,B`` (default: the two of each experiment's scale, see ``SCALES``).  The machine's
-load (``os.getloadavg``) is recorded with every run; each run prints a progress line on stderr; ``--plot FILE``
-draws each row's two values relative to the first, against the 5 % band.
+Dilations: ``--dilations A,B`` (default: the two of each experiment's scale, see ``SCALES``).  Each experiment
+runs ``--repeat`` times (default 3) at each dilation and a row compares the medians (its ``spread``: (max - min)
+/ median per dilation).  The machine's load (``os.getloadavg``) is recorded with every run; each run prints a
+progress line on stderr; ``--plot FILE`` draws each row's two medians relative to the first, against the 5 % band.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -152,14 +154,20 @@ def under_load(hog_procs: int, timeout_s: float) -> dict[str, Any]:
             "passed": busbw >= UNDER_LOAD_MIN_BUSBW and report["drops"] == 0 and bool(fid["ok"])}
 
 
-def compare(name: str, metric: str, runs: list[dict[str, Any]], values: list[float]) -> dict[str, Any]:
-    """One row: the metric at both dilations, both fidelities, and whether they agree within ``TOLERANCE``."""
-    a, b = values
+def compare(name: str, metric: str, runs: list[list[dict[str, Any]]], values: list[list[float]]) -> dict[str, Any]:
+    """One row: the metric's median over the repeated runs at each of the two dilations, their spread, the
+    fidelities, and whether the medians agree within ``TOLERANCE`` (a DCQCN incast's single runs scatter ~20 %
+    with which flow a CNP hits first, so one run per dilation says little)."""
+    medians = [statistics.median(v) for v in values]
+    a, b = medians
     rel = abs(a - b) / max(abs(a), abs(b)) if max(abs(a), abs(b)) else 0.0
-    both_ok = all(r["fidelity"]["ok"] for r in runs)
-    return {"experiment": name, "metric": metric, "dilations": [r["fidelity"]["time_dilation"] for r in runs],
-            "values": values, "rel_diff": round(rel, 4), "fidelity_ok": [r["fidelity"]["ok"] for r in runs],
-            "loads": [round(r["load"], 2) for r in runs],
+    both_ok = all(r["fidelity"]["ok"] for group in runs for r in group)
+    dilations = [group[0]["fidelity"]["time_dilation"] for group in runs]
+    return {"experiment": name, "metric": metric, "dilations": dilations,
+            "values": medians, "runs": values, "rel_diff": round(rel, 4),
+            "spread": [round((max(v) - min(v)) / m, 4) if m else 0.0 for v, m in zip(values, medians, strict=True)],
+            "fidelity_ok": [all(r["fidelity"]["ok"] for r in group) for group in runs],
+            "loads": [round(max(r["load"] for r in group), 2) for group in runs],
             "invariant": (rel <= TOLERANCE) if both_ok else None}   # None: not comparable (a run was not ok)
 
 
@@ -170,20 +178,19 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     rate, ks = SCALES["allreduce"]
     ks = tuple(args.dilations) if args.dilations else ks
     if "allreduce" in args.only:
-        runs = [bench(size, rate, k, args.timeout) for k in ks]
-        rows.append(compare("allreduce", f"busbw/line at {size}", runs, [r["value"] for r in runs]))
+        runs = [[bench(size, rate, k, args.timeout) for _ in range(args.repeat)] for k in ks]
+        rows.append(compare("allreduce", f"busbw/line at {size}", runs, [[r["value"] for r in g] for g in runs]))
     senders, flow = (2, "128KiB") if small else (8, "1MiB")
     for name, cc, pfc in (("incast", "dcqcn", False), ("pfc", "none", True)):
         if name not in args.only:
             continue
         rate, ks = SCALES[name]
         ks = tuple(args.incast_dilations) if args.incast_dilations else ks
-        runs = [incast(cc, pfc, senders, flow, rate, k, args.timeout) for k in ks]
-        if name == "incast":
-            rows.append(compare(name, "last completion (ns)", runs, [r["completion_ns"] for r in runs]))
-            rows.append(compare(name, "max queue (pkts)", runs, [r["max_queue_pkts"] for r in runs]))
-        else:
-            rows.append(compare(name, "PFC pauses sent", runs, [r["pfc_pauses_sent"] for r in runs]))
+        runs = [[incast(cc, pfc, senders, flow, rate, k, args.timeout) for _ in range(args.repeat)] for k in ks]
+        metrics = ([("last completion (ns)", "completion_ns"), ("max queue (pkts)", "max_queue_pkts")]
+                   if name == "incast" else [("PFC pauses sent", "pfc_pauses_sent")])
+        for metric, key in metrics:
+            rows.append(compare(name, metric, runs, [[r[key] for r in g] for g in runs]))
     out: dict[str, Any] = {"tolerance": TOLERANCE, "small": small, "rows": rows}
     if "too_small" in args.only:
         low = bench(size, SCALES["allreduce"][0], args.low, args.timeout)
@@ -212,7 +219,7 @@ def plot(out: dict[str, Any], path: str) -> None:
         ka, kb = r["dilations"]
         ax.annotate(f"k {ka:g} -> {kb:g}", (i, rel), textcoords="offset points", xytext=(6, 0), fontsize=7)
     ax.set_xticks(range(len(rows)), [f"{r['experiment']}\n{r['metric']}" for r in rows], fontsize=7)
-    ax.set_ylabel("value at 2nd dilation / 1st")
+    ax.set_ylabel("median at 2nd dilation / 1st")
     ax.set_title("Network-time results at two dilations (gray: a run was not fidelity-ok)", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -231,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--incast-dilations", type=lambda s: [float(x) for x in s.split(",")],
                    help="the incasts' two dilations (default 10000,20000)")
     p.add_argument("--low", type=float, default=TOO_SMALL_DILATION, help="the too-small dilation (default 1)")
+    p.add_argument("--repeat", type=int, default=3, help="runs per experiment and dilation, compared by their "
+                   "medians (default 3)")
     p.add_argument("--hog", type=int, default=2, help="busy processes beside the under_load run (default 2)")
     p.add_argument("--timeout", type=float, default=3600.0, help="wall seconds per run (default 3600)")
     p.add_argument("--plot", metavar="FILE", help="write the invariance plot (PNG) to FILE")
@@ -241,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"--only: unknown experiment(s) {', '.join(sorted(unknown))} "
                 "(allowed: allreduce, incast, pfc, too_small, under_load)")
+    if args.repeat < 1:
+        p.error(f"--repeat: {args.repeat} (allowed: 1 or more)")
     if args.hog < 0:
         p.error(f"--hog: {args.hog} is negative (allowed: 0 or more)")
     start = time.monotonic()
@@ -252,8 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(out, indent=1))
     else:
         for r in out["rows"]:
-            print(f"{r['experiment']:9s} {r['metric']:22s} k={r['dilations']} {r['values']} diff "
-                  f"{r['rel_diff'] * 100:.1f} % ok={r['fidelity_ok']} invariant={r['invariant']} load={r['loads']}")
+            print(f"{r['experiment']:9s} {r['metric']:22s} k={r['dilations']} medians {r['values']} (spread "
+                  f"{r['spread']}) diff {r['rel_diff'] * 100:.1f} % ok={r['fidelity_ok']} invariant={r['invariant']} "
+                  f"load={r['loads']}")
         if "too_small" in out:
             t = out["too_small"]
             print(f"too small: dilation {t['dilation']:g} reports ok={t['fidelity']['ok']} "

@@ -20,12 +20,22 @@ def _run(fid_ok: bool, k: float) -> dict:
 
 
 @pytest.mark.unit
-def test_rows_compare_only_runs_that_kept_up() -> None:
-    row = fidelity_bench.compare("incast", "max queue", [_run(True, 1e4), _run(True, 2e4)], [100, 104])
+def test_rows_compare_medians_of_runs_that_kept_up() -> None:
+    def runs(ok_a: bool, ok_b: bool, n: int = 1) -> list[list[dict]]:
+        return [[_run(ok_a, 1e4)] * n, [_run(ok_b, 2e4)] * n]
+
+    row = fidelity_bench.compare("incast", "max queue", runs(True, True), [[100], [104]])
     assert row["invariant"] is True and row["rel_diff"] == pytest.approx(4 / 104, abs=1e-4)
     assert row["dilations"] == [1e4, 2e4]
-    assert fidelity_bench.compare("x", "m", [_run(True, 1), _run(True, 2)], [100, 110])["invariant"] is False
-    assert fidelity_bench.compare("x", "m", [_run(False, 1), _run(True, 2)], [100, 100])["invariant"] is None
+    assert fidelity_bench.compare("x", "m", runs(True, True), [[100], [110]])["invariant"] is False
+    assert fidelity_bench.compare("x", "m", runs(False, True), [[100], [100]])["invariant"] is None
+    # three runs each: medians 200 and 205 agree although single runs scatter 20 %; the spread says how much
+    scattered = fidelity_bench.compare("incast", "last completion", runs(True, True, 3), [[250, 200, 190],
+                                                                                          [205, 230, 195]])
+    assert scattered["values"] == [200, 205] and scattered["invariant"] is True
+    assert scattered["spread"] == [0.3, pytest.approx(35 / 205, abs=1e-4)]
+    assert fidelity_bench.compare("x", "m", [[_run(True, 1), _run(False, 1)], [_run(True, 2)] * 2],
+                                  [[1, 1], [1, 1]])["invariant"] is None     # one run of the group not ok
 
 
 @pytest.mark.emu

@@ -540,19 +540,20 @@ class ForwardingDevice:
         for i in self._indices(ce, c.size, f"counter {c.name}"):
             c.packets[i], c.bytes[i] = ce.data.packet_count, ce.data.byte_count
 
-    def _direct_entry(self, kind: int, te: Any, what: str) -> tuple[Table, Entry]:
-        """The table and entry a direct counter/meter entry names (MODIFY only; the table must own one)."""
+    def _direct_entry(self, kind: int, te: Any, resource: str) -> tuple[Table, Entry]:
+        """The table and entry a direct counter/meter entry names (MODIFY only; the table must own the
+        ``resource``: its attribute, ``direct_counter`` or ``direct_meter``)."""
+        what = resource.replace("_", " ")
         if kind != MODIFY:
             raise EntityError("INVALID_ARGUMENT", f"{what} entries can only be MODIFYed")
         _, table = self.table(te.table_id)
         e = self._find(table, self._match(table, te.match), self._priority(table, te))
-        owned = table.direct_counter if what == "direct counter" else table.direct_meter
-        if e is None or owned is None:
+        if e is None or getattr(table, resource) is None:
             raise EntityError("NOT_FOUND", f"table {table.name}: no such entry with a {what}")
         return table, e
 
     def _write_direct_counter(self, kind: int, dce: Any) -> None:
-        _, e = self._direct_entry(kind, dce.table_entry, "direct counter")
+        _, e = self._direct_entry(kind, dce.table_entry, "direct_counter")
         e.packets, e.bytes = dce.data.packet_count, dce.data.byte_count
 
     def _write_register(self, kind: int, re_: Any) -> None:
@@ -703,7 +704,7 @@ class ForwardingDevice:
 
     def _write_direct_meter(self, kind: int, dme: Any) -> None:
         """A table entry's direct meter: MODIFY its rates (the entry must exist and its table own one)."""
-        table, e = self._direct_entry(kind, dme.table_entry, "direct meter")
+        table, e = self._direct_entry(kind, dme.table_entry, "direct_meter")
         rates = self._meter_rates(dme.config, f"direct meter {table.direct_meter.name}")
         set_direct_meter_rates(self.state.tables.values(), table.direct_meter, e.handle, rates)
 

@@ -2,8 +2,9 @@
 
 Before the measured part: up at dilation k (from 1), reset every switch's lag, offer probe traffic at line rate
 in network time for a bounded wall time (``PROBE_WALL_S``) across the fabric, and judge the fidelity of the
-switches and link emulators (``sw.clock.lag``).  Not ok: down, raise k by what the lag says it needs (at least
-``MIN_STEP``x) and try again, up to the ceiling; when even the ceiling is not ok, a one-line error.
+switches and link emulators (``sw.clock.lag``).  Not ok: down, raise k by what the lag says it needs
+(``next_dilation``: at least ``MIN_STEP``x, ``HEADROOM``x after a marginal miss) and try again, up to the
+ceiling; when even the ceiling is not ok, a one-line error.
 The run itself keeps reporting its own ``fidelity``, so a machine that gets busier later is still caught.
 """
 

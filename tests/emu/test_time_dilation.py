@@ -71,6 +71,10 @@ def test_one_parser_numbers_auto_and_ceilings() -> None:
     assert next_dilation(4.0, {"bound_ns": 100, "lag_p99_ns": 100}, 1000.0) == 8.0      # at least 2x
     assert next_dilation(4.0, {"bound_ns": 100, "lag_p99_ns": 10**6}, 1000.0) == 16.0   # at most 4x
     assert next_dilation(512.0, {"bound_ns": 100, "lag_p99_ns": 10**6}, 1000.0) == 1000.0
+    marginal = {"bound_ns": 13_671, "lag_p99_ns": 21_503, "late_share": 0.0011}    # item 5's run at 256
+    assert next_dilation(256.0, marginal, 4096.0) == 384.0                            # x1.5, not x2.36
+    assert next_dilation(1.0, marginal, 4096.0) == 2.0                                # always up
+    assert next_dilation(256.0, {**marginal, "late_share": 0.011}, 4096.0) == 604.0   # beyond marginal: the lag
 
 
 @pytest.mark.unit

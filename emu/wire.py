@@ -21,12 +21,11 @@ from dataclasses import asdict, dataclass, field
 
 from sw.clock import Clock, get_clock
 from sw.clock.lag import DEFAULT_RATE_BPS, LagStats, mtu_serialization_ns, register, write_lag_file
-from sw.units import UnitError, parse_duration_ns, parse_rate_bps
+from sw.units import ETH_WIRE_OVERHEAD_BYTES, UnitError, parse_duration_ns, parse_rate_bps
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 MAX_FRAME_BYTES = 65536
-ETH_OVERHEAD_BYTES = 24  # preamble + SFD + FCS + inter-frame gap, counted in serialization as a NIC does
 LAG_WRITE_WALL_NS = 500_000_000  # how often the lag of a running emulator lands in $STARPULSE_LAG_DIR
 
 
@@ -95,7 +94,7 @@ class _Direction:
                 return
             start_ns = max(now_ns, self.link_free_ns)
             if p.rate_bps:
-                self.link_free_ns = start_ns + ((len(frame) + ETH_OVERHEAD_BYTES) * 8 * 10**9) // p.rate_bps
+                self.link_free_ns = start_ns + ((len(frame) + ETH_WIRE_OVERHEAD_BYTES) * 8 * 10**9) // p.rate_bps
             else:
                 self.link_free_ns = start_ns
             release_ns = self.link_free_ns + p.delay_ns

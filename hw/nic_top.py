@@ -86,7 +86,6 @@ from sw.cc.nic_regs import CC_MODE_DCQCN as CC_MODE_DCQCN
 from sw.cc.nic_regs import CC_MODE_HPCC as CC_MODE_HPCC
 from sw.cc.nic_regs import CC_MODE_NONE as CC_MODE_NONE
 from sw.cc.nic_regs import COUNTER_ADDR, COUNTERS, TEMPLATE_BYTES, U32, ParamReg, line_rate_kbps, nic_params
-from sw.cc.nic_regs import DATA_FRAME_OVERHEAD_BYTES as DATA_FRAME_OVERHEAD_BYTES
 from sw.cc.nic_regs import hpcc_max_rtt_ns as hpcc_max_rtt_ns
 from sw.cc.nic_regs import hpcc_reset as hpcc_reset
 

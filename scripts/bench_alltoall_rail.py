@@ -28,14 +28,14 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sw.units import parse_rate_bps, parse_size_bytes  # noqa: E402
+from sw.units import ETH_WIRE_OVERHEAD_BYTES, ROCE_DATA_FRAME_OVERHEAD_BYTES, parse_rate_bps, parse_size_bytes  # noqa: E402
 
 ALGOS = ("pairwise", "rail")
 ETH_IP_TCP_OVERHEAD = (1500 + 14) / (1500 - 52)
 """Wire bytes per TCP payload byte at MTU 1500 (Ethernet 14, IPv4 20, TCP 20 + timestamps 12)."""
-ROCE_FRAME_EXTRA_BYTES = 14 + 20 + 8 + 12 + 4 + 24
-"""Bytes a RoCEv2 SEND frame adds to its payload on the wire: Ethernet, IPv4, UDP, BTH, ICRC, and the preamble,
-delimiter, FCS and gap the transport's wire pacer charges (``WIRE_OVERHEAD_BYTES``)."""
+ROCE_FRAME_EXTRA_BYTES = ROCE_DATA_FRAME_OVERHEAD_BYTES + ETH_WIRE_OVERHEAD_BYTES
+"""Bytes a RoCEv2 SEND frame adds to its payload on the wire: its headers and ICRC, and the preamble, delimiter, FCS
+and gap the transport's wire pacer charges."""
 
 
 def wire_overhead(net: str, mtu: int) -> float:

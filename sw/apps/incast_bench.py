@@ -50,12 +50,18 @@ from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_ex
 from sw.roce.softnic.qp_pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
 from sw.roce.transport.qp_connect import connect, qp_info
 from sw.roce.transport.verbs import SendWr, WcStatus, WrOpcode
-from sw.units import AutoDilation, add_time_dilation_flag, parse_duration_ns, parse_rate_bps, parse_size_bytes
+from sw.units import (
+    ROCE_DATA_FRAME_OVERHEAD_BYTES,
+    AutoDilation,
+    add_time_dilation_flag,
+    parse_duration_ns,
+    parse_rate_bps,
+    parse_size_bytes,
+)
 from sw.units.file_store import FileStore
 
 INT_ONE_HOP_BYTES = 4 + 12 + 28  # shim, MD header, one hop record
 DEFAULT_DILATION = 10000.0
-ROCE_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around one MTU of payload
 MAX_WALL_WAIT_S = 86_400.0  # select()'s limit is ~24 days: a long network timeout x a large dilation exceeds it
 GO_POLL_WALL_NS = 200_000  # how often (wall time) a sender looks for the start signal: the flows' start skew
 # Rendezvous and end-of-run polls are bounded in wall time: in network time they would be 10 s of wall per 1 ms
@@ -191,7 +197,7 @@ def queue_depth_pkts(buffer_bytes: int, if_mtu: int) -> int:
     """The bottleneck queue in packets that holds ``buffer_bytes`` of full RoCE frames of the path MTU."""
     from sw.roce.softnic.port import path_mtu_for
 
-    return max(1, buffer_bytes // (path_mtu_for(if_mtu) + ROCE_FRAME_OVERHEAD_BYTES))
+    return max(1, buffer_bytes // (path_mtu_for(if_mtu) + ROCE_DATA_FRAME_OVERHEAD_BYTES))
 
 
 def jain(values: list[float]) -> float:

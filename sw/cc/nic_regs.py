@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sw.cc.dcqcn import DcqcnParams
 from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_ONE
 from sw.cc.hpcc import HpccParams
+from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 CSR_ID = 0x53504E31
 REG_ID, REG_QP_SEL, REG_QP_RATE, REG_ERR, REG_COUNTER0 = range(5)
@@ -45,8 +46,6 @@ COUNTERS = (
     ("RX_ICRC_ERRORS", "RoCEv2 frames (no INT) with a wrong ICRC: their CE/CNP events dropped"),
     ("TX_FRAMES", "frames that left on tx_m_axis (RoCEv2 with ICRC; below 512 bits the scheduler's frames)"),
 )
-# sw.roce.transport.requester.DATA_FRAME_OVERHEAD_BYTES (sw.cc may not import sw.roce): Ethernet, IPv4, UDP, BTH, ICRC
-DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
 COUNTER_ADDR = {name: REG_COUNTER0 + i for i, (name, _) in enumerate(COUNTERS)}
 
 
@@ -131,7 +130,7 @@ def nic_params(*, line_kbps: int, timer_min_ns: int, mtu_bytes: int) -> tuple[Pa
         ParamReg("hpcc_max_stage", 8, h.max_stage, 0, 254, "clamp", "HPCC: additive stages maxStage"),
         ParamReg("hpcc_rate_ai_kbps", 32, h.rate_ai_kbps, 0, "hpcc_line_rate_kbps", "clamp",
                  "HPCC: additive step (W_AI = it x T)"),
-        ParamReg("hpcc_qlen_unit_bytes", 16, mtu_bytes + DATA_FRAME_OVERHEAD_BYTES, 1, 0xFFFF, "clamp",
+        ParamReg("hpcc_qlen_unit_bytes", 16, mtu_bytes + ROCE_DATA_FRAME_OVERHEAD_BYTES, 1, 0xFFFF, "clamp",
                  "HPCC: bytes per INT queue-occupancy unit"),
     )
 

@@ -19,8 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sw.units import ETH_WIRE_OVERHEAD_BYTES
+
 DEFAULT_RATE_BPS = 10_000_000_000  # a link of unknown rate: a veth's 10 Gb/s
-MTU_WIRE_BYTES = 1500 + 14 + 24     # an IP MTU of 1500 as a frame on the wire: Ethernet header, FCS, preamble, gap
+MTU_WIRE_BYTES = 1500 + 14 + ETH_WIRE_OVERHEAD_BYTES   # an IP MTU of 1500 on the wire: Ethernet header and overhead
 OK_SHARE = 0.001                    # a component is within its bound when at most this share of events was late
 FIDELITY_KEYS = ("time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component", "ok")
 _SUB_BITS = 4                       # 2**4 sub-buckets per power of two

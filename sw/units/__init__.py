@@ -32,6 +32,12 @@ class UnitError(ValueError):
     is_user_error = True
 
 
+ETH_WIRE_OVERHEAD_BYTES = 24
+"""What a frame occupies on an Ethernet wire beyond its bytes: preamble and start delimiter (8), FCS (4) and the
+inter-frame gap (12).  Every pacer, link emulator and serialization time counts it."""
+ROCE_DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4
+"""The headers around one path MTU of RoCEv2 payload: Ethernet, IPv4, UDP, BTH and the ICRC."""
+
 MAX_LINK_RATE_BPS = 1_600_000_000_000
 """The fastest Ethernet port (1.6T): the upper bound of every link-rate flag."""
 MAX_LINK_DELAY_NS = 10 * 10**9

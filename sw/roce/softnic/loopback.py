@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 from sw.clock import ManualClock
 from sw.roce.softnic.nic import SoftNic
-
-ETH_WIRE_OVERHEAD_BYTES = 24
+from sw.units import ETH_WIRE_OVERHEAD_BYTES
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from sw.cc.hpcc import Hpcc, HpccParams
 from sw.cc.pacer import UNITS_PER_BYTE, CcPacer
 from sw.clock.lag import LagStats
 from sw.roce.wire.int_md import IntHopRecord
+from sw.units import ETH_WIRE_OVERHEAD_BYTES
 
-ETH_WIRE_OVERHEAD_BYTES = 24  # preamble + SFD (8), FCS (4), inter-frame gap (12)
 IDLE_BURST_BYTES = 2 * 4200  # what a QP may burst after having nothing to send: two full frames
 CC_NAMES = ("none", "dcqcn", "hpcc")
 # DCQCN as NICs ship it (NVIDIA firmware clamp_tgt_rate=0, the HPCC authors' ns-3 DCQCN): a CNP lowers the target

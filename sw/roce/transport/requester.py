@@ -54,6 +54,7 @@ from sw.roce.transport.verbs import (
 from sw.roce.wire.decode import RocePacket
 from sw.roce.wire.fields import NO_FIELDS, HeaderFields
 from sw.roce.wire.opcodes import Opcode
+from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 if TYPE_CHECKING:
     from sw.roce.transport.qp import QueuePair
@@ -67,7 +68,6 @@ _OPS_OF = {
 _NAK_STATUS = {NAK_INV_REQ: WcStatus.REM_INV_REQ_ERR, NAK_REM_ACCESS_ERR: WcStatus.REM_ACCESS_ERR}
 _ATOMIC_OPCODE = {WrOpcode.ATOMIC_CMP_AND_SWP: Opcode.COMPARE_SWAP, WrOpcode.ATOMIC_FETCH_AND_ADD: Opcode.FETCH_ADD}
 MAX_BACKOFF_SHIFT = 6
-DATA_FRAME_OVERHEAD_BYTES = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC around a path-MTU payload
 IPV6_EXTRA_BYTES = 20  # an IPv6 header is 20 bytes longer than IPv4's
 
 
@@ -278,7 +278,7 @@ class Requester:
         records, qp.int_hops_rx = qp.int_hops_rx, None
         if records and getattr(records, "echoed", False) and qp.pacer is not None:
             extra = IPV6_EXTRA_BYTES if qp.templates is not None and qp.templates.flow.ip_version == 6 else 0
-            self._ack_hops = qp.pacer.int_hops(records, qp.attr.path_mtu + DATA_FRAME_OVERHEAD_BYTES + extra)
+            self._ack_hops = qp.pacer.int_hops(records, qp.attr.path_mtu + ROCE_DATA_FRAME_OVERHEAD_BYTES + extra)
         else:
             self._ack_hops = ()
 

@@ -15,12 +15,13 @@ from int_ack_stim import SYNDROME_ACK, IntPath, ack_frame
 from roce_tx_check import check_roce_pcap
 
 from hw.int_ack import MAX_INT_HOPS
-from hw.nic_top import DATA_FRAME_OVERHEAD_BYTES, NicCcTop
+from hw.nic_top import NicCcTop
 from sw.apps.hil.model import HilSizes, ensure_model
 from sw.cc import DcqcnParams, HpccParams
 from sw.roce import Opcode
 from sw.roce.wire.int_md import DSCP_INT, strip_int
 from sw.roce.wire.sample_pcaps import write_frames
+from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 pytestmark = pytest.mark.sim
 
@@ -54,7 +55,7 @@ HPCC_RUNS = {"icarus": (25, 6, 11), "verilator": (400, 8, 12)}
 def test_nic_top_hpcc(simulator: str) -> None:
     rounds, burst, seed = HPCC_RUNS[simulator]
     dut = NicCcTop(**SIZES)
-    unit = SIZES["mtu_bytes"] + DATA_FRAME_OVERHEAD_BYTES
+    unit = SIZES["mtu_bytes"] + ROCE_DATA_FRAME_OVERHEAD_BYTES
     # test_nic_top's design and tag: one build serves both testbenches
     figures = run_block(dut, toplevel="nic_cc_top", test_module="tb_nic_top_hpcc", simulator=simulator,
                         tag="w64q8", params={**SIZES, "qp_bits": dut.qp_bits,
@@ -94,14 +95,14 @@ def test_int_ack_frames_decode_in_tshark_as_roce_acks(tmp_path: Path) -> None:
 
 
 def test_hpcc_qlen_unit_resets_to_the_host_stacks_data_frame() -> None:
-    """The INT occupancy unit after reset is the frame the host stack multiplies occupancies by (hw may not import
-    sw.roce, so the constant is mirrored)."""
-    from sw.roce.transport.requester import DATA_FRAME_OVERHEAD_BYTES as HOST_OVERHEAD_BYTES
+    """The INT occupancy unit after reset is the frame the host stack multiplies occupancies by (one constant in
+    the leaf ``sw.units``, read by both)."""
+    from sw.roce.transport import requester
 
     dut = NicCcTop(**SIZES)
     (unit,) = [p for p in dut.params if p.name == "hpcc_qlen_unit_bytes"]
-    assert DATA_FRAME_OVERHEAD_BYTES == HOST_OVERHEAD_BYTES
-    assert unit.reset == SIZES["mtu_bytes"] + HOST_OVERHEAD_BYTES
+    assert requester.ROCE_DATA_FRAME_OVERHEAD_BYTES is ROCE_DATA_FRAME_OVERHEAD_BYTES
+    assert unit.reset == SIZES["mtu_bytes"] + ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 
 # the TX path needs the framer's 512 bits; MTU 256 B (5 beats a frame), 4 QPs, PSNs 1-3 frames before the wrap;

@@ -9,9 +9,10 @@ from typing import cast
 import pytest
 
 from sw.clock import ManualClock
-from sw.collectives.transport.roce import WIRE_OVERHEAD_BYTES, WirePort
+from sw.collectives.transport.roce import WirePort
 from sw.roce.softnic.nic import SoftNic
 from sw.roce.softnic.port import RawSocketPort
+from sw.units import ETH_WIRE_OVERHEAD_BYTES
 from sw.units.pfc_frame import build_pfc_frame, parse_pfc_frame
 from tests.sw.roce.softnic.mem_port import MemPort
 
@@ -50,7 +51,7 @@ def test_a_pause_of_our_priority_holds_the_wire_for_its_quanta() -> None:
     clock.advance_ns(1)
     wire.drain()
     assert len(port.tx) == burst          # no tokens earned during the pause: no burst when it ends
-    frame_ns = (len(DATA) + WIRE_OVERHEAD_BYTES) * 8
+    frame_ns = (len(DATA) + ETH_WIRE_OVERHEAD_BYTES) * 8
     clock.advance_ns(frame_ns)
     assert wire.drain() is True and len(port.tx) == burst + 1
     clock.advance_ns(2 * frame_ns)

@@ -1,7 +1,8 @@
 """Inter-server transport over RoCEv2 RC queue pairs (``sw.roce``) on the rank's rail NIC: one QP per remote peer.
 
 Each peer's messages form a framed stream (``StreamChannel``) carried by signalled SENDs of up to ``SLOT_BYTES``
-from registered send slots into the peer's pre-posted receive slots.  Credit flow control: a sender posts a
+(``SendBudget.send_bytes``: two fit a peer's in-flight share) from registered send slots into the peer's
+pre-posted receive slots.  Credit flow control: a sender posts a
 SEND only while the receiver has a receive posted for it; the receiver returns credits by RDMA-writing its
 cumulative count of posted receives into an 8-byte word of the sender's registered credit array, so credit
 updates never consume receives.  The NIC engine is single-threaded and advanced by ``progress()``: inside a
@@ -30,6 +31,7 @@ from sw.roce.softnic.route import RouteError, interface_of, next_hop_mac
 from sw.roce.transport.qp import QueuePair
 from sw.roce.transport.qp_connect import connect, qp_info, random_psn
 from sw.roce.transport.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
+from sw.units import ETH_WIRE_OVERHEAD_BYTES
 
 from ..deadline import Deadline
 from ..errors import CollectiveTimeoutError, CollectiveUserError, PeerGoneError
@@ -45,8 +47,6 @@ SEND_SLOTS = 128
 CREDIT_BATCH = 32
 """Receives re-posted before the count is written back to the sender (must not exceed ``RECV_SLOTS``)."""
 DEFAULT_LINE_RATE_BPS = 10_000_000_000
-WIRE_OVERHEAD_BYTES = 24
-"""Preamble, start delimiter, FCS and inter-frame gap a frame occupies on the wire beyond its bytes."""
 WIRE_BURST_FRAMES = 16
 """Full frames the wire may send back to back after an idle spell: a quarter of a 64-packet switch queue, so a
 rank that was descheduled does not overrun the first queue when it wakes (64 KiB at a 4096-byte path MTU)."""
@@ -106,7 +106,7 @@ class WirePort:
         self.clock = clock
         self._bytes_per_ns = rate_bps / 8e9
         self.burst_bytes = WIRE_BURST_FRAMES * (14 + min(port.mtu, path_mtu_for(port.mtu) + ROCE_HEADROOM_BYTES)
-                                                + WIRE_OVERHEAD_BYTES)
+                                                + ETH_WIRE_OVERHEAD_BYTES)
         self._tokens = float(self.burst_bytes)
         self._last_ns = clock.now_ns()
         self._queue: deque[bytes] = deque()
@@ -130,9 +130,9 @@ class WirePort:
         self._tokens = min(float(self.burst_bytes), self._tokens + (now_ns - self._last_ns) * self._bytes_per_ns)
         self._last_ns = now_ns
         sent = False
-        while self._queue and self._tokens >= len(self._queue[0]) + WIRE_OVERHEAD_BYTES:
+        while self._queue and self._tokens >= len(self._queue[0]) + ETH_WIRE_OVERHEAD_BYTES:
             frame = self._queue.popleft()
-            self._tokens -= len(frame) + WIRE_OVERHEAD_BYTES
+            self._tokens -= len(frame) + ETH_WIRE_OVERHEAD_BYTES
             self.port.send(frame)
             sent = True
         return sent
@@ -145,7 +145,7 @@ class WirePort:
             paused_ns = self.pfc.paused_until_ns - self.clock.now_ns()
             if paused_ns > 0:
                 return float(paused_ns)
-        deficit = len(self._queue[0]) + WIRE_OVERHEAD_BYTES - self._tokens
+        deficit = len(self._queue[0]) + ETH_WIRE_OVERHEAD_BYTES - self._tokens
         return max(0.0, deficit / self._bytes_per_ns)
 
     def recv_batch(self, max_frames: int) -> list[bytes]:
@@ -164,13 +164,22 @@ def inflight_budget_bytes(rate_bps: float, path_mtu: int, dilation: float) -> in
     return max(INFLIGHT_FRAMES * path_mtu, int(rate_bps / 8 * INFLIGHT_RTT_WALL_S / dilation))
 
 
+def send_bytes_for(peer_limit_bytes: int, path_mtu: int) -> int:
+    """Bytes per SEND: whole frames, at most ``SLOT_BYTES``, two of them within a peer's in-flight share, so the
+    next SEND is on the wire while the previous one's last ACK comes back.  A SEND as large as the share is
+    stop-and-wait: the wire idles one round trip of this stack per SEND, wall time over the dilation, which bent
+    busbw with the dilation and the host's load."""
+    return min(SLOT_BYTES, max(path_mtu, peer_limit_bytes // 2 // path_mtu * path_mtu))
+
+
 class SendBudget:
     """Unacknowledged SEND bytes of all channels of one NIC, against ``limit_bytes``; each channel's own against
-    ``peer_limit_bytes`` (default: the whole budget)."""
+    ``peer_limit_bytes`` (default: the whole budget); ``send_bytes`` per SEND (``send_bytes_for``)."""
 
-    def __init__(self, limit_bytes: int, peer_limit_bytes: int | None = None) -> None:
+    def __init__(self, limit_bytes: int, peer_limit_bytes: int | None = None, path_mtu: int = SLOT_BYTES) -> None:
         self.limit_bytes = limit_bytes
         self.peer_limit_bytes = limit_bytes if peer_limit_bytes is None else peer_limit_bytes
+        self.send_bytes = send_bytes_for(self.peer_limit_bytes, path_mtu)
         self.inflight_bytes = 0
 
 
@@ -237,12 +246,12 @@ class RoceChannel(StreamChannel):
                         or self.inflight_bytes >= self.budget.peer_limit_bytes):
                     break  # no send slot, no receive posted at the peer (never overrun it), or the wire is full
                 self._stage_slot, self._stage_fill = self.free_slots.popleft(), 0
-            n = min(SLOT_BYTES - self._stage_fill, len(view) - done)
+            n = min(self.budget.send_bytes - self._stage_fill, len(view) - done)
             start = self._stage_slot * SLOT_BYTES + self._stage_fill
             self.send_buf[start:start + n] = np.frombuffer(view[done:done + n], np.uint8)
             self._stage_fill += n
             done += n
-            if self._stage_fill == SLOT_BYTES:
+            if self._stage_fill == self.budget.send_bytes:
                 self.flush()
                 self.turn_slots -= 1
         return done
@@ -334,9 +343,9 @@ class RoceTransport(ChannelTransport):
         try:
             nic = SoftNic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock, **pfc_options)
             wire.pfc = nic.pfc
-            peer_budget = inflight_budget_bytes(rate_bps, path_mtu_for(wire.mtu), clock.dilation)
-            budget = SendBudget(min(BUDGET_PEERS, max(1, len(remote))) * peer_budget, peer_budget)
             path_mtu = path_mtu_for(wire.mtu)
+            peer_budget = inflight_budget_bytes(rate_bps, path_mtu, clock.dilation)
+            budget = SendBudget(min(BUDGET_PEERS, max(1, len(remote))) * peer_budget, peer_budget, path_mtu)
             pd = nic.alloc_pd()
             cq = nic.create_cq()
             credits = np.zeros(world_size, np.int64)

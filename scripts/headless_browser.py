@@ -114,8 +114,11 @@ class HeadlessChromium:
 
     def screenshot(self, path: str | os.PathLike[str]) -> None:
         """A PNG of the whole page (the window grown to the document's height)."""
-        height = int(self.js("return document.documentElement.scrollHeight"))
-        self.driver.set_window_size(self.width, height + 20)
+        for _ in range(3):      # the window's size includes what is not the page: grow until the page fits
+            page, view = self.js("return [document.documentElement.scrollHeight, window.innerHeight]")
+            if view >= page:
+                break
+            self.driver.set_window_size(self.width, self.driver.get_window_size()["height"] + page - view)
         if not self.driver.save_screenshot(str(path)):
             raise OSError(f"{path}: the browser wrote no screenshot")
 

@@ -117,3 +117,38 @@ def test_the_console_check_sees_a_page_error(browser: headless_browser.HeadlessC
     browser.open(f"{base}/broken.html")
     errors = browser.console_errors()
     assert any("opsreport-canary" in e for e in errors), errors
+
+
+SLIDE = """const [index, metric] = arguments;
+const slider = document.getElementById('slider'), select = document.getElementById('metric');
+slider.value = String(index);
+slider.dispatchEvent(new Event('input'));
+select.value = metric;
+select.dispatchEvent(new Event('change'));
+return {down: document.getElementById('link-p0l0--sp1').classList.contains('down'),
+        stopped: document.getElementById('node-sp0').classList.contains('stopped'),
+        legend: document.getElementById('legend').textContent,
+        poll: document.getElementById('polltime').textContent};"""
+
+
+def test_the_slider_repaints_links_and_switches_at_each_poll(browser: headless_browser.HeadlessChromium,
+                                                             site: tuple[Path, str], recorded: TelemetryStore) -> None:
+    """The recorded run's leaf-spine link p0l0<->sp1 was down for a stretch of polls and spine sp0 stopped for
+    another: the slider at such a poll draws them so, at the first poll not."""
+    root, base = site
+    assert ops_cli.main(["report", str(root / "whole.html"), "--store", str(recorded.path), "--since", "0"]) == 0
+    origin = recorded.meta()["origin_ns"]
+    times = [t for t, in recorded.db.execute("SELECT DISTINCT t_ns FROM ports ORDER BY t_ns")]
+    down_t = recorded.db.execute("SELECT min(t_ns) FROM ports WHERE up = 0").fetchone()[0]
+    stopped_t = recorded.db.execute("SELECT min(t_ns) FROM switches WHERE state != 'running'").fetchone()[0]
+    stopped_i = max(i for i, t in enumerate(times) if t <= stopped_t)
+    browser.console_errors()
+    browser.open(f"{base}/whole.html")
+    first = browser.js(SLIDE, 0, "util")
+    assert not first["down"] and not first["stopped"] and first["poll"].startswith(f"poll 1/{len(times)}")
+    down = browser.js(SLIDE, times.index(down_t), "queue")
+    assert down["down"] and "queue depth" in down["legend"]
+    assert f"{(down_t - origin) / 1e9:.3f} s" in down["poll"]
+    stopped = browser.js(SLIDE, stopped_i, "loss")
+    assert stopped["stopped"] and "loss" in stopped["legend"]
+    assert browser.console_errors() == []

@@ -1,7 +1,8 @@
 """The operator's page in a real headless browser (Debian's Chromium via Selenium and chromedriver,
 ``scripts/headless_browser.py``), served by a localhost HTTP server of the test: it renders the recorded fabric
 (4 servers, 2 leaves, 2 spines, 8 ranks, 12 links), logs no console error, and the injected fault's place is
-highlighted as the diagnosis's first suspect (and marked as the injected fault)."""
+highlighted as the diagnosis's first suspect (and marked as the injected fault); the time slider and the metric
+selector repaint the drawing."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(iverilog mininet bridge-utils tshark iproute2 tcpdump ethtool iputils-ping netsniff-ng make gcc cpp)
+APT_PACKAGES=(iverilog mininet bridge-utils tshark iproute2 tcpdump ethtool iputils-ping netsniff-ng make gcc cpp
+              chromium chromium-driver)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -27,13 +27,16 @@ def _ops(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     (["diagnose", "--store", "EMPTY"], "the store has no steps yet"),
     (["diagnose", "--store", "MISSING"], "no telemetry store there"),
     (["diagnose", "--store", "EMPTY", "--calibrate", "3:1"], "--calibrate 3:1: expected A:B"),
+    (["report", "OUT", "--name", "nosuchfabric"], "--name nosuchfabric: no running fabric"),
+    (["report", "OUT", "--store", "EMPTY"], "the store has no steps yet"),
+    (["report", "OUT", "--store", "MISSING"], "no telemetry store there"),
     (["campaign", "--faults", "0"], "--faults"),
     (["campaign", "--faults", "2", "--kinds", "slow_gpu,meteor"], "--kinds slow_gpu,meteor: unknown kind meteor"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], needle: str) -> None:
     TelemetryStore(tmp_path / "empty.sqlite", create=True).close()
-    argv = [{"EMPTY": str(tmp_path / "empty.sqlite"), "MISSING": str(tmp_path / "none.sqlite")}.get(a, a)
-            for a in argv]
+    argv = [{"EMPTY": str(tmp_path / "empty.sqlite"), "MISSING": str(tmp_path / "none.sqlite"),
+             "OUT": str(tmp_path / "report.html")}.get(a, a) for a in argv]
     res = _ops(tmp_path, *argv)
     assert res.returncode == 2, res
     lines = res.stderr.strip().splitlines()

@@ -3,9 +3,10 @@
     python scripts/sim_study.py [--json] [--oversubscription 1,2] [--plot FILE]
 
 Allreduce of 1 GiB (flat ring, and hierarchical) at 1k, 10k and 100k GPUs (8 rails, 3 tiers, 8 spines per pod),
-and a MoE-style all-to-all of 256 MiB per GPU inside a 128-GPU expert-parallel group (the flow model holds
-all-to-all up to 256 GPUs); each with ``ecmp`` and ``rail`` routing.  Rows: predicted time, busbw, spine bytes,
-max link utilisation, and the ECMP/rail time ratio.
+and a MoE-style all-to-all of 256 MiB per GPU (pairwise and rail-aligned) in a 128-GPU expert-parallel group (the
+event-driven engine) and across 1k, 10k and 100k GPUs (the link-load model, ``sw.sim.alltoall_model``); each with
+``ecmp`` and ``rail`` routing.  Rows: predicted time, busbw, spine bytes, max link utilisation, the ECMP/rail time
+ratio and which model timed it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from sw.sim.run import simulate  # noqa: E402
 
 CASES = [("allreduce", "ring", 2**30, (1000, 10_000, 100_000)),
          ("allreduce", "hier", 2**30, (1000, 10_000, 100_000)),
-         ("alltoall", "pairwise", 2**28, (128,))]
+         ("alltoall", "pairwise", 2**28, (128, 1000, 10_000, 100_000)),
+         ("alltoall", "rail", 2**28, (1000, 10_000, 100_000))]
 
 
 def run_study(oversubscriptions: list[float], cases=CASES) -> Iterator[dict]:
@@ -40,7 +42,8 @@ def run_study(oversubscriptions: list[float], cases=CASES) -> Iterator[dict]:
                              **{f"{r}_busbw_bps": got[r]["busbw_bps"] for r in got},
                              **{f"{r}_spine_bytes": got[r]["bytes_by_link_class"]["leaf-spine"] for r in got},
                              **{f"{r}_max_link_util": got[r]["max_link_util"] for r in got},
-                             "ecmp_over_rail": got["ecmp"]["predicted_s"] / got["rail"]["predicted_s"]})
+                             "ecmp_over_rail": got["ecmp"]["predicted_s"] / got["rail"]["predicted_s"],
+                             "model": got["ecmp"]["model"]})
 
 
 def _plot(rows: list[dict], path: str) -> None:
@@ -77,14 +80,14 @@ def main() -> int:
             _plot(rows, args.plot)
         print(json.dumps({"rows": rows}))
         return 0
-    print("| op | algo | GPUs | oversub | ECMP ms | rail ms | ECMP/rail | ECMP spine GB | rail spine GB |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| op | algo | GPUs | oversub | ECMP ms | rail ms | ECMP/rail | ECMP spine GB | rail spine GB | model |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     rows = []
     for r in run_study(ovs):
         rows.append(r)
         print(f"| {r['op']} | {r['algo']} | {r['gpus']:,} | {r['oversubscription']:g} | {r['ecmp_s'] * 1e3:.1f} | "
               f"{r['rail_s'] * 1e3:.1f} | {r['ecmp_over_rail']:.2f} | {r['ecmp_spine_bytes'] / 1e9:.1f} | "
-              f"{r['rail_spine_bytes'] / 1e9:.1f} |", flush=True)
+              f"{r['rail_spine_bytes'] / 1e9:.1f} | {r['model']} |", flush=True)
     if args.plot:
         _plot(rows, args.plot)
     return 0

@@ -30,8 +30,31 @@ class RankJobError(ValueError):
     is_user_error = True
 
 
-def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
-    """The topology flags (as ``starpulse fabric``; ignored inside a launched job)."""
+FABRIC_BACKENDS = ("embedded", "bmv2")
+SIM_BACKEND = "sim"
+"""``--backend sim``: no fabric, the flow-level simulator times the job (only ``starpulse train`` offers it)."""
+
+
+def backend_flag(sim: bool) -> Callable[[str], str]:
+    """``type=`` of ``--backend``: the P4 targets, and ``sim`` where the command offers it (argparse's one-line
+    error, exit 2, names the flag otherwise)."""
+    allowed = FABRIC_BACKENDS + ((SIM_BACKEND,) if sim else ())
+
+    def check(text: str) -> str:
+        if text in allowed:
+            return text
+        if text == SIM_BACKEND:
+            raise argparse.ArgumentTypeError(f"{text}: only `starpulse train` runs on the flow-level simulator "
+                                             f"(allowed here: {', '.join(allowed)})")
+        raise argparse.ArgumentTypeError(f"{text}: allowed {', '.join(allowed)}")
+
+    check.__name__ = "backend"
+    return check
+
+
+def add_topology_arguments(parser: argparse.ArgumentParser, sim_backend: bool = False) -> None:
+    """The topology flags (as ``starpulse fabric``; ignored inside a launched job); ``sim_backend``: ``--backend``
+    also takes ``sim``."""
     t = parser.add_argument_group("topology (as `starpulse fabric`; ignored inside a launched job)")
     t.add_argument("--servers", type=int, default=None, metavar="N", help="servers (default 4)")
     t.add_argument("--gpus-per-server", "--gpus", dest="gpus_per_server", type=int, default=None, metavar="R",
@@ -41,7 +64,10 @@ def add_topology_arguments(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--link-rate", default="100M", metavar="RATE", help="host link rate (default 100M)")
     t.add_argument("--delay", default="0", metavar="D", help="per-link delay (only 0 here)")
     t.add_argument("--mtu", type=int, default=1500, metavar="M", help="MTU in bytes (default 1500)")
-    t.add_argument("--backend", default="embedded", metavar="embedded|bmv2", help="P4 target (default embedded)")
+    t.add_argument("--backend", default="embedded", type=backend_flag(sim_backend),
+                   metavar="embedded|bmv2" + ("|sim" if sim_backend else ""),
+                   help="P4 target (default embedded)" + ("; sim: no fabric, the flow-level simulator predicts the "
+                                                          "job (sw.sim)" if sim_backend else ""))
     t.add_argument("--oversubscription", type=float, default=1.0, metavar="X", help="leaf down/up ratio (default 1)")
     t.add_argument("--seed", type=int, default=1, metavar="N", help="seed (default 1)")
 

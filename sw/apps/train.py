@@ -34,6 +34,7 @@ from sw.workload.runner import DTYPE, stderr_progress
 from sw.workload.schedule import COMM, COMPUTE, WAIT
 
 from .rank_job import (
+    SIM_BACKEND,
     RankJobError,
     add_topology_arguments,
     add_where_arguments,
@@ -51,13 +52,15 @@ from .train_compare import CompareConfig, parse_compare, ratios, table_lines
 ENV_LINE_RATE = "STARPULSE_TRAIN_LINE_RATE"
 """Per-rail line rate (bit/s) the ranks of a launched train job compute link load and GPU speed against."""
 MAX_STEPS = 100_000
+MAX_RANK_LINES = 64
+"""The text summary lists every rank up to this many, else the first half of it (the JSON has all)."""
 TIMELINE_COLORS = {COMPUTE: "tab:blue", COMM: "tab:orange", WAIT: "tab:red"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("workload")
     g.add_argument("--model", default="gpt-small", metavar="PRESET|FILE",
-                   help="a preset (gpt-small, gpt-medium, moe-small) or a JSON file of model fields "
+                   help=f"a preset ({', '.join(PRESETS)}) or a JSON file of model fields "
                         "(default gpt-small)")
     g.add_argument("--steps", type=int_flag(1, MAX_STEPS), default=5, metavar="N", help="measured steps (default 5)")
     g.add_argument("--warmup", type=int_flag(0, MAX_STEPS), default=1, metavar="N", help="warm-up steps (default 1)")
@@ -69,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="A/B: run once per configuration (baseline: ring allreduce, pairwise all-to-all, ECMP, no "
                         "CC; starpulse: the tuner's rail-aware choices, DCQCN) and print the ratios")
     add_strict_fidelity_flag(g)
-    add_topology_arguments(parser)
+    add_topology_arguments(parser, sim_backend=True)
     add_where_arguments(parser)
 
 
@@ -95,7 +98,11 @@ def run(args: argparse.Namespace) -> int:
     if os.environ.get("RANK") and os.environ.get(ENV_STORE):
         return _run_rank(args)
     configs = parse_compare(args.compare) if args.compare else [None]
-    if args.local:
+    if args.backend == SIM_BACKEND:                       # no ranks: the flow-level simulator predicts the job
+        from .train_sim import run_sim
+
+        reports, rc = run_sim(args, configs), 0
+    elif args.local:
         reports, rc = _run_local(args, configs), 0
     else:
         from emu.run_cli import rerun_until_faithful
@@ -258,17 +265,21 @@ def _fidelity_word(fid: dict[str, Any] | None) -> str:
     """'ok', or a word that cannot be read as ok (the warning line itself goes to stderr)."""
     if not fid:
         return "unknown"
+    if fid.get("model"):
+        return f"n/a ({fid['model']} model: predicted, not emulated)"
     return "ok" if fid.get("ok") else "NOT-ok (figures bent by CPU load; see the warning)"
 
 
 def summary_lines(rep: dict[str, Any]) -> list[str]:
     """The text summary: the job's figures, then one line per rank."""
-    drops = "not measured (no switches)" if rep["drops"] is None else str(rep["drops"])
+    drops = ("not modelled" if rep.get("backend") == SIM_BACKEND else "not measured (no switches)") \
+        if rep["drops"] is None else str(rep["drops"])
+    wrong = "n/a (no data moved)" if rep["wrong"] is None else str(rep["wrong"])
     model = rep["config"]["model"]
     lines = [f"# train {model['name']} on {rep['config']['world']} ranks ({rep.get('mode')}), "
              f"{rep['config']['steps']} steps after {rep['config']['warmup']} warm-up",
              f"step_s {rep['step_s']:.6f}  comm_share {rep['comm_share']:.3f}  link_load {rep['link_load']:.3f}  "
-             f"drops {drops}  wrong {rep['wrong']}  fidelity {_fidelity_word(rep.get('fidelity'))}",
+             f"drops {drops}  wrong {wrong}  fidelity {_fidelity_word(rep.get('fidelity'))}",
              "# rank  step_ms  compute_ms  comm_busy_ms  exposed_ms  comm_share  link_load  factor"]
     if rep.get("algorithms"):
         picks = [f"{coll} {algo} ({size} B)" for coll, by_size in rep["algorithms"].items()
@@ -276,10 +287,13 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
         lines.insert(2, "algorithms: " + ", ".join(picks))
     at = next(i for i, line in enumerate(lines) if line.startswith("# rank"))
     lines[at:at] = choice_lines(rep.get("autotune"))
-    for r in rep["per_rank"]:
+    shown = rep["per_rank"] if len(rep["per_rank"]) <= MAX_RANK_LINES else rep["per_rank"][:MAX_RANK_LINES // 2]
+    for r in shown:
         lines.append(f"  {r['rank']:4d}  {r['step_s'] * 1e3:7.2f}  {r['compute_s'] * 1e3:10.2f}  "
                      f"{r['comm_busy_s'] * 1e3:12.2f}  {r['exposed_comm_s'] * 1e3:10.2f}  {r['comm_share']:10.3f}  "
                      f"{r['link_load']:9.3f}  {r['compute_factor']:6g}")
+    if len(shown) < len(rep["per_rank"]):
+        lines.append(f"# ... and {len(rep['per_rank']) - len(shown)} more ranks (every one is in --json's per_rank)")
     return lines
 
 
@@ -330,7 +344,7 @@ def _finish(args: argparse.Namespace, rep: dict[str, Any]) -> int:
             Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
         except OSError as exc:
             raise RankJobError(f"--json {args.json}: cannot write ({exc.strerror})") from None
-    return (1 if rep["wrong"] > 0 else 0) or fidelity_exit(rep.get("fidelity"), args.strict_fidelity)
+    return (1 if (rep["wrong"] or 0) > 0 else 0) or fidelity_exit(rep.get("fidelity"), args.strict_fidelity)
 
 
 def _finish_compare(args: argparse.Namespace, reports: list[dict[str, Any]]) -> int:
@@ -359,7 +373,7 @@ def _finish_compare(args: argparse.Namespace, reports: list[dict[str, Any]]) -> 
             Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
         except OSError as exc:
             raise RankJobError(f"--json {args.json}: cannot write ({exc.strerror})") from None
-    wrong = any(rep["wrong"] > 0 for rep in runs.values())
+    wrong = any((rep["wrong"] or 0) > 0 for rep in runs.values())
     return (1 if wrong else 0) or max(fidelity_exit(rep.get("fidelity"), args.strict_fidelity)
                                       for rep in runs.values())
 

@@ -77,11 +77,16 @@ def table_lines(runs: dict[str, dict[str, Any]], ratio: dict[str, float | None],
     lines = ["# compare  step_s     comm_share  link_load  drops  wrong  fidelity"]
     for name, rep in runs.items():
         drops = "-" if rep.get("drops") is None else str(rep["drops"])
-        ok = (rep.get("fidelity") or {}).get("ok")
+        wrong = "-" if rep.get("wrong") is None else str(rep["wrong"])
+        fid = rep.get("fidelity") or {}
+        verdict = "model" if fid.get("model") else "ok" if fid.get("ok") else "NOT-ok"
         lines.append(f"  {name:<9} {rep['step_s']:.6f}  {rep['comm_share']:10.3f}  {rep['link_load']:9.3f}  "
-                     f"{drops:>5}  {rep['wrong']:5d}  {'ok' if ok else 'NOT-ok'}")
+                     f"{drops:>5}  {wrong:>5}  {verdict}")
     lines.append("ratios starpulse/baseline: " + "  ".join(f"{k} {_fmt(ratio[k])}" for k in RATIO_KEYS))
-    if any(not (rep.get("fidelity") or {}).get("ok") for rep in runs.values()):
+    if any(rep.get("backend") == "sim" for rep in runs.values()):
+        lines.append("# --backend sim: predicted by the flow-level simulator on ECMP; congestion control and online "
+                     "auto-tune are not modelled, so only the algorithm choices differ")
+    elif any(not (rep.get("fidelity") or {}).get("ok") for rep in runs.values()):
         lines.append("# a run's fidelity is NOT ok: its figures, and so the ratios, are bent by CPU load")
     if any(rep.get("net") == "tcp" for rep in runs.values()):
         lines.append("# --net tcp: the RoCE congestion-control setting (none vs dcqcn) does not apply")

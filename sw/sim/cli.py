@@ -83,7 +83,6 @@ def run(args: argparse.Namespace) -> int:
             raise
         raise SimUserError(str(exc)) from None
     util = result.pop("link_util")
-    result.pop("rate_solves")
     if args.plot:
         _plot(util, args.plot, f"{args.op} {args.algo} {args.routing}, {result['gpus']} GPUs")
     out: dict[str, Any] = {k: result[k] for k in JSON_KEYS}
@@ -93,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.op} {args.algo} on {out['gpus']} GPUs ({spec.servers} servers, {spec.pods} pods, "
           f"{spec.tiers} tiers, {args.routing}): {out['predicted_s'] * 1e3:.3f} ms, algbw "
           f"{format_rate_bps(out['algbw_bps'])}, busbw {format_rate_bps(out['busbw_bps'])}")
+    solves = f", {result['rate_solves']} rate solves" if result["rate_solves"] else ""
     print(f"link utilisation: max {out['max_link_util']:.3f}, p99 {out['p99_link_util']:.3f}; simulated in "
-          f"{out['wall_s']:.2f} s")
+          f"{out['wall_s']:.2f} s ({result['model']}{solves})")
     for h in out["hot_links"]:
         print(f"  {h['link']:<28} {h['class']:<12} util {h['util']:.3f}")
     return 0

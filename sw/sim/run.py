@@ -11,9 +11,10 @@ import numpy as np
 from sw.collectives.fabric_topology import TopologySpec
 from sw.collectives.tuner import CostModel, LinkCost
 
+from .alltoall_model import alltoall_link_load
 from .flow_fabric import LINK_CLASSES, FlowPaths, SimFabric
 from .maxmin import maxmin_rates, run_phase
-from .schedules import Phase, phases, unit_steps
+from .schedules import MAX_FLOWS, Phase, alltoall_flows, check_op, phases, unit_steps
 
 BUS_FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
                "allgather": lambda n: (n - 1) / n, "reducescatter": lambda n: (n - 1) / n}
@@ -90,15 +91,28 @@ def run_lanes(fab: SimFabric, schedule: list[Phase], routing: str, params: SimPa
     return max([t, *ready]), solves, link_bytes
 
 
+A2A_MODELS = ("auto", "engine", "link-load")
+"""All-to-all timing: the event-driven max-min engine, the link-load model (``alltoall_model``), or ``auto``: the
+engine while the phase has at most ``schedules.MAX_FLOWS`` flows, else the link-load model."""
+
+
 def simulate(spec: TopologySpec, op: str, algo: str, size_bytes: int, routing: str,
-             params: SimParams = SimParams(), hot: int = 5) -> dict[str, Any]:
-    """Predicted time of ``op`` and link statistics; the dict carries the ``sim collective --json`` keys and
-    ``link_util`` (utilisation of every link that carried bytes, for the plot)."""
+             params: SimParams = SimParams(), hot: int = 5, a2a_model: str = "auto") -> dict[str, Any]:
+    """Predicted time of ``op`` and link statistics; the dict carries the ``sim collective --json`` keys,
+    ``link_util`` (utilisation of every link that carried bytes, for the plot), ``nic_tx_bytes`` (per rank, what
+    its NIC sent), ``rate_solves`` and ``model`` (what timed it: ``engine``, ``link-load exact|expected``)."""
     t0 = time.perf_counter()
     intra = params.intra_rate_bps or 9 * spec.link_rate_bps
     fab = SimFabric(spec, intra, spec.delay_ns * 1e-9)
     link_bytes = np.zeros(fab.n_links)
-    total_s, solves = 0.0, 0
+    total_s, solves, how = 0.0, 0, "engine"
+    gpus = spec.servers * spec.rails
+    check_op(op, algo, gpus, size_bytes, params.itemsize)
+    if op == "alltoall" and (a2a_model == "link-load" or (
+            a2a_model == "auto" and alltoall_flows(spec.servers, spec.rails, algo) > MAX_FLOWS)):
+        block = (size_bytes // params.itemsize // gpus) * params.itemsize
+        total_s, link_bytes, loads = alltoall_link_load(fab, algo, block, routing, params.alpha_s, params.efficiency)
+        return _result(fab, op, size_bytes, total_s, link_bytes, 0, f"link-load {loads}", t0, hot)
     model = CostModel(LinkCost(params.alpha_s, intra), LinkCost(params.alpha_s, spec.link_rate_bps * params.efficiency))
     schedule = phases(op, algo, spec.servers, spec.rails, size_bytes, params.itemsize, model)
     if any(ph.lane for ph in schedule):
@@ -112,7 +126,13 @@ def simulate(spec: TopologySpec, op: str, algo: str, size_bytes: int, routing: s
         np.add.at(path_lat, paths.flow, fab.latency_s[paths.link])
         total_s += ph.repeat * t + ph.latency_steps * (params.alpha_s + float(path_lat.max(initial=0.0)))
         link_bytes += np.bincount(paths.link, weights=ph.nbytes[paths.flow] * ph.repeat, minlength=fab.n_links)
-    gpus = spec.servers * spec.rails
+    return _result(fab, op, size_bytes, total_s, link_bytes, solves, how, t0, hot)
+
+
+def _result(fab: SimFabric, op: str, size_bytes: int, total_s: float, link_bytes: np.ndarray, solves: int,
+            how: str, t0: float, hot: int) -> dict[str, Any]:
+    """``simulate``'s dict from the collective's time and bytes per link."""
+    gpus = fab.gpus
     util = link_bytes * 8 / (fab.capacity_bps * total_s) if total_s > 0 else np.zeros(fab.n_links)
     used = np.flatnonzero(link_bytes > 0)
     top = used[np.argsort(-util[used], kind="stable")[:hot]]
@@ -129,5 +149,7 @@ def simulate(spec: TopologySpec, op: str, algo: str, size_bytes: int, routing: s
         "wall_s": time.perf_counter() - t0,
         "gpus": gpus,
         "rate_solves": solves,
+        "model": how,
         "link_util": util[used],
+        "nic_tx_bytes": link_bytes[fab.off_nic:fab.off_ls:2].copy(),
     }

@@ -24,7 +24,12 @@ from sw.collectives.algorithms.ring import ring_step
 from sw.collectives.algorithms.tree import heap_links, mirrored
 from sw.collectives.tuner import ALGOS, CostModel, hetero_fraction
 
-MAX_FLOWS = 66_000   # all-to-all: n(n-1) flows in one phase; 256 GPUs take minutes (rate solves per flow end)
+MAX_FLOWS = 66_000
+"""All-to-all: the event-driven engine takes one phase of at most this many flows (pairwise 256 GPUs: n(n-1));
+larger all-to-alls are timed by the link-load model (``sw.sim.alltoall_model``)."""
+
+A2A_LATENCY_STEPS = {"pairwise": 1, "rail": 2}
+"""Latency steps on an all-to-all's critical path: pairwise one message; rail-aligned an NVLink hop, then the rail."""
 
 
 class ScheduleError(ValueError):
@@ -153,7 +158,8 @@ def pairwise_phases(n: int, block_bytes: int) -> list[Phase]:
     """Pairwise all-to-all: every step's blocks are posted at once, so all n(n-1) flows share one phase."""
     pos = np.arange(n, dtype=np.int64)
     dst = np.concatenate([to for to, _ in pairwise_peers(pos, n)]) if n > 1 else pos[:0]
-    return [Phase(np.tile(pos, n - 1), dst, np.full(len(dst), block_bytes, dtype=np.int64), latency_steps=1)]
+    return [Phase(np.tile(pos, n - 1), dst, np.full(len(dst), block_bytes, dtype=np.int64),
+                  latency_steps=A2A_LATENCY_STEPS["pairwise"])]
 
 
 def rail_phases(servers: int, gpus: int, block_bytes: int) -> list[Phase]:
@@ -172,23 +178,43 @@ def rail_phases(servers: int, gpus: int, block_bytes: int) -> list[Phase]:
             nbytes.append(np.full(gpus, gpus * block_bytes, dtype=np.int64))
     if not src:
         return []
-    return [Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(nbytes), latency_steps=2)]
+    return [Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(nbytes),
+                  latency_steps=A2A_LATENCY_STEPS["rail"])]
+
+
+def check_op(op: str, algo: str, n: int, size_bytes: int, itemsize: int) -> None:
+    """``op`` with ``algo`` on ``n`` ranks of ``size_bytes`` each is something the simulator schedules; else a
+    one-line ``ScheduleError`` naming the flag."""
+    if op not in ("allreduce", "alltoall", "allgather", "reducescatter"):
+        raise ScheduleError(f"OP {op!r}: the simulator runs allreduce, allgather, reducescatter, alltoall")
+    if algo not in ALGOS[op] or (op in ("allgather", "reducescatter") and algo != "ring"):
+        allowed = ALGOS[op] if op in ("allreduce", "alltoall") else ("ring",)
+        raise ScheduleError(f"--algo {algo!r}: allowed for {op}: {', '.join(allowed)}")
+    if size_bytes // itemsize < n:
+        raise ScheduleError(f"--size {size_bytes}: must be at least {n * itemsize} bytes ({itemsize}-byte elements, "
+                            f"one per rank)")
+
+
+def alltoall_flows(servers: int, gpus: int, algo: str) -> int:
+    """Flows of the all-to-all's one phase: n(n-1) pairwise; G(G-1) per server plus G per ordered server pair
+    rail-aligned."""
+    n = servers * gpus
+    return n * (n - 1) if algo == "pairwise" else servers * gpus * (gpus - 1) + servers * (servers - 1) * gpus
+
+
+def alltoall_phase(servers: int, gpus: int, algo: str, block_bytes: int) -> list[Phase]:
+    """The one phase of ``algo``'s all-to-all (any size: the caller decides whether its flows fit)."""
+    n = servers * gpus
+    return pairwise_phases(n, block_bytes) if algo == "pairwise" else rail_phases(servers, gpus, block_bytes)
 
 
 def phases(op: str, algo: str, servers: int, gpus: int, size_bytes: int, itemsize: int = 4,
            model: CostModel | None = None) -> list[Phase]:
     """The phases of collective ``op`` with ``algo`` on ``servers`` x ``gpus`` ranks, ``size_bytes`` per rank;
     ``model`` (the link costs) sets the hetero allreduce's split as the communicator's tuner would."""
-    if op not in ("allreduce", "alltoall", "allgather", "reducescatter"):
-        raise ScheduleError(f"OP {op!r}: the simulator runs allreduce, allgather, reducescatter, alltoall")
-    if algo not in ALGOS[op] or (op in ("allgather", "reducescatter") and algo != "ring"):
-        allowed = ALGOS[op] if op in ("allreduce", "alltoall") else ("ring",)
-        raise ScheduleError(f"--algo {algo!r}: allowed for {op}: {', '.join(allowed)}")
     n = servers * gpus
+    check_op(op, algo, n, size_bytes, itemsize)
     count = size_bytes // itemsize
-    if count < n:
-        raise ScheduleError(f"--size {size_bytes}: must be at least {n * itemsize} bytes ({itemsize}-byte elements, "
-                            f"one per rank)")
     everyone = np.arange(n, dtype=np.int64).reshape(1, n)
     if op == "allreduce":
         if algo == "ring":
@@ -206,8 +232,8 @@ def phases(op: str, algo: str, servers: int, gpus: int, size_bytes: int, itemsiz
     if op in ("allgather", "reducescatter"):
         return ring_phases(everyone, np.array([count]), itemsize, rs=op == "reducescatter", ag=op == "allgather",
                            off=-1)
-    block = (count // n) * itemsize
-    if n * (n - 1) > MAX_FLOWS:
-        raise ScheduleError(f"--gpus {n}: alltoall has {n * (n - 1):,} flows, the flow model holds "
-                            f"{MAX_FLOWS:,} (at most {int((MAX_FLOWS) ** 0.5)} GPUs)")
-    return pairwise_phases(n, block) if algo == "pairwise" else rail_phases(servers, gpus, block)
+    flows = alltoall_flows(servers, gpus, algo)
+    if flows > MAX_FLOWS:
+        raise ScheduleError(f"--gpus {n}: alltoall {algo} has {flows:,} flows, the event-driven engine holds "
+                            f"{MAX_FLOWS:,} (larger ones run on the link-load model, sw.sim.alltoall_model)")
+    return alltoall_phase(servers, gpus, algo, (count // n) * itemsize)

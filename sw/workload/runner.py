@@ -23,7 +23,20 @@ from sw.collectives import Communicator, Work
 from sw.collectives.bench import nic_payload_bytes
 from sw.units.telemetry import TelemetryStore
 
-from .schedule import COMM, COMPUTE, KINDS, WAIT, Bucket, account_step, plan_buckets
+from .schedule import (
+    COMM,
+    COMPUTE,
+    KINDS,
+    OP_ALLREDUCE,
+    OP_ALLTOALL,
+    OP_COMPUTE,
+    WAIT,
+    Bucket,
+    StepOp,
+    account_step,
+    plan_buckets,
+    step_ops,
+)
 from .spec import BWD_PER_FWD, FLOPS_PER_PARAM_TOKEN_FWD, OPTIMIZER_FLOPS_PER_PARAM, ModelSpec, resolve_for_world
 
 DTYPE = np.float16
@@ -46,6 +59,10 @@ class StepPlan:
     opt_ns: float
     buckets: list[Bucket]
     a2a_elems: int
+
+    def ops(self) -> list[StepOp]:
+        """The step's actions in order (``schedule.step_ops``)."""
+        return step_ops(self.spec.layers, self.spec.moe, self.fwd_ns, self.bwd_ns, self.opt_ns, self.buckets)
 
     def to_json(self) -> dict[str, Any]:
         return {"model": self.spec.to_json(), "world": self.world, "line_rate_bps": self.line_rate_bps,
@@ -79,8 +96,8 @@ def plan_step(spec: ModelSpec, world: int, line_rate_bps: float) -> StepPlan:
 
 
 @dataclass
-class _Step:
-    """The record of one step on this rank."""
+class StepRecord:
+    """The record of one step on a rank (network ns): its start, end and (kind, start, end) segments."""
 
     t0_ns: int = 0
     t1_ns: int = 0
@@ -108,14 +125,14 @@ class RankWorkload:
         self._block = plan.a2a_elems // n if n else 0
 
     # --- phases ---------------------------------------------------------------------------------------------
-    def _compute(self, step: _Step, ns: float, factor: float) -> None:
+    def _compute(self, step: StepRecord, ns: float, factor: float) -> None:
         t0 = self.clock.now_ns()
         self.clock.sleep_ns(ns * factor)
         t1 = self.clock.now_ns()
         self.lag.record(max(0, round(t1 - t0 - ns * factor)))
         step.segments.append((COMPUTE, t0, t1))
 
-    def _wait(self, step: _Step, work: Work, nbytes: int, post_ns: int) -> None:
+    def _wait(self, step: StepRecord, work: Work, nbytes: int, post_ns: int) -> None:
         t0 = self.clock.now_ns()
         work.wait()
         t1 = self.clock.now_ns()
@@ -124,7 +141,7 @@ class RankWorkload:
         step.segments.append((COMM, work.start_ns, work.end_ns))
         step.collectives.append((work.what, nbytes, post_ns, work.start_ns, work.end_ns, t0, t1))
 
-    def _alltoall(self, step: _Step, seq: int) -> None:
+    def _alltoall(self, step: StepRecord, seq: int) -> None:
         """One MoE all-to-all on the critical path: block j to rank j, checked on arrival."""
         n, b, r = self.plan.world, self._block, self.comm.rank
         self._a2a_send.reshape(n, b)[...] = ((r * 7 + np.arange(n) + seq) % VALUE_MOD)[:, None]
@@ -134,45 +151,35 @@ class RankWorkload:
         want = ((np.arange(n) * 7 + r + seq) % VALUE_MOD)[:, None]
         self.wrong += int(np.count_nonzero(self._a2a_recv.reshape(n, b) != want))
 
-    def run_step(self, index: int) -> _Step:
-        """One training step; returns its timed segments."""
+    def run_step(self, index: int) -> StepRecord:
+        """One training step (the plan's ``ops``); returns its timed segments."""
         p, factor = self.plan, self.factor()
-        step = _Step(t0_ns=self.clock.now_ns())
+        step = StepRecord(t0_ns=self.clock.now_ns())
         seq = index * 4 * p.spec.layers
-        for _layer in range(p.spec.layers):                           # forward
-            if p.spec.moe:
-                self._alltoall(step, seq)                               # dispatch
-                seq += 1
-            self._compute(step, p.fwd_ns, factor)
-            if p.spec.moe:
-                self._alltoall(step, seq)                               # combine
-                seq += 1
         value = (self.comm.rank + index) % 4 + 1
+        want = sum((r + index) % 4 + 1 for r in range(p.world))
         pending: list[tuple[Work, np.ndarray, int]] = []
-        ready = {b.ready_after: i for i, b in enumerate(p.buckets)}
-        for layer in reversed(range(p.spec.layers)):                  # backward
-            if p.spec.moe:
-                self._alltoall(step, seq)                               # combine's gradient
+        for op in p.ops():
+            if op.kind == OP_COMPUTE:
+                self._compute(step, op.ns, factor)
+            elif op.kind == OP_ALLTOALL:                                # MoE dispatch/combine (or its gradient)
+                self._alltoall(step, seq)
                 seq += 1
-            self._compute(step, p.bwd_ns, factor)
-            if p.spec.moe:
-                self._alltoall(step, seq)                               # dispatch's gradient
-                seq += 1
-            if layer in ready:                                          # its bucket is full: reduce it meanwhile
-                buf = self._grads[ready[layer]]
+            elif op.kind == OP_ALLREDUCE:                               # a full bucket: reduce it meanwhile
+                buf = self._grads[op.bucket]
                 buf.fill(value)
                 post_ns = self.clock.now_ns()
                 pending.append((self.comm.allreduce(buf, op="sum", async_op=True), buf, post_ns))
-        want = sum((r + index) % 4 + 1 for r in range(p.world))
-        for work, buf, post_ns in pending:
-            self._wait(step, work, buf.nbytes, post_ns)
-            self.wrong += int(np.count_nonzero(buf != want))
-        self._compute(step, p.opt_ns, factor)                          # optimizer
+            else:                                                       # before the optimizer
+                for work, buf, post_ns in pending:
+                    self._wait(step, work, buf.nbytes, post_ns)
+                    self.wrong += int(np.count_nonzero(buf != want))
+                pending = []
         step.t1_ns = self.clock.now_ns()
         return step
 
 
-def record_step(store: TelemetryStore, comm: Communicator, clock: Clock, index: int, step: _Step) -> None:
+def record_step(store: TelemetryStore, comm: Communicator, clock: Clock, index: int, step: StepRecord) -> None:
     """One step of this rank into the operations store: its phases and every collective (op, bytes, algorithm,
     posted/started/ended, how long the rank waited on it), on the box's time base (``Clock.box_ns``)."""
     st = account_step(step.t0_ns, step.t1_ns, step.segments)
@@ -214,7 +221,7 @@ def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *,
             record_step(telemetry, comm, clock, i, done)
     nic0 = nic_payload_bytes(comm)
     wrong0 = work.wrong
-    records: list[_Step] = []
+    records: list[StepRecord] = []
     factors: list[float] = []
     for i in range(steps):
         factors.append(work.factor())
@@ -226,22 +233,32 @@ def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *,
             progress(f"step {i + 1}/{steps}: {st.step_ns / 1e6:.2f} ms, exposed comm {st.exposed_comm_ns / 1e6:.2f} "
                      f"ms (rank 0)")
     nic = nic_payload_bytes(comm) - nic0
+    row, nscalar, nshown = rank_row(records, nic, work.wrong - wrong0, max(factors or [1.0]), comm.server,
+                                    comm.local_rank)
+    table = _gather(comm, row)
+    return job_report(plan, steps, warmup, table, nscalar, nshown)
+
+
+def rank_row(records: list[StepRecord], nic_bytes: int, wrong: int, factor: float, server: int, gpu: int
+             ) -> tuple[np.ndarray, int, int]:
+    """One rank's measured steps as its row of ``job_report``'s table, with the row's number of totals and of
+    plotted steps: (row, nscalar, nshown)."""
     times = [account_step(r.t0_ns, r.t1_ns, r.segments) for r in records]
     scalars = [sum(t.step_ns for t in times), sum(t.compute_ns for t in times), sum(t.comm_busy_ns for t in times),
-               sum(t.exposed_comm_ns for t in times), nic, work.wrong - wrong0, round(max(factors or [1.0]) * 1000),
-               comm.server, comm.local_rank]
+               sum(t.exposed_comm_ns for t in times), nic_bytes, wrong, round(factor * 1000), server, gpu]
     shown = records[:PLOT_STEPS]
     base = shown[0].t0_ns if shown else 0
     kinds = {k: i for i, k in enumerate(KINDS)}
     segs = [v for r in shown for kind, a, b in r.segments for v in (kinds[kind], a - base, b - base)]
     ends = [r.t1_ns - base for r in shown]
-    row = np.array(scalars + [t.step_ns for t in times] + ends + segs, np.int64)
-    table = _gather(comm, row)
-    return _report(plan, steps, warmup, table, len(scalars), len(shown))
+    return np.array(scalars + [t.step_ns for t in times] + ends + segs, np.int64), len(scalars), len(shown)
 
 
-def _report(plan: StepPlan, steps: int, warmup: int, table: np.ndarray, nscalar: int, nshown: int
-            ) -> dict[str, Any]:
+def job_report(plan: StepPlan, steps: int, warmup: int, table: np.ndarray, nscalar: int, nshown: int
+               ) -> dict[str, Any]:
+    """The job's report from every rank's row (``nscalar`` totals: step, compute, comm busy, exposed ns, NIC bytes,
+    wrong, compute factor x 1000, server, GPU; then each step's ns, the ``nshown`` plotted steps' ends and their
+    segments as (kind, start, end) triples relative to the first one's start)."""
     n = max(steps, 1)
     per_rank: list[dict[str, Any]] = []
     timeline: list[dict[str, Any]] = []

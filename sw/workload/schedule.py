@@ -1,5 +1,7 @@
-"""Pure parts of a training step: the DDP gradient buckets (which bucket starts after which layer's backward)
-and the accounting of one step's phases (compute, communication in flight, exposed communication)."""
+"""Pure parts of a training step: the DDP gradient buckets (which bucket starts after which layer's backward),
+the step's actions in order (``step_ops``: what the runner does on the communicator and ``starpulse train
+--backend sim`` times on the flow-level simulator, one definition of the overlap) and the accounting of one step's
+phases (compute, communication in flight, exposed communication)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,10 @@ COMPUTE = "compute"
 COMM = "comm"
 WAIT = "wait"
 KINDS = (COMPUTE, COMM, WAIT)
+OP_COMPUTE = "compute"
+OP_ALLTOALL = "alltoall"
+OP_ALLREDUCE = "allreduce"
+OP_WAIT_ALL = "wait_all"
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,34 @@ def plan_buckets(grad_bytes: Sequence[int], cap_bytes: int) -> list[Bucket]:
     if layers:
         buckets.append(Bucket(tuple(layers), nbytes))
     return buckets
+
+
+@dataclass(frozen=True)
+class StepOp:
+    """One action of a rank's step: ``compute`` for ``ns`` (before a straggler's slow-down), a blocking MoE
+    ``alltoall`` (critical path), an ``allreduce`` of bucket ``bucket`` posted asynchronously (it runs while the
+    backward goes on), or ``wait_all`` for every posted allreduce."""
+
+    kind: str
+    ns: float = 0.0
+    bucket: int = -1
+
+
+def step_ops(layers: int, moe: bool, fwd_ns: float, bwd_ns: float, opt_ns: float,
+             buckets: Sequence[Bucket]) -> list[StepOp]:
+    """A training step's actions in order: forward (per layer: dispatch all-to-all, compute, combine all-to-all
+    when ``moe``), backward in reverse layer order (combine's and dispatch's gradient all-to-alls around the
+    compute; a bucket's allreduce posted once its last layer is done), wait for the allreduces, optimizer."""
+    ops: list[StepOp] = []
+    a2a = [StepOp(OP_ALLTOALL)] if moe else []
+    for _layer in range(layers):
+        ops += [*a2a, StepOp(OP_COMPUTE, fwd_ns), *a2a]
+    ready = {b.ready_after: i for i, b in enumerate(buckets)}
+    for layer in reversed(range(layers)):
+        ops += [*a2a, StepOp(OP_COMPUTE, bwd_ns), *a2a]
+        if layer in ready:
+            ops.append(StepOp(OP_ALLREDUCE, bucket=ready[layer]))
+    return ops + [StepOp(OP_WAIT_ALL), StepOp(OP_COMPUTE, opt_ns)]
 
 
 def _union(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

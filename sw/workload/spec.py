@@ -85,9 +85,13 @@ PRESETS: dict[str, ModelSpec] = {
                             scale=1e-2, nic_gbps=100.0),
     "moe-small": ModelSpec(name="moe-small", layers=8, hidden=1024, tokens_per_step=16384, gpu_tflops=100.0,
                            scale=1e-2, nic_gbps=100.0, experts=8, top_k=2),
+    "moe-1k": ModelSpec(name="moe-1k", layers=8, hidden=2048, tokens_per_step=4 * 1024 * 1024, gpu_tflops=100.0,
+                        scale=1e-2, nic_gbps=100.0, experts=1024, top_k=8),
 }
 """Named models: dense GPT-like and a Mixtral-like MoE (every layer MoE), shrunk by ``scale`` 1e-2 (so most
-messages are larger than the local throttle's 64 KiB idle burst, which smaller ones leave faster than the line)."""
+messages are larger than the local throttle's 64 KiB idle burst, which smaller ones leave faster than the line).
+``moe-1k`` is a fine-grained MoE sized for 1,024 expert-parallel GPUs (1,024 experts, top-8, 4,096 tokens per GPU
+there), for ``starpulse train --backend sim``: on a few emulated ranks its step moves hundreds of MB per rank."""
 
 _INT_FIELDS = {"layers": (1, 1024), "hidden": (8, 1 << 16), "tokens_per_step": (1, 1 << 30), "experts": (0, 4096),
                "top_k": (0, 64), "params": (1, 1 << 50), "dp": (1, 1 << 20), "ep": (1, 1 << 20),

@@ -189,8 +189,7 @@ def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str,
     colls = [c for c in store.collectives(since_ns) if since_ns <= c["post_ns"] and c["end_ns"] <= end]
     polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
     switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
-    done = {(s["rank"], s["step"]) for s in steps}
-    nics = [n for n in store.nic_counters(since_ns) if (n["rank"], n["step"]) in done]
+    nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
     return diagnose(exp, links, steps, colls, polls, switches, nics)
 
 

@@ -124,10 +124,8 @@ def diagnose_window(store: TelemetryStore, exp: Expected, since_ns: int) -> dict
     """Suspects from the rows of ``store`` since ``since_ns`` (steps started then or later)."""
     steps = [s for s in store.steps(since_ns) if s["t0_ns"] >= since_ns]
     colls = [c for c in store.collectives(since_ns) if c["post_ns"] >= since_ns]
-    done = {(s["rank"], s["step"]) for s in steps}
-    nics = [n for n in store.nic_counters(since_ns) if (n["rank"], n["step"]) in done]
     result = diagnose(exp, store.meta().get("links", []), steps, colls, store.port_polls(since_ns),
-                      store.switch_polls(since_ns), nics)
+                      store.switch_polls(since_ns), store.nic_counters(since_ns))
     result["window"] = {"since_ns": since_ns, "steps": sorted({s["step"] for s in steps})}
     result["expected"] = exp.to_json()
     return result

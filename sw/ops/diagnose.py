@@ -68,7 +68,7 @@ def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, A
     suspects: list[Suspect] = []
     dead = _switches(switch_polls, suspects)
     _link_states(polls, dead, links, suspects)
-    _nic_rates(nics or [], steps, suspects)
+    _nic_rates(nics or [], steps, links, suspects)
     _lossy_links(exp, nics or [], steps, polls, links, suspects)
     waited_on = _waited_on(collectives)
     symptoms = {"steps": len({s["step"] for s in steps}), "comm_ratio": _comm_ratio(exp, collectives),
@@ -97,8 +97,8 @@ def _switches(switch_polls: list[dict[str, Any]], out: list[Suspect]) -> set[str
 
 def _link_states(polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]],
                  out: list[Suspect]) -> None:
-    """Per link, from its ports' carrier over the window's polls: it went down and came back (flapping), or it is
-    down at the last poll (down)."""
+    """Per link, from its ports' carrier over the window's polls: it was seen down and then up again (flapping), or
+    it is down at the last poll (down)."""
     series: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for p in polls:
         series[(p["switch"], p["port"])].append(p)
@@ -111,9 +111,10 @@ def _link_states(polls: list[dict[str, Any]], dead: set[str], links: list[dict[s
         fell = sum(1 for a, b in zip(ups, ups[1:], strict=False) if a and not b)
         rose = sum(1 for a, b in zip(ups, ups[1:], strict=False) if not a and b)
         name = link_name(links, sw, ps[-1]["peer"])
-        if fell and rose:
-            flaps[name].append(f"{sw} port {port} (to {ps[-1]['peer']}): carrier went down {fell} and came back "
-                               f"{rose} time(s) in {len(ps)} polls ({(ps[-1]['t_ns'] - ps[0]['t_ns']) / 1e9:.3f} s)")
+        if rose:                # seen down, then up again (it may have gone down just before the first poll)
+            flaps[name].append(f"{sw} port {port} (to {ps[-1]['peer']}): carrier went down {fell + (not ups[0])} "
+                               f"and came back {rose} time(s) in {len(ps)} polls "
+                               f"({(ps[-1]['t_ns'] - ps[0]['t_ns']) / 1e9:.3f} s)" + ("" if ups[-1] else ", down now"))
         elif not ups[-1]:
             down[name].append(f"{sw} port {port} (to {ps[-1]['peer']}) is down")
     for name, ev in flaps.items():
@@ -128,17 +129,26 @@ def nic_name(server: int, gpu: int) -> str:
     return f"s{server}-eth{gpu}"
 
 
-def _where(steps: list[dict[str, Any]]) -> dict[int, tuple[int, int]]:
-    return {s["rank"]: (s["server"], s["gpu"]) for s in steps}
+def _where(steps: list[dict[str, Any]], links: list[dict[str, Any]] | None = None) -> dict[int, tuple[int, int]]:
+    """Rank -> (server, GPU): from the window's steps, else (a step still running) from the topology's links
+    (ranks are server-major: rank = server x GPUs + GPU)."""
+    out = {}
+    gpus = sum(1 for lk in links or () if lk["a"] == "s0" and lk.get("kind") == "host-leaf")
+    servers = len({lk["a"] for lk in links or () if lk.get("kind") == "host-leaf"})
+    if gpus:
+        out = {r: divmod(r, gpus) for r in range(servers * gpus)}
+    out.update({s["rank"]: (s["server"], s["gpu"]) for s in steps})
+    return out
 
 
-def _nic_rates(nics: list[dict[str, Any]], steps: list[dict[str, Any]], out: list[Suspect]) -> None:
-    """A NIC whose port paced below ``NIC_RATE_SHARE`` of its line rate at its last step of the window."""
+def _nic_rates(nics: list[dict[str, Any]], steps: list[dict[str, Any]], links: list[dict[str, Any]],
+               out: list[Suspect]) -> None:
+    """A NIC whose port paced below ``NIC_RATE_SHARE`` of its line rate at its last report in the window."""
     last: dict[int, dict[str, Any]] = {}
     for n in nics:
-        if n["rank"] not in last or n["step"] >= last[n["rank"]]["step"]:
+        if n["rank"] not in last or n["t_ns"] >= last[n["rank"]]["t_ns"]:
             last[n["rank"]] = n
-    where = _where(steps)
+    where = _where(steps, links)
     for rank, n in sorted(last.items()):
         share = n["rate_bps"] / n["line_rate_bps"] if n["line_rate_bps"] > 0 else 1.0
         if share >= NIC_RATE_SHARE or rank not in where:
@@ -162,7 +172,7 @@ def _lossy_links(exp: Expected, nics: list[dict[str, Any]], steps: list[dict[str
         pair[key] += n["retx_pkts"]
         tx[key] += n["tx_pkts"]
     total = sum(pair.values())
-    nsteps = len({n["step"] for n in nics})
+    nsteps = max(1, len({n["step"] for n in nics}))
     if not total or total < max(RETX_MIN, RETX_RATIO * exp.retx_per_step * nsteps):
         return
     involved: Counter[int] = Counter()
@@ -172,7 +182,7 @@ def _lossy_links(exp: Expected, nics: list[dict[str, Any]], steps: list[dict[str
     rank, v = involved.most_common(1)[0]
     peers = {p for key in pair if rank in key for p in key - {rank}}
     lossy_peers = {p for key, x in pair.items() if rank in key and x for p in key - {rank}}
-    where = _where(steps)
+    where = _where(steps, links)
     if v < LOSSY_SHARE * total or len(lossy_peers) < min(2, len(peers)) or rank not in where:
         return
     place = nic_link(links, *where[rank])

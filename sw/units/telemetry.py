@@ -39,8 +39,7 @@ CREATE TABLE IF NOT EXISTS faults (t_ns INTEGER NOT NULL, action TEXT NOT NULL, 
     value TEXT);
 CREATE TABLE IF NOT EXISTS nics (rank INTEGER NOT NULL, step INTEGER NOT NULL, t_ns INTEGER NOT NULL,
     peer INTEGER NOT NULL, tx_pkts INTEGER NOT NULL, retx_pkts INTEGER NOT NULL, oos_pkts INTEGER NOT NULL,
-    timeouts INTEGER NOT NULL, cnps_rx INTEGER NOT NULL, rate_bps INTEGER NOT NULL, line_rate_bps INTEGER NOT NULL,
-    PRIMARY KEY (rank, step, peer));
+    timeouts INTEGER NOT NULL, cnps_rx INTEGER NOT NULL, rate_bps INTEGER NOT NULL, line_rate_bps INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS nics_t ON nics (t_ns);
 """
 
@@ -51,8 +50,9 @@ STEP_FIELDS = ("rank", "step", "server", "gpu", "t0_ns", "t1_ns", "compute_ns", 
 COLL_FIELDS = ("rank", "step", "seq", "op", "nbytes", "algo", "post_ns", "start_ns", "end_ns", "wait_ns")
 NIC_FIELDS = ("rank", "step", "t_ns", "peer", "tx_pkts", "retx_pkts", "oos_pkts", "timeouts", "cnps_rx", "rate_bps",
               "line_rate_bps")
-"""A rank's RoCE NIC in one step, per remote peer (its QP): packets sent, retransmitted, received out of sequence,
-retransmission timeouts and CNPs received in that step (deltas), and the NIC port's pacing and line rate."""
+"""A rank's RoCE NIC at ``t_ns`` during (or at the end of) ``step``, per remote peer (its QP): packets sent,
+retransmitted, received out of sequence, retransmission timeouts and CNPs received since its previous row
+(deltas), and the NIC port's pacing and line rate."""
 TABLES = ("steps", "collectives", "ports", "switches", "faults", "nics")
 
 
@@ -107,12 +107,20 @@ class TelemetryStore:
                             [int(step[k]) for k in STEP_FIELDS])
             self.db.executemany(f"INSERT OR REPLACE INTO collectives VALUES ({','.join('?' * len(COLL_FIELDS))})",
                                 [[c[k] for k in COLL_FIELDS] for c in collectives])
-            self.db.executemany(f"INSERT OR REPLACE INTO nics VALUES ({','.join('?' * len(NIC_FIELDS))})",
-                                [[int(n[k]) for k in NIC_FIELDS] for n in nics])
+            self._insert_nics(nics)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+
+    def add_nics(self, nics: Iterable[Mapping[str, int]]) -> None:
+        """NIC rows sampled between step ends (a stalled step's NIC still reports)."""
+        with self.db:
+            self._insert_nics(nics)
+
+    def _insert_nics(self, nics: Iterable[Mapping[str, int]]) -> None:
+        self.db.executemany(f"INSERT INTO nics VALUES ({','.join('?' * len(NIC_FIELDS))})",
+                            [[int(n[k]) for k in NIC_FIELDS] for n in nics])
 
     def add_poll(self, t_ns: int, ports: Iterable[Mapping[str, Any]], switches: Mapping[str, str]) -> None:
         """One poll of the switches: every port's cumulative counters and every switch's state at ``t_ns``."""
@@ -155,7 +163,7 @@ class TelemetryStore:
         store older than the table."""
         if not self._has("nics"):
             return []
-        return self._rows("SELECT * FROM nics WHERE t_ns >= ? ORDER BY step, rank, peer", (since_ns,))
+        return self._rows("SELECT * FROM nics WHERE t_ns >= ? ORDER BY t_ns, rank, peer", (since_ns,))
 
     def _has(self, table: str) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -173,14 +174,20 @@ class RankWorkload:
 
 
 class NicDeltas:
-    """This rank's RoCE NIC per step, for the operations store's ``nics`` table: per remote peer (its QP) the
-    counters' deltas since the last ``rows`` call, and the NIC port's pacing and line rate (none on TCP/shm)."""
+    """This rank's RoCE NIC for the operations store's ``nics`` table: per remote peer (its QP) the counters'
+    deltas since the last ``rows`` call, and the NIC port's pacing and line rate (none on TCP/shm).  Called at
+    every step's end and by ``NicSampler`` in between (hence the lock)."""
 
     def __init__(self, comm: Communicator) -> None:
         self.comm = comm
         self._last: dict[int, dict[str, int]] = {}
+        self._lock = threading.Lock()
 
     def rows(self, index: int, t_ns: int) -> list[dict[str, int]]:
+        with self._lock:
+            return self._rows(index, t_ns)
+
+    def _rows(self, index: int, t_ns: int) -> list[dict[str, int]]:
         out = []
         for transport in self.comm.net.transports:
             counters = getattr(transport, "nic_counters", None)
@@ -194,6 +201,33 @@ class NicDeltas:
                             "line_rate_bps": line_rate_bps})
                 self._last[peer] = now
         return out
+
+
+class NicSampler:
+    """A thread writing this rank's NIC rows into the store every ``interval_wall_s`` (its own connection), so a
+    step stalled by retransmission timeouts still shows its NIC's counters before it ends; ``step`` is the step
+    in progress."""
+
+    def __init__(self, store: TelemetryStore, nics: NicDeltas, clock: Clock, interval_wall_s: float = 0.5) -> None:
+        self.store = TelemetryStore(store.path)
+        self.nics = nics
+        self.clock = clock
+        self.interval_wall_s = interval_wall_s
+        self.step = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="nic-sampler", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_wall_s):
+            rows = self.nics.rows(self.step, self.clock.box_ns())
+            if any(r["retx_pkts"] or r["timeouts"] for r in rows):   # only what the step-end rows cannot wait for
+                self.store.add_nics(rows)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.store.close()
 
 
 def set_nic_rate_share(comm: Communicator, share: float) -> None:
@@ -246,6 +280,7 @@ def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *,
     clock = clock or get_clock()
     work = RankWorkload(comm, plan, clock=clock, factor=factor)
     nics = NicDeltas(comm) if telemetry is not None else None
+    sampler = NicSampler(telemetry, nics, clock) if telemetry is not None and nics is not None else None
     share = 1.0
 
     def pace() -> None:
@@ -255,8 +290,36 @@ def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *,
             share = now
             set_nic_rate_share(comm, share)
 
+    try:
+        records, factors, nic, wrong = _run_steps(comm, work, steps, warmup, clock, telemetry, nics, sampler, pace,
+                                                  progress)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    times = [account_step(r.t0_ns, r.t1_ns, r.segments) for r in records]
+    scalars = [sum(t.step_ns for t in times), sum(t.compute_ns for t in times), sum(t.comm_busy_ns for t in times),
+               sum(t.exposed_comm_ns for t in times), nic, wrong, round(max(factors or [1.0]) * 1000),
+               comm.server, comm.local_rank]
+    shown = records[:PLOT_STEPS]
+    base = shown[0].t0_ns if shown else 0
+    kinds = {k: i for i, k in enumerate(KINDS)}
+    segs = [v for r in shown for kind, a, b in r.segments for v in (kinds[kind], a - base, b - base)]
+    ends = [r.t1_ns - base for r in shown]
+    row = np.array(scalars + [t.step_ns for t in times] + ends + segs, np.int64)
+    table = _gather(comm, row)
+    return _report(plan, steps, warmup, table, len(scalars), len(shown))
+
+
+def _run_steps(comm: Communicator, work: RankWorkload, steps: int, warmup: int, clock: Clock,
+               telemetry: TelemetryStore | None, nics: NicDeltas | None, sampler: NicSampler | None,
+               pace: Callable[[], None], progress: Callable[[str], None] | None,
+               ) -> tuple[list[_Step], list[float], int, int]:
+    """The warm-up and measured steps, each recorded into ``telemetry`` as it ends; the measured steps, their
+    compute factors, the NIC payload bytes and wrong results of the measured steps."""
     for i in range(warmup):
         pace()
+        if sampler is not None:
+            sampler.step = i
         done = work.run_step(i)
         if telemetry is not None:
             record_step(telemetry, comm, clock, i, done, nics)
@@ -267,6 +330,8 @@ def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *,
     for i in range(steps):
         factors.append(work.factor())
         pace()
+        if sampler is not None:
+            sampler.step = warmup + i
         records.append(work.run_step(warmup + i))
         if telemetry is not None:
             record_step(telemetry, comm, clock, warmup + i, records[-1], nics)
@@ -274,19 +339,7 @@ def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *,
             st = account_step(records[-1].t0_ns, records[-1].t1_ns, records[-1].segments)
             progress(f"step {i + 1}/{steps}: {st.step_ns / 1e6:.2f} ms, exposed comm {st.exposed_comm_ns / 1e6:.2f} "
                      f"ms (rank 0)")
-    nic = nic_payload_bytes(comm) - nic0
-    times = [account_step(r.t0_ns, r.t1_ns, r.segments) for r in records]
-    scalars = [sum(t.step_ns for t in times), sum(t.compute_ns for t in times), sum(t.comm_busy_ns for t in times),
-               sum(t.exposed_comm_ns for t in times), nic, work.wrong - wrong0, round(max(factors or [1.0]) * 1000),
-               comm.server, comm.local_rank]
-    shown = records[:PLOT_STEPS]
-    base = shown[0].t0_ns if shown else 0
-    kinds = {k: i for i, k in enumerate(KINDS)}
-    segs = [v for r in shown for kind, a, b in r.segments for v in (kinds[kind], a - base, b - base)]
-    ends = [r.t1_ns - base for r in shown]
-    row = np.array(scalars + [t.step_ns for t in times] + ends + segs, np.int64)
-    table = _gather(comm, row)
-    return _report(plan, steps, warmup, table, len(scalars), len(shown))
+    return records, factors, nic_payload_bytes(comm) - nic0, work.wrong - wrong0
 
 
 def _report(plan: StepPlan, steps: int, warmup: int, table: np.ndarray, nscalar: int, nshown: int

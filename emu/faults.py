@@ -397,12 +397,20 @@ class FaultInjector:
                             self._reconfigure_host(link.a)
                         self.down_links.discard(link_key(link.a, link.b))
                     changed, ok, detail = self._reroute(link), True, ""
-                except FaultError as exc:
+                except Exception as exc:   # a node shell that went away: logged, and the flap ends
                     changed, ok, detail = [], False, str(exc)
+                    stop.set()
                 self._log(FaultEvent(utc, t_ns, "flap_down" if down else "flap_up", f"{link.a}:{link.b}", None, ok,
                                      detail, changed, clock.now_ns() - t_ns))
             down = not down
             stop.wait(clock.wall_duration_ns(half_ns) / 1e9)    # the half period in wall time; a stop wakes it
+
+    def stop_flaps(self) -> None:
+        """Stop every flapping link's thread, leaving each link as it is (the fabric's teardown)."""
+        with self._lock:
+            for stop in self.flapping.values():
+                stop.set()
+            self.flapping.clear()
 
     def _stop_flap(self, link: LinkSpec) -> None:
         """Stop the link's flapping (the caller holds the lock, so the thread changes nothing after this)."""

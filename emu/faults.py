@@ -36,7 +36,9 @@ if TYPE_CHECKING:
     from emu.fabric import Fabric
 
 ACTIONS = ("link_down", "link_up", "slow_link", "restore_link", "loss", "delay", "switch_stop", "switch_start",
-           "slow_gpu", "restore_gpu", "slow_nic", "restore_nic", "flap")
+           "slow_gpu", "restore_gpu", "slow_nic", "restore_nic", "flap", "congest", "uncongest")
+CONGEST_PAYLOAD_BYTES = 1400
+"""Datagram payload of the foreign traffic a ``congest`` fault sends (``emu.probe --blast``)."""
 MIN_FLAP_PERIOD_NS = 1_000_000
 """The shortest flap period (network time): each change reprograms switches, which takes wall time."""
 STRAGGLER_SUBDIR = "stragglers"
@@ -80,6 +82,7 @@ class FaultInjector:
         self.slow_gpus: dict[int, float] = {}
         self.slow_nics: dict[str, int] = {}
         self.flapping: dict[frozenset[str], threading.Event] = {}
+        self.congested: dict[str, tuple[Any, int]] = {}
         self.straggler_dir = Path(fabric.workdir) / STRAGGLER_SUBDIR
         self._lock = threading.Lock()
 
@@ -117,6 +120,8 @@ class FaultInjector:
             "slow_nic": lambda: self._slow_nic(action, target, value),
             "restore_nic": lambda: self._slow_nic(action, target, None),
             "flap": lambda: self._flap(target, value),
+            "congest": lambda: self._congest(target, value),
+            "uncongest": lambda: self._uncongest(target),
         }
         if action not in handlers:
             raise FaultError(f"fault action {action!r}: allowed {', '.join(ACTIONS)}")
@@ -405,6 +410,50 @@ class FaultInjector:
             down = not down
             stop.wait(clock.wall_duration_ns(half_ns) / 1e9)    # the half period in wall time; a stop wakes it
 
+    def _congest(self, nic: str, value: str | None) -> list[str]:
+        """Foreign UDP traffic at RATE from the next server's NIC on the same rail to ``nic``: the leaf port toward
+        ``nic`` carries it on top of the job's (a congested switch port)."""
+        import subprocess
+        import sys
+
+        _rank, link = self._nic_rank("congest", nic)
+        if value is None:
+            raise FaultError(f"congest {nic}: needs a RATE like 60M (at most the link's {link.rate_bps} bit/s)")
+        try:
+            rate_bps = int(value) if value.isdigit() else parse_rate_bps(value, what=f"congest {nic} rate")
+        except UnitError as exc:
+            raise FaultError(str(exc)) from None
+        if not 0 < rate_bps <= link.rate_bps:
+            raise FaultError(f"congest {nic} {value}: RATE must be in 1..{link.rate_bps} bit/s (the link's)")
+        if nic in self.congested:
+            raise FaultError(f"congest {nic}: already congested (uncongest {nic} stops it)")
+        nics = {n.ifname: n for n in self.fabric.topo.nics}
+        dst = nics[nic]
+        same_rail = [n for n in self.fabric.topo.nics if n.rail == dst.rail and n.leaf == dst.leaf]
+        src = same_rail[(same_rail.index(dst) + 1) % len(same_rail)]
+        if src is dst:
+            raise FaultError(f"congest {nic}: no other NIC on its leaf {dst.leaf} to send from")
+        pps = rate_bps / 8 / CONGEST_PAYLOAD_BYTES
+        proc = self.fabric.net.hosts[src.server].popen(
+            [sys.executable, "-m", "emu.probe", "--blast", str(int(pps * 3600 * 24)), "--pps", f"{pps:.3f}",
+             "--size", str(CONGEST_PAYLOAD_BYTES), "--ecn", "--src", src.ip, "--dst", dst.ip],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.fabric.helper_procs.append(proc)
+        self.congested[nic] = (proc, rate_bps)
+        return [src.server, dst.leaf]
+
+    def _uncongest(self, nic: str) -> list[str]:
+        from emu.traffic import stop_proc
+
+        self._nic_rank("uncongest", nic)
+        if nic not in self.congested:
+            raise FaultError(f"uncongest {nic}: not congested (congest {nic} RATE starts it)")
+        proc, _rate = self.congested.pop(nic)
+        stop_proc(proc)
+        if proc in self.fabric.helper_procs:
+            self.fabric.helper_procs.remove(proc)
+        return [nic]
+
     def stop_flaps(self) -> None:
         """Stop every flapping link's thread, leaving each link as it is (the fabric's teardown)."""
         with self._lock:
@@ -474,7 +523,8 @@ class FaultInjector:
                 "impaired_links": {":".join(sorted(k)): v for k, v in self.impaired.items()},
                 "slow_gpus": {str(rank): f for rank, f in sorted(self.slow_gpus.items())},
                 "slow_nics": dict(sorted(self.slow_nics.items())),
-                "flapping_links": sorted(":".join(sorted(k)) for k in self.flapping)}
+                "flapping_links": sorted(":".join(sorted(k)) for k in self.flapping),
+                "congested_nics": {nic: rate for nic, (_proc, rate) in sorted(self.congested.items())}}
 
     def _log(self, event: FaultEvent) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,8 @@ from sw.units import int_flag
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 
 KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch", "lossy_link", "slow_nic", "flapping_link")
+EXTRA_KINDS = ("congested_port",)
+"""Kinds the campaign injects only when ``--kinds`` names them (not yet part of the default mix)."""
 """Fault kinds the campaign injects (the links a lossy-link fault will hit are built impairable up front)."""
 CAMPAIGN_MODEL = {"layers": 2, "hidden": 128, "tokens_per_step": 2048, "gpu_tflops": 12.0, "scale": 0.3,
                   "nic_gbps": 100.0, "experts": 4, "top_k": 2, "bucket_mb": 1.0}
@@ -50,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--faults", type=int_flag(1, 10_000), required=True, metavar="N", help="faults to inject")
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout (progress: stderr)")
     p.add_argument("--plot", default=None, metavar="FILE", help="per-kind accuracy and time-to-localize (PNG)")
-    p.add_argument("--kinds", default=",".join(KINDS), metavar="K[,K...]", help=f"fault kinds ({', '.join(KINDS)})")
+    p.add_argument("--kinds", default=",".join(KINDS), metavar="K[,K...]",
+                   help=f"fault kinds (default {', '.join(KINDS)}; also {', '.join(EXTRA_KINDS)})")
     p.add_argument("--healthy-steps", type=int_flag(1, 100_000), default=6, metavar="N",
                    help="healthy steps judged for false alarms before the first fault (default 6)")
     p.add_argument("--window-steps", type=int_flag(1, 100), default=3, metavar="N",
@@ -108,13 +111,18 @@ def pick_fault(rng: random.Random, kind: str, topo: Any, links: list[Any], clock
         share = rng.uniform(0.2, 0.6)
         return Fault(kind, lk.a_ifname, "slow_nic", lk.a_ifname, str(int(lk.rate_bps * share)), round(share, 3),
                      ("restore_nic", lk.a_ifname, None))
+    if kind == "congested_port":   # foreign traffic into a NIC's leaf port at 80-100 % of the link's rate
+        lk = rng.choice([x for x in links if x.kind == "host-leaf"])
+        share = rng.uniform(0.8, 1.0)
+        return Fault(kind, f"{lk.b} port {lk.b_port}", "congest", lk.a_ifname, str(int(lk.rate_bps * share)),
+                     round(share, 3), ("uncongest", lk.a_ifname, None))
     if kind == "flapping_link":   # a leaf-spine link: rerouted at every change, the rail-aligned job keeps going
         lk = rng.choice([x for x in links if x.kind == "leaf-spine"])
         half_wall_s = rng.uniform(*FLAP_HALF_PERIOD_WALL_S)
         period_ns = int(2 * (clock.net_duration_ns(half_wall_s * 1e9) if clock else half_wall_s * 1e9))
         return Fault(kind, f"{lk.a}<->{lk.b}", "flap", f"{lk.a}:{lk.b}", str(period_ns), 1.0,
                      ("link_up", f"{lk.a}:{lk.b}", None), {"period_ns": period_ns})
-    raise CampaignError(f"--kinds {kind}: unknown fault kind (allowed: {', '.join(KINDS)})")
+    raise CampaignError(f"--kinds {kind}: unknown fault kind (allowed: {', '.join(KINDS + EXTRA_KINDS)})")
 
 
 def plan_faults(rng: random.Random, plan: list[str], topo: Any) -> list[Fault | None]:
@@ -125,9 +133,10 @@ def plan_faults(rng: random.Random, plan: list[str], topo: Any) -> list[Fault | 
 
 def parse_kinds(text: str) -> list[str]:
     kinds = [k.strip() for k in text.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in KINDS]
+    bad = [k for k in kinds if k not in KINDS + EXTRA_KINDS]
     if bad or not kinds:
-        raise CampaignError(f"--kinds {text}: unknown kind {bad[0] if bad else '(none)'} (allowed: {', '.join(KINDS)})")
+        raise CampaignError(f"--kinds {text}: unknown kind {bad[0] if bad else '(none)'} (allowed: "
+                            f"{', '.join(KINDS + EXTRA_KINDS)})")
     return kinds
 
 

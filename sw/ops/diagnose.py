@@ -35,6 +35,9 @@ RETX_MIN = 4
 RETX_RATIO = 4.0
 LOSSY_SHARE = 0.75
 """The share of the window's retransmissions one rank's QPs carry (either end) for its NIC's link to be lossy."""
+CONGESTED_UTIL = 0.75
+"""A growing queue at a port sending at this share of its link's rate or more: more traffic than the link carries
+(a congested port), not a slow link."""
 NIC_RATE_SHARE = 0.9
 """A NIC pacing its port below this share of its line rate is rate-limited (a slow NIC)."""
 TOP = 3
@@ -323,10 +326,18 @@ def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: li
             ev.append(f"{sw} port {port}: {d['drops']} drops in the window")
         if ev and (comm_slow or lossy):    # a queue that slows nothing is load, not a fault
             cands.append((max(q_score, ecn_score), key, d, ev, lossy))
-    for score, (sw, _port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
+    rates = {frozenset((lk["a"], lk["b"])): lk.get("rate_bps", 0) for lk in links}
+    for score, (sw, port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
         if comm_slow:
             ev.append(f"collectives x{symptoms['comm_ratio'] or 0:.2f} of their alpha-beta prediction, steps "
                       f"x{symptoms['step_ratio'] or 0:.2f} of healthy")
         kind = "lossy_link" if lossy and d["qdepth_max"] < QUEUE_MIN_PKTS else "degraded_link"
         conf = min(0.9, 0.4 + 0.1 * min(score, 3.0) + (0.2 if comm_slow else 0.0))
+        rate = rates.get(frozenset((sw, d["peer"])), 0)
+        util = d["tx_bytes"] * 8 / (d["span_ns"] / 1e9) / rate if rate else 0.0
+        if kind == "degraded_link" and util >= CONGESTED_UTIL:
+            ev.append(f"{sw} port {port} sent at {100 * util:.0f} % of its link's {rate / 1e6:g} Mb/s: more traffic "
+                      "than the link carries, not a slow link")
+            out.append(Suspect("congested_port", f"{sw} port {port}", round(util, 3), round(max(conf, 0.9), 3), ev))
+            continue
         out.append(Suspect(kind, link_name(links, sw, d["peer"]), round(score, 2), round(conf, 3), ev))

@@ -1,7 +1,8 @@
 """The ``slow_nic`` / ``restore_nic`` fault kind (a rank's NIC paced at a rate: its share of the line rate in the
 fabric's straggler directory, which ``starpulse train`` ranks read before every step) and the argument checks of
-``flap``: one line naming the action, the value and the range.  Needs no running fabric: the injector of a
-``Fabric`` that is not up writes only files, and a bad flap is refused before it touches a link."""
+``flap`` and ``congest``/``uncongest``: one line naming the action, the value and the range.  Needs no running
+fabric: the injector of a ``Fabric`` that is not up writes only files, and a bad flap or congest is refused before
+it touches a link or starts traffic."""
 
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def test_slow_nic_sets_its_rank_share_and_restore_nic_clears_it(injector: FaultI
     ("flap", "p0l0:sp0", "10us", "flap p0l0:sp0 10us: PERIOD must be at least 1 ms"),
     ("flap", "p0l0:sp0", "soon", "soon"),
     ("flap", "p0l0:nowhere", "2s", "link 'p0l0:nowhere': no such link"),
+    ("congest", "s9-eth0", "60M", "congest s9-eth0: no such NIC"),
+    ("congest", "s1-eth0", None, "congest s1-eth0: needs a RATE"),
+    ("congest", "s1-eth0", "1G", "congest s1-eth0 1G: RATE must be in 1..100000000"),
+    ("uncongest", "s1-eth0", None, "uncongest s1-eth0: not congested"),
 ])
 def test_bad_nic_rate_or_flap_is_a_one_line_fault_error(injector: FaultInjector, action: str, target: str,
                                                         value: str | None, message: str) -> None:
@@ -57,4 +62,5 @@ def test_bad_nic_rate_or_flap_is_a_one_line_fault_error(injector: FaultInjector,
         injector.apply(action, target, value)
     assert message in str(exc.value) and "\n" not in str(exc.value)
     assert injector.active()["slow_nics"] == {} and injector.active()["flapping_links"] == []
+    assert injector.active()["congested_nics"] == {}
     assert json.loads(injector.log_path.read_text().splitlines()[-1])["ok"] is False

@@ -79,3 +79,29 @@ def test_lossy_link_evidence_names_the_rank_its_peers_and_no_switch_drops(record
     assert top["kind"] == "lossy_link" and top["severity"] > 0
     assert "rank 0 (NIC s0-eth0)" in top["evidence"][0]            # its rail peers: the ranks it lost frames with
     assert "(ranks 2, 4, 6)" in top["evidence"][1] and "lost on the wire" in top["evidence"][2]
+
+
+CONGESTED = Path(__file__).with_name("data") / "campaign_4x2_seed3_congested.sqlite.gz"
+
+
+def test_foreign_traffic_into_a_leaf_port_is_a_congested_port_not_a_slow_link(tmp_path: Path) -> None:
+    """A recorded campaign of two ``congest`` faults (4x2, dilation 20, seed 3, ``--kinds congested_port``): UDP
+    from another NIC of the rail at 92 % and 98 % of the link's rate into s3-eth1 and s0-eth0.  Quiet healthy steps;
+    each named first as the leaf's port toward that NIC, with its queue and its full rate as evidence, in the window
+    the campaign judged: the 0.48 s (network) after the injection, when it found it and stopped the traffic (the
+    job's steps stalled longer than that: a window to a step's end would hold the recovery too)."""
+    path = tmp_path / "run.sqlite"
+    path.write_bytes(gzip.decompress(CONGESTED.read_bytes()))
+    store = TelemetryStore(path)
+    exp = calibrate(store.steps(), store.collectives(), store.port_polls(), 1, 3, store.nic_counters())
+    for step in (4, 5):
+        assert window_diagnosis(store, exp, store.meta()["links"], *step_bounds(store, step))["suspects"] == []
+    faults = store.faults()
+    assert [(f["action"], f["target"]) for f in faults] == [("congest", "s3-eth1"), ("congest", "s0-eth0")]
+    for fault, place in zip(faults, ("p0l1 port 4", "p0l0 port 1"), strict=True):
+        suspects = window_diagnosis(store, exp, store.meta()["links"], fault["t_ns"],
+                                    fault["t_ns"] + 480_000_000)["suspects"]
+        hit = suspects[0]
+        assert (hit["kind"], hit["place"]) == ("congested_port", place), suspects
+        assert any("queue" in line for line in hit["evidence"]) and "more traffic than the link carries" in \
+            hit["evidence"][-1] and hit["severity"] >= 0.75

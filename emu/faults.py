@@ -15,7 +15,9 @@ status``), which ``starpulse train`` on this fabric hands its ranks.  A script (
 A slow NIC (``slow_nic s1-eth0 RATE``, cleared by ``restore_nic s1-eth0``) makes the rank on that NIC pace its
 port at RATE from its next step (``sw.units.straggler.set_nic_rate_share``, read by ``starpulse train``'s ranks).
 A flapping link (``flap A:B PERIOD``) goes down and up every half PERIOD of network time (a thread on the
-fabric's clock, each change logged) until ``link_up`` or ``restore_link`` on it stops it and leaves it up.
+fabric's clock, each change logged) until ``link_up`` or ``restore_link`` on it stops it and leaves it up.  A
+congested port (``congest s1-eth0 RATE``, stopped by ``uncongest s1-eth0``): foreign UDP at RATE from the next NIC
+of the same leaf into that NIC, so the leaf's port toward it carries more than the job's traffic.
 """
 
 from __future__ import annotations
@@ -338,20 +340,23 @@ class FaultInjector:
         rail = int(nic.rsplit("-eth", 1)[1])
         return server * self.fabric.spec.gpus_per_server + rail, link
 
+    @staticmethod
+    def _nic_rate(action: str, nic: str, link: LinkSpec, value: str | None) -> int:
+        """A RATE value (``30M``, or bit/s) in 1..the NIC link's rate, else a one-line ``FaultError``."""
+        if value is None:
+            raise FaultError(f"{action} {nic}: needs a RATE like 30M (at most the link's {link.rate_bps} bit/s)")
+        try:
+            rate_bps = int(value) if value.isdigit() else parse_rate_bps(value, what=f"{action} {nic} rate")
+        except UnitError as exc:
+            raise FaultError(str(exc)) from None
+        if not 0 < rate_bps <= link.rate_bps:
+            raise FaultError(f"{action} {nic} {value}: RATE must be in 1..{link.rate_bps} bit/s (the link's)")
+        return rate_bps
+
     def _slow_nic(self, action: str, nic: str, value: str | None) -> list[str]:
         """Set (``value`` None: clear) the pacing rate of the rank's NIC in the fabric's straggler directory."""
         rank, link = self._nic_rank(action, nic)
-        if action == "slow_nic":
-            if value is None:
-                raise FaultError(f"slow_nic {nic}: needs a RATE like 30M (at most the link's {link.rate_bps} bit/s)")
-            try:
-                rate_bps = int(value) if value.isdigit() else parse_rate_bps(value, what=f"slow_nic {nic} rate")
-            except UnitError as exc:
-                raise FaultError(str(exc)) from None
-            if not 0 < rate_bps <= link.rate_bps:
-                raise FaultError(f"slow_nic {nic} {value}: RATE must be in 1..{link.rate_bps} bit/s (the link's)")
-        else:
-            rate_bps = link.rate_bps
+        rate_bps = self._nic_rate(action, nic, link, value) if action == "slow_nic" else link.rate_bps
         try:
             set_nic_rate_share(self.straggler_dir, rank, rate_bps / link.rate_bps)
         except (StragglerError, OSError) as exc:
@@ -417,14 +422,7 @@ class FaultInjector:
         import sys
 
         _rank, link = self._nic_rank("congest", nic)
-        if value is None:
-            raise FaultError(f"congest {nic}: needs a RATE like 60M (at most the link's {link.rate_bps} bit/s)")
-        try:
-            rate_bps = int(value) if value.isdigit() else parse_rate_bps(value, what=f"congest {nic} rate")
-        except UnitError as exc:
-            raise FaultError(str(exc)) from None
-        if not 0 < rate_bps <= link.rate_bps:
-            raise FaultError(f"congest {nic} {value}: RATE must be in 1..{link.rate_bps} bit/s (the link's)")
+        rate_bps = self._nic_rate("congest", nic, link, value)
         if nic in self.congested:
             raise FaultError(f"congest {nic}: already congested (uncongest {nic} stops it)")
         nics = {n.ifname: n for n in self.fabric.topo.nics}

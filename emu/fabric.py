@@ -323,6 +323,8 @@ class Fabric:
             self.collector.stop()
             self.collector.store.close()
             self.collector = None
+        if self.faults is not None:
+            self.faults.stop_flaps()     # before the nodes go: a flap thread never touches a torn-down link
         for proc in self.helper_procs:
             traffic.stop_proc(proc)
         self.helper_procs.clear()
@@ -411,8 +413,9 @@ class Fabric:
 
     def fault(self, action: str, target: str, value: str | float | None = None) -> Any:
         """Inject a fault as ``starpulse fabric fault ACTION TARGET [VALUE]`` does (``emu.faults``: link_down,
-        link_up, slow_link, restore_link, loss, delay, switch_stop, switch_start, slow_gpu, restore_gpu); returns
-        the logged ``FaultEvent``.  A bad action, link or value raises ``FaultError`` with the CLI's line."""
+        link_up, slow_link, restore_link, loss, delay, switch_stop, switch_start, slow_gpu, restore_gpu, slow_nic,
+        restore_nic, flap, congest, uncongest); returns the logged ``FaultEvent``.  A bad action, link or value
+        raises ``FaultError`` with the CLI's line."""
         if self.faults is None:
             raise FabricError("fabric is not up")
         with self.lock:

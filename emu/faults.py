@@ -12,6 +12,12 @@ workload compute FACTOR times slower from its next step: the factor goes through
 ``sw.units.straggler.set_compute_factor`` into the fabric's straggler directory (``straggler_dir``, in ``fabric
 status``), which ``starpulse train`` on this fabric hands its ranks.  A script (``run_script``) replays timed actions:
 ``+0.5s link_down p0l0:sp0`` (times relative to the script's start, in network time through ``sw.clock``).
+A slow NIC (``slow_nic s1-eth0 RATE``, cleared by ``restore_nic s1-eth0``) makes the rank on that NIC pace its
+port at RATE from its next step (``sw.units.straggler.set_nic_rate_share``, read by ``starpulse train``'s ranks).
+A flapping link (``flap A:B PERIOD``) goes down and up every half PERIOD of network time (a thread on the
+fabric's clock, each change logged) until ``link_up`` or ``restore_link`` on it stops it and leaves it up.  A
+congested port (``congest s1-eth0 RATE``, stopped by ``uncongest s1-eth0``): foreign UDP at RATE from the next NIC
+of the same leaf into that NIC, so the leaf's port toward it carries more than the job's traffic.
 """
 
 from __future__ import annotations
@@ -26,13 +32,17 @@ from typing import TYPE_CHECKING, Any
 from emu.reroute import DegradedTopology, link_key, route_commands
 from sw.collectives.fabric_topology import LinkSpec
 from sw.units import UnitError, parse_duration_ns, parse_rate_bps
-from sw.units.straggler import MAX_FACTOR, StragglerError, set_compute_factor
+from sw.units.straggler import MAX_FACTOR, StragglerError, set_compute_factor, set_nic_rate_share
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
 
 ACTIONS = ("link_down", "link_up", "slow_link", "restore_link", "loss", "delay", "switch_stop", "switch_start",
-           "slow_gpu", "restore_gpu")
+           "slow_gpu", "restore_gpu", "slow_nic", "restore_nic", "flap", "congest", "uncongest")
+CONGEST_PAYLOAD_BYTES = 1400
+"""Datagram payload of the foreign traffic a ``congest`` fault sends (``emu.probe --blast``)."""
+MIN_FLAP_PERIOD_NS = 1_000_000
+"""The shortest flap period (network time): each change reprograms switches, which takes wall time."""
 STRAGGLER_SUBDIR = "stragglers"
 """The fabric workdir's subdirectory of compute factors (``sw.units.straggler``) its training jobs read."""
 TBF_BURST_BYTES = 32768
@@ -72,6 +82,9 @@ class FaultInjector:
         self.stopped_switches: set[str] = set()
         self.impaired: dict[frozenset[str], dict[str, float]] = {}
         self.slow_gpus: dict[int, float] = {}
+        self.slow_nics: dict[str, int] = {}
+        self.flapping: dict[frozenset[str], threading.Event] = {}
+        self.congested: dict[str, tuple[Any, int]] = {}
         self.straggler_dir = Path(fabric.workdir) / STRAGGLER_SUBDIR
         self._lock = threading.Lock()
 
@@ -106,6 +119,11 @@ class FaultInjector:
             "switch_stop": lambda: self._switch_stop(target), "switch_start": lambda: self._switch_start(target),
             "slow_gpu": lambda: self._slow_gpu(action, target, value),
             "restore_gpu": lambda: self._slow_gpu(action, target, "1"),
+            "slow_nic": lambda: self._slow_nic(action, target, value),
+            "restore_nic": lambda: self._slow_nic(action, target, None),
+            "flap": lambda: self._flap(target, value),
+            "congest": lambda: self._congest(target, value),
+            "uncongest": lambda: self._uncongest(target),
         }
         if action not in handlers:
             raise FaultError(f"fault action {action!r}: allowed {', '.join(ACTIONS)}")
@@ -155,6 +173,17 @@ class FaultInjector:
     def restore_gpu(self, rank: int | str) -> FaultEvent:
         return self.apply("restore_gpu", str(rank))
 
+    def slow_nic(self, nic: str, rate: str | int) -> FaultEvent:
+        """The rank on NIC ``nic`` (``s1-eth0``) paces its port at ``rate`` from its next training step."""
+        return self.apply("slow_nic", nic, str(rate))
+
+    def restore_nic(self, nic: str) -> FaultEvent:
+        return self.apply("restore_nic", nic)
+
+    def flap(self, name: str, period: str | int) -> FaultEvent:
+        """Link ``name`` down and up every half ``period`` (``'2s'``, or ns as an int) until ``link_up`` on it."""
+        return self.apply("flap", name, str(period))
+
     def _ends(self, link: LinkSpec) -> list[tuple[Any, str]]:
         net = self.fabric.net
         return [(net.node(link.a), link.a_ifname), (net.node(link.b), link.b_ifname)]
@@ -173,6 +202,7 @@ class FaultInjector:
 
     def _link_up(self, name: str) -> list[str]:
         link = self.link(name)
+        self._stop_flap(link)
         self._set_link_state(link, "up")
         if link.kind == "host-leaf":   # the host's addresses and routes on a NIC go away with its carrier
             self._reconfigure_host(link.a)
@@ -214,6 +244,8 @@ class FaultInjector:
     def _restore_link(self, name: str) -> list[str]:
         """Back to the link's own rate, and (on an emulated link) no loss and the topology's delay."""
         link = self.link(name)
+        if link_key(link.a, link.b) in self.flapping:
+            self._link_up(name)
         self._shape(link, None)
         self.slow_links.pop(link_key(link.a, link.b), None)
         if link_key(link.a, link.b) in self.impaired:
@@ -298,6 +330,141 @@ class FaultInjector:
             self.slow_gpus[rank] = factor
         return [f"rank{rank}"]
 
+    def _nic_rank(self, action: str, nic: str) -> tuple[int, LinkSpec]:
+        """The rank on NIC ``nic`` (``sN-ethG``: rank = N x GPUs + G) and the NIC's link."""
+        link = next((lk for lk in self.fabric.topo.links if lk.kind == "host-leaf" and lk.a_ifname == nic), None)
+        if link is None:
+            raise FaultError(f"{action} {nic}: no such NIC (NICs are named SERVER-ethRAIL, e.g. "
+                             f"{self.fabric.topo.links[0].a_ifname})")
+        server = self.fabric.topo.servers.index(link.a)
+        rail = int(nic.rsplit("-eth", 1)[1])
+        return server * self.fabric.spec.gpus_per_server + rail, link
+
+    @staticmethod
+    def _nic_rate(action: str, nic: str, link: LinkSpec, value: str | None) -> int:
+        """A RATE value (``30M``, or bit/s) in 1..the NIC link's rate, else a one-line ``FaultError``."""
+        if value is None:
+            raise FaultError(f"{action} {nic}: needs a RATE like 30M (at most the link's {link.rate_bps} bit/s)")
+        try:
+            rate_bps = int(value) if value.isdigit() else parse_rate_bps(value, what=f"{action} {nic} rate")
+        except UnitError as exc:
+            raise FaultError(str(exc)) from None
+        if not 0 < rate_bps <= link.rate_bps:
+            raise FaultError(f"{action} {nic} {value}: RATE must be in 1..{link.rate_bps} bit/s (the link's)")
+        return rate_bps
+
+    def _slow_nic(self, action: str, nic: str, value: str | None) -> list[str]:
+        """Set (``value`` None: clear) the pacing rate of the rank's NIC in the fabric's straggler directory."""
+        rank, link = self._nic_rank(action, nic)
+        rate_bps = self._nic_rate(action, nic, link, value) if action == "slow_nic" else link.rate_bps
+        try:
+            set_nic_rate_share(self.straggler_dir, rank, rate_bps / link.rate_bps)
+        except (StragglerError, OSError) as exc:
+            raise FaultError(f"{action} {nic}: {exc}") from None
+        if rate_bps == link.rate_bps:
+            self.slow_nics.pop(nic, None)
+        else:
+            self.slow_nics[nic] = rate_bps
+        return [f"rank{rank}"]
+
+    def _flap(self, name: str, value: str | None) -> list[str]:
+        """Start a thread that sets the link down and up every half period (network time) until stopped."""
+        link = self.link(name)
+        key = link_key(link.a, link.b)
+        if value is None:
+            raise FaultError(f"flap {name}: needs a PERIOD like 2s (network time, at least "
+                             f"{MIN_FLAP_PERIOD_NS / 1e6:g} ms)")
+        try:
+            period_ns = parse_duration_ns(value, what=f"flap {name} period", default_unit="ns")
+        except UnitError as exc:
+            raise FaultError(str(exc)) from None
+        if period_ns < MIN_FLAP_PERIOD_NS:
+            raise FaultError(f"flap {name} {value}: PERIOD must be at least {MIN_FLAP_PERIOD_NS / 1e6:g} ms")
+        if key in self.flapping:
+            raise FaultError(f"flap {name}: already flapping (link_up {name} stops it)")
+        stop = threading.Event()
+        self.flapping[key] = stop
+        threading.Thread(target=self._flap_loop, args=(link, period_ns // 2, stop), name=f"flap-{name}",
+                         daemon=True).start()
+        return [link.a, link.b]
+
+    def _flap_loop(self, link: LinkSpec, half_ns: int, stop: threading.Event) -> None:
+        """Down, wait half a period, up, wait, ... on the fabric's clock; each change logged as ``flap_down`` or
+        ``flap_up``.  Ends when ``stop`` is set (under the lock, so it never changes the link after a link_up)."""
+        clock = self.fabric.clock
+        down = True
+        while True:
+            with self._lock:
+                if stop.is_set():
+                    return
+                t_ns, utc = clock.now_ns(), _utc()
+                try:
+                    self._set_link_state(link, "down" if down else "up")
+                    if down:
+                        self.down_links.add(link_key(link.a, link.b))
+                    else:
+                        if link.kind == "host-leaf":
+                            self._reconfigure_host(link.a)
+                        self.down_links.discard(link_key(link.a, link.b))
+                    changed, ok, detail = self._reroute(link), True, ""
+                except Exception as exc:   # a node shell that went away: logged, and the flap ends
+                    changed, ok, detail = [], False, str(exc)
+                    stop.set()
+                self._log(FaultEvent(utc, t_ns, "flap_down" if down else "flap_up", f"{link.a}:{link.b}", None, ok,
+                                     detail, changed, clock.now_ns() - t_ns))
+            down = not down
+            stop.wait(clock.wall_duration_ns(half_ns) / 1e9)    # the half period in wall time; a stop wakes it
+
+    def _congest(self, nic: str, value: str | None) -> list[str]:
+        """Foreign UDP traffic at RATE from the next server's NIC on the same rail to ``nic``: the leaf port toward
+        ``nic`` carries it on top of the job's (a congested switch port)."""
+        import subprocess
+        import sys
+
+        _rank, link = self._nic_rank("congest", nic)
+        rate_bps = self._nic_rate("congest", nic, link, value)
+        if nic in self.congested:
+            raise FaultError(f"congest {nic}: already congested (uncongest {nic} stops it)")
+        nics = {n.ifname: n for n in self.fabric.topo.nics}
+        dst = nics[nic]
+        same_rail = [n for n in self.fabric.topo.nics if n.rail == dst.rail and n.leaf == dst.leaf]
+        src = same_rail[(same_rail.index(dst) + 1) % len(same_rail)]
+        if src is dst:
+            raise FaultError(f"congest {nic}: no other NIC on its leaf {dst.leaf} to send from")
+        pps = rate_bps / 8 / CONGEST_PAYLOAD_BYTES
+        proc = self.fabric.net.hosts[src.server].popen(
+            [sys.executable, "-m", "emu.probe", "--blast", str(int(pps * 3600 * 24)), "--pps", f"{pps:.3f}",
+             "--size", str(CONGEST_PAYLOAD_BYTES), "--ecn", "--src", src.ip, "--dst", dst.ip],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.fabric.helper_procs.append(proc)
+        self.congested[nic] = (proc, rate_bps)
+        return [src.server, dst.leaf]
+
+    def _uncongest(self, nic: str) -> list[str]:
+        from emu.traffic import stop_proc
+
+        self._nic_rank("uncongest", nic)
+        if nic not in self.congested:
+            raise FaultError(f"uncongest {nic}: not congested (congest {nic} RATE starts it)")
+        proc, _rate = self.congested.pop(nic)
+        stop_proc(proc)
+        if proc in self.fabric.helper_procs:
+            self.fabric.helper_procs.remove(proc)
+        return [nic]
+
+    def stop_flaps(self) -> None:
+        """Stop every flapping link's thread, leaving each link as it is (the fabric's teardown)."""
+        with self._lock:
+            for stop in self.flapping.values():
+                stop.set()
+            self.flapping.clear()
+
+    def _stop_flap(self, link: LinkSpec) -> None:
+        """Stop the link's flapping (the caller holds the lock, so the thread changes nothing after this)."""
+        stop = self.flapping.pop(link_key(link.a, link.b), None)
+        if stop is not None:
+            stop.set()
+
     def _switch_stop(self, name: str) -> list[str]:
         sw = self._switch(name)
         if name in self.stopped_switches:
@@ -352,7 +519,10 @@ class FaultInjector:
                 "slow_links": {":".join(sorted(k)): v for k, v in self.slow_links.items()},
                 "stopped_switches": sorted(self.stopped_switches),
                 "impaired_links": {":".join(sorted(k)): v for k, v in self.impaired.items()},
-                "slow_gpus": {str(rank): f for rank, f in sorted(self.slow_gpus.items())}}
+                "slow_gpus": {str(rank): f for rank, f in sorted(self.slow_gpus.items())},
+                "slow_nics": dict(sorted(self.slow_nics.items())),
+                "flapping_links": sorted(":".join(sorted(k)) for k in self.flapping),
+                "congested_nics": {nic: rate for nic, (_proc, rate) in sorted(self.congested.items())}}
 
     def _log(self, event: FaultEvent) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

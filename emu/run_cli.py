@@ -159,15 +159,17 @@ def fabric_target(args: argparse.Namespace, *, default_servers: int = DEFAULT_SE
     spec = spec_for(args, default_servers, default_gpus)
     pfc = pfc_from_args(args)
     ops = getattr(args, "ops", "on") == "on"     # operations telemetry: on unless the command says otherwise
+    wired = getattr(args, "impairable", None)    # links built through a link emulator (loss/delay faults)
     from emu.calibrate import calibrated_fabric, resolve_dilation
 
     chosen = resolve_dilation(args.time_dilation)    # auto unless a number was given (flag or environment)
     auto = chosen if isinstance(chosen, AutoDilation) else None
     if auto is not None:
-        fab, _ = calibrated_fabric(lambda c: Fabric(spec, backend=args.backend, clock=c, pfc=pfc, ops=ops), auto,
+        fab, _ = calibrated_fabric(lambda c: Fabric(spec, backend=args.backend, clock=c, pfc=pfc, ops=ops,
+                                                    wired_links=wired), auto,
                                    echo=(lambda line: print(line, file=sys.stderr, flush=True)) if echo else None)
     else:
-        fab = Fabric(spec, backend=args.backend, clock=clock, pfc=pfc, ops=ops)
+        fab = Fabric(spec, backend=args.backend, clock=clock, pfc=pfc, ops=ops, wired_links=wired)
     try:
         if auto is None:
             fab.up()

@@ -26,13 +26,17 @@ from sw.ops.expected import CalibrationError, Expected, calibrate
 from sw.units import int_flag
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 
-KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch")
-"""Fault kinds the campaign injects (lossy link needs links built impairable; see the README)."""
+KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch", "lossy_link", "slow_nic", "flapping_link")
+EXTRA_KINDS = ("congested_port",)
+"""Kinds the campaign injects only when ``--kinds`` names them (not yet part of the default mix)."""
+"""Fault kinds the campaign injects (the links a lossy-link fault will hit are built impairable up front)."""
 CAMPAIGN_MODEL = {"layers": 2, "hidden": 128, "tokens_per_step": 2048, "gpu_tflops": 12.0, "scale": 0.3,
                   "nic_gbps": 100.0, "experts": 4, "top_k": 2, "bucket_mb": 1.0}
 """A tiny MoE: every step has compute, all-to-all on the critical path and an overlapped allreduce."""
 CALIBRATION = (1, 3)
 RECOVERY_STEPS = 2
+FLAP_HALF_PERIOD_WALL_S = (1.5, 3.0)
+"""A flapping link stays down, then up, this long (wall s, drawn per fault): several switch polls (0.5 s) each."""
 STALL_FACTOR = 4.0
 """A window with no completed step for this many healthy step times (wall) is judged on time alone."""
 
@@ -48,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--faults", type=int_flag(1, 10_000), required=True, metavar="N", help="faults to inject")
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout (progress: stderr)")
     p.add_argument("--plot", default=None, metavar="FILE", help="per-kind accuracy and time-to-localize (PNG)")
-    p.add_argument("--kinds", default=",".join(KINDS), metavar="K[,K...]", help=f"fault kinds ({', '.join(KINDS)})")
+    p.add_argument("--kinds", default=",".join(KINDS), metavar="K[,K...]",
+                   help=f"fault kinds (default {', '.join(KINDS)}; also {', '.join(EXTRA_KINDS)})")
     p.add_argument("--healthy-steps", type=int_flag(1, 100_000), default=6, metavar="N",
                    help="healthy steps judged for false alarms before the first fault (default 6)")
     p.add_argument("--window-steps", type=int_flag(1, 100), default=3, metavar="N",
@@ -76,8 +81,9 @@ class Fault:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def pick_fault(rng: random.Random, kind: str, topo: Any, links: list[Any]) -> Fault:
-    """A random fault of ``kind`` on ``topo``: place and severity as the issue gives them."""
+def pick_fault(rng: random.Random, kind: str, topo: Any, links: list[Any], clock: Clock | None = None) -> Fault:
+    """A random fault of ``kind`` on ``topo``: place and severity as the issue gives them (``clock``: the fabric's,
+    for a flap's period in network time)."""
     if kind == "slow_gpu":
         rank = rng.randrange(topo.spec.servers * topo.spec.gpus_per_server)
         factor = round(rng.uniform(1.3, 3.0), 2)
@@ -95,14 +101,42 @@ def pick_fault(rng: random.Random, kind: str, topo: Any, links: list[Any]) -> Fa
     if kind == "dead_switch":
         sw = rng.choice([s.name for s in topo.spines])
         return Fault(kind, sw, "switch_stop", sw, None, 1.0, ("switch_start", sw, None))
-    raise CampaignError(f"--kinds {kind}: unknown fault kind (allowed: {', '.join(KINDS)})")
+    if kind == "lossy_link":      # a NIC's link (the job's traffic crosses it); built impairable (lossy_links)
+        lk = rng.choice([x for x in links if x.kind == "host-leaf"])
+        pct = round(rng.uniform(0.5, 5.0), 2)
+        return Fault(kind, f"{lk.a}<->{lk.b}", "loss", f"{lk.a}:{lk.b}", str(pct), pct,
+                     ("loss", f"{lk.a}:{lk.b}", "0"))
+    if kind == "slow_nic":
+        lk = rng.choice([x for x in links if x.kind == "host-leaf"])
+        share = rng.uniform(0.2, 0.6)
+        return Fault(kind, lk.a_ifname, "slow_nic", lk.a_ifname, str(int(lk.rate_bps * share)), round(share, 3),
+                     ("restore_nic", lk.a_ifname, None))
+    if kind == "congested_port":   # foreign traffic into a NIC's leaf port at 80-100 % of the link's rate
+        lk = rng.choice([x for x in links if x.kind == "host-leaf"])
+        share = rng.uniform(0.8, 1.0)
+        return Fault(kind, f"{lk.b} port {lk.b_port}", "congest", lk.a_ifname, str(int(lk.rate_bps * share)),
+                     round(share, 3), ("uncongest", lk.a_ifname, None))
+    if kind == "flapping_link":   # a leaf-spine link: rerouted at every change, the rail-aligned job keeps going
+        lk = rng.choice([x for x in links if x.kind == "leaf-spine"])
+        half_wall_s = rng.uniform(*FLAP_HALF_PERIOD_WALL_S)
+        period_ns = int(2 * (clock.net_duration_ns(half_wall_s * 1e9) if clock else half_wall_s * 1e9))
+        return Fault(kind, f"{lk.a}<->{lk.b}", "flap", f"{lk.a}:{lk.b}", str(period_ns), 1.0,
+                     ("link_up", f"{lk.a}:{lk.b}", None), {"period_ns": period_ns})
+    raise CampaignError(f"--kinds {kind}: unknown fault kind (allowed: {', '.join(KINDS + EXTRA_KINDS)})")
+
+
+def plan_faults(rng: random.Random, plan: list[str], topo: Any) -> list[Fault | None]:
+    """The lossy-link faults of ``plan`` picked up front (their links must be built impairable), None for the
+    others (picked when injected)."""
+    return [pick_fault(rng, k, topo, list(topo.links)) if k == "lossy_link" else None for k in plan]
 
 
 def parse_kinds(text: str) -> list[str]:
     kinds = [k.strip() for k in text.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in KINDS]
+    bad = [k for k in kinds if k not in KINDS + EXTRA_KINDS]
     if bad or not kinds:
-        raise CampaignError(f"--kinds {text}: unknown kind {bad[0] if bad else '(none)'} (allowed: {', '.join(KINDS)})")
+        raise CampaignError(f"--kinds {text}: unknown kind {bad[0] if bad else '(none)'} (allowed: "
+                            f"{', '.join(KINDS + EXTRA_KINDS)})")
     return kinds
 
 
@@ -164,7 +198,8 @@ def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str,
     colls = [c for c in store.collectives(since_ns) if since_ns <= c["post_ns"] and c["end_ns"] <= end]
     polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
     switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
-    return diagnose(exp, links, steps, colls, polls, switches)
+    nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
+    return diagnose(exp, links, steps, colls, polls, switches, nics)
 
 
 def _same_place(a: str, b: str) -> bool:
@@ -187,6 +222,11 @@ def run(args: argparse.Namespace) -> int:
     args.gpus = None
     args.ops = "on"
     args.local = False
+    from emu.run_cli import spec_for
+    from sw.collectives.fabric_topology import Topology
+
+    early = plan_faults(rng, plan, Topology(spec_for(args)))
+    args.impairable = sorted({f.target for f in early if f is not None}) or None
     steps_total = 2 * (CALIBRATION[1] + 1 + args.healthy_steps + args.faults * (args.window_steps + RECOVERY_STEPS + 1))
     # (twice what the loop needs at most: stalls and random moments use steps too; the job is stopped at the end)
     with fabric_target(args) as target:
@@ -204,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{clock.dilation:g}; job of {steps_total} steps")
         job = Job(target, model, steps_total, work, args.timeout)
         try:
-            result = _loop(args, rng, plan, target, store, job, clock, world)
+            result = _loop(args, rng, plan, early, target, store, job, clock, world)
         finally:
             job.stop()
             if args.keep_store:       # also when the campaign failed: the store is what explains it
@@ -250,13 +290,13 @@ def _wait_step(store: TelemetryStore, world: int, want: int, job: Job, clock: Cl
     return True
 
 
-def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], target: Any, store: TelemetryStore,
-          job: Job, clock: Clock, world: int) -> dict[str, Any]:
+def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: list[Fault | None], target: Any,
+          store: TelemetryStore, job: Job, clock: Clock, world: int) -> dict[str, Any]:
     fab = target.fabric
     lo, hi = CALIBRATION
     _wait_step(store, world, hi, job, clock, args.timeout)
     try:
-        exp = calibrate(store.steps(), store.collectives(), store.port_polls(), lo, hi)
+        exp = calibrate(store.steps(), store.collectives(), store.port_polls(), lo, hi, store.nic_counters())
     except CalibrationError as exc:
         raise CampaignError(str(exc)) from None
     links_meta = store.meta().get("links", [])
@@ -281,7 +321,7 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], target:
     details = []
     links = list(target.topo.links)
     for i, kind in enumerate(plan):
-        f = pick_fault(rng, kind, target.topo, links)
+        f = early[i] or pick_fault(rng, kind, target.topo, links, clock)
         clock.sleep_ns(clock.net_duration_ns(rng.uniform(0, step_wall_s) * 1e9))   # a random moment in a step
         inj_ns = clock.box_ns()
         fab.faults.apply(f.action, f.target, f.value)

@@ -27,7 +27,7 @@ from sw.collectives.autotune import choice_lines
 from sw.collectives.config import ENV_STORE
 from sw.units import int_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded
-from sw.units.straggler import ENV_SLOW_DIR, compute_factor, parse_slow, set_compute_factor
+from sw.units.straggler import ENV_SLOW_DIR, compute_factor, nic_rate_share, parse_slow, set_compute_factor
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 from sw.workload import PRESETS, ModelSpec, load_spec, plan_step, run_workload
 from sw.workload.runner import DTYPE, stderr_progress
@@ -129,7 +129,8 @@ def _rank_job(comm: Any, spec: ModelSpec, steps: int, warmup: int, line_rate_bps
     store = TelemetryStore(db) if db else None
     try:
         report = run_workload(comm, plan, steps, warmup, factor=lambda: compute_factor(slow_dir, comm.rank),
-                              progress=stderr_progress, telemetry=store)
+                              progress=stderr_progress, telemetry=store,
+                              nic_share=lambda: nic_rate_share(slow_dir, comm.rank))
     finally:
         if store is not None:
             store.close()

@@ -1,9 +1,11 @@
 """Fault localization over a window of telemetry, against the run's calibrated ``Expected``: ranked suspects
 (kind, place, severity, confidence) each with its evidence chain.
 
-Signals, strongest first: a switch not running (dead switch); a port reported down (down link); a rank whose
-compute per step grew against its own history while its peers' did not, and that its peers waited on (slow GPU);
-a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than the
+Signals, strongest first: a switch not running (dead switch); a port that went down and came back within the
+window (flapping link) or is down (down link); a NIC pacing its port below its line rate (slow NIC); one rank's
+NIC in most of the window's retransmissions, with every peer, while no switch port dropped (lossy link); a rank
+whose compute per step grew against its own history while its peers' did not, and that its peers waited on (slow
+GPU); a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than the
 alpha-beta model (degraded link, or lossy link when it drops without queueing).
 """
 
@@ -28,6 +30,16 @@ WAITED_PER_STEP = 2.5
 WAITED_SHARE = 0.35
 """A rank posting last more than this many times per step, and in this share of the late posts: waited on."""
 DROPS_MIN = 3
+RETX_MIN = 4
+"""Retransmitted packets in a window (all NICs), and ``RETX_RATIO`` times the healthy rate: something loses frames."""
+RETX_RATIO = 4.0
+LOSSY_SHARE = 0.75
+"""The share of the window's retransmissions one rank's QPs carry (either end) for its NIC's link to be lossy."""
+CONGESTED_UTIL = 0.75
+"""A growing queue at a port sending at this share of its link's rate or more: more traffic than the link carries
+(a congested port), not a slow link."""
+NIC_RATE_SHARE = 0.9
+"""A NIC pacing its port below this share of its line rate is rate-limited (a slow NIC)."""
 TOP = 3
 
 
@@ -53,12 +65,14 @@ def link_name(links: list[dict[str, Any]], a: str, b: str) -> str:
 
 def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, Any]],
              collectives: list[dict[str, Any]], polls: list[dict[str, Any]],
-             switch_polls: list[dict[str, Any]]) -> dict[str, Any]:
-    """Suspects of the window whose rows are given (steps, collectives, port and switch polls since its start),
-    best first; ``symptoms`` are the window's figures against expected."""
+             switch_polls: list[dict[str, Any]], nics: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Suspects of the window whose rows are given (steps, collectives, port and switch polls, NIC rows since its
+    start), best first; ``symptoms`` are the window's figures against expected."""
     suspects: list[Suspect] = []
     dead = _switches(switch_polls, suspects)
-    _down_ports(polls, dead, links, suspects)
+    _link_states(polls, dead, links, suspects)
+    _nic_rates(nics or [], steps, links, suspects)
+    _lossy_links(exp, nics or [], steps, polls, links, suspects)
     waited_on = _waited_on(collectives)
     symptoms = {"steps": len({s["step"] for s in steps}), "comm_ratio": _comm_ratio(exp, collectives),
                 "step_ratio": _step_ratio(exp, steps), "waited_on": {f"rank {r}": n for r, n in waited_on.items()}}
@@ -84,16 +98,111 @@ def _switches(switch_polls: list[dict[str, Any]], out: list[Suspect]) -> set[str
     return dead
 
 
-def _down_ports(polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]], out: list[Suspect]) -> None:
-    last: dict[tuple[str, int], dict[str, Any]] = {}
+def _link_states(polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]],
+                 out: list[Suspect]) -> None:
+    """Per link, from its ports' carrier over the window's polls: it was seen down and then up again (flapping), or
+    it is down at the last poll (down)."""
+    series: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     for p in polls:
-        last[(p["switch"], p["port"])] = p
+        series[(p["switch"], p["port"])].append(p)
     down: dict[str, list[str]] = defaultdict(list)
-    for (sw, port), p in sorted(last.items()):
-        if not p["up"] and sw not in dead and p["peer"]:
-            down[link_name(links, sw, p["peer"])].append(f"{sw} port {port} (to {p['peer']}) is down")
+    flaps: dict[str, list[str]] = defaultdict(list)
+    for (sw, port), ps in sorted(series.items()):
+        if sw in dead or not ps[-1]["peer"]:
+            continue
+        ups = [bool(p["up"]) for p in ps]
+        fell = sum(1 for a, b in zip(ups, ups[1:], strict=False) if a and not b)
+        rose = sum(1 for a, b in zip(ups, ups[1:], strict=False) if not a and b)
+        name = link_name(links, sw, ps[-1]["peer"])
+        if rose:                # seen down, then up again (it may have gone down just before the first poll)
+            flaps[name].append(f"{sw} port {port} (to {ps[-1]['peer']}): carrier went down {fell + (not ups[0])} "
+                               f"and came back {rose} time(s) in {len(ps)} polls "
+                               f"({(ps[-1]['t_ns'] - ps[0]['t_ns']) / 1e9:.3f} s)" + ("" if ups[-1] else ", down now"))
+        elif not ups[-1]:
+            down[name].append(f"{sw} port {port} (to {ps[-1]['peer']}) is down")
+    for name, ev in flaps.items():
+        out.append(Suspect("flapping_link", name, float(len(ev)), 0.92, ev))
     for name, ev in down.items():
-        out.append(Suspect("down_link", name, 1.0, 0.9 if len(ev) > 1 else 0.85, ev))
+        if name not in flaps:
+            out.append(Suspect("down_link", name, 1.0, 0.9 if len(ev) > 1 else 0.85, ev))
+
+
+def nic_name(server: int, gpu: int) -> str:
+    """A NIC's place: its interface (``s1-eth0``: server s1's NIC on rail 0)."""
+    return f"s{server}-eth{gpu}"
+
+
+def _where(steps: list[dict[str, Any]], links: list[dict[str, Any]] | None = None) -> dict[int, tuple[int, int]]:
+    """Rank -> (server, GPU): from the window's steps, else (a step still running) from the topology's links
+    (ranks are server-major: rank = server x GPUs + GPU)."""
+    out = {}
+    gpus = sum(1 for lk in links or () if lk["a"] == "s0" and lk.get("kind") == "host-leaf")
+    servers = len({lk["a"] for lk in links or () if lk.get("kind") == "host-leaf"})
+    if gpus:
+        out = {r: divmod(r, gpus) for r in range(servers * gpus)}
+    out.update({s["rank"]: (s["server"], s["gpu"]) for s in steps})
+    return out
+
+
+def _nic_rates(nics: list[dict[str, Any]], steps: list[dict[str, Any]], links: list[dict[str, Any]],
+               out: list[Suspect]) -> None:
+    """A NIC whose port paced below ``NIC_RATE_SHARE`` of its line rate at its last report in the window."""
+    last: dict[int, dict[str, Any]] = {}
+    for n in nics:
+        if n["rank"] not in last or n["t_ns"] >= last[n["rank"]]["t_ns"]:
+            last[n["rank"]] = n
+    where = _where(steps, links)
+    for rank, n in sorted(last.items()):
+        share = n["rate_bps"] / n["line_rate_bps"] if n["line_rate_bps"] > 0 else 1.0
+        if share >= NIC_RATE_SHARE or rank not in where:
+            continue
+        cnps = sum(x["cnps_rx"] for x in nics if x["rank"] == rank)
+        place = nic_name(*where[rank])
+        out.append(Suspect("slow_nic", place, round(share, 3), 0.93, [
+            f"NIC {place} (rank {rank}) paces its port at {n['rate_bps'] / 1e6:.1f} Mb/s, {100 * share:.0f} % of its "
+            f"{n['line_rate_bps'] / 1e6:g} Mb/s line rate (step {n['step']})",
+            f"it received {cnps} CNPs in the window: the cut is the NIC's own limit, not congestion control"]))
+
+
+def _lossy_links(exp: Expected, nics: list[dict[str, Any]], steps: list[dict[str, Any]],
+                 polls: list[dict[str, Any]], links: list[dict[str, Any]], out: list[Suspect]) -> None:
+    """One rank's QPs carry most of the window's retransmissions, with every peer it sent to, while the switch
+    port toward it dropped nothing: frames are lost on its NIC's link (the wire, not a queue)."""
+    pair: Counter[frozenset[int]] = Counter()
+    tx: Counter[frozenset[int]] = Counter()
+    for n in nics:
+        key = frozenset((n["rank"], n["peer"]))
+        pair[key] += n["retx_pkts"]
+        tx[key] += n["tx_pkts"]
+    total = sum(pair.values())
+    nsteps = max(1, len({n["step"] for n in nics}))
+    if not total or total < max(RETX_MIN, RETX_RATIO * exp.retx_per_step * nsteps):
+        return
+    involved: Counter[int] = Counter()
+    for key, v in pair.items():
+        for r in key:
+            involved[r] += v
+    rank, v = involved.most_common(1)[0]
+    peers = {p for key in pair if rank in key for p in key - {rank}}
+    lossy_peers = {p for key, x in pair.items() if rank in key and x for p in key - {rank}}
+    where = _where(steps, links)
+    if v < LOSSY_SHARE * total or len(lossy_peers) < min(2, len(peers)) or rank not in where:
+        return
+    place = nic_link(links, *where[rank])
+    server = f"s{where[rank][0]}"
+    drops = sum(d["drops"] for (sw, _p), d in port_deltas(polls).items() if d["peer"] == server
+                and sw in place.split("<->"))
+    if drops * 2 >= v:              # the switch dropped them: a queue (congestion), not the wire
+        return
+    sent = sum(x for key, x in tx.items() if rank in key)
+    share = v / max(sent, 1)
+    out.append(Suspect("lossy_link", place, round(100 * share, 2), round(min(0.95, 0.8 + 0.15 * v / total), 3), [
+        f"rank {rank} (NIC {nic_name(*where[rank])}): its QPs retransmitted {v} of the window's {total} "
+        f"retransmitted packets ({100 * share:.1f} % of the {sent} they sent) over {nsteps} step(s), "
+        f"healthy {exp.retx_per_step:.1f} per step",
+        f"with {len(lossy_peers)} of its {len(peers)} peers (ranks {', '.join(map(str, sorted(lossy_peers)))}); "
+        "retransmissions between other ranks: " + str(total - v),
+        f"the switch port toward {server} on {place} dropped {drops} frames: lost on the wire, not in a queue"]))
 
 
 def _waited_on(collectives: list[dict[str, Any]]) -> Counter[int]:
@@ -143,7 +252,7 @@ def _slow_nics(steps: list[dict[str, Any]], waited_on: Counter[int], slow: set[i
     to or from it arrives late, so it posts its next collective late)."""
     nsteps = len({s["step"] for s in steps})
     total = sum(waited_on.values())
-    where = {s["rank"]: (s["server"], s["gpu"]) for s in steps}
+    where = _where(steps)
     for rank, n in waited_on.most_common(1):
         if rank in slow or rank not in where or n < WAITED_PER_STEP * nsteps + 1 or n < WAITED_SHARE * total:
             continue
@@ -151,8 +260,8 @@ def _slow_nics(steps: list[dict[str, Any]], waited_on: Counter[int], slow: set[i
         ev = [f"its peers waited on rank {rank} (server s{where[rank][0]}, NIC {where[rank][1]}): it posted last in "
               f"{n} of {total} late-posted collectives over {nsteps} step(s)",
               f"rank {rank}'s compute is within its healthy range: the delay is in its communication"]
-        known = next((s for s in out if s.place == place), None)
-        if known is not None:           # its leaf port's queue or marks grew too: one suspect, both chains
+        known = next((s for s in out if s.place in (place, nic_name(*where[rank]))), None)
+        if known is not None:           # its leaf port or its NIC explains it too: one suspect, both chains
             known.evidence += ev
             known.confidence = round(min(0.97, known.confidence + 0.1), 3)
             continue
@@ -217,10 +326,18 @@ def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: li
             ev.append(f"{sw} port {port}: {d['drops']} drops in the window")
         if ev and (comm_slow or lossy):    # a queue that slows nothing is load, not a fault
             cands.append((max(q_score, ecn_score), key, d, ev, lossy))
-    for score, (sw, _port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
+    rates = {frozenset((lk["a"], lk["b"])): lk.get("rate_bps", 0) for lk in links}
+    for score, (sw, port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
         if comm_slow:
             ev.append(f"collectives x{symptoms['comm_ratio'] or 0:.2f} of their alpha-beta prediction, steps "
                       f"x{symptoms['step_ratio'] or 0:.2f} of healthy")
         kind = "lossy_link" if lossy and d["qdepth_max"] < QUEUE_MIN_PKTS else "degraded_link"
         conf = min(0.9, 0.4 + 0.1 * min(score, 3.0) + (0.2 if comm_slow else 0.0))
+        rate = rates.get(frozenset((sw, d["peer"])), 0)
+        util = d["tx_bytes"] * 8 / (d["span_ns"] / 1e9) / rate if rate else 0.0
+        if kind == "degraded_link" and util >= CONGESTED_UTIL:
+            ev.append(f"{sw} port {port} sent at {100 * util:.0f} % of its link's {rate / 1e6:g} Mb/s: more traffic "
+                      "than the link carries, not a slow link")
+            out.append(Suspect("congested_port", f"{sw} port {port}", round(util, 3), round(max(conf, 0.9), 3), ev))
+            continue
         out.append(Suspect(kind, link_name(links, sw, d["peer"]), round(score, 2), round(conf, 3), ev))

@@ -1,6 +1,7 @@
 """Expected behaviour of a run, calibrated on its first healthy steps: each rank's compute per step, an
 alpha-beta model (latency + bytes / bandwidth) per collective op fitted to the healthy collectives, each step's
-length, and each switch port's ECN-mark, drop and queue levels.  Deviations are judged against it."""
+length, each switch port's ECN-mark, drop and queue levels, and the NICs' retransmissions per step.  Deviations are
+judged against it."""
 
 from __future__ import annotations
 
@@ -50,12 +51,15 @@ class Expected:
     collectives: dict[str, AlphaBeta]
     ports: dict[tuple[str, int], PortLevel] = field(default_factory=dict)
     until_ns: int = 0
+    retx_per_step: float = 0.0
+    """Packets the NICs of all ranks together retransmitted per healthy step (0 in a store without NIC rows)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"steps": [self.first_step, self.last_step], "step_s": self.step_ns / 1e9,
                 "compute_s": {str(r): v / 1e9 for r, v in self.compute_ns.items()},
                 "alpha_beta": {op: {"alpha_s": m.alpha_ns / 1e9, "bandwidth_Bps": 1e9 / m.ns_per_byte
-                                    if m.ns_per_byte > 0 else None} for op, m in self.collectives.items()}}
+                                    if m.ns_per_byte > 0 else None} for op, m in self.collectives.items()},
+                "retx_per_step": self.retx_per_step}
 
 
 def fit_alpha_beta(points: list[tuple[int, float]]) -> AlphaBeta:
@@ -73,8 +77,9 @@ def fit_alpha_beta(points: list[tuple[int, float]]) -> AlphaBeta:
 
 
 def calibrate(steps: list[dict[str, Any]], collectives: list[dict[str, Any]], ports: list[dict[str, Any]],
-              first_step: int, last_step: int) -> Expected:
-    """The model from steps ``first_step..last_step`` of the store's rows (steps, collectives, port polls)."""
+              first_step: int, last_step: int, nics: list[dict[str, Any]] | None = None) -> Expected:
+    """The model from steps ``first_step..last_step`` of the store's rows (steps, collectives, port polls, NIC
+    rows)."""
     window = [s for s in steps if first_step <= s["step"] <= last_step]
     per_rank: dict[int, list[int]] = defaultdict(list)
     per_step: dict[int, list[int]] = defaultdict(list)
@@ -94,7 +99,9 @@ def calibrate(steps: list[dict[str, Any]], collectives: list[dict[str, Any]], po
                     compute_ns={r: statistics.median(v) for r, v in per_rank.items()},
                     step_ns=statistics.median(max(v) for v in per_step.values()),
                     collectives={op: fit_alpha_beta(p) for op, p in by_op.items()},
-                    ports=port_levels([p for p in ports if since <= p["t_ns"] <= until]), until_ns=until)
+                    ports=port_levels([p for p in ports if since <= p["t_ns"] <= until]), until_ns=until,
+                    retx_per_step=sum(n["retx_pkts"] for n in nics or () if first_step <= n["step"] <= last_step)
+                    / len(per_step))
 
 
 def port_deltas(polls: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:

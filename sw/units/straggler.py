@@ -1,6 +1,8 @@
-"""The straggler fault hook: a rank's compute slowed by a factor at run time, set from outside the rank.
+"""The straggler fault hooks: a rank's compute slowed by a factor, or its NIC paced at a share of its line rate (a
+slow NIC), at run time, set from outside the rank.
 
-The factors live in a directory every rank of a job sees (a ``FileStore``, key ``compute_factor/RANK``); the
+The factors live in a directory every rank of a job sees (a ``FileStore``, keys ``compute_factor/RANK`` and
+``nic_rate_share/RANK``); the
 training workload reads its own between steps, ``starpulse train --slow RANK:FACTOR`` sets one before the job
 starts and the fault injector can set or clear one while it runs.  A leaf, so any layer (``emu`` too) may call it.
 """
@@ -42,6 +44,24 @@ def compute_factor(directory: str | os.PathLike[str] | None, rank: int) -> float
         return 1.0
     value = FileStore(directory).get(_key(rank))
     return float(value) if isinstance(value, int | float) and value >= 1.0 else 1.0
+
+
+def set_nic_rate_share(directory: str | os.PathLike[str], rank: int, share: float) -> None:
+    """Make ``rank``'s NIC pace its port at ``share`` (0 < share <= 1) of its line rate from its next step on
+    (1.0 clears it)."""
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise StragglerError(f"rank {rank!r}: expected a rank >= 0")
+    if not 0.0 < share <= 1.0:
+        raise StragglerError(f"NIC rate share {share!r}: expected 0 < share <= 1 (of the line rate)")
+    FileStore(directory).set(f"nic_rate_share/{rank}", float(share))
+
+
+def nic_rate_share(directory: str | os.PathLike[str] | None, rank: int) -> float:
+    """The share of its line rate ``rank``'s NIC paces at now (1.0 when none was set or there is no directory)."""
+    if directory is None or not Path(directory).is_dir():
+        return 1.0
+    value = FileStore(directory).get(f"nic_rate_share/{rank}")
+    return float(value) if isinstance(value, int | float) and 0.0 < value <= 1.0 else 1.0
 
 
 def parse_slow(text: str, world: int | None = None, flag: str = "--slow") -> tuple[int, float]:

@@ -37,6 +37,10 @@ CREATE TABLE IF NOT EXISTS switches (t_ns INTEGER NOT NULL, switch TEXT NOT NULL
 CREATE INDEX IF NOT EXISTS switches_t ON switches (t_ns);
 CREATE TABLE IF NOT EXISTS faults (t_ns INTEGER NOT NULL, action TEXT NOT NULL, target TEXT NOT NULL,
     value TEXT);
+CREATE TABLE IF NOT EXISTS nics (rank INTEGER NOT NULL, step INTEGER NOT NULL, t_ns INTEGER NOT NULL,
+    peer INTEGER NOT NULL, tx_pkts INTEGER NOT NULL, retx_pkts INTEGER NOT NULL, oos_pkts INTEGER NOT NULL,
+    timeouts INTEGER NOT NULL, cnps_rx INTEGER NOT NULL, rate_bps INTEGER NOT NULL, line_rate_bps INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS nics_t ON nics (t_ns);
 """
 
 PORT_FIELDS = ("switch", "port", "peer", "up", "tx_bytes", "tx_pkts", "rx_bytes", "drops", "ecn_marks",
@@ -44,6 +48,12 @@ PORT_FIELDS = ("switch", "port", "peer", "up", "tx_bytes", "tx_pkts", "rx_bytes"
 STEP_FIELDS = ("rank", "step", "server", "gpu", "t0_ns", "t1_ns", "compute_ns", "comm_busy_ns", "exposed_comm_ns",
                "wait_ns")
 COLL_FIELDS = ("rank", "step", "seq", "op", "nbytes", "algo", "post_ns", "start_ns", "end_ns", "wait_ns")
+NIC_FIELDS = ("rank", "step", "t_ns", "peer", "tx_pkts", "retx_pkts", "oos_pkts", "timeouts", "cnps_rx", "rate_bps",
+              "line_rate_bps")
+"""A rank's RoCE NIC at ``t_ns`` during (or at the end of) ``step``, per remote peer (its QP): packets sent,
+retransmitted, received out of sequence, retransmission timeouts and CNPs received since its previous row
+(deltas), and the NIC port's pacing and line rate."""
+TABLES = ("steps", "collectives", "ports", "switches", "faults", "nics")
 
 
 class TelemetryError(ValueError):
@@ -87,18 +97,30 @@ class TelemetryStore:
             self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                 [(k, json.dumps(v)) for k, v in items.items()])
 
-    def add_step(self, step: Mapping[str, int], collectives: Iterable[Mapping[str, Any]]) -> None:
-        """One rank's step and the collectives it ran in it, in one transaction."""
+    def add_step(self, step: Mapping[str, int], collectives: Iterable[Mapping[str, Any]],
+                 nics: Iterable[Mapping[str, int]] = ()) -> None:
+        """One rank's step, the collectives it ran in it and its NIC's counters (``NIC_FIELDS``), in one
+        transaction."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             self.db.execute(f"INSERT OR REPLACE INTO steps VALUES ({','.join('?' * len(STEP_FIELDS))})",
                             [int(step[k]) for k in STEP_FIELDS])
             self.db.executemany(f"INSERT OR REPLACE INTO collectives VALUES ({','.join('?' * len(COLL_FIELDS))})",
                                 [[c[k] for k in COLL_FIELDS] for c in collectives])
+            self._insert_nics(nics)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+
+    def add_nics(self, nics: Iterable[Mapping[str, int]]) -> None:
+        """NIC rows sampled between step ends (a stalled step's NIC still reports)."""
+        with self.db:
+            self._insert_nics(nics)
+
+    def _insert_nics(self, nics: Iterable[Mapping[str, int]]) -> None:
+        self.db.executemany(f"INSERT INTO nics VALUES ({','.join('?' * len(NIC_FIELDS))})",
+                            [[int(n[k]) for k in NIC_FIELDS] for n in nics])
 
     def add_poll(self, t_ns: int, ports: Iterable[Mapping[str, Any]], switches: Mapping[str, str]) -> None:
         """One poll of the switches: every port's cumulative counters and every switch's state at ``t_ns``."""
@@ -136,10 +158,20 @@ class TelemetryStore:
     def switch_polls(self, since_ns: int = 0) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM switches WHERE t_ns >= ? ORDER BY t_ns, switch", (since_ns,))
 
+    def nic_counters(self, since_ns: int = 0) -> list[dict[str, Any]]:
+        """NIC rows (per rank, step and peer: that step's deltas) recorded at or after ``since_ns``; none from a
+        store older than the table."""
+        if not self._has("nics"):
+            return []
+        return self._rows("SELECT * FROM nics WHERE t_ns >= ? ORDER BY t_ns, rank, peer", (since_ns,))
+
+    def _has(self, table: str) -> bool:
+        return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                               (table,)).fetchone() is not None
+
     def faults(self) -> list[dict[str, Any]]:
         return self._rows("SELECT * FROM faults ORDER BY t_ns")
 
     def counts(self) -> dict[str, int]:
         """Rows per table (how much a run recorded)."""
-        return {t: int(self.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
-                for t in ("steps", "collectives", "ports", "switches", "faults")}
+        return {t: int(self.db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in TABLES if self._has(t)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,9 +180,76 @@ class RankWorkload:
         return step
 
 
-def record_step(store: TelemetryStore, comm: Communicator, clock: Clock, index: int, step: StepRecord) -> None:
-    """One step of this rank into the operations store: its phases and every collective (op, bytes, algorithm,
-    posted/started/ended, how long the rank waited on it), on the box's time base (``Clock.box_ns``)."""
+class NicDeltas:
+    """This rank's RoCE NIC for the operations store's ``nics`` table: per remote peer (its QP) the counters'
+    deltas since the last ``rows`` call, and the NIC port's pacing and line rate (none on TCP/shm).  Called at
+    every step's end and by ``NicSampler`` in between (hence the lock)."""
+
+    def __init__(self, comm: Communicator) -> None:
+        self.comm = comm
+        self._last: dict[int, dict[str, int]] = {}
+        self._lock = threading.Lock()
+
+    def rows(self, index: int, t_ns: int) -> list[dict[str, int]]:
+        with self._lock:
+            return self._rows(index, t_ns)
+
+    def _rows(self, index: int, t_ns: int) -> list[dict[str, int]]:
+        out = []
+        for transport in self.comm.net.transports:
+            counters = getattr(transport, "nic_counters", None)
+            if counters is None:
+                continue
+            rate_bps, line_rate_bps = transport.port_rate_bps()
+            for peer, now in counters().items():
+                prev = self._last.get(peer, {})
+                out.append({"rank": self.comm.rank, "step": index, "t_ns": t_ns, "peer": peer,
+                            **{k: v - prev.get(k, 0) for k, v in now.items()}, "rate_bps": rate_bps,
+                            "line_rate_bps": line_rate_bps})
+                self._last[peer] = now
+        return out
+
+
+class NicSampler:
+    """A thread writing this rank's NIC rows into the store every ``interval_wall_s`` (its own connection), so a
+    step stalled by retransmission timeouts still shows its NIC's counters before it ends; ``step`` is the step
+    in progress."""
+
+    def __init__(self, store: TelemetryStore, nics: NicDeltas, clock: Clock, interval_wall_s: float = 0.5) -> None:
+        self.store = TelemetryStore(store.path)
+        self.nics = nics
+        self.clock = clock
+        self.interval_wall_s = interval_wall_s
+        self.step = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="nic-sampler", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_wall_s):
+            rows = self.nics.rows(self.step, self.clock.box_ns())
+            if any(r["retx_pkts"] or r["timeouts"] for r in rows):   # only what the step-end rows cannot wait for
+                self.store.add_nics(rows)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.store.close()
+
+
+def set_nic_rate_share(comm: Communicator, share: float) -> None:
+    """Pace this rank's RoCE NIC at ``share`` of its line rate (the slow-NIC fault hook; no-op on TCP/shm)."""
+    for transport in comm.net.transports:
+        setter = getattr(transport, "set_rate_share", None)
+        if setter is not None:
+            setter(share)
+
+
+def record_step(store: TelemetryStore, comm: Communicator, clock: Clock, index: int, step: StepRecord,
+                nics: NicDeltas | None = None) -> None:
+    """One step of this rank into the operations store: its phases, every collective (op, bytes, algorithm,
+    posted/started/ended, how long the rank waited on it) and its NIC's counters, on the box's time base
+    (``Clock.box_ns``)."""
     st = account_step(step.t0_ns, step.t1_ns, step.segments)
     box = clock.box_ns
     colls = []
@@ -193,7 +261,8 @@ def record_step(store: TelemetryStore, comm: Communicator, clock: Clock, index: 
     store.add_step({"rank": comm.rank, "step": index, "server": comm.server, "gpu": comm.local_rank,
                     "t0_ns": box(step.t0_ns), "t1_ns": box(step.t1_ns), "compute_ns": st.compute_ns,
                     "comm_busy_ns": st.comm_busy_ns, "exposed_comm_ns": st.exposed_comm_ns,
-                    "wait_ns": sum(b - a for k, a, b in step.segments if k == WAIT)}, colls)
+                    "wait_ns": sum(b - a for k, a, b in step.segments if k == WAIT)}, colls,
+                   nics.rows(index, box(step.t1_ns)) if nics is not None else ())
 
 
 def _gather(comm: Communicator, row: np.ndarray) -> np.ndarray:
@@ -205,36 +274,36 @@ def _gather(comm: Communicator, row: np.ndarray) -> np.ndarray:
 
 def run_workload(comm: Communicator, plan: StepPlan, steps: int, warmup: int, *, clock: Clock | None = None,
                  factor: Callable[[], float] = lambda: 1.0, progress: Callable[[str], None] | None = None,
-                 telemetry: TelemetryStore | None = None) -> dict[str, Any]:
+                 telemetry: TelemetryStore | None = None, nic_share: Callable[[], float] | None = None,
+                 ) -> dict[str, Any]:
     """``warmup`` + ``steps`` steps on this rank, then the job's report (every rank gets the same one).
 
     Per rank: mean step time, compute, communication in flight, exposed communication (in flight while not
     computing), ``comm_share`` = exposed / step, ``link_load`` = NIC payload bytes x 8 / (time communication was
     in flight x line rate).  Job: ``step_s`` = mean over steps of the slowest rank's step; ``comm_share`` and
     ``link_load`` the means over ranks (``link_load`` over ranks that use their NIC).  ``telemetry``: every step
-    (warm-up too) is recorded there as it ends (``record_step``)."""
+    (warm-up too) is recorded there as it ends (``record_step``).  ``nic_share()`` is read before every step: the
+    share of its line rate this rank's NIC paces at (the slow-NIC hook)."""
     clock = clock or get_clock()
     work = RankWorkload(comm, plan, clock=clock, factor=factor)
-    for i in range(warmup):
-        done = work.run_step(i)
-        if telemetry is not None:
-            record_step(telemetry, comm, clock, i, done)
-    nic0 = nic_payload_bytes(comm)
-    wrong0 = work.wrong
-    records: list[StepRecord] = []
-    factors: list[float] = []
-    for i in range(steps):
-        factors.append(work.factor())
-        records.append(work.run_step(warmup + i))
-        if telemetry is not None:
-            record_step(telemetry, comm, clock, warmup + i, records[-1])
-        if progress is not None and comm.rank == 0:
-            st = account_step(records[-1].t0_ns, records[-1].t1_ns, records[-1].segments)
-            progress(f"step {i + 1}/{steps}: {st.step_ns / 1e6:.2f} ms, exposed comm {st.exposed_comm_ns / 1e6:.2f} "
-                     f"ms (rank 0)")
-    nic = nic_payload_bytes(comm) - nic0
-    row, nscalar, nshown = rank_row(records, nic, work.wrong - wrong0, max(factors or [1.0]), comm.server,
-                                    comm.local_rank)
+    nics = NicDeltas(comm) if telemetry is not None else None
+    sampler = NicSampler(telemetry, nics, clock) if telemetry is not None and nics is not None else None
+    share = 1.0
+
+    def pace() -> None:
+        nonlocal share
+        now = nic_share() if nic_share is not None else 1.0
+        if now != share:
+            share = now
+            set_nic_rate_share(comm, share)
+
+    try:
+        records, factors, nic, wrong = _run_steps(comm, work, steps, warmup, clock, telemetry, nics, sampler, pace,
+                                                  progress)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+    row, nscalar, nshown = rank_row(records, nic, wrong, max(factors or [1.0]), comm.server, comm.local_rank)
     table = _gather(comm, row)
     return job_report(plan, steps, warmup, table, nscalar, nshown)
 
@@ -252,6 +321,38 @@ def rank_row(records: list[StepRecord], nic_bytes: int, wrong: int, factor: floa
     segs = [v for r in shown for kind, a, b in r.segments for v in (kinds[kind], a - base, b - base)]
     ends = [r.t1_ns - base for r in shown]
     return np.array(scalars + [t.step_ns for t in times] + ends + segs, np.int64), len(scalars), len(shown)
+
+
+def _run_steps(comm: Communicator, work: RankWorkload, steps: int, warmup: int, clock: Clock,
+               telemetry: TelemetryStore | None, nics: NicDeltas | None, sampler: NicSampler | None,
+               pace: Callable[[], None], progress: Callable[[str], None] | None,
+               ) -> tuple[list[StepRecord], list[float], int, int]:
+    """The warm-up and measured steps, each recorded into ``telemetry`` as it ends; the measured steps, their
+    compute factors, the NIC payload bytes and wrong results of the measured steps."""
+    for i in range(warmup):
+        pace()
+        if sampler is not None:
+            sampler.step = i
+        done = work.run_step(i)
+        if telemetry is not None:
+            record_step(telemetry, comm, clock, i, done, nics)
+    nic0 = nic_payload_bytes(comm)
+    wrong0 = work.wrong
+    records: list[StepRecord] = []
+    factors: list[float] = []
+    for i in range(steps):
+        factors.append(work.factor())
+        pace()
+        if sampler is not None:
+            sampler.step = warmup + i
+        records.append(work.run_step(warmup + i))
+        if telemetry is not None:
+            record_step(telemetry, comm, clock, warmup + i, records[-1], nics)
+        if progress is not None and comm.rank == 0:
+            st = account_step(records[-1].t0_ns, records[-1].t1_ns, records[-1].segments)
+            progress(f"step {i + 1}/{steps}: {st.step_ns / 1e6:.2f} ms, exposed comm {st.exposed_comm_ns / 1e6:.2f} "
+                     f"ms (rank 0)")
+    return records, factors, nic_payload_bytes(comm) - nic0, work.wrong - wrong0
 
 
 def job_report(plan: StepPlan, steps: int, warmup: int, table: np.ndarray, nscalar: int, nshown: int

@@ -104,6 +104,7 @@ class WirePort:
         self.port = port
         self.mac, self.ip, self.mtu, self.counters = port.mac, port.ip, port.mtu, port.counters
         self.clock = clock
+        self.rate_bps = rate_bps
         self._bytes_per_ns = rate_bps / 8e9
         self.burst_bytes = WIRE_BURST_FRAMES * (14 + min(port.mtu, path_mtu_for(port.mtu) + ROCE_HEADROOM_BYTES)
                                                 + ETH_WIRE_OVERHEAD_BYTES)
@@ -111,6 +112,12 @@ class WirePort:
         self._last_ns = clock.now_ns()
         self._queue: deque[bytes] = deque()
         self.pfc: NicPfc | None = None   # the NIC's PFC state, once the SoftNic exists (None: PFC off)
+
+    def set_rate_bps(self, rate_bps: int) -> None:
+        """Pace the port at ``rate_bps`` from now on (a rate-limited NIC: the fault injector's ``slow_nic``)."""
+        self.drain()
+        self.rate_bps = rate_bps
+        self._bytes_per_ns = rate_bps / 8e9
 
     def send(self, frame: bytes) -> None:
         if frame[12:14] == b"\x88\x08":   # MAC control (the NIC's PFC): the MAC sends it at once, paused or not
@@ -442,6 +449,24 @@ class RoceTransport(ChannelTransport):
                              None if deadline is None else max(0.0, float(deadline - self.clock.now_ns())))
                  if h is not None]
         return min(hints, default=None)
+
+    def nic_counters(self) -> dict[int, dict[str, int]]:
+        """Per remote rank, its QP's cumulative packets sent, retransmitted, received out of sequence,
+        retransmission timeouts and CNPs received (the operations store's NIC evidence)."""
+        out = {}
+        for peer, ch in self.channels.items():
+            c = ch.qp.counters
+            out[peer] = {"tx_pkts": c.tx_packets, "retx_pkts": c.retransmitted_packets,
+                         "oos_pkts": c.out_of_sequence_received, "timeouts": c.timeouts, "cnps_rx": c.cnps_received}
+        return out
+
+    def port_rate_bps(self) -> tuple[int, int]:
+        """(pacing rate, line rate) of the NIC's port in bit/s of network time."""
+        return self.wire.rate_bps, self.nic.line_rate_bps
+
+    def set_rate_share(self, share: float) -> None:
+        """Pace the NIC's port at ``share`` (0 < share <= 1) of its line rate."""
+        self.wire.set_rate_bps(max(1, int(self.nic.line_rate_bps * share)))
 
     def rx_drops(self) -> dict[str, int]:
         """Frames the rail NIC received and could not parse, by reason (counted and dropped, never fatal)."""

@@ -25,7 +25,9 @@ def test_store_is_wal_and_reads_back_what_ranks_and_pollers_wrote(tmp_path: Path
         w.set_meta(origin_ns=5, links=[{"a": "s0", "b": "p0l0"}])
         coll = {"rank": 1, "step": 0, "seq": 0, "op": "allreduce", "nbytes": 4096, "algo": "ring", "post_ns": 1,
                 "start_ns": 2, "end_ns": 90, "wait_ns": 30}
-        w.add_step(_step(1, 0, 0), [coll])
+        nic = {"rank": 1, "step": 0, "t_ns": 100, "peer": 3, "tx_pkts": 40, "retx_pkts": 2, "oos_pkts": 1,
+               "timeouts": 0, "cnps_rx": 5, "rate_bps": 30_000_000, "line_rate_bps": 100_000_000}
+        w.add_step(_step(1, 0, 0), [coll], [nic])
         w.add_step(_step(0, 0, 10), [])
         w.add_poll(50, [{"switch": "p0l0", "port": 1, "peer": "s0", "up": 1, "tx_bytes": 10, "tx_pkts": 1,
                          "rx_bytes": 0, "drops": 0, "ecn_marks": 2, "pfc_pauses": 0, "qdepth_pkts": 3,
@@ -38,7 +40,8 @@ def test_store_is_wal_and_reads_back_what_ranks_and_pollers_wrote(tmp_path: Path
         assert r.port_polls(51) == [] and r.port_polls(50)[0]["ecn_marks"] == 2
         assert {p["switch"]: p["state"] for p in r.switch_polls()} == {"p0l0": "running", "sp0": "dead"}
         assert r.faults()[0]["target"] == "1"
-        assert r.counts() == {"steps": 2, "collectives": 1, "ports": 1, "switches": 2, "faults": 1}
+        assert r.nic_counters(101) == [] and r.nic_counters(100) == [nic]
+        assert r.counts() == {"steps": 2, "collectives": 1, "ports": 1, "switches": 2, "faults": 1, "nics": 1}
 
 
 def test_a_failed_step_write_leaves_nothing_half_written(tmp_path: Path) -> None:

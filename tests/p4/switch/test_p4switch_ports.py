@@ -53,6 +53,7 @@ def test_port_receives_exactly_what_was_sent_and_not_its_own_frames(raw_socket, 
             assert port.counters.rx_pkts == 200 and port.counters.rx_bytes == 200 * 64
             back = _frame(7, 1500)
             assert port.send(back)
+            port.flush()                                   # the transmit ring sends what send() queued
             assert port.recv_batch(64) == []               # our own transmission is not received
             deadline = time.monotonic() + 5
             echoed = b""

@@ -247,13 +247,14 @@ class EmbeddedSwitch:
             if only not in stats:
                 raise CommandError(f"port_stats {only}: no such port (ports: {sorted(stats)})")
             stats = {only: stats[only]}
-        cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
+        cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "tx_ring_full",
+                "pipeline_drop_pkts",
                 "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "mac_control_pkts", "qdepth_pkts",
                 "high_water_pkts",
                 *PORT_STATS_PFC]
-        rows = [["port", "iface", "up", *cols]]
+        rows = [["port", "iface", "up", "tx_ring", *cols]]
         for n, s in stats.items():
-            rows.append([str(n), s["iface"], str(int(s["up"])), *(str(s[c]) for c in cols)])
+            rows.append([str(n), s["iface"], str(int(s["up"])), str(int(s["tx_ring"])), *(str(s[c]) for c in cols)])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         return "\n".join(" ".join(v.rjust(w) if i != 1 else v.ljust(w) for i, (v, w) in
                                   enumerate(zip(r, widths, strict=True))).rstrip() for r in rows)

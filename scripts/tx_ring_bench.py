@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lag_cost_bench import load_text
+from lag_cost_bench import add_run_arguments, bad_run_arguments, bench_argv, compare
 
 from p4.switch.ports import TX_RING_ENV
 
@@ -32,10 +32,7 @@ ARMS = {True: "ring", False: "per_frame"}
 
 def bench_once(args: argparse.Namespace, ring: bool) -> dict[str, Any]:
     """One ``p4.switch.bench`` run at one frame size with the ring on or off; its row and the load before it."""
-    argv = [sys.executable, "-m", "p4.switch.bench", "--json", "--sizes", str(args.size), "--seconds",
-            repr(args.seconds), "--warmup", repr(args.warmup), "--generator", args.generator]
-    if args.port_rate:
-        argv += ["--port-rate", args.port_rate]
+    argv = bench_argv(args)
     env = {**os.environ, TX_RING_ENV: "1" if ring else "0"}
     load = os.getloadavg()
     out = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env,
@@ -70,53 +67,22 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/tx_ring_bench.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=5, help="pairs of runs, 1..50 (default 5)")
-    parser.add_argument("--size", type=int, default=64, help="frame size in bytes, 60..1514 (default 64)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="measured window per run, 0..120 (default 5)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="load before measuring, 0..60 s (default 1)")
-    parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
-    parser.add_argument("--port-rate", metavar="RATE",
-                        help="shape the egress port (e.g. 100G): every packet leaves through the queues")
-    parser.add_argument("--json", action="store_true", help="print the runs and the summary as JSON")
+    add_run_arguments(parser, pairs_default=5)
     args = parser.parse_args(argv)
-    for flag, value, lo, hi in (("--pairs", args.pairs, 1, 50), ("--size", args.size, 60, 1514),
-                                ("--seconds", args.seconds, 0, 120), ("--warmup", args.warmup, 0, 60)):
-        if not lo <= value <= hi or (flag == "--seconds" and value == 0):
-            print(f"{flag} {value}: allowed {lo}..{hi}" + (" (> 0)" if flag == "--seconds" else ""),
-                  file=sys.stderr)
-            return 2
-    if os.geteuid() != 0:
-        print("tx_ring_bench: needs root (the bench builds network namespaces)", file=sys.stderr)
+    error = bad_run_arguments(args, "tx_ring_bench")
+    if error:
+        print(error, file=sys.stderr)
         return 2
-    start_load = load_text()
-    runs: list[dict[str, Any]] = []
-    try:
-        for i in range(args.pairs):
-            for ring in ((True, False) if i % 2 == 0 else (False, True)):
-                r = bench_once(args, ring)
-                runs.append(r)
-                if not args.json:
-                    print(f"pair {i + 1} {r['arm']:<9}: {r['forwarded_pps']:>8,} pps (offered {r['offered_pps']:,}), "
-                          f"{r['switch_cpu_us_per_pkt']} us/pkt (switch CPU {r['switch_cpu_share']:.0%}; "
-                          f"load average {r['load_avg_1m']:.2f})", flush=True)
-    except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as exc:
-        print(f"tx_ring_bench: error: {exc}", file=sys.stderr)
-        return 1
-    summary = summarize(runs)
-    loads = {"start": start_load, "end": load_text()}
-    if args.json:
-        print(json.dumps({"size": args.size, "port_rate": args.port_rate, "pairs": args.pairs, "load": loads,
-                          "runs": runs, "summary": summary}, indent=2))
-        return 0
+    done = compare(args, "tx_ring_bench", bench_once, lambda ring: f"{ARMS[ring]:<9}", summarize)
+    if isinstance(done, int):
+        return done
+    summary, loads = done
     pps, cpu = summary["forwarded_pps"], summary["switch_cpu_us_per_pkt"]
     print(f"{args.size} B{', port rate ' + args.port_rate if args.port_rate else ''}, {args.pairs} pairs: forwarded "
           f"pps median ring {pps['median_ring']:,} / per-frame {pps['median_per_frame']:,} = "
           f"{pps['ratio_of_medians']:.3f} (per-pair median {pps['median_pair_ratio']:.3f}); CPU/pkt median ring "
           f"{cpu['median_ring']} / per-frame {cpu['median_per_frame']} us = {cpu['ratio_of_medians']:.3f} (per-pair "
           f"median {cpu['median_pair_ratio']:.3f}); {loads['start']} at start, {loads['end']} at end")
-    if summary["switch_cpu_share_median"] < 0.8:
-        print(f"note: the switch had {summary['switch_cpu_share_median']:.0%} of a core (median): its pps measures "
-              "the machine's load more than the ring; read CPU/pkt, or re-measure on an idle machine")
     return 0
 
 

@@ -27,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ for line in sys.stdin:
         s.send(frame)
     print("sent", flush=True)
 """
+BENCH_ERRORS = (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError)   # a run that failed or lied
 TARGET_COST = 0.05          # issue 16: the accounting must cost less than 5 % of the switch's pps
 
 
@@ -48,12 +50,79 @@ def load_text() -> str:
     return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def bench_once(args: argparse.Namespace, accounting: bool) -> dict[str, Any]:
-    """One ``p4.switch.bench`` run at one frame size; its result row plus the load average before it."""
+def add_run_arguments(parser: argparse.ArgumentParser, pairs_default: int) -> None:
+    """The flags of a paired ``p4.switch.bench`` comparison (this script's and ``tx_ring_bench.py``'s)."""
+    parser.add_argument("--pairs", type=int, default=pairs_default,
+                        help=f"pairs of runs, 1..50 (default {pairs_default})")
+    parser.add_argument("--size", type=int, default=64, help="frame size in bytes, 60..1514 (default 64)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measured window per run, 0..120 (default 5)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="load before measuring, 0..60 s (default 1)")
+    parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
+    parser.add_argument("--port-rate", metavar="RATE",
+                        help="shape the egress port (e.g. 100G): every packet takes the queued path (TM lag)")
+    parser.add_argument("--json", action="store_true", help="print the runs and the summary as JSON")
+
+
+def bad_run_arguments(args: argparse.Namespace, prog: str, pairs_max: int = 50) -> str | None:
+    """The one-line error for a flag out of range or a run without root, else None."""
+    for flag, value, lo, hi in (("--pairs", args.pairs, 1, pairs_max), ("--size", args.size, 60, 1514),
+                                ("--seconds", args.seconds, 0, 120), ("--warmup", args.warmup, 0, 60)):
+        if not lo <= value <= hi or (flag == "--seconds" and value == 0):
+            return f"{flag} {value}: allowed {lo}..{hi}" + (" (> 0)" if flag == "--seconds" else "")
+    if os.geteuid() != 0:
+        return f"{prog}: needs root (the bench builds network namespaces)"
+    return None
+
+
+def bench_argv(args: argparse.Namespace) -> list[str]:
+    """``python -m p4.switch.bench --json`` at the flags' frame size, window, generator and port rate."""
     argv = [sys.executable, "-m", "p4.switch.bench", "--json", "--sizes", str(args.size), "--seconds",
             repr(args.seconds), "--warmup", repr(args.warmup), "--generator", args.generator]
-    if args.port_rate:
-        argv += ["--port-rate", args.port_rate]
+    return argv + (["--port-rate", args.port_rate] if args.port_rate else [])
+
+
+def run_pairs(args: argparse.Namespace, bench_once: Callable[[argparse.Namespace, bool], dict[str, Any]],
+              label: Callable[[bool], str]) -> list[dict[str, Any]]:
+    """``args.pairs`` pairs of ``bench_once`` runs (arm True and False), the order alternating from pair to pair;
+    prints each run unless --json.  Raises what ``bench_once`` raises (``BENCH_ERRORS``)."""
+    runs: list[dict[str, Any]] = []
+    for i in range(args.pairs):
+        for arm in ((True, False) if i % 2 == 0 else (False, True)):
+            r = bench_once(args, arm)
+            runs.append(r)
+            if not args.json:
+                print(f"pair {i + 1} {label(arm)}: {r['forwarded_pps']:>8,} pps, {r['switch_cpu_us_per_pkt']} us/pkt "
+                      f"(switch CPU {r['switch_cpu_share']:.0%}; load average {r['load_avg_1m']:.2f})", flush=True)
+    return runs
+
+
+def compare(args: argparse.Namespace, prog: str, bench_once: Callable[[argparse.Namespace, bool], dict[str, Any]],
+            label: Callable[[bool], str], summarize: Callable[[list[dict[str, Any]]], dict[str, Any]],
+            ) -> int | tuple[dict[str, Any], dict[str, str]]:
+    """The pairs run and summarized, with the load averages at start and end.  Returns the exit code when done
+    (1: a run failed, one line on stderr; 0: printed as JSON for --json), else (summary, loads) for the caller's
+    text summary."""
+    start_load = load_text()
+    try:
+        runs = run_pairs(args, bench_once, label)
+    except BENCH_ERRORS as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 1
+    summary = summarize(runs)
+    loads = {"start": start_load, "end": load_text()}
+    if args.json:
+        print(json.dumps({"size": args.size, "port_rate": args.port_rate, "pairs": args.pairs, "load": loads,
+                          "runs": runs, "summary": summary}, indent=2))
+        return 0
+    if summary["switch_cpu_share_median"] < 0.8:
+        print(f"note: the switch had {summary['switch_cpu_share_median']:.0%} of a core (median): its pps measures "
+              "the machine's load more than the change compared; read CPU/pkt, or re-measure on an idle machine")
+    return summary, loads
+
+
+def bench_once(args: argparse.Namespace, accounting: bool) -> dict[str, Any]:
+    """One ``p4.switch.bench`` run at one frame size; its result row plus the load average before it."""
+    argv = bench_argv(args)
     if not accounting:
         argv.append("--no-lag-accounting")
     load = os.getloadavg()
@@ -147,26 +216,14 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/lag_cost_bench.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=9, help="pairs of runs, 1..50 (default 9)")
-    parser.add_argument("--size", type=int, default=64, help="frame size in bytes, 60..1514 (default 64)")
-    parser.add_argument("--seconds", type=float, default=5.0, help="measured window per run, 0..120 (default 5)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="load before measuring, 0..60 s (default 1)")
-    parser.add_argument("--generator", choices=("auto", "trafgen", "python"), default="auto")
-    parser.add_argument("--port-rate", metavar="RATE",
-                        help="shape the egress port (e.g. 100G): every packet takes the queued path (TM lag)")
+    add_run_arguments(parser, pairs_default=9)
     parser.add_argument("--micro", action="store_true",
                         help="the receive path alone: CPU ns per frame with and without the accounting (--pairs "
                              "rounds)")
-    parser.add_argument("--json", action="store_true", help="print the runs and the summary as JSON")
     args = parser.parse_args(argv)
-    for flag, value, lo, hi in (("--pairs", args.pairs, 1, 1000 if args.micro else 50), ("--size", args.size, 60, 1514),
-                                ("--seconds", args.seconds, 0, 120), ("--warmup", args.warmup, 0, 60)):
-        if not lo <= value <= hi or (flag == "--seconds" and value == 0):
-            print(f"{flag} {value}: allowed {lo}..{hi}" + (" (> 0)" if flag == "--seconds" else ""),
-                  file=sys.stderr)
-            return 2
-    if os.geteuid() != 0:
-        print("lag_cost_bench: needs root (the bench builds network namespaces)", file=sys.stderr)
+    error = bad_run_arguments(args, "lag_cost_bench", 1000 if args.micro else 50)
+    if error:
+        print(error, file=sys.stderr)
         return 2
     start_load = load_text()
     if args.micro:
@@ -185,25 +242,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{add['min']} (min) / {add['median']} (median) ns per frame; {m['load']['start']} at start, "
               f"{m['load']['end']} at end")
         return 0
-    runs: list[dict[str, Any]] = []
-    try:
-        for i in range(args.pairs):
-            for accounting in ((True, False) if i % 2 == 0 else (False, True)):
-                r = bench_once(args, accounting)
-                runs.append(r)
-                if not args.json:
-                    print(f"pair {i + 1} accounting {'on ' if accounting else 'off'}: {r['forwarded_pps']:>8,} pps, "
-                          f"{r['switch_cpu_us_per_pkt']} us/pkt (switch CPU {r['switch_cpu_share']:.0%}; "
-                          f"load average {r['load_avg_1m']:.2f})", flush=True)
-    except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as exc:
-        print(f"lag_cost_bench: error: {exc}", file=sys.stderr)
-        return 1
-    summary = summarize(runs)
-    loads = {"start": start_load, "end": load_text()}
-    if args.json:
-        print(json.dumps({"size": args.size, "port_rate": args.port_rate, "pairs": args.pairs, "load": loads,
-                          "runs": runs, "summary": summary}, indent=2))
-        return 0
+    done = compare(args, "lag_cost_bench", bench_once, lambda on: f"accounting {'on ' if on else 'off'}", summarize)
+    if isinstance(done, int):
+        return done
+    summary, loads = done
     pps, cpu = summary["forwarded_pps"], summary["switch_cpu_us_per_pkt"]
     print(f"{args.size} B{', port rate ' + args.port_rate if args.port_rate else ''}, {args.pairs} pairs: "
           f"forwarded pps median on {pps['median_on']:,} / off {pps['median_off']:,} = {pps['ratio_of_medians']:.3f} "
@@ -213,9 +255,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"accounting cost: {summary['pps_cost'] * 100:.1f} % of pps ({'met' if met['pps'] else 'NOT met'}), "
           f"{summary['cpu_cost'] * 100:.1f} % of one-core pps by CPU/pkt ({'met' if met['cpu'] else 'NOT met'}); "
           f"target < {TARGET_COST * 100:.0f} %; {loads['start']} at start, {loads['end']} at end")
-    if summary["switch_cpu_share_median"] < 0.8:
-        print(f"note: the switch had {summary['switch_cpu_share_median']:.0%} of a core (median): its pps measures "
-              "the machine's load more than the accounting; read CPU/pkt, or re-measure on an idle machine")
     return 0
 
 

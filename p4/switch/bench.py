@@ -215,6 +215,8 @@ def run(program: Path, sizes: list[int], seconds: float, warmup_s: float, tool: 
                 stats = client.port_stats()
                 client.run("port_stats_reset")
             r["switch_rx_kernel_drops"] = stats[1]["rx_kernel_drops"]
+            r["switch_tx_ring"] = stats[2]["tx_ring"]          # the egress port sent through its transmit ring
+            r["switch_tx_errors"] = stats[2]["tx_errors"]
             results.append(r)
         alive = sw.poll() is None
     finally:

@@ -1,14 +1,15 @@
-"""Switch ports on Linux interfaces: AF_PACKET raw sockets, promiscuous, non-blocking batched receive.
+"""Switch ports on Linux interfaces: AF_PACKET raw sockets, promiscuous, non-blocking batched receive and transmit.
 
-Each port is one socket bound to one interface that both receives (every frame arriving at the interface,
-never the ones we send: PACKET_IGNORE_OUTGOING, with a PACKET_OUTGOING check as fallback) and transmits.
+Each port is one socket bound to one interface that receives (every frame arriving at the interface, never the
+ones we send: PACKET_IGNORE_OUTGOING, with a PACKET_OUTGOING check as fallback) and, when the kernel grants no
+transmit ring (or ``STARPULSE_P4SWITCH_TX_RING=0``), transmits one ``send()`` per frame.  With the ring
+(``p4.switch.tx_ring``, a second, send-only socket) ``send()`` queues and ``flush()`` transmits the queue.
 An interface that goes away marks only its port down; the switch keeps serving the others.
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import mmap
 import os
 import socket
@@ -16,28 +17,35 @@ import struct
 from dataclasses import dataclass
 
 from p4.errors import P4Error
+from p4.switch.afpacket import (
+    ETH_HLEN,
+    ETH_P_ALL,
+    PACKET_ADD_MEMBERSHIP,
+    PACKET_IGNORE_OUTGOING,
+    PACKET_MR_PROMISC,
+    PACKET_OUTGOING,
+    PACKET_RX_RING,
+    PACKET_STATISTICS,
+    PACKET_VERSION,
+    PAGE_BYTES,
+    SO_RCVBUFFORCE,
+    SO_SNDBUFFORCE,
+    SOL_PACKET,
+    TP_STATUS_USER,
+    TPACKET_V2,
+    VLAN_HLEN,
+    interface_mtu,
+    ring_slot_bytes,
+)
+from p4.switch.tx_ring import TX_RING_BYTES, TxRing
 
-ETH_P_ALL = 0x0003
-SOL_PACKET = 263
-PACKET_ADD_MEMBERSHIP = 1
-PACKET_MR_PROMISC = 1
-PACKET_OUTGOING = 4
-PACKET_IGNORE_OUTGOING = 23
 MAX_FRAME_BYTES = 65536
 SOCKET_BUFFER_BYTES = 4 << 20
-SO_SNDBUFFORCE = 32
-SO_RCVBUFFORCE = 33
-PACKET_RX_RING = 5
-PACKET_STATISTICS = 6
-PACKET_VERSION = 10
-TPACKET_V2 = 1
-TP_STATUS_USER = 1
-SIOCGIFMTU = 0x8921
 RX_RING_BYTES = 4 << 20
 RING_ENV = "STARPULSE_P4SWITCH_RING"     # "0" turns the receive ring off (plain recv() per frame)
 RING_BYTES_ENV = "STARPULSE_P4SWITCH_RING_BYTES"   # receive ring size per port (a tiny one forces kernel drops)
+TX_RING_ENV = "STARPULSE_P4SWITCH_TX_RING"   # "0" turns the transmit ring off (one send() per frame)
 RING_BLOCK_BYTES = 1 << 16
-PAGE_BYTES = 4096
 _GONE_ERRNOS = {errno.ENETDOWN, errno.ENXIO, errno.ENODEV, errno.EBADF}
 
 
@@ -56,12 +64,14 @@ class SwitchPortCounters:
     tx_pkts: int = 0
     tx_bytes: int = 0
     tx_errors: int = 0
+    tx_ring_full: int = 0      # of tx_errors: frames refused because every transmit ring slot was still in flight
 
 
 class SwitchPort:
-    """One switch port on interface ``ifname``: ``recv_batch()`` and ``send()`` never block."""
+    """One switch port on interface ``ifname``: ``recv_batch()``, ``send()`` and ``flush()`` never block."""
 
-    def __init__(self, port_num: int, ifname: str, rx_timestamps: bool = True) -> None:
+    def __init__(self, port_num: int, ifname: str, rx_timestamps: bool = True,
+                 tx_ring_bytes: int = TX_RING_BYTES) -> None:
         self.port_num = port_num
         self.ifname = ifname
         self.counters = SwitchPortCounters()
@@ -103,16 +113,18 @@ class SwitchPort:
         sock.bind((ifname, ETH_P_ALL))
         mreq = struct.pack("iHH8s", ifindex, PACKET_MR_PROMISC, 0, b"")
         sock.setsockopt(SOL_PACKET, PACKET_ADD_MEMBERSHIP, mreq)
+        self.tx_ring: TxRing | None = None
+        if os.environ.get(TX_RING_ENV, "1") != "0":
+            try:
+                self.tx_ring = TxRing(ifname, tx_ring_bytes, SOCKET_BUFFER_BYTES)
+            except OSError:
+                pass        # no transmit ring (or no virtio-net header): one send() per frame still works
 
     def _setup_ring(self, ifname: str, ring_bytes: int) -> None:
         """A TPACKET_V2 receive ring of about ``ring_bytes`` (at least one page-sized block holding one frame):
         the kernel writes frames into shared memory, no syscall per frame."""
         try:
-            ifreq = fcntl.ioctl(self.sock, SIOCGIFMTU, struct.pack("16si12x", ifname.encode(), 0))
-            mtu = struct.unpack_from("16si", ifreq)[1]
-            frame_bytes = 2048
-            while frame_bytes < mtu + 14 + 4 + 128:
-                frame_bytes *= 2
+            frame_bytes = ring_slot_bytes(interface_mtu(self.sock, ifname), ETH_HLEN + VLAN_HLEN + 128)
             block_bytes = max(frame_bytes, min(RING_BLOCK_BYTES, ring_bytes // PAGE_BYTES * PAGE_BYTES), PAGE_BYTES)
             blocks = max(1, ring_bytes // block_bytes)
             self.sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
@@ -208,8 +220,23 @@ class SwitchPort:
         return frames
 
     def send(self, frame: bytes) -> bool:
-        """Transmit one frame; False (counted in tx_errors) when the kernel refuses it."""
+        """Transmit one frame (with the transmit ring: queue it until ``flush()``, counted in tx_pkts there);
+        False (counted in tx_errors) when the kernel refuses it or the ring has no free slot even after a flush."""
         if not self.up:
+            self.counters.tx_errors += 1
+            return False
+        tx = self.tx_ring
+        if tx is not None:
+            queued = tx.put(frame)
+            if queued > 0:
+                return True
+            if queued == 0:                      # full: whatever is queued goes out, then one more try
+                self.flush()
+                queued = tx.put(frame)
+                if queued > 0:
+                    return True
+                if queued == 0:
+                    self.counters.tx_ring_full += 1
             self.counters.tx_errors += 1
             return False
         try:
@@ -222,6 +249,20 @@ class SwitchPort:
         self.counters.tx_pkts += 1
         self.counters.tx_bytes += len(frame)
         return True
+
+    def flush(self) -> None:
+        """Transmit what ``send()`` queued in the ring (one syscall): taken frames count in tx_pkts/tx_bytes,
+        frames the kernel refused in tx_errors (each one, as the per-frame path counts a refused send)."""
+        tx = self.tx_ring
+        if tx is None or not tx.queued_pkts:
+            return
+        res = tx.flush()
+        c = self.counters
+        c.tx_pkts += res.sent_pkts
+        c.tx_bytes += res.sent_bytes
+        c.tx_errors += res.refused_pkts
+        if res.error is not None and res.error.errno not in (errno.EAGAIN, errno.ENOBUFS, errno.EMSGSIZE):
+            self._on_error(res.error)
 
     def _on_error(self, exc: OSError) -> None:
         """Link down keeps the socket (it works again when the link comes back); a vanished interface does not."""
@@ -248,6 +289,11 @@ class SwitchPort:
         return True
 
     def close(self) -> None:
+        if self.tx_ring is not None:
+            if self.up:
+                self.flush()
+            self.tx_ring.close()
+            self.tx_ring = None
         self.up = False
         if self._ring is not None:
             self._u32.release()

@@ -90,6 +90,7 @@ class EmbeddedSwitch:
         self._prio_slot = pipeline.pipe.program.sm.get("priority")   # standard_metadata.priority in a packet
         self.selector = selectors.DefaultSelector()
         self.ports: dict[int, SwitchPort] = {}
+        self._ring_ports: list[SwitchPort] = []   # ports with a transmit ring: flushed once per loop iteration
         self.drops: dict[int, DropCounters] = {}
         self.running = False
         self.pcaps: dict[tuple[int, str], PcapWriter] = {}
@@ -110,6 +111,8 @@ class EmbeddedSwitch:
             for port_num, ifname in config.interfaces:
                 port = SwitchPort(port_num, ifname, rx_timestamps=config.lag_accounting)
                 self.ports[port_num] = port
+                if port.tx_ring is not None:
+                    self._ring_ports.append(port)
                 self.selector.register(port.sock, selectors.EVENT_READ, port)
                 if config.pcap_dir:
                     try:
@@ -214,6 +217,7 @@ class EmbeddedSwitch:
 
     def port_stats(self) -> dict[int, dict[str, Any]]:
         """Per port: interface, rx/tx packets and bytes, drops by cause, queue depth and high-water mark."""
+        self.flush_ports()                   # queued frames leave now: tx counters count every frame sent so far
         nums = sorted(set(self.ports) | set(self.tm.ports) | set(self.drops))
         out: dict[int, dict[str, Any]] = {}
         now_ns = self.clock.now_ns()
@@ -224,10 +228,11 @@ class EmbeddedSwitch:
             q = self.tm.port_counters(n)
             out[n] = {
                 "iface": port.ifname if port else "-", "up": bool(port and port.up),
+                "tx_ring": bool(port and port.tx_ring is not None),
                 "rx_pkts": c.rx_pkts if c else 0, "rx_bytes": c.rx_bytes if c else 0,
                 "rx_kernel_drops": port.poll_kernel_drops() if port else 0,
                 "tx_pkts": c.tx_pkts if c else 0, "tx_bytes": c.tx_bytes if c else 0,
-                "tx_errors": c.tx_errors if c else 0,
+                "tx_errors": c.tx_errors if c else 0, "tx_ring_full": c.tx_ring_full if c else 0,
                 "pipeline_drop_pkts": d.pipeline_drop_pkts, "queue_drop_pkts": q["queue_drop_pkts"],
                 "no_port_drop_pkts": d.no_port_drop_pkts, "pipeline_error_pkts": d.pipeline_error_pkts,
                 "mac_control_pkts": d.mac_control_pkts,
@@ -242,13 +247,14 @@ class EmbeddedSwitch:
             if only not in stats:
                 raise CommandError(f"port_stats {only}: no such port (ports: {sorted(stats)})")
             stats = {only: stats[only]}
-        cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "pipeline_drop_pkts",
+        cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "tx_ring_full",
+                "pipeline_drop_pkts",
                 "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "mac_control_pkts", "qdepth_pkts",
                 "high_water_pkts",
                 *PORT_STATS_PFC]
-        rows = [["port", "iface", "up", *cols]]
+        rows = [["port", "iface", "up", "tx_ring", *cols]]
         for n, s in stats.items():
-            rows.append([str(n), s["iface"], str(int(s["up"])), *(str(s[c]) for c in cols)])
+            rows.append([str(n), s["iface"], str(int(s["up"])), str(int(s["tx_ring"])), *(str(s[c]) for c in cols)])
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         return "\n".join(" ".join(v.rjust(w) if i != 1 else v.ljust(w) for i, (v, w) in
                                   enumerate(zip(r, widths, strict=True))).rstrip() for r in rows)
@@ -425,15 +431,6 @@ class EmbeddedSwitch:
             due = tm.dequeue_due(now_ns, RX_BATCH_FRAMES)
             if not due:
                 return
-            if self.lag_on:
-                # lateness vs the departures the schedule gave them: the batch's first is the latest, its last
-                # the least late (half the batch counted at each: two records, not one per packet)
-                n, lag = len(due), self.lag.tm
-                if n > 1:
-                    lag.record(now_ns - due[0].deq_timestamp_ns, n - (n >> 1))
-                    lag.record(now_ns - due[-1].deq_timestamp_ns, n >> 1)
-                else:
-                    lag.record(now_ns - due[0].deq_timestamp_ns)
             pfc = self.pfc
             if not (pfc.active or self.trace):     # batched egress: same order and results, less per packet
                 for qp in due:
@@ -444,6 +441,19 @@ class EmbeddedSwitch:
                     pfc.on_dequeued(qp, now_ns)
                     for out_port, frame in self._egress(qp, now_ns):
                         self.transmit(out_port, frame, now_ns)
+            if self._ring_ports:
+                self.flush_ports()               # the batch leaves now, not at the end of the loop iteration
+            if self.lag_on:
+                # lateness vs the departures the schedule gave them, at the time the batch left (egress run and
+                # handed to the kernel): its first is the latest, its last the least late (half the batch counted
+                # at each: two records, not one per packet)
+                sent_ns = self.clock.now_ns()
+                n, lag = len(due), self.lag.tm
+                if n > 1:
+                    lag.record(sent_ns - due[0].deq_timestamp_ns, n - (n >> 1))
+                    lag.record(sent_ns - due[-1].deq_timestamp_ns, n >> 1)
+                else:
+                    lag.record(sent_ns - due[0].deq_timestamp_ns)
             if self.pipeline.has_digests():
                 self._publish_digests()
 
@@ -466,6 +476,11 @@ class EmbeddedSwitch:
                 w.write(frame, self._pcap_epoch_ns + now_ns)
         port.send(frame)
 
+    def flush_ports(self) -> None:
+        """Transmit every frame queued in the ports' transmit rings (one syscall per port with frames)."""
+        for port in self._ring_ports:
+            port.flush()
+
     def _publish_digests(self) -> None:
         digests = self.pipeline.take_digests()
         if not digests:
@@ -482,7 +497,7 @@ class EmbeddedSwitch:
     def run(self, duration_ns: int | None = None) -> None:
         """Forward until ``stop()`` (or for ``duration_ns`` of network time)."""
         self.running = True
-        clock, tm, sel = self.clock, self.tm, self.selector
+        clock, tm, sel, ring_ports = self.clock, self.tm, self.selector, self._ring_ports
         start_ns = clock.now_ns()
         self.log.info("switch %d running: %s%s", self.config.device_id,
                       " ".join(f"{n}@{p.ifname}" for n, p in sorted(self.ports.items())),
@@ -501,6 +516,8 @@ class EmbeddedSwitch:
                 timeout_s = IDLE_WAKEUP_S
             else:
                 timeout_s = max(0.0, min(IDLE_WAKEUP_S, clock.wall_duration_ns(nxt - now_ns) / 1e9))
+            for port in ring_ports:              # before waiting: nothing queued waits past this iteration
+                port.flush()
             events = sel.select(timeout_s)
             for key, _mask in events:
                 data = key.data
@@ -531,6 +548,7 @@ class EmbeddedSwitch:
                 self._service(now_ns)
             if now_ns - self._last_flush_ns >= PCAP_FLUSH_NS:
                 self._housekeeping(now_ns)
+        self.flush_ports()
         self.log.info("switch %d stopping", self.config.device_id)
 
     def _rx_lag(self, port: SwitchPort, n: int) -> None:

@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from emu.netns import NetnsLab
+from emu.netns import Host, NetnsLab
 from p4.switch.control import ControlClient
 
 CLONE_NEWNET = 0x40000000
@@ -48,6 +48,15 @@ def open_raw_socket(netns: str | None, ifname: str) -> socket.socket:
     if failed:
         raise failed[0]
     return opened[0]
+
+
+def host_link(lab: NetnsLab) -> tuple[Host, str]:
+    """Host h1 (IPv6 off: no stray frames) with eth0 linked to a root-namespace interface, and that one's name."""
+    h1 = lab.add_host("h1")
+    root_if = f"{lab.prefix}p1"
+    lab.add_link(None, h1, ifname_a=root_if, ifname_b="eth0")
+    h1.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+    return h1, root_if
 
 
 def netns_names() -> set[str]:

@@ -7,8 +7,9 @@ import select
 import time
 
 import pytest
+from switchlab import host_link
 
-from emu.netns import Host, NetnsLab
+from emu.netns import NetnsLab
 from p4.switch.ports import RING_BYTES_ENV, SwitchPort, SwitchPortError, parse_interface_spec
 from sw.units.pcap_file import PcapWriter, read_pcap
 
@@ -30,18 +31,9 @@ def _drain(port: SwitchPort, want: int, timeout_s: float = 5.0) -> list[bytes]:
     return got
 
 
-def _host_link(lab: NetnsLab) -> tuple[Host, str]:
-    """Host h1 (IPv6 off: no stray frames) with eth0 linked to a root-namespace interface, and that one's name."""
-    h1 = lab.add_host("h1")
-    root_if = f"{lab.prefix}p1"
-    lab.add_link(None, h1, ifname_a=root_if, ifname_b="eth0")
-    h1.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
-    return h1, root_if
-
-
 def test_port_receives_exactly_what_was_sent_and_not_its_own_frames(raw_socket, tmp_path) -> None:
     with NetnsLab() as lab:
-        h1, root_if = _host_link(lab)
+        h1, root_if = host_link(lab)
         port = SwitchPort(1, root_if)
         try:
             host_sock = raw_socket(h1.name, "eth0")
@@ -53,6 +45,7 @@ def test_port_receives_exactly_what_was_sent_and_not_its_own_frames(raw_socket, 
             assert port.counters.rx_pkts == 200 and port.counters.rx_bytes == 200 * 64
             back = _frame(7, 1500)
             assert port.send(back)
+            port.flush()                                   # the transmit ring sends what send() queued
             assert port.recv_batch(64) == []               # our own transmission is not received
             deadline = time.monotonic() + 5
             echoed = b""
@@ -90,7 +83,7 @@ def test_ring_stamps_each_batch_by_its_first_and_last_slot_and_gives_every_slot_
     after the first batch (kernel drops); every batch's stamps lie between its sends and its receive, in order."""
     monkeypatch.setenv(RING_BYTES_ENV, "4096")
     with NetnsLab() as lab:
-        h1, root_if = _host_link(lab)
+        h1, root_if = host_link(lab)
         port = SwitchPort(1, root_if)
         try:
             assert port._frames == 2                                   # the ring is as small as the test needs

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sw.apps.hil.bench import FORMULA, HEADROOM, min_dilation
-from sw.apps.hil.launch import BridgeError, bridge_config, free_run, start_bridge
+from sw.apps.hil.launch import BridgeError, bridge_config, free_run, live_in_group, start_bridge
 from sw.apps.hil.model import CLK_HZ, CLK_NS, HilSizes, ensure_model
 from sw.apps.hil.traffic import configure_qp, flow_of, frame_bytes
 from sw.apps.incast_bench import jain
@@ -92,6 +92,7 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
     ``receiver.pcap``; without one a temporary directory is used and removed after a good run."""
     from emu.cli import apply_dilation
     from emu.fabric import Fabric
+    from emu.net import leftovers
     from emu.reap import owned_tempdir
     from sw.collectives.fabric_topology import Topology
 
@@ -131,6 +132,9 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
     try:
         with Fabric(**fabric_opts) as fab:
             out = _run_on(fab, cfg, sizes, hil_host, receiver, dst.ifname, n_frames, rate_bps, work)
+        # what outlived the run: the fabric's processes, namespaces, interfaces; the bridge's process group
+        out["leftovers"] = leftovers(fab.footprint) + [f"hil bridge process {pid}" for pid in
+                                                        live_in_group(out.pop("bridge_pgid"))]
     finally:                            # a caller (a test session) keeps its own clock
         set_clock(prev_clock)
         if prev_env is None:
@@ -155,6 +159,7 @@ def _run_on(fab: Any, cfg: dict[str, Any], sizes: HilSizes, hil_host: str, recei
     clock = get_clock()
     pcap, verdict = work / "receiver.pcap", work / "receiver.json"
     bridge = start_bridge(fab.net.hosts[hil_host], cfg, clock.dilation)
+    pgid = bridge.proc.pid
     peer = None
     trace: list[dict[str, Any]] = []
     try:
@@ -220,6 +225,7 @@ def _run_on(fab: Any, cfg: dict[str, Any], sizes: HilSizes, hil_host: str, recei
                 "rate_trace_matches_model": all(s["qp_rate"] == rate_reg for s in trace),
                 "rate_trace": trace},
         "frames": n_frames,
+        "bridge_pgid": pgid,
         "cycles_per_s": cps,
         "bridge": {k: figures[k] for k in ("cycles", "rtl_ns", "net_ns", "slept_s", "frames_tx", "frames_rx",
                                            "window_cycles", "busy_wall_s")},

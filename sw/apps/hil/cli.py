@@ -14,7 +14,7 @@ MAX_FRAMES = 100_000
 MAX_DURATION_NS = 1_000_000_000     # 1 s of network time is 400e6 RTL clocks: hours of simulation
 CC_CHOICES = ("none", "dcqcn", "hpcc")
 # hil run's fabric: the smallest whose sender and receiver sit on different leaves (2 pods of 1 server, 1 spine)
-RUN_TOPOLOGY = {"servers": 2, "gpus_per_server": 1, "pods": 2, "spines": 1, "link_rate": "1G"}
+RUN_TOPOLOGY = {"servers": 2, "gpus_per_server": 1, "pods": 2, "spines": 1, "link_rate": "4G"}
 
 
 def _frames(text: str) -> int:
@@ -58,8 +58,9 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.add_argument("--hil-host", default="s0", metavar="HOST", help="the host whose NIC is the RTL (default s0)")
     r.add_argument("--cc", default="none", choices=CC_CHOICES, help="the RTL's congestion control (default none; "
                    "dcqcn and hpcc need the receiver's CNPs/INT-echo ACKs, not wired yet)")
-    r.add_argument("--duration", type=_duration_ns, default=4_000_000, metavar="T",
-                   help="network time the RTL sends for, e.g. 4ms (default 4ms; > 0, at most 1 s)")
+    r.add_argument("--duration", type=_duration_ns, default=1_200_000, metavar="T",
+                   help="network time the RTL sends for, e.g. 4ms (default 1.2ms: ~1,000 frames at 4G; > 0, at "
+                        "most 1 s)")
     r.add_argument("--time-dilation", type=_dilation, default=None,
                    help="dilation of the run (default: 2 x 400e6 / free-running cycles/s, measured first)")
     r.add_argument("--json", action="store_true", help="print one JSON object")

@@ -31,7 +31,7 @@ def test_rtl_nic_sends_through_leaf_spine_leaf_to_a_software_receiver(tmp_path: 
     ensure_model(sizes)
     parser = ArgumentParser(prog="starpulse hil run")
     add_run_arguments(parser)
-    args = parser.parse_args(["--link-rate", LINK_RATE, "--duration", DURATION])
+    args = parser.parse_args(["--link-rate", LINK_RATE, "--duration", DURATION])   # hil run's defaults
     out = run_hil(fabric_options(args), hil_host="s0", cc="none", duration_ns=args.duration, dilation=None,
                   workdir=tmp_path)
     (tmp_path / "out.json").write_text(json.dumps(out, indent=1))

@@ -39,7 +39,7 @@ from sw.clock.lag import fidelity
 from sw.roce.wire.int_md import INT_HOP_BYTES, INT_MD_BYTES, INT_SHIM_BYTES, MAX_INT_HOPS
 
 RTL_LOAD = 0.8            # the busiest hop's load (INT included): below line rate, so cc none drops nothing
-FREE_FRAMES = 400         # frames of the free-running speed measurement that picks the dilation
+FREE_FRAMES = 2000        # frames of the free-running speed measurement that picks the dilation (as hil bench)
 TRACE_SAMPLES = 20        # QP_RATE and TX_FRAMES samples over the run (the plot, the rate trace)
 QUIET_WALL_S = 20.0       # the receiver gives up after this long (wall) without a frame
 RUN_WALL_S = 600.0        # the run's hang guard (wall seconds beyond the paced duration)

@@ -58,3 +58,16 @@ def check_roce_pcap(pcap: Path) -> tuple[list[bytes], bool]:
         assert int(psn) == int.from_bytes(frame[51:54], "big")
         assert int(crc, 16) == int.from_bytes(frame[-4:], "big")
     return frames, True
+
+
+def check_pattern_pcap(pcap: Path, n_frames: int, qp: int, mtu_bytes: int) -> None:
+    """``check_roce_pcap`` of a capture of one RTL QP, and it holds exactly ``n_frames`` SEND ONLY frames with PSNs
+    0..n-1 in order, each carrying the NIC's pattern payload of ``mtu_bytes``."""
+    from sw.roce.wire.pattern import pattern_payload
+
+    frames, _ = check_roce_pcap(pcap)
+    assert len(frames) == n_frames
+    psns = [int.from_bytes(f[51:54], "big") for f in frames]
+    assert psns == list(range(n_frames))
+    for f, psn in zip(frames, psns, strict=True):
+        assert f[42] == 0x04 and f[54:-4] == pattern_payload(qp, psn, mtu_bytes), f"PSN {psn}"

@@ -1,6 +1,8 @@
 """The bridged NIC's peer, a plain AF_PACKET program on the other end of its link: ``recv`` takes the RoCEv2
 frames of one QP and judges each (decoded by ``sw.roce``, ICRC valid, payload the NIC's pattern, PSNs in order),
-``inject`` sends one SEND ONLY frame, with a wrong ICRC on request.  Run inside the peer's namespace."""
+``inject`` sends one SEND ONLY frame, with a wrong ICRC on request.  Run inside the peer's namespace.  Behind a
+fabric (``hil run``) frames arrive with the INT stack the last leaf left (host sink mode): it is stripped first, as
+the software NIC does (``sw.roce.wire.int_md.strip_int``), and the capture holds the frames without it."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from sw.roce import Flow, FlowTemplates, Opcode
 from sw.roce.softnic.port import SO_RCVBUFFORCE
 from sw.roce.wire.decode import decode
 from sw.roce.wire.errors import RoceFormatError
+from sw.roce.wire.int_md import carries_int, strip_int
 from sw.roce.wire.pattern import PSN_MASK, pattern_payload
 from sw.roce.wire.sample_pcaps import write_frames
 from sw.units.cli_guard import ArgumentParser, call_guarded
@@ -42,6 +45,22 @@ def judge(frames: list[bytes], qp: int, first_psn: int) -> dict[str, Any]:
         want = (pkt.psn + 1) & PSN_MASK
     out["bad"] = out["bad"][:5]
     return out
+
+
+def without_int(frames: list[bytes]) -> tuple[list[bytes], dict[str, Any]]:
+    """``frames`` as the receiving NIC hands them on (an INT stack stripped); how many carried one and the hop
+    counts their stacks had (the switches on the path)."""
+    out, n_int, hops = [], 0, set()
+    for frame in frames:
+        if carries_int(frame):
+            n_int += 1
+            try:
+                frame, records = strip_int(frame)
+                hops.add(len(records))
+            except RoceFormatError:
+                pass            # left as it came: the judge counts it bad
+        out.append(frame)
+    return out, {"int_frames": n_int, "int_hop_counts": sorted(hops)}
 
 
 def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None) -> list[bytes]:
@@ -101,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
         inject(args.ifname, Flow(**json.loads(args.flow)), args.psn, args.bytes, args.bad_icrc)
         return 0
     frames = recv_frames(args.ifname, args.frames, args.timeout_s, ready=lambda: print("ready", flush=True))
+    frames, int_counts = without_int(frames)
     write_frames(Path(args.pcap), frames)
-    Path(args.json).write_text(json.dumps(judge(frames, args.qp, args.first_psn)))
+    Path(args.json).write_text(json.dumps({**judge(frames, args.qp, args.first_psn), **int_counts}))
     return 0
 
 

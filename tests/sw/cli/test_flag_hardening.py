@@ -19,6 +19,7 @@ LOCAL = [*BENCH, "--local"]
 PERF = ["roce", "perf", "--selftest"]
 CC = ["cc", "sim", "--cc", "none", "--duration", "1ms"]
 HIL = ["hil", "bench", "--json"]
+HIL_RUN = ["hil", "run", "--json"]
 
 # (argv, the text the one error line must contain: the flag or the value at fault)
 CASES: list[tuple[list[str], str]] = [
@@ -28,6 +29,16 @@ CASES: list[tuple[list[str], str]] = [
     ([*HIL, "--time-dilation", "0.5"], "--time-dilation"),
     ([*HIL, "--time-dilation", "nan"], "--time-dilation"),
     (["hil", "runn"], "runn"),
+    # hil run: host, duration, cc, topology, plot
+    ([*HIL_RUN, "--hil-host", "s9"], "--hil-host s9"),
+    ([*HIL_RUN, "--duration", "0"], "--duration"),
+    ([*HIL_RUN, "--duration=-1ms"], "--duration"),
+    ([*HIL_RUN, "--duration", "2s"], "--duration"),
+    ([*HIL_RUN, "--cc", "cubic"], "--cc"),
+    ([*HIL_RUN, "--cc", "dcqcn"], "--cc dcqcn"),
+    ([*HIL_RUN, "--servers", "1", "--pods", "1"], "--servers 1"),
+    ([*HIL_RUN, "--time-dilation", "0"], "--time-dilation"),
+    ([*HIL_RUN, "--plot", "/nonexistent/x.png"], "--plot"),
     # fabric up / test: topology, PFC, names, paths
     ([*FAB, "--log-level", "bogus"], "--log-level"),
     ([*FAB[:2], "--name", "a" * 300], "--name"),

@@ -120,6 +120,19 @@ def compare(args: argparse.Namespace, prog: str, bench_once: Callable[[argparse.
     return summary, loads
 
 
+def pairs_line(args: argparse.Namespace, summary: dict[str, Any], arms: tuple[str, str],
+               names: tuple[str, str]) -> str:
+    """The one-line result of ``compare``: forwarded pps and switch CPU per packet, the medians of the two arms
+    (``summary`` keys ``median_<arm>``, shown as ``names``), their ratio and the per-pair median ratio."""
+    pps, cpu = summary["forwarded_pps"], summary["switch_cpu_us_per_pkt"]
+    (a, b), (na, nb) = arms, names
+    return (f"{args.size} B{', port rate ' + args.port_rate if args.port_rate else ''}, {args.pairs} pairs: "
+            f"forwarded pps median {na} {pps['median_' + a]:,} / {nb} {pps['median_' + b]:,} = "
+            f"{pps['ratio_of_medians']:.3f} (per-pair median {pps['median_pair_ratio']:.3f}); CPU/pkt median {na} "
+            f"{cpu['median_' + a]} / {nb} {cpu['median_' + b]} us = {cpu['ratio_of_medians']:.3f} (per-pair median "
+            f"{cpu['median_pair_ratio']:.3f})")
+
+
 def bench_once(args: argparse.Namespace, accounting: bool) -> dict[str, Any]:
     """One ``p4.switch.bench`` run at one frame size; its result row plus the load average before it."""
     argv = bench_argv(args)
@@ -246,11 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(done, int):
         return done
     summary, loads = done
-    pps, cpu = summary["forwarded_pps"], summary["switch_cpu_us_per_pkt"]
-    print(f"{args.size} B{', port rate ' + args.port_rate if args.port_rate else ''}, {args.pairs} pairs: "
-          f"forwarded pps median on {pps['median_on']:,} / off {pps['median_off']:,} = {pps['ratio_of_medians']:.3f} "
-          f"(per-pair median {pps['median_pair_ratio']:.3f}); CPU/pkt median on {cpu['median_on']} / off "
-          f"{cpu['median_off']} us = {cpu['ratio_of_medians']:.3f} (per-pair median {cpu['median_pair_ratio']:.3f})")
+    print(pairs_line(args, summary, ("on", "off"), ("on", "off")))
     met = summary["target_met"]
     print(f"accounting cost: {summary['pps_cost'] * 100:.1f} % of pps ({'met' if met['pps'] else 'NOT met'}), "
           f"{summary['cpu_cost'] * 100:.1f} % of one-core pps by CPU/pkt ({'met' if met['cpu'] else 'NOT met'}); "

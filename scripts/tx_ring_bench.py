@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lag_cost_bench import add_run_arguments, bad_run_arguments, bench_argv, compare
+from lag_cost_bench import add_run_arguments, bad_run_arguments, bench_argv, compare, pairs_line
 
 from p4.switch.ports import TX_RING_ENV
 
@@ -77,12 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(done, int):
         return done
     summary, loads = done
-    pps, cpu = summary["forwarded_pps"], summary["switch_cpu_us_per_pkt"]
-    print(f"{args.size} B{', port rate ' + args.port_rate if args.port_rate else ''}, {args.pairs} pairs: forwarded "
-          f"pps median ring {pps['median_ring']:,} / per-frame {pps['median_per_frame']:,} = "
-          f"{pps['ratio_of_medians']:.3f} (per-pair median {pps['median_pair_ratio']:.3f}); CPU/pkt median ring "
-          f"{cpu['median_ring']} / per-frame {cpu['median_per_frame']} us = {cpu['ratio_of_medians']:.3f} (per-pair "
-          f"median {cpu['median_pair_ratio']:.3f}); {loads['start']} at start, {loads['end']} at end")
+    print(f"{pairs_line(args, summary, ('ring', 'per_frame'), ('ring', 'per-frame'))}; {loads['start']} at start, "
+          f"{loads['end']} at end")
     return 0
 
 

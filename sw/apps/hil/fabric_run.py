@@ -33,10 +33,10 @@ from sw.apps.hil.launch import BridgeError, bridge_config, free_run, live_in_gro
 from sw.apps.hil.model import CLK_HZ, CLK_NS, HilSizes, ensure_model
 from sw.apps.hil.traffic import configure_qp, flow_of, frame_bytes
 from sw.apps.incast_bench import jain
-from sw.cc.nic_regs import DATA_FRAME_OVERHEAD_BYTES
 from sw.clock import ENV_DILATION, get_clock, set_clock
 from sw.clock.lag import fidelity
 from sw.roce.wire.int_md import INT_HOP_BYTES, INT_MD_BYTES, INT_SHIM_BYTES, MAX_INT_HOPS
+from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 RTL_LOAD = 0.8            # the busiest hop's load (INT included): below line rate, so cc none drops nothing
 FREE_FRAMES = 2000        # frames of the free-running speed measurement that picks the dilation (as hil bench)
@@ -68,7 +68,7 @@ def payload_rate_bps(link_rate_bps: int, mtu_bytes: int) -> float:
     """The RTL QP's limiter rate (it counts payload bytes) that keeps every hop at <= ``RTL_LOAD`` of the link
     rate, counting the RoCEv2 framing and the INT stack the fabric grows on the way (up to ``MAX_INT_HOPS``)."""
     int_bytes = INT_SHIM_BYTES + INT_MD_BYTES + MAX_INT_HOPS * INT_HOP_BYTES
-    return RTL_LOAD * link_rate_bps * mtu_bytes / (mtu_bytes + DATA_FRAME_OVERHEAD_BYTES + int_bytes)
+    return RTL_LOAD * link_rate_bps * mtu_bytes / (mtu_bytes + ROCE_DATA_FRAME_OVERHEAD_BYTES + int_bytes)
 
 
 def frames_for(duration_ns: int, rate_bps: float, mtu_bytes: int) -> int:
@@ -242,7 +242,7 @@ def plot(out: dict[str, Any], path: str) -> None:
     import matplotlib.pyplot as plt
 
     trace = out["rtl"]["rate_trace"]
-    frame_bits = (HilSizes().mtu_bytes + DATA_FRAME_OVERHEAD_BYTES) * 8
+    frame_bits = (HilSizes().mtu_bytes + ROCE_DATA_FRAME_OVERHEAD_BYTES) * 8
     t_ms, tput, rate = [], [], []
     for a, b in zip(trace, trace[1:], strict=False):
         if b["rtl_ns"] > a["rtl_ns"]:

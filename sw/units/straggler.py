@@ -10,6 +10,7 @@ starts and the fault injector can set or clear one while it runs.  A leaf, so an
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .file_store import FileStore
@@ -25,32 +26,36 @@ class StragglerError(ValueError):
     is_user_error = True
 
 
-def _key(rank: int) -> str:
-    return f"compute_factor/{rank}"
+def _check_rank(rank: int) -> None:
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        raise StragglerError(f"rank {rank!r}: expected a rank >= 0")
+
+
+def _read(directory: str | os.PathLike[str] | None, key: str, valid: Callable[[float], bool]) -> float:
+    """The number stored under ``key`` if it is ``valid``, else 1.0 (also when there is no directory)."""
+    if directory is None or not Path(directory).is_dir():
+        return 1.0
+    value = FileStore(directory).get(key)
+    return float(value) if isinstance(value, int | float) and valid(value) else 1.0
 
 
 def set_compute_factor(directory: str | os.PathLike[str], rank: int, factor: float) -> None:
     """Make ``rank`` compute ``factor`` times slower from its next step on (1.0 clears it)."""
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-        raise StragglerError(f"rank {rank!r}: expected a rank >= 0")
+    _check_rank(rank)
     if not 1.0 <= factor <= MAX_FACTOR:
         raise StragglerError(f"factor {factor!r}: expected 1..{MAX_FACTOR:g} (compute time x factor)")
-    FileStore(directory).set(_key(rank), float(factor))
+    FileStore(directory).set(f"compute_factor/{rank}", float(factor))
 
 
 def compute_factor(directory: str | os.PathLike[str] | None, rank: int) -> float:
     """The factor ``rank`` computes slower by now (1.0 when none was set or there is no directory)."""
-    if directory is None or not Path(directory).is_dir():
-        return 1.0
-    value = FileStore(directory).get(_key(rank))
-    return float(value) if isinstance(value, int | float) and value >= 1.0 else 1.0
+    return _read(directory, f"compute_factor/{rank}", lambda v: v >= 1.0)
 
 
 def set_nic_rate_share(directory: str | os.PathLike[str], rank: int, share: float) -> None:
     """Make ``rank``'s NIC pace its port at ``share`` (0 < share <= 1) of its line rate from its next step on
     (1.0 clears it)."""
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-        raise StragglerError(f"rank {rank!r}: expected a rank >= 0")
+    _check_rank(rank)
     if not 0.0 < share <= 1.0:
         raise StragglerError(f"NIC rate share {share!r}: expected 0 < share <= 1 (of the line rate)")
     FileStore(directory).set(f"nic_rate_share/{rank}", float(share))
@@ -58,10 +63,7 @@ def set_nic_rate_share(directory: str | os.PathLike[str], rank: int, share: floa
 
 def nic_rate_share(directory: str | os.PathLike[str] | None, rank: int) -> float:
     """The share of its line rate ``rank``'s NIC paces at now (1.0 when none was set or there is no directory)."""
-    if directory is None or not Path(directory).is_dir():
-        return 1.0
-    value = FileStore(directory).get(f"nic_rate_share/{rank}")
-    return float(value) if isinstance(value, int | float) and 0.0 < value <= 1.0 else 1.0
+    return _read(directory, f"nic_rate_share/{rank}", lambda v: 0.0 < v <= 1.0)
 
 
 def parse_slow(text: str, world: int | None = None, flag: str = "--slow") -> tuple[int, float]:

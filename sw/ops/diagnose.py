@@ -89,7 +89,7 @@ def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, A
     slow = _slow_ranks(exp, steps, waited_on, suspects)
     _ports(exp, polls, dead, links, symptoms, suspects)
     _slow_nics(steps, waited_on, slow, links, suspects)
-    suspects = _fold_into_storms(_pfc_storms(polls, dead, links), suspects, links)
+    suspects = _fold_into_storms(pfc_storms(polls, dead, links), suspects, links)
     suspects.sort(key=lambda s: (-s.confidence, -s.severity))
     return {"suspects": [asdict(s) for s in suspects[:TOP]], "symptoms": symptoms,
             "detected": bool(suspects)}
@@ -354,21 +354,30 @@ def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: li
         out.append(Suspect(kind, link_name(links, sw, d["peer"]), round(score, 2), round(conf, 3), ev))
 
 
-def _pfc_storms(polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]]) -> list[Suspect]:
+def pfc_storms(polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]]) -> list[Suspect]:
     """Ports whose received PFC pauses held their egress for ``PFC_PAUSED_SHARE`` of the window or more while
     packets waited and almost nothing left (below ``PFC_IDLE_UTIL`` of the link's rate): the peer keeps pausing it
-    (a PFC storm, stuck pause); placed on the link to that peer."""
+    (a PFC storm, stuck pause); placed on the link to that peer.  A held port whose peer is a switch with a held
+    port of its own only passes the back-pressure on (the storm spreading upstream): it is evidence of the
+    storm at the end of the chain, not a storm (all are named when they pause each other in a loop)."""
     deltas = port_deltas(polls)
     rates = {frozenset((lk["a"], lk["b"])): lk.get("rate_bps", 0) for lk in links}
-    out = []
+    held: dict[tuple[str, int], tuple[float, float, int]] = {}
     for (sw, port), d in sorted(deltas.items()):
         if sw in dead or not d["peer"] or d["span_ns"] <= 0 or d["pfc_rx"] <= 0:
             continue
         share = min(d["paused_ns"] / d["span_ns"], 1.0)
         rate = rates.get(frozenset((sw, d["peer"])), 0)
         util = d["tx_bytes"] * 8 / (d["span_ns"] / 1e9) / rate if rate else 0.0
-        if share < PFC_PAUSED_SHARE or util >= PFC_IDLE_UTIL or d["qdepth_max"] < 1:
-            continue
+        if share >= PFC_PAUSED_SHARE and util < PFC_IDLE_UTIL and d["qdepth_max"] >= 1:
+            held[(sw, port)] = (share, util, rate)
+    held_switches = {sw for sw, _ in held}
+    roots = [k for k in held if deltas[k]["peer"] not in held_switches] or list(held)
+    upstream = [f"{sw} port {port} (to {deltas[(sw, port)]['peer']}) {100 * held[(sw, port)][0]:.0f} %"
+                for sw, port in held if (sw, port) not in roots]
+    out = []
+    for sw, port in roots:
+        d, (share, util, rate) = deltas[(sw, port)], held[(sw, port)]
         spread = [(p, x["pfc"] - x["pfc_rx"]) for (s2, p), x in sorted(deltas.items())
                   if s2 == sw and p != port and x["pfc"] > x["pfc_rx"]]
         ev = [f"{sw} port {port} (to {d['peer']}): {d['pfc_rx']} PFC pauses received held its egress "
@@ -379,6 +388,8 @@ def _pfc_storms(polls: list[dict[str, Any]], dead: set[str], links: list[dict[st
         if spread:
             ev.append(f"the pause spreads: {sw} paused the senders on {len(spread)} other port(s) "
                       f"({', '.join(f'port {p}: {n}' for p, n in spread)} pauses sent)")
+        if upstream:
+            ev.append(f"upstream ports held by the spreading back-pressure: {', '.join(upstream)}")
         out.append(Suspect("pfc_storm", link_name(links, sw, d["peer"]), round(share, 3), PFC_STORM_CONFIDENCE, ev))
     return out
 

@@ -61,6 +61,7 @@ def test_fault_targets_name_places_as_the_diagnosis_does() -> None:
     assert fault_place("4") == "rank 4"
     assert fault_place("s1:p0l0") == "s1<->p0l0"
     assert fault_place("sp0") == "sp0"
+    assert fault_place("s1:0") == "s1-eth0"              # pfc_storm HOST:RAIL: that NIC (drawn as its link)
 
 
 @pytest.mark.parametrize(("action", "target", "kind", "element"), [

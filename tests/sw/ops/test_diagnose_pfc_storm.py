@@ -8,8 +8,7 @@ half, ordinary PFC under an incast naming nothing, needs switches pausing each o
 
 from __future__ import annotations
 
-import gzip
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -20,15 +19,13 @@ from sw.units.telemetry import TelemetryStore
 
 pytestmark = pytest.mark.unit
 
-DATA = Path(__file__).with_name("data") / "campaign_4x2_seed7_9kinds_pfc.sqlite.gz"
+STORE = "campaign_4x2_seed7_9kinds_pfc.sqlite.gz"
 WINDOW_STEPS = 3
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> TelemetryStore:
-    path = tmp_path_factory.mktemp("ops") / "run.sqlite"
-    path.write_bytes(gzip.decompress(DATA.read_bytes()))
-    return TelemetryStore(path)
+def recorded(recorded_store: Callable[[str], TelemetryStore]) -> TelemetryStore:
+    return recorded_store(STORE)
 
 
 @pytest.fixture(scope="module")

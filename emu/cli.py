@@ -171,9 +171,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fa = sub.add_parser("fault", help="inject a fault into the running fabric (logged as JSON lines)")
     fa.add_argument("action", nargs="?", help="link_down|link_up|slow_link|restore_link|loss|delay|"
                                               "switch_stop|switch_start|slow_gpu|restore_gpu|slow_nic|restore_nic|"
-                                              "flap|congest|uncongest")
-    fa.add_argument("target", nargs="?", help="link A:B (e.g. p0l0:sp0, s0:p0l0), switch name, rank (slow_gpu) "
-                                              "or NIC (slow_nic, congest: e.g. s1-eth0)")
+                                              "flap|congest|uncongest|pfc_storm|restore_pfc")
+    fa.add_argument("target", nargs="?", help="link A:B (e.g. p0l0:sp0, s0:p0l0), switch name, rank (slow_gpu), "
+                                              "NIC (slow_nic, congest: e.g. s1-eth0) or HOST[:RAIL] (pfc_storm: "
+                                              "e.g. s1:0, that NIC sends PFC pauses; needs --pfc on)")
     fa.add_argument("value", nargs="?", help="slow_link: rate (e.g. 10M); loss: percent; delay: extra (e.g. 5ms); "
                                              "slow_gpu: compute factor 1..1000 (e.g. 3); slow_nic: the NIC's rate "
                                              "(e.g. 30M); flap: period, network time (e.g. 2s); congest: "

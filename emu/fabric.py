@@ -414,8 +414,8 @@ class Fabric:
     def fault(self, action: str, target: str, value: str | float | None = None) -> Any:
         """Inject a fault as ``starpulse fabric fault ACTION TARGET [VALUE]`` does (``emu.faults``: link_down,
         link_up, slow_link, restore_link, loss, delay, switch_stop, switch_start, slow_gpu, restore_gpu, slow_nic,
-        restore_nic, flap, congest, uncongest); returns the logged ``FaultEvent``.  A bad action, link or value
-        raises ``FaultError`` with the CLI's line."""
+        restore_nic, flap, congest, uncongest, pfc_storm, restore_pfc); returns the logged ``FaultEvent``.  A bad
+        action, link or value raises ``FaultError`` with the CLI's line."""
         if self.faults is None:
             raise FabricError("fabric is not up")
         with self.lock:

@@ -17,7 +17,11 @@ port at RATE from its next step (``sw.units.straggler.set_nic_rate_share``, read
 A flapping link (``flap A:B PERIOD``) goes down and up every half PERIOD of network time (a thread on the
 fabric's clock, each change logged) until ``link_up`` or ``restore_link`` on it stops it and leaves it up.  A
 congested port (``congest s1-eth0 RATE``, stopped by ``uncongest s1-eth0``): foreign UDP at RATE from the next NIC
-of the same leaf into that NIC, so the leaf's port toward it carries more than the job's traffic.
+of the same leaf into that NIC, so the leaf's port toward it carries more than the job's traffic.  A PFC storm
+(``pfc_storm s1:0``, i.e. HOST[:RAIL], rail 0 when left out; stopped by ``restore_pfc s1:0``): a process in the
+host's namespace (``emu.pfc_storm``) makes that NIC send PFC PAUSE frames for the fabric's lossless priority with
+the maximum quanta, refreshed every quarter of the pause time (network time), so the leaf's queue toward the NIC
+stays paused and the pause spreads upstream; it needs a fabric with PFC on (``--pfc on``).
 """
 
 from __future__ import annotations
@@ -38,9 +42,12 @@ if TYPE_CHECKING:
     from emu.fabric import Fabric
 
 ACTIONS = ("link_down", "link_up", "slow_link", "restore_link", "loss", "delay", "switch_stop", "switch_start",
-           "slow_gpu", "restore_gpu", "slow_nic", "restore_nic", "flap", "congest", "uncongest")
+           "slow_gpu", "restore_gpu", "slow_nic", "restore_nic", "flap", "congest", "uncongest", "pfc_storm",
+           "restore_pfc")
 CONGEST_PAYLOAD_BYTES = 1400
 """Datagram payload of the foreign traffic a ``congest`` fault sends (``emu.probe --blast``)."""
+PFC_STORM_REFRESHES = 4
+"""A storming NIC sends its maximum-quanta pause this many times per pause time (it never runs out)."""
 MIN_FLAP_PERIOD_NS = 1_000_000
 """The shortest flap period (network time): each change reprograms switches, which takes wall time."""
 STRAGGLER_SUBDIR = "stragglers"
@@ -85,6 +92,8 @@ class FaultInjector:
         self.slow_nics: dict[str, int] = {}
         self.flapping: dict[frozenset[str], threading.Event] = {}
         self.congested: dict[str, tuple[Any, int]] = {}
+        self.storming: dict[str, Any] = {}
+        """NIC interface -> the ``emu.pfc_storm`` process sending its pauses."""
         self.straggler_dir = Path(fabric.workdir) / STRAGGLER_SUBDIR
         self._lock = threading.Lock()
 
@@ -124,6 +133,7 @@ class FaultInjector:
             "flap": lambda: self._flap(target, value),
             "congest": lambda: self._congest(target, value),
             "uncongest": lambda: self._uncongest(target),
+            "pfc_storm": lambda: self._pfc_storm(target), "restore_pfc": lambda: self._restore_pfc(target),
         }
         if action not in handlers:
             raise FaultError(f"fault action {action!r}: allowed {', '.join(ACTIONS)}")
@@ -452,6 +462,60 @@ class FaultInjector:
             self.fabric.helper_procs.remove(proc)
         return [nic]
 
+    def pfc_storm(self, nic: str) -> FaultEvent:
+        """The NIC ``HOST[:RAIL]`` (``s1:0``) sends PFC pauses of the fabric's lossless priority until restored."""
+        return self.apply("pfc_storm", nic)
+
+    def restore_pfc(self, nic: str) -> FaultEvent:
+        return self.apply("restore_pfc", nic)
+
+    def _host_nic(self, action: str, target: str) -> Any:
+        """The NIC named ``HOST[:RAIL]`` (rail 0 when left out), else a one-line ``FaultError``."""
+        host, _, rail = target.partition(":")
+        nics = [n for n in self.fabric.topo.nics if n.server == host]
+        rails = self.fabric.spec.rails
+        if not nics or not (rail or "0").isdigit() or int(rail or "0") >= rails:
+            raise FaultError(f"{action} {target}: expected HOST[:RAIL], a server s0..s{self.fabric.spec.servers - 1} "
+                             f"and a rail 0..{rails - 1} (e.g. s1:0)")
+        return next(n for n in nics if n.rail == int(rail or "0"))
+
+    def _pfc_storm(self, target: str) -> list[str]:
+        """Start the NIC's PFC storm: ``emu.pfc_storm`` in its host's namespace, tracked like the fabric's other
+        helper processes (stopped by ``restore_pfc`` and by the fabric's teardown and crash cleanup)."""
+        import subprocess
+        import sys
+
+        from sw.units.pfc_frame import PFC_MAX_QUANTA, quanta_to_ns
+
+        nic = self._host_nic("pfc_storm", target)
+        prio = self.fabric.spec.pfc_priority
+        if prio is None:
+            raise FaultError(f"pfc_storm {target}: this fabric runs without PFC, so its switches ignore PAUSE frames "
+                             "(bring it up with --pfc on)")
+        if nic.ifname in self.storming:
+            raise FaultError(f"pfc_storm {target}: already storming (restore_pfc {target} stops it)")
+        link = next(lk for lk in self.fabric.topo.links if lk.kind == "host-leaf" and lk.a_ifname == nic.ifname)
+        interval_ns = max(1, quanta_to_ns(PFC_MAX_QUANTA, link.rate_bps) // PFC_STORM_REFRESHES)
+        proc = self.fabric.net.hosts[nic.server].popen(
+            [sys.executable, "-m", "emu.pfc_storm", "--dev", nic.ifname, "--mac", nic.mac, "--priority", str(prio),
+             "--interval-ns", str(interval_ns)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.fabric.helper_procs.append(proc)
+        self.storming[nic.ifname] = proc
+        return [nic.server, nic.leaf]
+
+    def _restore_pfc(self, target: str) -> list[str]:
+        from emu.traffic import stop_proc
+
+        nic = self._host_nic("restore_pfc", target)
+        proc = self.storming.pop(nic.ifname, None)
+        if proc is None:
+            raise FaultError(f"restore_pfc {target}: not storming (pfc_storm {target} starts it)")
+        stop_proc(proc)       # 'quit': the tool sends XON, so the leaf's queue resumes at once
+        if proc in self.fabric.helper_procs:
+            self.fabric.helper_procs.remove(proc)
+        return [nic.server, nic.leaf]
+
     def stop_flaps(self) -> None:
         """Stop every flapping link's thread, leaving each link as it is (the fabric's teardown)."""
         with self._lock:
@@ -522,7 +586,8 @@ class FaultInjector:
                 "slow_gpus": {str(rank): f for rank, f in sorted(self.slow_gpus.items())},
                 "slow_nics": dict(sorted(self.slow_nics.items())),
                 "flapping_links": sorted(":".join(sorted(k)) for k in self.flapping),
-                "congested_nics": {nic: rate for nic, (_proc, rate) in sorted(self.congested.items())}}
+                "congested_nics": {nic: rate for nic, (_proc, rate) in sorted(self.congested.items())},
+                "pfc_storms": sorted(self.storming)}
 
     def _log(self, event: FaultEvent) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

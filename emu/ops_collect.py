@@ -1,5 +1,6 @@
 """The fabric's side of operations telemetry: a thread that polls every switch's per-port counters (tx bytes and
-packets, drops, ECN marks, PFC pauses, queue depth and its high-water mark) and state once per interval into the
+packets, drops, ECN marks, PFC pauses sent and received and the time received pauses held the port, queue depth
+and its high-water mark) and state once per interval into the
 run's store (``sw.units.telemetry``), on the box's network time base."""
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class OpsCollector:
                         "drops": s.get("queue_drop_pkts", 0) + s.get("rx_kernel_drops", 0)
                         + s.get("pipeline_drop_pkts", 0),
                         "ecn_marks": marks, "pfc_pauses": s.get("pfc_pauses_sent", 0) + s.get("pfc_pauses_rx", 0),
-                        "qdepth_pkts": s.get("qdepth_pkts", 0), "high_water_pkts": s.get("high_water_pkts", 0)})
+                        "qdepth_pkts": s.get("qdepth_pkts", 0), "high_water_pkts": s.get("high_water_pkts", 0),
+                        "pfc_pauses_rx": s.get("pfc_pauses_rx", 0), "pfc_paused_ns": s.get("pfc_paused_ns", 0)})
         return out
 
 

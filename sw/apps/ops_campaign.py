@@ -26,10 +26,10 @@ from sw.ops.expected import CalibrationError, Expected, calibrate
 from sw.units import int_flag
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 
-KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch", "lossy_link", "slow_nic", "flapping_link")
-EXTRA_KINDS = ("congested_port",)
-"""Kinds the campaign injects only when ``--kinds`` names them (not yet part of the default mix)."""
-"""Fault kinds the campaign injects (the links a lossy-link fault will hit are built impairable up front)."""
+KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch", "lossy_link", "slow_nic", "flapping_link",
+         "congested_port", "pfc_storm")
+"""Fault kinds the campaign injects (the links a lossy-link fault will hit are built impairable up front; with
+``pfc_storm`` among them the fabric runs PFC on its lossless RoCE class, as such fabrics are deployed)."""
 CAMPAIGN_MODEL = {"layers": 2, "hidden": 128, "tokens_per_step": 2048, "gpu_tflops": 12.0, "scale": 0.3,
                   "nic_gbps": 100.0, "experts": 4, "top_k": 2, "bucket_mb": 1.0}
 """A tiny MoE: every step has compute, all-to-all on the critical path and an overlapped allreduce."""
@@ -53,7 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout (progress: stderr)")
     p.add_argument("--plot", default=None, metavar="FILE", help="per-kind accuracy and time-to-localize (PNG)")
     p.add_argument("--kinds", default=",".join(KINDS), metavar="K[,K...]",
-                   help=f"fault kinds (default {', '.join(KINDS)}; also {', '.join(EXTRA_KINDS)})")
+                   help=f"fault kinds (default {', '.join(KINDS)}; PFC is on in the fabric when pfc_storm is "
+                        "among them)")
     p.add_argument("--healthy-steps", type=int_flag(1, 100_000), default=6, metavar="N",
                    help="healthy steps judged for false alarms before the first fault (default 6)")
     p.add_argument("--window-steps", type=int_flag(1, 100), default=3, metavar="N",
@@ -116,13 +117,18 @@ def pick_fault(rng: random.Random, kind: str, topo: Any, links: list[Any], clock
         share = rng.uniform(0.8, 1.0)
         return Fault(kind, f"{lk.b} port {lk.b_port}", "congest", lk.a_ifname, str(int(lk.rate_bps * share)),
                      round(share, 3), ("uncongest", lk.a_ifname, None))
+    if kind == "pfc_storm":        # a NIC stuck sending PFC pauses into its leaf (the fabric runs PFC)
+        lk = rng.choice([x for x in links if x.kind == "host-leaf"])
+        rail = lk.a_ifname.rsplit("-eth", 1)[1]
+        return Fault(kind, f"{lk.a}<->{lk.b}", "pfc_storm", f"{lk.a}:{rail}", None, 1.0,
+                     ("restore_pfc", f"{lk.a}:{rail}", None))
     if kind == "flapping_link":   # a leaf-spine link: rerouted at every change, the rail-aligned job keeps going
         lk = rng.choice([x for x in links if x.kind == "leaf-spine"])
         half_wall_s = rng.uniform(*FLAP_HALF_PERIOD_WALL_S)
         period_ns = int(2 * (clock.net_duration_ns(half_wall_s * 1e9) if clock else half_wall_s * 1e9))
         return Fault(kind, f"{lk.a}<->{lk.b}", "flap", f"{lk.a}:{lk.b}", str(period_ns), 1.0,
                      ("link_up", f"{lk.a}:{lk.b}", None), {"period_ns": period_ns})
-    raise CampaignError(f"--kinds {kind}: unknown fault kind (allowed: {', '.join(KINDS + EXTRA_KINDS)})")
+    raise CampaignError(f"--kinds {kind}: unknown fault kind (allowed: {', '.join(KINDS)})")
 
 
 def plan_faults(rng: random.Random, plan: list[str], topo: Any) -> list[Fault | None]:
@@ -133,10 +139,10 @@ def plan_faults(rng: random.Random, plan: list[str], topo: Any) -> list[Fault | 
 
 def parse_kinds(text: str) -> list[str]:
     kinds = [k.strip() for k in text.split(",") if k.strip()]
-    bad = [k for k in kinds if k not in KINDS + EXTRA_KINDS]
+    bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise CampaignError(f"--kinds {text}: unknown kind {bad[0] if bad else '(none)'} (allowed: "
-                            f"{', '.join(KINDS + EXTRA_KINDS)})")
+                            f"{', '.join(KINDS)})")
     return kinds
 
 
@@ -221,6 +227,10 @@ def run(args: argparse.Namespace) -> int:
     args.name = f"campaign-{id(args) % 100000}"        # never a running fabric: the campaign injects into its own
     args.gpus = None
     args.ops = "on"
+    args.pfc = "on" if "pfc_storm" in kinds else "off"   # a storm needs switches that honour pauses
+    if args.pfc == "on" and args.backend != "embedded":
+        raise CampaignError(f"--kinds pfc_storm: needs --backend embedded (backend {args.backend} has no PFC); "
+                            "name the other kinds with --kinds")
     args.local = False
     from emu.run_cli import spec_for
     from sw.collectives.fabric_topology import Topology
@@ -241,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
         model.write_text(json.dumps({**CAMPAIGN_MODEL, "experts": world}))   # one expert per rank
         _progress(f"campaign: {args.faults} fault(s) of {', '.join(kinds)} on {target.topo.spec.servers} servers x "
                   f"{target.topo.spec.gpus_per_server} rails, {target.topo.spec.spines} spines, dilation "
-                  f"{clock.dilation:g}; job of {steps_total} steps")
+                  f"{clock.dilation:g}, PFC {args.pfc}; job of {steps_total} steps")
         job = Job(target, model, steps_total, work, args.timeout)
         try:
             result = _loop(args, rng, plan, early, target, store, job, clock, world)
@@ -256,7 +266,8 @@ def run(args: argparse.Namespace) -> int:
         result["fidelity"] = fab.fidelity()
         result["time_dilation"] = clock.dilation
         result["topology"] = {"servers": target.topo.spec.servers, "gpus_per_server": target.topo.spec.gpus_per_server,
-                              "spines": target.topo.spec.spines, "link_rate_bps": target.topo.spec.link_rate_bps}
+                              "spines": target.topo.spec.spines, "link_rate_bps": target.topo.spec.link_rate_bps,
+                              "pfc": args.pfc}
         result["wall_s"] = round(clock.wall_duration_ns(clock.now_ns()) / 1e9, 1)   # since the fabric's clock began
         result["store_rows"] = store.counts()
         result["polls"] = fab.collector.polls

@@ -22,11 +22,13 @@ from sw.units.telemetry import TelemetryStore
 
 TEMPLATE = Path(__file__).with_name("ops_report.html")
 DATA_MARK = "__OPS_REPORT_DATA__"
-CLEARING_ACTIONS = ("link_up", "restore_link", "switch_start", "restore_gpu")
+CLEARING_ACTIONS = ("link_up", "restore_link", "switch_start", "restore_gpu", "restore_nic", "uncongest",
+                    "restore_pfc")
 """Fault-injector actions that end a fault: listed on the page, never marked as a fault's place."""
 _RANK_RE = re.compile(r"rank (\d+)")
 _PORT_RE = re.compile(r"(\S+) port (\d+)")
 _NIC_RE = re.compile(r"-eth(\d+)$")
+_HOST_RAIL_RE = re.compile(r"(\S+):(\d+)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -173,15 +175,19 @@ def link_id(a: str, b: str) -> str:
 
 def fault_place(target: str) -> str:
     """The place a fault-injector target names, spelled as the diagnosis spells places: ``N`` is ``rank N``,
-    ``a:b`` is the link ``a<->b``, anything else a node."""
+    ``host:RAIL`` (``pfc_storm s1:0``) the NIC ``s1-eth0``, ``a:b`` the link ``a<->b``, anything else a node."""
     if target.strip().isdigit():
         return f"rank {int(target)}"
+    m = _HOST_RAIL_RE.fullmatch(target)
+    if m:
+        return f"{m.group(1)}-eth{m.group(2)}"
     a, sep, b = target.partition(":")
     return f"{a}<->{b}" if sep else target
 
 
 class _Places:
-    """Diagnosis places (``rank N``, ``a<->b``, ``switch port N``, a node) -> the ids of their drawn elements."""
+    """Diagnosis places (``rank N``, ``a<->b``, ``switch port N``, a NIC ``s1-eth0``, a node) -> the ids of their
+    drawn elements."""
 
     def __init__(self, nodes: list[dict[str, Any]], links: list[dict[str, Any]], ranks: set[int],
                  polls: list[dict[str, Any]]) -> None:
@@ -189,6 +195,7 @@ class _Places:
         self.links = [(lk["a"], lk["b"]) for lk in links]
         self.ranks = ranks
         self.peer = {(p["switch"], p["port"]): p["peer"] for p in polls}
+        self.nic_links = {f"{lk['a']}-eth{lk['nic']}": lk["id"] for lk in links if lk.get("nic") is not None}
 
     def of(self, place: str) -> list[str]:
         m = _RANK_RE.fullmatch(place)
@@ -200,6 +207,8 @@ class _Places:
         if "<->" in place:
             ends = set(place.split("<->"))
             return [link_id(a, b) for a, b in self.links if {a, b} == ends]
+        if place in self.nic_links:            # a NIC (``s1-eth0``): its link to the leaf
+            return [self.nic_links[place]]
         return [f"node-{place}"] if place in self.nodes else []
 
 

@@ -6,7 +6,9 @@ window (flapping link) or is down (down link); a NIC pacing its port below its l
 NIC in most of the window's retransmissions, with every peer, while no switch port dropped (lossy link); a rank
 whose compute per step grew against its own history while its peers' did not, and that its peers waited on (slow
 GPU); a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than the
-alpha-beta model (degraded link, or lossy link when it drops without queueing).
+alpha-beta model (degraded link, or lossy link when it drops without queueing); a port held by received PFC
+pauses for most of the window with packets queued and its egress idle (PFC storm: the NIC or switch at its other
+end keeps pausing it), whose place's other suspects are its effects.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ LOSSY_SHARE = 0.75
 CONGESTED_UTIL = 0.75
 """A growing queue at a port sending at this share of its link's rate or more: more traffic than the link carries
 (a congested port), not a slow link."""
+PFC_PAUSED_SHARE = 0.5
+"""A port whose egress received PFC pauses held for this share of the window or more, ..."""
+PFC_IDLE_UTIL = 0.1
+"""... while it sent below this share of its link's rate with packets queued: a PFC storm (stuck pause), not the
+short pauses of flow control under an incast, between which traffic moves."""
+PFC_STORM_CONFIDENCE = 0.97
+"""Received pauses that hold a queue for most of the window are direct evidence: the other rules' suspects at the
+same place (a queue that grew, retransmissions, peers waiting) are its effects and join its evidence."""
 NIC_RATE_SHARE = 0.9
 """A NIC pacing its port below this share of its line rate is rate-limited (a slow NIC)."""
 TOP = 3
@@ -79,6 +89,7 @@ def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, A
     slow = _slow_ranks(exp, steps, waited_on, suspects)
     _ports(exp, polls, dead, links, symptoms, suspects)
     _slow_nics(steps, waited_on, slow, links, suspects)
+    suspects = _fold_into_storms(pfc_storms(polls, dead, links), suspects, links)
     suspects.sort(key=lambda s: (-s.confidence, -s.severity))
     return {"suspects": [asdict(s) for s in suspects[:TOP]], "symptoms": symptoms,
             "detected": bool(suspects)}
@@ -341,3 +352,65 @@ def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: li
             out.append(Suspect("congested_port", f"{sw} port {port}", round(util, 3), round(max(conf, 0.9), 3), ev))
             continue
         out.append(Suspect(kind, link_name(links, sw, d["peer"]), round(score, 2), round(conf, 3), ev))
+
+
+def pfc_storms(polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]]) -> list[Suspect]:
+    """Ports whose received PFC pauses held their egress for ``PFC_PAUSED_SHARE`` of the window or more while
+    packets waited and almost nothing left (below ``PFC_IDLE_UTIL`` of the link's rate): the peer keeps pausing it
+    (a PFC storm, stuck pause); placed on the link to that peer.  A held port whose peer is a switch with a held
+    port of its own only passes the back-pressure on (the storm spreading upstream): it is evidence of the
+    storm at the end of the chain, not a storm (all are named when they pause each other in a loop)."""
+    deltas = port_deltas(polls)
+    rates = {frozenset((lk["a"], lk["b"])): lk.get("rate_bps", 0) for lk in links}
+    held: dict[tuple[str, int], tuple[float, float, int]] = {}
+    for (sw, port), d in sorted(deltas.items()):
+        if sw in dead or not d["peer"] or d["span_ns"] <= 0 or d["pfc_rx"] <= 0:
+            continue
+        share = min(d["paused_ns"] / d["span_ns"], 1.0)
+        rate = rates.get(frozenset((sw, d["peer"])), 0)
+        util = d["tx_bytes"] * 8 / (d["span_ns"] / 1e9) / rate if rate else 0.0
+        if share >= PFC_PAUSED_SHARE and util < PFC_IDLE_UTIL and d["qdepth_max"] >= 1:
+            held[(sw, port)] = (share, util, rate)
+    held_switches = {sw for sw, _ in held}
+    roots = [k for k in held if deltas[k]["peer"] not in held_switches] or list(held)
+    upstream = [f"{sw} port {port} (to {deltas[(sw, port)]['peer']}) {100 * held[(sw, port)][0]:.0f} %"
+                for sw, port in held if (sw, port) not in roots]
+    out = []
+    for sw, port in roots:
+        d, (share, util, rate) = deltas[(sw, port)], held[(sw, port)]
+        spread = [(p, x["pfc"] - x["pfc_rx"]) for (s2, p), x in sorted(deltas.items())
+                  if s2 == sw and p != port and x["pfc"] > x["pfc_rx"]]
+        ev = [f"{sw} port {port} (to {d['peer']}): {d['pfc_rx']} PFC pauses received held its egress "
+              f"{100 * share:.0f} % of the {d['span_ns'] / 1e9:.3f} s polled",
+              f"meanwhile it sent {100 * util:.1f} % of its link's {rate / 1e6:g} Mb/s with up to {d['qdepth_max']} "
+              f"pkts queued: stuck, not the short pauses of flow control under load",
+              f"the pauses come from {d['peer']}: it keeps pausing a port that has packets for it"]
+        if spread:
+            ev.append(f"the pause spreads: {sw} paused the senders on {len(spread)} other port(s) "
+                      f"({', '.join(f'port {p}: {n}' for p, n in spread)} pauses sent)")
+        if upstream:
+            ev.append(f"upstream ports held by the spreading back-pressure: {', '.join(upstream)}")
+        out.append(Suspect("pfc_storm", link_name(links, sw, d["peer"]), round(share, 3), PFC_STORM_CONFIDENCE, ev))
+    return out
+
+
+def _fold_into_storms(storms: list[Suspect], others: list[Suspect], links: list[dict[str, Any]]) -> list[Suspect]:
+    """The storms, then the other suspects; one at a storm's place (its link, or the NIC on it) is an effect of
+    the storm: its evidence joins the storm's instead."""
+    out = list(storms)
+    for s in others:
+        storm = next((x for x in storms if _on_link(links, x.place, s.place)), None)
+        if storm is None:
+            out.append(s)
+        else:
+            storm.evidence += [f"also seen there ({s.kind}, an effect of the held queue): {line}" for line in
+                               s.evidence[:2]]
+    return out
+
+
+def _on_link(links: list[dict[str, Any]], link: str, place: str) -> bool:
+    """``place`` names link ``a<->b`` (either order) or the NIC at its server end (``s1-eth0`` on ``s1<->p0l0``)."""
+    ends = set(link.split("<->"))
+    if "<->" in place:
+        return set(place.split("<->")) == ends
+    return any(lk.get("a_ifname") == place and {lk["a"], lk["b"]} == ends for lk in links)

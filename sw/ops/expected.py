@@ -105,8 +105,8 @@ def calibrate(steps: list[dict[str, Any]], collectives: list[dict[str, Any]], po
 
 
 def port_deltas(polls: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
-    """Per (switch, port) over a run of polls: counter deltas, the span in ns, the deepest sampled queue, the
-    last sample's peer and state."""
+    """Per (switch, port) over a run of polls: counter deltas (``pfc_rx``: PFC pauses received, ``paused_ns``: the
+    time they held the port), the span in ns, the deepest sampled queue, the last sample's peer and state."""
     first: dict[tuple[str, int], dict[str, Any]] = {}
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for p in polls:
@@ -117,6 +117,8 @@ def port_deltas(polls: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, 
                     "high_water_first": f["high_water_pkts"], "high_water": p["high_water_pkts"],
                     "ecn": p["ecn_marks"] - f["ecn_marks"], "drops": p["drops"] - f["drops"],
                     "tx_bytes": p["tx_bytes"] - f["tx_bytes"], "pfc": p["pfc_pauses"] - f["pfc_pauses"],
+                    "pfc_rx": p.get("pfc_pauses_rx", 0) - f.get("pfc_pauses_rx", 0),
+                    "paused_ns": p.get("pfc_paused_ns", 0) - f.get("pfc_paused_ns", 0),
                     "qdepth_max": max(prev["qdepth_max"], p["qdepth_pkts"]), "samples": prev.get("samples", 0) + 1}
     return out
 

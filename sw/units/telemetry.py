@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS collectives (rank INTEGER NOT NULL, step INTEGER NOT 
 CREATE TABLE IF NOT EXISTS ports (t_ns INTEGER NOT NULL, switch TEXT NOT NULL, port INTEGER NOT NULL,
     peer TEXT NOT NULL, up INTEGER NOT NULL, tx_bytes INTEGER NOT NULL, tx_pkts INTEGER NOT NULL,
     rx_bytes INTEGER NOT NULL, drops INTEGER NOT NULL, ecn_marks INTEGER NOT NULL, pfc_pauses INTEGER NOT NULL,
-    qdepth_pkts INTEGER NOT NULL, high_water_pkts INTEGER NOT NULL);
+    qdepth_pkts INTEGER NOT NULL, high_water_pkts INTEGER NOT NULL, pfc_pauses_rx INTEGER NOT NULL DEFAULT 0,
+    pfc_paused_ns INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS ports_t ON ports (t_ns);
 CREATE TABLE IF NOT EXISTS switches (t_ns INTEGER NOT NULL, switch TEXT NOT NULL, state TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS switches_t ON switches (t_ns);
@@ -44,7 +45,10 @@ CREATE INDEX IF NOT EXISTS nics_t ON nics (t_ns);
 """
 
 PORT_FIELDS = ("switch", "port", "peer", "up", "tx_bytes", "tx_pkts", "rx_bytes", "drops", "ecn_marks",
-               "pfc_pauses", "qdepth_pkts", "high_water_pkts")
+               "pfc_pauses", "qdepth_pkts", "high_water_pkts", "pfc_pauses_rx", "pfc_paused_ns")
+"""A switch port at a poll (cumulative counters): ``pfc_pauses`` counts PFC pause frames sent and received,
+``pfc_pauses_rx`` those received, ``pfc_paused_ns`` how long received pauses held its egress queues (network ns;
+both 0 in a store older than the columns)."""
 STEP_FIELDS = ("rank", "step", "server", "gpu", "t0_ns", "t1_ns", "compute_ns", "comm_busy_ns", "exposed_comm_ns",
                "wait_ns")
 COLL_FIELDS = ("rank", "step", "seq", "op", "nbytes", "algo", "post_ns", "start_ns", "end_ns", "wait_ns")

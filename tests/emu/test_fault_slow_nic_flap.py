@@ -1,8 +1,8 @@
 """The ``slow_nic`` / ``restore_nic`` fault kind (a rank's NIC paced at a rate: its share of the line rate in the
 fabric's straggler directory, which ``starpulse train`` ranks read before every step) and the argument checks of
-``flap`` and ``congest``/``uncongest``: one line naming the action, the value and the range.  Needs no running
-fabric: the injector of a ``Fabric`` that is not up writes only files, and a bad flap or congest is refused before
-it touches a link or starts traffic."""
+``flap``, ``congest``/``uncongest`` and ``pfc_storm``/``restore_pfc``: one line naming the action, the value and
+the range.  Needs no running fabric: the injector of a ``Fabric`` that is not up writes only files, and a bad
+flap, congest or PFC storm is refused before it touches a link or starts traffic."""
 
 from __future__ import annotations
 
@@ -55,6 +55,12 @@ def test_slow_nic_sets_its_rank_share_and_restore_nic_clears_it(injector: FaultI
     ("congest", "s1-eth0", None, "congest s1-eth0: needs a RATE"),
     ("congest", "s1-eth0", "1G", "congest s1-eth0 1G: RATE must be in 1..100000000"),
     ("uncongest", "s1-eth0", None, "uncongest s1-eth0: not congested"),
+    ("pfc_storm", "s9:0", None, "pfc_storm s9:0: expected HOST[:RAIL], a server s0..s3 and a rail 0..1"),
+    ("pfc_storm", "s1:2", None, "pfc_storm s1:2: expected HOST[:RAIL]"),
+    ("pfc_storm", "s1:x", None, "pfc_storm s1:x: expected HOST[:RAIL]"),
+    ("pfc_storm", "s1-eth0", None, "pfc_storm s1-eth0: expected HOST[:RAIL]"),
+    ("pfc_storm", "s1:0", None, "pfc_storm s1:0: this fabric runs without PFC"),
+    ("restore_pfc", "s1", None, "restore_pfc s1: not storming"),
 ])
 def test_bad_nic_rate_or_flap_is_a_one_line_fault_error(injector: FaultInjector, action: str, target: str,
                                                         value: str | None, message: str) -> None:
@@ -62,5 +68,5 @@ def test_bad_nic_rate_or_flap_is_a_one_line_fault_error(injector: FaultInjector,
         injector.apply(action, target, value)
     assert message in str(exc.value) and "\n" not in str(exc.value)
     assert injector.active()["slow_nics"] == {} and injector.active()["flapping_links"] == []
-    assert injector.active()["congested_nics"] == {}
+    assert injector.active()["congested_nics"] == {} and injector.active()["pfc_storms"] == []
     assert json.loads(injector.log_path.read_text().splitlines()[-1])["ok"] is False

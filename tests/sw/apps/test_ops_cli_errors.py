@@ -32,6 +32,7 @@ def _ops(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     (["report", "OUT", "--store", "MISSING"], "no telemetry store there"),
     (["campaign", "--faults", "0"], "--faults"),
     (["campaign", "--faults", "2", "--kinds", "slow_gpu,meteor"], "--kinds slow_gpu,meteor: unknown kind meteor"),
+    (["campaign", "--faults", "2", "--backend", "bmv2"], "--kinds pfc_storm: needs --backend embedded"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], needle: str) -> None:
     TelemetryStore(tmp_path / "empty.sqlite", create=True).close()

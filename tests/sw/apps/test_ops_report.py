@@ -61,6 +61,7 @@ def test_fault_targets_name_places_as_the_diagnosis_does() -> None:
     assert fault_place("4") == "rank 4"
     assert fault_place("s1:p0l0") == "s1<->p0l0"
     assert fault_place("sp0") == "sp0"
+    assert fault_place("s1:0") == "s1-eth0"              # pfc_storm HOST:RAIL: that NIC (drawn as its link)
 
 
 @pytest.mark.parametrize(("action", "target", "kind", "element"), [
@@ -105,3 +106,23 @@ def test_bad_report_input_is_one_line_and_exit_2(recorded: TelemetryStore, tmp_p
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "Traceback" not in lines[0], lines
     assert not (tmp_path / "r.html").exists()
+
+
+PFC_STORE = REPO / "tests" / "sw" / "ops" / "data" / "campaign_4x2_seed7_9kinds_pfc.sqlite.gz"
+
+
+def test_a_pfc_storm_window_outlines_the_storming_nics_link(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    path.write_bytes(gzip.decompress(PFC_STORE.read_bytes()))
+    store = TelemetryStore(path)
+    origin = int(store.meta()["origin_ns"])
+    storm = next(f for f in store.faults() if f["action"] == "pfc_storm")
+    held_until = store.db.execute(             # the first poll after which the held port's paused time stopped growing
+        "SELECT min(t_ns) FROM ports WHERE switch = 'p0l1' AND port = 2 AND pfc_paused_ns = "
+        "(SELECT max(pfc_paused_ns) FROM ports WHERE switch = 'p0l1' AND port = 2)").fetchone()[0]
+    data = report_data(store, (storm["t_ns"] - origin) / 1e9, (held_until - origin + 1000) / 1e9,
+                       ops_cli.DEFAULT_CALIBRATION)
+    top = data["diagnosis"]["suspects"][0]
+    assert (top["kind"], top["place"], top["targets"]) == ("pfc_storm", "s1<->p0l1", ["link-s1--p0l1"])
+    marked = [f for f in data["faults"] if f["in_window"]]
+    assert [(f["action"], f["place"], f["targets"]) for f in marked] == [("pfc_storm", "s1-eth1", ["link-s1--p0l1"])]

@@ -30,14 +30,16 @@ def test_store_is_wal_and_reads_back_what_ranks_and_pollers_wrote(tmp_path: Path
         w.add_step(_step(1, 0, 0), [coll], [nic])
         w.add_step(_step(0, 0, 10), [])
         w.add_poll(50, [{"switch": "p0l0", "port": 1, "peer": "s0", "up": 1, "tx_bytes": 10, "tx_pkts": 1,
-                         "rx_bytes": 0, "drops": 0, "ecn_marks": 2, "pfc_pauses": 0, "qdepth_pkts": 3,
-                         "high_water_pkts": 4}], {"p0l0": "running", "sp0": "dead"})
+                         "rx_bytes": 0, "drops": 0, "ecn_marks": 2, "pfc_pauses": 7, "qdepth_pkts": 3,
+                         "high_water_pkts": 4, "pfc_pauses_rx": 5, "pfc_paused_ns": 1_500_000}],
+                   {"p0l0": "running", "sp0": "dead"})
         w.add_fault(60, "slow_gpu", "1", "2.0")
     with TelemetryStore(path) as r:        # another process's view: a second connection
         assert r.meta() == {"origin_ns": 5, "links": [{"a": "s0", "b": "p0l0"}]}
         assert [(s["step"], s["rank"]) for s in r.steps()] == [(0, 0), (0, 1)]
         assert r.collectives()[0]["algo"] == "ring" and r.collectives()[0]["wait_ns"] == 30
         assert r.port_polls(51) == [] and r.port_polls(50)[0]["ecn_marks"] == 2
+        assert (r.port_polls()[0]["pfc_pauses_rx"], r.port_polls()[0]["pfc_paused_ns"]) == (5, 1_500_000)
         assert {p["switch"]: p["state"] for p in r.switch_polls()} == {"p0l0": "running", "sp0": "dead"}
         assert r.faults()[0]["target"] == "1"
         assert r.nic_counters(101) == [] and r.nic_counters(100) == [nic]

@@ -17,6 +17,12 @@ machine slows it less than it slows pps): two switch ports on one veth, one with
 without (``--no-lag-accounting``'s), both rings filled by the same frames from a sender in a namespace, then
 drained in batches of 64 (the one with timestamps also through the switch's ingress lag record per batch),
 in alternating order, N rounds; the minimum and median per arm and their difference.
+
+``--nic-micro B``: the same for the software NIC's receive path (``SoftNic.progress`` on a ``RawSocketPort``):
+two NICs on one interface, one port reading the kernel's receive stamps (and the NIC accounting ``nic IP rx`` per
+batch) and one without (``rx_timestamps=False``), B RoCE frames per round (1: every frame a batch of its own, the
+accounting's worst case; 256: full bursts) to a QP neither NIC has, so the NIC only decodes and dispatches them
+(the least work per frame: the relative cost is an upper bound); CPU ns per frame per arm and their ratio.
 """
 
 from __future__ import annotations
@@ -206,6 +212,65 @@ def micro(rounds: int) -> dict[str, Any]:
                                    "median": round(statistics.median(on) - statistics.median(off), 1)}}
 
 
+def nic_micro(rounds: int, batch: int) -> dict[str, Any]:
+    """CPU ns per frame of the NIC's receive path with and without its lag accounting (``--nic-micro``)."""
+    import time
+
+    from emu.netns import NetnsLab
+    from sw.roce.softnic.nic import RX_BURST_FRAMES, SoftNic
+    from sw.roce.softnic.port import RawSocketPort
+    from sw.roce.wire.flow import Flow
+    from sw.roce.wire.opcodes import Opcode
+    from sw.roce.wire.template import FlowTemplates
+
+    per_frame: dict[bool, list[float]] = {True: [], False: []}
+    with NetnsLab() as lab:
+        gen = lab.add_host("gen")
+        gen.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        root_if = f"{lab.prefix}n1"
+        lab.add_link(None, gen, ifname_a=root_if, ifname_b="eth0")
+        ports = {on: RawSocketPort(root_if, claim_udp_port=False, ip="10.79.0.1", rx_timestamps=on)
+                 for on in (True, False)}
+        nics = {on: SoftNic(p, mac=p.mac, ip=p.ip, line_rate_bps=10**10) for on, p in ports.items()}
+        frame = FlowTemplates(Flow("02:00:00:00:79:02", ports[True].mac, "10.79.0.2", "10.79.0.1", 0x12, 0x99))[
+            Opcode.SEND_ONLY].build(1, bytes(1024))
+        sender = gen.popen([sys.executable, "-c", _MICRO_SENDER, "eth0", frame.hex()],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            for i in range(rounds):
+                if sender.stdin is None or sender.stdout is None:
+                    raise RuntimeError("--nic-micro: no pipe to the frame sender")
+                sender.stdin.write(f"{batch}\n")
+                sender.stdin.flush()
+                if sender.stdout.readline().strip() != "sent":
+                    raise RuntimeError("--nic-micro: the frame sender in the namespace stopped")
+                for on in ((True, False) if i % 2 == 0 else (False, True)):
+                    nic, before = nics[on], nics[on].counters.rx_frames
+                    idle = 0
+                    t0 = time.process_time_ns()
+                    while nic.counters.rx_frames - before < batch and idle < 1000:
+                        if not nic.progress():           # the kernel still delivering: wait (no CPU) for it
+                            idle += 1
+                            nic.port.wait(1_000_000)
+                    t1 = time.process_time_ns()
+                    got = nic.counters.rx_frames - before
+                    if got != batch:
+                        raise RuntimeError(f"--nic-micro: NIC (accounting {on}) received {got} of {batch} frames")
+                    per_frame[on].append((t1 - t0) / got)
+        finally:
+            sender.kill()
+            sender.wait()
+            for port in ports.values():
+                port.close()
+    on, off = per_frame[True], per_frame[False]
+    return {"frames_per_round": batch, "rx_burst_frames": RX_BURST_FRAMES, "rounds": rounds,
+            "rx_events": nics[True].rx_lag.events, "rx_events_off": nics[False].rx_lag.events,
+            "ns_per_frame_on": {"min": round(min(on), 1), "median": round(statistics.median(on), 1)},
+            "ns_per_frame_off": {"min": round(min(off), 1), "median": round(statistics.median(off), 1)},
+            "ratio_of_medians": round(statistics.median(on) / statistics.median(off), 4),
+            "median_pair_ratio": round(statistics.median(a / b for a, b in zip(on, off, strict=True)), 4)}
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians per arm, the ratio of the medians (on / off) and the median of the per-pair ratios."""
     on = [r for r in runs if r["lag_accounting"]]
@@ -233,12 +298,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro", action="store_true",
                         help="the receive path alone: CPU ns per frame with and without the accounting (--pairs "
                              "rounds)")
+    parser.add_argument("--nic-micro", type=int, metavar="B",
+                        help="the software NIC's receive path alone: CPU ns per frame with and without its "
+                             "accounting, B frames (1..256) per round, --pairs rounds")
     args = parser.parse_args(argv)
-    error = bad_run_arguments(args, "lag_cost_bench", 1000 if args.micro else 50)
+    error = bad_run_arguments(args, "lag_cost_bench", 1000 if args.micro or args.nic_micro else 50)
+    if error is None and args.nic_micro is not None and not 1 <= args.nic_micro <= 256:
+        error = f"--nic-micro {args.nic_micro}: allowed 1..256 frames per round"
     if error:
         print(error, file=sys.stderr)
         return 2
     start_load = load_text()
+    if args.nic_micro is not None:
+        try:
+            m = nic_micro(args.pairs, args.nic_micro)
+        except (RuntimeError, OSError) as exc:
+            print(f"lag_cost_bench: error: {exc}", file=sys.stderr)
+            return 1
+        m["load"] = {"start": start_load, "end": load_text()}
+        if args.json:
+            print(json.dumps(m, indent=2))
+            return 0
+        on, off = m["ns_per_frame_on"], m["ns_per_frame_off"]
+        print(f"NIC receive path, {m['rounds']} rounds of {m['frames_per_round']} frames: CPU ns/frame with "
+              f"accounting median {on['median']}, without {off['median']}: ratio {m['ratio_of_medians']:.3f} "
+              f"(per-round median {m['median_pair_ratio']:.3f}); {m['load']['start']} at start, "
+              f"{m['load']['end']} at end")
+        return 0
     if args.micro:
         try:
             m = micro(args.pairs)

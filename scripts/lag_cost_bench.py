@@ -17,6 +17,12 @@ machine slows it less than it slows pps): two switch ports on one veth, one with
 without (``--no-lag-accounting``'s), both rings filled by the same frames from a sender in a namespace, then
 drained in batches of 64 (the one with timestamps also through the switch's ingress lag record per batch),
 in alternating order, N rounds; the minimum and median per arm and their difference.
+
+``--nic-micro B``: the same for the software NIC's receive path (``SoftNic.progress`` on a ``RawSocketPort``):
+two NICs on one interface, one port reading the kernel's receive stamps (and the NIC accounting ``nic IP rx`` per
+batch) and one without (``rx_timestamps=False``), B RoCE frames per round (1: every frame a batch of its own, the
+accounting's worst case; 256: full bursts) to a QP neither NIC has, so the NIC only decodes and dispatches them
+(the least work per frame: the relative cost is an upper bound); CPU ns per frame per arm and their ratio.
 """
 
 from __future__ import annotations
@@ -151,59 +157,126 @@ def bench_once(args: argparse.Namespace, accounting: bool) -> dict[str, Any]:
             "offered_pps": row["offered_pps"], "load_avg_1m": round(load[0], 2)}
 
 
-def micro(rounds: int) -> dict[str, Any]:
-    """CPU ns per frame of ``SwitchPort.recv_batch`` with timestamps plus ``EmbeddedSwitch._rx_lag`` per batch,
-    and of ``recv_batch`` without them, on real rings filled by the same frames (see the module docstring)."""
+def paired_micro(flag: str, rounds: int, frames_per_round: int,
+                 setup: Callable[[str], tuple[bytes, Callable[[], None]]],
+                 drain: Callable[[bool], int]) -> dict[bool, list[float]]:
+    """The harness of ``--micro`` and ``--nic-micro``: a sender host in a namespace linked to an interface here;
+    ``setup(ifname)`` opens both arms on it (True: with the accounting) and returns the frame to send and how to
+    close them; each round the sender sends ``frames_per_round`` frames, then each arm (the order alternating)
+    ``drain``s them, timed in process CPU ns per frame."""
     import time
 
     from emu.netns import NetnsLab
-    from p4.switch.bench import BASIC_P4, udp_frame
-    from p4.switch.pipeline_adapter import load_pipeline
-    from p4.switch.ports import SwitchPort
-    from p4.switch.switch import RX_BATCH_FRAMES, EmbeddedSwitch, SwitchConfig
 
-    switch = EmbeddedSwitch(load_pipeline(BASIC_P4), SwitchConfig(interfaces=[]))   # its clock and lag records
     per_frame: dict[bool, list[float]] = {True: [], False: []}
     with NetnsLab() as lab:
         gen = lab.add_host("gen")
         gen.cmd("sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         root_if = f"{lab.prefix}p1"
         lab.add_link(None, gen, ifname_a=root_if, ifname_b="eth0")
-        ports = {True: SwitchPort(1, root_if), False: SwitchPort(2, root_if, rx_timestamps=False)}
-        sender = gen.popen([sys.executable, "-c", _MICRO_SENDER, "eth0", udp_frame(64).hex()],
+        frame, close = setup(root_if)
+        sender = gen.popen([sys.executable, "-c", _MICRO_SENDER, "eth0", frame.hex()],
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
             for i in range(rounds):
                 if sender.stdin is None or sender.stdout is None:
-                    raise RuntimeError("--micro: no pipe to the frame sender")
-                sender.stdin.write(f"{MICRO_FRAMES}\n")
+                    raise RuntimeError(f"{flag}: no pipe to the frame sender")
+                sender.stdin.write(f"{frames_per_round}\n")
                 sender.stdin.flush()
                 if sender.stdout.readline().strip() != "sent":
-                    raise RuntimeError("--micro: the frame sender in the namespace stopped")
-                for accounting in ((True, False) if i % 2 == 0 else (False, True)):
-                    port, got = ports[accounting], 0
+                    raise RuntimeError(f"{flag}: the frame sender in the namespace stopped")
+                for arm in ((True, False) if i % 2 == 0 else (False, True)):
                     t0 = time.process_time_ns()
-                    while got < MICRO_FRAMES:
-                        frames = port.recv_batch(RX_BATCH_FRAMES)
-                        if not frames:
-                            break
-                        if port.rx_first_ts_ns:                  # as the switch's loop does
-                            switch._rx_lag(port, len(frames))
-                        got += len(frames)
+                    got = drain(arm)
                     t1 = time.process_time_ns()
-                    if got != MICRO_FRAMES:
-                        raise RuntimeError(f"--micro: port {port.port_num} drained {got} of {MICRO_FRAMES} frames")
-                    per_frame[accounting].append((t1 - t0) / got)
+                    if got != frames_per_round:
+                        raise RuntimeError(f"{flag}: the arm with accounting {'on' if arm else 'off'} drained {got} "
+                                           f"of {frames_per_round} frames")
+                    per_frame[arm].append((t1 - t0) / got)
         finally:
+            sender.kill()
+            sender.wait()
+            close()
+    return per_frame
+
+
+def micro(rounds: int) -> dict[str, Any]:
+    """CPU ns per frame of ``SwitchPort.recv_batch`` with timestamps plus ``EmbeddedSwitch._rx_lag`` per batch,
+    and of ``recv_batch`` without them, on real rings filled by the same frames (see the module docstring)."""
+    from p4.switch.bench import BASIC_P4, udp_frame
+    from p4.switch.pipeline_adapter import load_pipeline
+    from p4.switch.ports import SwitchPort
+    from p4.switch.switch import RX_BATCH_FRAMES, EmbeddedSwitch, SwitchConfig
+
+    switch = EmbeddedSwitch(load_pipeline(BASIC_P4), SwitchConfig(interfaces=[]))   # its clock and lag records
+    ports: dict[bool, SwitchPort] = {}
+
+    def setup(root_if: str) -> tuple[bytes, Callable[[], None]]:
+        ports.update({True: SwitchPort(1, root_if), False: SwitchPort(2, root_if, rx_timestamps=False)})
+
+        def close() -> None:
             for port in ports.values():
                 port.close()
             switch.close()
+        return udp_frame(64), close
+
+    def drain(accounting: bool) -> int:
+        port, got = ports[accounting], 0
+        while got < MICRO_FRAMES:
+            frames = port.recv_batch(RX_BATCH_FRAMES)
+            if not frames:
+                break
+            if port.rx_first_ts_ns:                  # as the switch's loop does
+                switch._rx_lag(port, len(frames))
+            got += len(frames)
+        return got
+
+    per_frame = paired_micro("--micro", rounds, MICRO_FRAMES, setup, drain)
     on, off = sorted(per_frame[True]), sorted(per_frame[False])
     return {"frames_per_round": MICRO_FRAMES, "rounds": rounds, "ingress_events": switch.lag.ingress.events,
             "ns_per_frame_on": {"min": round(on[0], 1), "median": round(statistics.median(on), 1)},
             "ns_per_frame_off": {"min": round(off[0], 1), "median": round(statistics.median(off), 1)},
             "added_ns_per_frame": {"min": round(on[0] - off[0], 1),
                                    "median": round(statistics.median(on) - statistics.median(off), 1)}}
+
+
+def nic_micro(rounds: int, batch: int) -> dict[str, Any]:
+    """CPU ns per frame of the NIC's receive path with and without its lag accounting (``--nic-micro``)."""
+    from sw.roce.softnic.nic import RX_BURST_FRAMES, SoftNic
+    from sw.roce.softnic.port import RawSocketPort
+    from sw.roce.wire.flow import Flow
+    from sw.roce.wire.opcodes import Opcode
+    from sw.roce.wire.template import FlowTemplates
+
+    nics: dict[bool, SoftNic] = {}
+
+    def setup(root_if: str) -> tuple[bytes, Callable[[], None]]:
+        for on in (True, False):
+            p = RawSocketPort(root_if, claim_udp_port=False, ip="10.79.0.1", rx_timestamps=on)
+            nics[on] = SoftNic(p, mac=p.mac, ip=p.ip, line_rate_bps=10**10)
+        flow = Flow("02:00:00:00:79:02", nics[True].mac, "10.79.0.2", "10.79.0.1", 0x12, 0x99)   # no such QP
+
+        def close() -> None:
+            for nic in nics.values():
+                nic.close()
+        return FlowTemplates(flow)[Opcode.SEND_ONLY].build(1, bytes(1024)), close
+
+    def drain(on: bool) -> int:
+        nic, before, idle = nics[on], nics[on].counters.rx_frames, 0
+        while nic.counters.rx_frames - before < batch and idle < 1000:
+            if not nic.progress():           # the kernel still delivering: wait (no CPU) for it
+                idle += 1
+                nic.port.wait(1_000_000)
+        return nic.counters.rx_frames - before
+
+    per_frame = paired_micro("--nic-micro", rounds, batch, setup, drain)
+    on, off = per_frame[True], per_frame[False]
+    return {"frames_per_round": batch, "rx_burst_frames": RX_BURST_FRAMES, "rounds": rounds,
+            "rx_events": nics[True].rx_lag.events, "rx_events_off": nics[False].rx_lag.events,
+            "ns_per_frame_on": {"min": round(min(on), 1), "median": round(statistics.median(on), 1)},
+            "ns_per_frame_off": {"min": round(min(off), 1), "median": round(statistics.median(off), 1)},
+            "ratio_of_medians": round(statistics.median(on) / statistics.median(off), 4),
+            "median_pair_ratio": round(statistics.median(a / b for a, b in zip(on, off, strict=True)), 4)}
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -233,15 +306,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro", action="store_true",
                         help="the receive path alone: CPU ns per frame with and without the accounting (--pairs "
                              "rounds)")
+    parser.add_argument("--nic-micro", type=int, metavar="B",
+                        help="the software NIC's receive path alone: CPU ns per frame with and without its "
+                             "accounting, B frames (1..256) per round, --pairs rounds")
     args = parser.parse_args(argv)
-    error = bad_run_arguments(args, "lag_cost_bench", 1000 if args.micro else 50)
+    error = bad_run_arguments(args, "lag_cost_bench", 1000 if args.micro or args.nic_micro else 50)
+    if error is None and args.nic_micro is not None and not 1 <= args.nic_micro <= 256:
+        error = f"--nic-micro {args.nic_micro}: allowed 1..256 frames per round"
     if error:
         print(error, file=sys.stderr)
         return 2
     start_load = load_text()
-    if args.micro:
+    if args.nic_micro is not None or args.micro:
         try:
-            m = micro(args.pairs)
+            m = nic_micro(args.pairs, args.nic_micro) if args.nic_micro is not None else micro(args.pairs)
         except (RuntimeError, OSError) as exc:
             print(f"lag_cost_bench: error: {exc}", file=sys.stderr)
             return 1
@@ -249,7 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(m, indent=2))
             return 0
-        on, off, add = m["ns_per_frame_on"], m["ns_per_frame_off"], m["added_ns_per_frame"]
+        on, off = m["ns_per_frame_on"], m["ns_per_frame_off"]
+        if args.nic_micro is not None:
+            print(f"NIC receive path, {m['rounds']} rounds of {m['frames_per_round']} frames: CPU ns/frame with "
+                  f"accounting median {on['median']}, without {off['median']}: ratio {m['ratio_of_medians']:.3f} "
+                  f"(per-round median {m['median_pair_ratio']:.3f}); {m['load']['start']} at start, "
+                  f"{m['load']['end']} at end")
+            return 0
+        add = m["added_ns_per_frame"]
         print(f"receive path, {m['rounds']} rounds of {m['frames_per_round']} frames: CPU ns/frame with accounting "
               f"min {on['min']} / median {on['median']}, without min {off['min']} / median {off['median']}: adds "
               f"{add['min']} (min) / {add['median']} (median) ns per frame; {m['load']['start']} at start, "

@@ -25,6 +25,7 @@ from p4.switch.switch_lag import LAG_COMMANDS, SwitchLag
 from p4.switch.tm import QDEPTH_SCOPES, SCHEDULERS, TM_COMMANDS, TrafficManager
 from p4.switch.trace import TRACE, frame_summary, make_logger
 from sw.clock import Clock, get_clock
+from sw.clock.lag import record_rx_batch
 from sw.units.pcap_file import PcapWriter
 from sw.units.pfc_frame import is_mac_control
 
@@ -552,16 +553,9 @@ class EmbeddedSwitch:
         self.log.info("switch %d stopping", self.config.device_id)
 
     def _rx_lag(self, port: SwitchPort, n: int) -> None:
-        """Ingress lateness of a received batch: now vs the kernel's receive times of its first (the latest
-        serviced) and last frame, half the batch counted at each (one clock read: the last is younger by the
-        kernel's gap between the two)."""
-        clock, lag, first_ts = self.clock, self.lag.ingress, port.rx_first_ts_ns
-        first_age_ns = clock.net_age_ns(first_ts)
-        if n > 1:
-            lag.record(first_age_ns, n - (n >> 1))
-            lag.record(first_age_ns - int(clock.net_duration_ns(port.rx_last_ts_ns - first_ts)), n >> 1)
-        else:
-            lag.record(first_age_ns)
+        """Ingress lateness of a received batch: now vs the kernel's receive times of its first and last frame
+        (``sw.clock.lag.record_rx_batch``)."""
+        record_rx_batch(self.lag.ingress, self.clock, n, port.rx_first_ts_ns, port.rx_last_ts_ns)
 
     def _port_gone(self, port: SwitchPort) -> None:
         self.log.warning("port %d: interface %s is gone (%s); other ports keep forwarding",

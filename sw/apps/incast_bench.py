@@ -21,7 +21,9 @@ XOFF/XON/headroom) and in the NICs, and reports the pauses the leaf sent.
 Each run also reports the DCQCN chain, to find where a loop breaks: CE marks the leaf set (``ecn_marks``), CE
 packets the receiver's NP saw (``ce_packets_rx``), CNPs it sent (``cnps``), CNPs each sender received and its
 reaction point applied (``cnps_received``/``cnps_applied``); ``--trace`` adds every flow's rate trajectory, and
-``cc_params`` the parameters the senders' model ran with.
+``cc_params`` the parameters the senders' model ran with.  ``lag_components`` gives the figures behind
+``fidelity``: every component's lateness (``sw.clock.lag``: switches, link emulators, each NIC's pacer, receive
+path and congestion-feedback reaction).
 
 Figures are in network time (``sw.clock``: run with time dilation, ``--dilation``, so the Python data path and
 the software switch keep up).  Utilization = bytes the bottleneck port sent (switch counter, frames with their
@@ -46,7 +48,13 @@ from typing import Any
 import numpy as np
 
 from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
-from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
+from sw.clock.lag import (
+    add_strict_fidelity_flag,
+    combine_fidelity,
+    component_summaries,
+    fidelity,
+    fidelity_exit,
+)
 from sw.roce.softnic.qp_pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
 from sw.roce.transport.qp_connect import connect, qp_info
 from sw.roce.transport.verbs import SendWr, WcStatus, WrOpcode
@@ -286,7 +294,8 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
             outs = [p.communicate(timeout=wall_timeout_s) for p in procs]
             stats = fab.port_counters(leaf)
             ecn_marks = _ecn_marks(fab, leaf, rx_nic.leaf_port) - marks_before
-            fid = fab.fidelity()      # the switches since port_stats_reset, the roles' NIC pacers, emulators
+            lag = fab.lag()           # the switches since port_stats_reset, the roles' NICs, emulators
+            fid = fidelity(lag, fab.clock.dilation)
         finally:
             for p in procs:
                 stop_proc(p)
@@ -332,6 +341,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         "cnps_received": [s["cnps_received"] for s in senders], "cnps_applied": [s["cnps_applied"] for s in senders],
         "int_echoes": sum(s["int_echoes"] for s in senders),
         "final_rate_bps": [s["final_rate_bps"] for s in senders], "fidelity": fid,
+        "lag_components": component_summaries(lag),
     } | ({"rate_traces": [s["rate_trace"] for s in senders]} if args.trace else {})
 
 

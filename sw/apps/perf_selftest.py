@@ -25,6 +25,7 @@ from sw.clock import ENV_DILATION, Clock, get_clock, set_clock
 from sw.clock.lag import (
     ENV_LAG_DIR,
     add_strict_fidelity_flag,
+    component_summaries,
     fidelity,
     fidelity_exit,
     read_lag_dir,
@@ -395,7 +396,8 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
     os.environ[ENV_LAG_DIR] = str(lag_dir)      # both ends' NIC pacers and the link emulator report here
     try:
         report, link, wire_counters = _selftest_in_lab(args, str(tmp), rate_bps, size, loss, dup, reorder)
-        fid = fidelity(read_lag_dir(lag_dir), get_clock().dilation)
+        lag = read_lag_dir(lag_dir)
+        fid = fidelity(lag, get_clock().dilation)
     finally:
         del os.environ[ENV_LAG_DIR]
         shutil.rmtree(tmp, ignore_errors=True)
@@ -442,6 +444,7 @@ def _selftest(args: argparse.Namespace) -> dict[str, Any]:
     if wire_counters is not None:
         result["wire_counters"] = wire_counters
     result["fidelity"] = fid
+    result["lag_components"] = component_summaries(lag)     # the figures behind the verdict, per component
     return result
 
 

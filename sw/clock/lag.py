@@ -4,8 +4,10 @@ A ``LagStats`` is a cheap, mergeable lateness histogram in network ns (16 sub-bu
 percentile is within 1/16 of its value) plus the exact count of events later than a bound (default: one MTU's
 serialization time at the component's link rate, ``mtu_serialization_ns``).  ``to_dict``/``from_dict`` make a
 small JSON-able dict, so switches, NIC pacers, link emulators and throttles can report it and a collector can
-merge it into one ``fidelity`` verdict (``fidelity``).  Processes ``register`` their components; at exit (or on
-``write_lag_file``) they land in $STARPULSE_LAG_DIR as ``<pid>.json``, which ``read_lag_dir`` collects.
+merge it into one ``fidelity`` verdict (``fidelity``).  ``record_rx_batch`` turns a received batch's kernel
+timestamps into receive lateness (the switch's ingress, the NIC's receive path).  Processes ``register`` their
+components; at exit (or on ``write_lag_file``) they land in $STARPULSE_LAG_DIR as ``<pid>.json``, which
+``read_lag_dir`` collects.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sw.clock import Clock
 from sw.units import ETH_WIRE_OVERHEAD_BYTES
 
 DEFAULT_RATE_BPS = 10_000_000_000  # a link of unknown rate: a veth's 10 Gb/s
@@ -129,6 +132,23 @@ class LagStats:
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ValueError(f"not a lag-stats dict ({type(exc).__name__}: {exc})") from None
         return s
+
+
+def record_rx_batch(lag: LagStats, clock: Clock, n: int, first_ts_ns: int, last_ts_ns: int) -> None:
+    """Receive lateness of a batch of ``n`` frames serviced now, from the kernel's receive times (CLOCK_REALTIME
+    ns) of its first (the oldest, the latest serviced) and last frame: half the batch counted at each age (one
+    clock read: the last is younger by the kernel's gap between the two; no per-frame cost)."""
+    first_age_ns = clock.net_age_ns(first_ts_ns)
+    if n > 1:
+        lag.record(first_age_ns, n - (n >> 1))
+        lag.record(first_age_ns - int(clock.net_duration_ns(last_ts_ns - first_ts_ns)), n >> 1)
+    else:
+        lag.record(first_age_ns)
+
+
+def component_summaries(components: dict[str, LagStats]) -> dict[str, dict[str, Any]]:
+    """Every component that had events, by name: its ``summary()`` (the figures behind a ``fidelity`` verdict)."""
+    return {name: components[name].summary() for name in sorted(components) if components[name].events}
 
 
 def fidelity(components: dict[str, LagStats], time_dilation: float) -> dict[str, Any]:

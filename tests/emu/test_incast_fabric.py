@@ -52,12 +52,16 @@ def test_dcqcn_closes_the_loop_through_the_fabric(runs):
     assert r["cnps"] > 0 and sum(r["cnps_received"]) == r["cnps"], "every CNP reached its sender"
     assert r["cnps_applied"] == r["cnps_received"], "each sender's reaction point acted on every CNP it got"
     assert all(n > 0 for n in r["cnps_received"]), "every flow was slowed"
+    reactions = [c for name, c in r["lag_components"].items() if name.endswith(" cc reaction")]
+    assert sum(c["events"] for c in reactions) == sum(r["cnps_received"]), "each CNP's reaction was timed"
     assert r["drops"] <= runs["none"]["drops"]
 
 
 def test_hpcc_runs_on_echoed_int_and_holds_the_queue(runs):
     hpcc, none = runs["hpcc"], runs["none"]
     assert hpcc["int_echoes"] > 0, "ACKs carried the forward path's INT back to the senders"
+    reactions = [c for name, c in hpcc["lag_components"].items() if name.endswith(" cc reaction")]
+    assert sum(c["events"] for c in reactions) >= hpcc["int_echoes"], "each INT echo's reaction was timed"
     assert none["int_echoes"] > 0, "the receiver echoes whatever the sender's CC"
     assert hpcc["drops"] <= none["drops"]
     assert hpcc["max_queue_pkts"] <= none["max_queue_pkts"]

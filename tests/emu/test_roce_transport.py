@@ -20,6 +20,7 @@ import pytest
 from emu.netns import Host, NetnsLab
 from emu.wire import WireProfile
 from sw.clock import get_clock
+from sw.clock.lag import mtu_serialization_ns
 from sw.roce.softnic.nic import SoftNic
 from sw.roce.softnic.port import RawSocketPort
 from sw.roce.transport.qp import QpState, QueuePair
@@ -272,6 +273,21 @@ def test_non_roce_frames_are_counted_and_ignored(lab):
     assert b.nic.counters.non_roce_frames > 0, "the pings reached the NIC and were counted"
 
 
+def test_each_nic_accounts_its_receive_path_from_the_kernels_stamps(lab):
+    """Issue 16: every frame a NIC took off the veth counts in its ``rx`` lag component (per batch, from the
+    kernel's receive stamps of its first and last frame), judged against one MTU at its line rate."""
+    before_ns = time.time_ns()                # the stamps are CLOCK_REALTIME, taken after the veths exist
+    a, b = _pair(lab)
+    _connect(a, b)
+    _write_read(a, b, 200_000)
+    after_ns = time.time_ns()
+    for e in (a, b):
+        assert e.port.rx_timestamps
+        assert before_ns <= e.port.rx_first_ts_ns <= e.port.rx_last_ts_ns <= after_ns
+        assert e.nic.rx_lag.events == e.nic.counters.rx_frames > 0
+        assert e.nic.rx_lag.bound_ns == mtu_serialization_ns(RATE_BPS)
+
+
 def _perf(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [os.environ.get("PYTHON", "python"), "-m", "sw.apps.perf_selftest", *argv],
@@ -314,6 +330,8 @@ def test_perf_selftest_prints_one_json_object_with_the_contract_keys(python_env,
     assert list(fid) == ["time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component",
                          "ok"]
     assert fid["worst_component"] is not None      # the NICs' pacers (and the emulator of a lossy link) reported
+    rx = {name: c for name, c in result["lag_components"].items() if name.endswith(" rx")}
+    assert len(rx) == 2 and all(c["events"] > 0 for c in rx.values()), result["lag_components"]   # both NICs
     if "--loss" in argv:
         assert (
             result["wire_counters"]["b_to_a"]["lost_frames"]

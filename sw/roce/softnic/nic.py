@@ -4,6 +4,9 @@ paced frames.
 
 The engine is single-threaded and driven by ``progress()``/``poll()``; all time comes from ``sw.clock``;
 frames move through a port (an AF_PACKET socket, ``sw.roce.softnic.port``, or an in-memory wire for tests).
+Lag accounting (``sw.clock.lag``): the pacers (send vs token schedule), the receive path (a frame serviced vs its
+arrival, from the port's kernel receive stamps) and the reaction to congestion feedback (a CNP, or with HPCC an
+INT-echo ACK, handed to the QP's rate model vs the arrival), each its own component.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Protocol
 
 from sw.cc.base import CongestionControl
 from sw.clock import Clock, get_clock
-from sw.clock.lag import LagStats, mtu_serialization_ns, register
+from sw.clock.lag import LagStats, mtu_serialization_ns, record_rx_batch, register
 from sw.roce.softnic.pfc import NicPfc
 from sw.roce.softnic.qp_pacer import make_cc, make_np
 from sw.roce.transport.qp import QpCounters, QpState, QueuePair
@@ -37,7 +40,9 @@ DEFAULT_BASE_RTT_NS = 1_000_000
 
 
 class FramePort(Protocol):
-    """Where frames enter and leave a NIC."""
+    """Where frames enter and leave a NIC.  A port that knows when the kernel received a batch's first and last
+    frame (CLOCK_REALTIME ns) says so in ``rx_first_ts_ns``/``rx_last_ts_ns`` after ``recv_batch`` (0 or
+    absent: unknown), and the NIC accounts its receive lateness from them."""
 
     def send(self, frame: bytes) -> None: ...
 
@@ -104,8 +109,13 @@ class SoftNic:
         self._next_qpn = 0x11
         self.np = make_np()  # CNP spacing of the host's DCQCN (sw.roce.softnic.qp_pacer)
         self.counters = NicCounters()
-        # how late the pacers of this NIC's QPs sent frames vs their token schedules (sw.clock.lag)
-        self.lag = register(f"nic {ip} pacer", LagStats(mtu_serialization_ns(line_rate_bps)))
+        # how late the pacers of this NIC's QPs sent frames vs their token schedules (sw.clock.lag), how late the
+        # receive path serviced frames vs their arrival, and how late congestion feedback reached the rate models
+        bound_ns = mtu_serialization_ns(line_rate_bps)
+        self.lag = register(f"nic {ip} pacer", LagStats(bound_ns))
+        self.rx_lag = register(f"nic {ip} rx", LagStats(bound_ns))
+        self.reaction_lag = register(f"nic {ip} cc reaction", LagStats(bound_ns))
+        self._int_reaction = cc == "hpcc"     # INT-echo ACKs move the rate only under HPCC
         # PFC (sw.roce.softnic.pfc): honour pauses of the priority we send on; pause the switch on a receive backlog
         self.pfc = None if pfc_priority is None else NicPfc(
             mac=mac, line_rate_bps=line_rate_bps, send=port.send, priority=pfc_priority,
@@ -173,10 +183,20 @@ class SoftNic:
         return self._transmit(now_ns) or did
 
     def _receive(self) -> bool:
-        frames = self.port.recv_batch(RX_BURST_FRAMES)
+        """One receive burst: every frame to PFC, its QP (data, ACK, CNP) or a drop counter; the burst's
+        lateness (``rx_lag``) and each feedback reaction's (``reaction_lag``) when the port stamps arrivals."""
+        port = self.port
+        frames = port.recv_batch(RX_BURST_FRAMES)
         if not frames:
             return False
-        now_ns = self.clock.now_ns()
+        clock = self.clock
+        now_ns = clock.now_ns()
+        first_ts = getattr(port, "rx_first_ts_ns", 0)
+        last_ts = getattr(port, "rx_last_ts_ns", 0) if first_ts else 0
+        # A reaction's lateness is taken from the burst's first arrival: exact for a CNP that came first or
+        # alone, else an upper bound by the burst's arrival spread (the per-frame stamps are not read: cost).
+        reaction = self.reaction_lag if last_ts else None
+        int_reaction = reaction if self._int_reaction else None
         counters = self.counters
         qps = self.qps
         pfc = self.pfc
@@ -209,6 +229,8 @@ class SoftNic:
             counters.qp_frames += 1
             if pkt.opcode == Opcode.CNP:
                 qp.on_cnp(now_ns)
+                if reaction is not None:          # the cut rate is in effect from here
+                    reaction.record(clock.net_age_ns(first_ts))
                 continue
             if pkt.ecn == ECN_CE and self.np.on_packet(pkt.dest_qp, True, now_ns):
                 qp.cnp_pending = True
@@ -216,6 +238,10 @@ class SoftNic:
             if hops is not None:
                 qp.int_hops_rx = hops
             qp.on_packet(pkt, now_ns)
+            if int_reaction is not None and hops is not None and hops.echoed:
+                int_reaction.record(clock.net_age_ns(first_ts))
+        if last_ts:                               # every frame of the burst serviced by now
+            record_rx_batch(self.rx_lag, clock, len(frames), first_ts, last_ts)
         return True
 
     def _transmit(self, now_ns: int) -> bool:

@@ -1,12 +1,14 @@
 """The NIC's wire: an AF_PACKET raw socket on one interface (frames in and out as bytes), plus its addresses.
 
 Our own transmitted frames are not read back (PACKET_IGNORE_OUTGOING, or skipped by packet type); frames that
-are not addressed to this host are skipped and counted.  A UDP socket bound to port 4791 (never read) keeps
-the kernel from answering our RoCE packets with ICMP port-unreachable.
+are not addressed to this host are skipped and counted.  The kernel's receive timestamps of each batch's first and
+last frame (SIOCGSTAMPNS, two ioctls per batch, none per frame) feed the NIC's receive lag accounting.  A UDP
+socket bound to port 4791 (never read) keeps the kernel from answering our RoCE packets with ICMP port-unreachable.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import select
@@ -32,6 +34,8 @@ SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 SIOCGIFADDR = 0x8915
 SIOCGIFMTU = 0x8921
+SIOCGSTAMPNS = 0x8907  # linux/sockios.h: kernel receive time of the frame the socket returned last (timespec)
+_TIMESPEC = struct.Struct("@ll")
 MAX_FRAME_BYTES = 65536
 ROCE_HEADROOM_BYTES = 20 + 8 + 12 + 16 + 4  # IPv4 + UDP + BTH + RETH + ICRC around one MTU of payload
 # RoCE over IPv6 for every NIC a process opens without an explicit ``ip`` (as $STARPULSE_NIC_PFC does for PFC):
@@ -84,9 +88,11 @@ class RawSocketPort:
     """Frames to and from interface ``ifname`` through one non-blocking AF_PACKET socket."""
 
     def __init__(
-        self, ifname: str, *, rcvbuf_bytes: int = 32 << 20, claim_udp_port: bool = True, ip: str | None = None
+        self, ifname: str, *, rcvbuf_bytes: int = 32 << 20, claim_udp_port: bool = True, ip: str | None = None,
+        rx_timestamps: bool = True,
     ) -> None:
-        """``ip``: the address (IPv4, or IPv6 from ``sw.roce.wire.gid.interface_ipv6``) the NIC uses; default IPv4."""
+        """``ip``: the address (IPv4, or IPv6 from ``sw.roce.wire.gid.interface_ipv6``) the NIC uses; default IPv4.
+        ``rx_timestamps``: read the kernel's receive times of each batch's first and last frame (lag accounting)."""
         self.ifname = ifname
         self.counters = NicPortCounters()
         try:
@@ -105,6 +111,10 @@ class RawSocketPort:
             pass  # older kernel: outgoing frames are skipped by packet type in recv_batch
         sock.setblocking(False)
         self.sock = sock
+        # CLOCK_REALTIME ns at which the kernel received the first and last frame of the last batch (0: unknown)
+        self.rx_first_ts_ns = 0
+        self.rx_last_ts_ns = 0
+        self.rx_timestamps = rx_timestamps and self._enable_timestamps()
         self.mac = sock.getsockname()[4].hex(":")
         self.ip = interface_ipv4(ifname) if ip is None else ip
         self.mtu = interface_mtu(ifname)
@@ -129,15 +139,39 @@ class RawSocketPort:
         except OSError:
             self.counters.tx_errors += 1  # like a NIC TX drop: the transport's recovery resends it
 
+    def _enable_timestamps(self) -> bool:
+        """The first SIOCGSTAMPNS turns the socket's receive timestamps on (ENOENT: no frame yet); False when the
+        kernel offers none."""
+        try:
+            fcntl.ioctl(self.sock.fileno(), SIOCGSTAMPNS, bytes(_TIMESPEC.size))
+        except OSError as exc:
+            return exc.errno == errno.ENOENT
+        return True
+
+    def _last_rx_ns(self) -> int:
+        """The kernel's receive time (CLOCK_REALTIME ns) of the frame the socket returned last; 0 when unknown."""
+        try:
+            sec, nsec = _TIMESPEC.unpack(fcntl.ioctl(self.sock.fileno(), SIOCGSTAMPNS, bytes(_TIMESPEC.size)))
+        except OSError:
+            return 0
+        return sec * 1_000_000_000 + nsec
+
     def recv_batch(self, max_frames: int) -> list[bytes]:
+        """Up to ``max_frames`` frames for this host (and PFC frames) waiting now; with ``rx_timestamps``, the
+        receive times of the first and last frame read set ``rx_first_ts_ns``/``rx_last_ts_ns``."""
         out = []
         recvfrom = self.sock.recvfrom
         c = self.counters
-        for _ in range(max_frames):
+        stamps = self.rx_timestamps
+        read = 0
+        while read < max_frames:
             try:
                 frame, addr = recvfrom(MAX_FRAME_BYTES)
             except (BlockingIOError, InterruptedError):
                 break
+            read += 1
+            if read == 1 and stamps:
+                self.rx_first_ts_ns = self._last_rx_ns()
             pkttype = addr[2]
             if pkttype != PACKET_HOST:
                 if pkttype == PACKET_MULTICAST and frame[12:14] == b"\x88\x08":   # PFC (01:80:C2:00:00:01)
@@ -150,6 +184,8 @@ class RawSocketPort:
                 continue
             c.rx_frames += 1
             out.append(frame)
+        if stamps and read:
+            self.rx_last_ts_ns = self._last_rx_ns() if read > 1 else self.rx_first_ts_ns
         return out
 
     def wait(self, timeout_ns: int) -> None:

@@ -107,3 +107,17 @@ def test_varbit_equality_compares_the_bits_not_only_the_length(source_switch: So
                                                                 same: int) -> None:
     frame = b"\x00\xab\xcd" + y
     assert run(source_switch, VARBIT_EQ, frame) == frame + bytes([same])
+
+
+# a loop in a parser state counts into metadata; a loop in a function returns from inside the loop
+PARSER_LOOP = program(top="""
+bit<8> first_over(in bit<8> lim) {
+    for (bit<8> i = 0; i < 200; i = i + 1) { if (i * 3 > lim) { return i; } }
+    return 255;
+}""", parse="pkt.extract(hdr.h); meta.m = 0; for (bit<8> i = 0; i < hdr.h.a; i = i + 1) { meta.m = meta.m + 2; }",
+    apply="hdr.h.c = meta.m + first_over(hdr.h.a);")
+
+
+@pytest.mark.parametrize(("a", "c"), [(0, 0 + 1), (4, 8 + 2), (10, 20 + 4)])
+def test_for_loops_in_a_parser_and_a_function(source_switch: SourceSwitch, a: int, c: int) -> None:
+    assert run(source_switch, PARSER_LOOP, bytes([a, 0, 0])) == bytes([a, 0, c])

@@ -68,6 +68,7 @@ class TypeNamePostLex:
         prev2: Token | None = None
         depth = 0                      # brace depth: type declarations only count at depth 0
         angle = 0                      # open TLTs
+        for_parens = 0                 # open parentheses of a for header: its ";" start no statement
         toks = _Peekable(stream)
         for tok in toks:
             val = tok.value
@@ -75,8 +76,14 @@ class TypeNamePostLex:
                 check_integer_literal(tok)
             if tok.type == "NAME" and val in self.types:
                 tok = Token.new_borrow_pos("TYPE_NAME", val, tok)
-            if tok.type == "LT" and prev is not None and (self._opens_type_args(prev, prev2) or
-                                                           self._opens_method_type_args(prev, prev2, toks.peek())):
+            if val == "(" and prev is not None and (for_parens or prev.value == "for"):
+                for_parens += 1
+            elif val == ")" and for_parens:
+                for_parens -= 1
+            in_for_test = for_parens > 0 and prev2 is not None and prev2.value == ";"
+            if tok.type == "LT" and prev is not None and not in_for_test and (
+                    self._opens_type_args(prev, prev2, toks.peek())
+                    or self._opens_method_type_args(prev, prev2, toks.peek())):
                 tok = Token.new_borrow_pos("TLT", val, tok)
                 angle += 1
             elif tok.type == "GT" and angle:
@@ -131,10 +138,15 @@ class TypeNamePostLex:
             return False
         return nxt.type in ("BIT", "INT_KW", "VARBIT", "BOOL") or (nxt.type == "NAME" and nxt.value in self.types)
 
-    def _opens_type_args(self, prev: Token, prev2: Token | None) -> bool:
+    def _opens_type_args(self, prev: Token, prev2: Token | None, nxt: Token | None) -> bool:
+        """Whether a ``<`` after ``prev`` opens type arguments.  After ``(`` a plain name followed by ``<`` is a
+        comparison (``if (i < n)``, ``(a < b ? a : b)``) unless a type follows (``(f<bit<8>>(x))``)."""
         if prev.type in ("TYPE_NAME", "BIT", "INT_KW", "VARBIT", "LOOKAHEAD") or prev.value in ("tuple", "value_set"):
             return True
         if prev.type == "NAME":
+            if prev2 is not None and prev2.value == "(":
+                return nxt is not None and (nxt.type in ("BIT", "INT_KW", "VARBIT", "BOOL") or nxt.value == "tuple"
+                                            or (nxt.type == "NAME" and nxt.value in self.types))
             return prev2 is None or prev2.value in self._STMT_START or prev2.type in ("NAME", "TYPE_NAME", "TGT")
         return False
 

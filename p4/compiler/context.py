@@ -106,6 +106,7 @@ class CompilerContext:
         self.unset_refs: dict[str, Ref] = {}                 # per type: storage never written (see Statements)
         self.in_action = False
         self.may_exit = False                                # the body being compiled can execute ``exit``
+        self.loop_updates: list[Tree | None] = []          # the update clauses of the enclosing for loops
         self.pending_functions: list[list[str]] = []
         self.decl_pos: dict[str, SourcePos | None] = {}     # declared type/parser/control name -> where
         self.warnings: list[str] = []                        # rendered "file:line:col: warning: ..."

@@ -22,6 +22,7 @@ from p4.types import (
     P4Type,
     StackT,
     StructLike,
+    VarbitT,
 )
 
 
@@ -106,6 +107,10 @@ class Expressions(CompilerContext):
             a = ca.e
             cb = lower.capture(self, lambda: self.expr(n.children[2], want if want else a.type))
             b = cb.e
+            if want is not None and a.type != b.type:   # the context only types arms that have no type of their own
+                ca = lower.capture(self, lambda: self.expr(n.children[1]))
+                cb = lower.capture(self, lambda: self.expr(n.children[2], ca.e.type))
+                a, b = ca.e, cb.e
             t = self.unify(a, b, n, "?:")
             lowered = lower.conditional(self, c, ca, cb, lambda e: self.coerce(e, t))
             if lowered is not None:
@@ -260,6 +265,9 @@ class Expressions(CompilerContext):
                 return E(self.struct_equal(a.ref, b.ref, op == "!="), BOOL)
             if isinstance(t, StackT) and a.ref is not None and b.ref is not None:
                 eq = self.stack_equal(a.ref, b.ref)
+                return E(f"(not {eq})" if op == "!=" else eq, BOOL)
+            if isinstance(t, VarbitT) and a.ref is not None and b.ref is not None:   # its length and its bits
+                eq = f"(S[{a.ref.base}:{a.ref.base}+2] == S[{b.ref.base}:{b.ref.base}+2])"
                 return E(f"(not {eq})" if op == "!=" else eq, BOOL)
             if isinstance(t, StructLike):
                 raise self.err(node, "== on headers/structs needs two stored values (not list expressions)")

@@ -193,7 +193,7 @@ class ExternCalls(CompilerContext):
                 raise self.err(node, f"{fname} takes {' or '.join(map(str, ks))} arguments, got {nargs}")
 
         if fname == "mark_to_drop":
-            need(1)
+            need((0, 1))
             self.out(f"S[{sm['egress_spec']}] = {DROP_PORT}; S[{sm['mcast_grp']}] = 0")
         elif fname == "verify":
             need(2)

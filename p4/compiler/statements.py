@@ -149,6 +149,14 @@ class Statements(CompilerContext):
                 self.out.dedent()
         elif d == "switch_stmt":
             self.switch(s)
+        elif d == "for_stmt":
+            self.for_stmt(s)
+        elif d in ("break_stmt", "continue_stmt"):
+            if not self.loop_updates:
+                raise self.err(s, f"{d.split('_')[0]} is only allowed inside a for loop")
+            if d == "continue_stmt":
+                self.for_clauses(self.loop_updates[-1])
+            self.out(d.split("_")[0])
         elif d == "exit_stmt":
             self.may_exit = True
             self.out("raise _Exit()")
@@ -176,6 +184,32 @@ class Statements(CompilerContext):
                 self.out("raise _Ret()")  # leave this control's apply block
         else:
             raise self.err(s, f"unsupported statement ({d})")
+
+    def for_stmt(self, s: Tree) -> None:
+        """``for (init; cond; update) body`` as a Python ``while`` loop; ``continue`` runs the update first."""
+        inits, cond, updates, body = s.children
+        self.scopes.append({})
+        self.for_clauses(inits)
+        self.out("while True:")
+        self.out.indent()
+        if cond is not None:
+            c = self.if_condition(cond)
+            if c.const is None:
+                self.out(f"if not ({c.src}): break")
+            elif not c.const:
+                self.out("break")
+        self.loop_updates.append(updates)
+        self.stmts([body])
+        self.loop_updates.pop()
+        self.for_clauses(updates)
+        self.out.dedent()
+        self.scopes.pop()
+
+    def for_clauses(self, clauses: Tree | None) -> None:
+        """The init or update part of a ``for``: declarations, assignments and calls, in order."""
+        kinds = {"for_var": "var_decl", "for_assign": "assign", "for_call": "call_stmt"}
+        for c in clauses.children if clauses is not None else []:
+            self.stmt(Tree(kinds[c.data], c.children, c.meta))
 
     def if_condition(self, n: Tree) -> E:
         """An ``if`` condition; one that uses a run-time stack index out of range is false (p4c ands each

@@ -31,7 +31,8 @@ def _model_rate(t_ns: int) -> int:
 
 def _reads(lag_clocks: int, every: int = 400, until: int = 200_000) -> list[RateRead]:
     """Reads of QP 0 every ``every`` clocks, each showing the model's value ``lag_clocks`` earlier."""
-    return [RateRead(c, 0, _model_rate(int((c - lag_clocks) * CLK_NS)), 0) for c in range(INIT + 400 + lag_clocks, until, every)]
+    return [RateRead(c, 0, _model_rate(int((c - lag_clocks) * CLK_NS)), 0)
+            for c in range(INIT + 400 + lag_clocks, until, every)]
 
 
 def _replay(reads: list[RateRead]) -> dict:

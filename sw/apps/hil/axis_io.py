@@ -41,9 +41,10 @@ class AxisCapture:
 
 
 class AxisDriver:
-    """Frames into the DUT on ``<prefix>t*``: ``send(frame)`` queues one; ``run`` drives them beat by beat."""
+    """Frames into the DUT on ``<prefix>t*``: ``send(frame)`` queues one; ``run`` drives them beat by beat;
+    ``on_start(frame)``, when given, is called as a frame's first beat is taken (at that clock edge)."""
 
-    def __init__(self, dut, prefix: str, data_bytes: int) -> None:
+    def __init__(self, dut, prefix: str, data_bytes: int, on_start=None) -> None:
         self.clk, self.n = dut.clk, data_bytes
         self.tdata, self.tkeep = getattr(dut, f"{prefix}tdata"), getattr(dut, f"{prefix}tkeep")
         self.tlast, self.tvalid = getattr(dut, f"{prefix}tlast"), getattr(dut, f"{prefix}tvalid")
@@ -51,6 +52,7 @@ class AxisDriver:
         self.tvalid.value = 0
         self.queue: deque[bytes] = deque()
         self.wake = Event()
+        self.on_start = on_start
 
     def send(self, frame: bytes) -> None:
         self.queue.append(frame)
@@ -75,4 +77,6 @@ class AxisDriver:
                     await RisingEdge(self.clk)
                     if ready:
                         break
+                if off == 0 and self.on_start is not None:
+                    self.on_start(frame)
             self.tvalid.value = 0

@@ -7,6 +7,10 @@ reaches the CSR bus and doorbell over a local control socket (``sw.roce.softnic.
 Time is the one clock (``sw.clock``): the RTL advances in slices of ``slice_clocks`` clocks, each clock 2.5 ns of
 network time; after each slice it waits until network time has caught up (it never runs ahead), and records how
 far it was behind (``sw.clock.lag``, component ``hil bridge <ifname>``: it serviced that network time late).
+For the golden replay of the RTL's congestion control (``sw.apps.hil.rate_replay``) it records, in RTL clocks since
+its origin: the first beat of every CNP that enters ``rx_s_axis`` with a valid ICRC (``cnp_cycles``), every
+QP_INIT write (``qp_init_cycles``: clock, QP, frames sent so far) and every QP_RATE read the host driver makes
+(``rate_reads``: clock, QP, value, frames sent so far); the ``stop`` reply carries them.
 Without an interface (free-running) it sends ``free_frames`` frames of QP 0 to a sink as fast as it can: the
 reference the bench compares the bridge's cost against.
 """
@@ -29,10 +33,14 @@ from cocotb.utils import get_sim_time
 from sw.apps.hil.axis_io import AxisCapture, AxisDriver
 from sw.apps.hil.cocotb_port import CocotbNicPort, csr_access, ring_doorbell
 from sw.apps.hil.model import CLK_NS
+from sw.cc.nic_regs import REG_QP_INIT, REG_QP_RATE, REG_QP_SEL
 from sw.clock import get_clock
 from sw.clock.lag import LagStats, mtu_serialization_ns, register, write_lag_file
+from sw.roce import Opcode
 from sw.roce.softnic.port import SO_RCVBUFFORCE
 from sw.roce.softnic.rtl_nic_socket import OPS
+from sw.roce.wire.decode import decode
+from sw.roce.wire.errors import RoceFormatError
 from sw.units.jsonl_socket import LineFramer, encode_line
 
 ENV_CONFIG = "HIL_CONFIG"
@@ -77,7 +85,11 @@ class Bridge:
         self.frames_tx = self.frames_rx = self.frames_host = 0
         self.window = Window()
         self.stopped: dict[str, Any] | None = None
-        self.source = AxisDriver(dut, "rx_s_axis__", int(cfg["data_width"]) // 8)
+        self.qp_sel = 0
+        self.cnp_cycles: list[int] = []
+        self.qp_init_cycles: list[tuple[int, int, int]] = []
+        self.rate_reads: list[tuple[int, int, int, int]] = []
+        self.source = AxisDriver(dut, "rx_s_axis__", int(cfg["data_width"]) // 8, on_start=self.frame_in)
         self.sink = AxisCapture(dut, "tx_m_axis__", int(cfg["data_width"]) // 8)
         self.lag = register(f"hil bridge {self.ifname or 'free'}",
                             LagStats(mtu_serialization_ns(float(cfg.get("rate_bps", 10e9)))))
@@ -104,6 +116,14 @@ class Bridge:
     def cycles(self) -> int:
         """RTL clocks since the origin (after reset), CSR accesses included."""
         return int(get_sim_time(unit="ns") / CLK_NS) - self.cycle0
+
+    def frame_in(self, frame: bytes) -> None:
+        """A frame's first beat entered ``rx_s_axis``: a CNP (decoded by ``sw.roce``, ICRC valid) records the clock."""
+        try:
+            if decode(frame).opcode == Opcode.CNP:
+                self.cnp_cycles.append(self.cycles)
+        except RoceFormatError:
+            pass
 
     # --- one slice of network time ------------------------------------------------------------------------
     def pace(self) -> None:
@@ -172,15 +192,25 @@ class Bridge:
         if op not in OPS:
             raise ValueError(f"unknown op {op!r}; known: {', '.join(OPS)}")
         if op == "read":
-            return await csr_access(self.dut, int(req["addr"]))
+            value = await csr_access(self.dut, int(req["addr"]))
+            if int(req["addr"]) == REG_QP_RATE:
+                self.rate_reads.append((self.cycles, self.qp_sel, value, self.frames_tx))
+            return value
         if op == "write":
-            return await csr_access(self.dut, int(req["addr"]), int(req["value"]))
+            addr = int(req["addr"])
+            if addr == REG_QP_INIT:
+                self.qp_init_cycles.append((self.cycles, self.qp_sel, self.frames_tx))
+            value = await csr_access(self.dut, addr, int(req["value"]))
+            if addr == REG_QP_SEL:
+                self.qp_sel = int(req["value"])
+            return value
         if op == "doorbell":
             self.window.mark(self.cycles, self.slept_s, first=True)
             await ring_doorbell(self.dut, int(req["qp"]), int(req["bytes"]), int(self.cfg["qp_bits"]))
             return None
         if op == "stop":
-            self.stopped = self.figures()
+            self.stopped = {**self.figures(), "cnp_cycles": self.cnp_cycles, "qp_init_cycles": self.qp_init_cycles,
+                            "rate_reads": self.rate_reads}
             return self.stopped
         return self.figures()
 

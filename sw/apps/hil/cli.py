@@ -56,15 +56,17 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     add_topology_arguments(r)
     r.set_defaults(int_sink="host", **RUN_TOPOLOGY)
     r.add_argument("--hil-host", default="s0", metavar="HOST", help="the host whose NIC is the RTL (default s0)")
-    r.add_argument("--cc", default="none", choices=CC_CHOICES, help="the RTL's congestion control (default none; "
-                   "dcqcn and hpcc need the receiver's CNPs/INT-echo ACKs, not wired yet)")
+    r.add_argument("--cc", default="none", choices=CC_CHOICES, help="the congestion control of the RTL and the "
+                   "software senders (default none; dcqcn: the receiver's CNPs cut the RTL's QP_RATE, replayed "
+                   "through sw.cc; hpcc needs INT-echo ACKs, not wired yet)")
     r.add_argument("--duration", type=_duration_ns, default=1_200_000, metavar="T",
                    help="network time the RTL sends for, e.g. 4ms (default 1.2ms: ~1,000 frames at 4G; > 0, at "
                         "most 1 s)")
     r.add_argument("--time-dilation", type=_dilation, default=None,
                    help="dilation of the run (default: 2 x 400e6 / free-running cycles/s, measured first)")
     r.add_argument("--json", action="store_true", help="print one JSON object")
-    r.add_argument("--plot", metavar="FILE", help="PNG: the RTL sender's throughput and QP_RATE over network time")
+    r.add_argument("--plot", metavar="FILE", help="PNG: every sender's throughput and the RTL's QP_RATE over "
+                   "network time")
     add_strict_fidelity_flag(r)
 
 
@@ -76,8 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="dilation of the bridged run (default: 2 x 400e6 / free-running cycles/s)")
     b.add_argument("--json", action="store_true", help="print one JSON object")
     add_strict_fidelity_flag(b)
-    r = sub.add_parser("run", help="(root) a P4 fabric with the RTL NIC on --hil-host sending to a software "
-                       "receiver on another leaf: goodput, drops, RTL counters, dilation, fidelity",
+    r = sub.add_parser("run", help="(root) a P4 fabric with the RTL NIC on --hil-host and every other host but "
+                       "the receiver (on another leaf) sending to it: goodput, Jain, drops, RTL counters, QP_RATE "
+                       "trace against the golden model, dilation, fidelity",
                        description="Topology defaults here: " + " ".join(
                            f"--{k.replace('_', '-')} {v}" for k, v in RUN_TOPOLOGY.items()) + " (2 leaves, 1 spine).")
     add_run_arguments(r)
@@ -110,8 +113,10 @@ def print_run_text(out: dict) -> None:
     print(f"receiver {rx['name']}: {rx['frames']}/{rtl['frames_tx']} frames, ICRC ok {rx['icrc_ok']}, payload ok "
           f"{rx['payload_ok']}, PSNs in order {rx['psn_in_order']}, gaps {rx['gaps']}; drops {out['drops']} "
           f"(fabric counters {out['fabric_drops']})")
+    print(f"Jain among senders (last half): {out['jain']}")
     print(f"RTL: TX_FRAMES {rtl['frames_tx']}, CNP_RECEIVED {rtl['cnp_received']}, INT_ACKS {rtl['int_acks']}, "
-          f"RX_ICRC_ERRORS {rtl['rx_icrc_errors']}, QP_RATE trace as the model: {rtl['rate_trace_matches_model']}")
+          f"RX_ICRC_ERRORS {rtl['rx_icrc_errors']}, QP_RATE trace as the model: {rtl['rate_trace_matches_model']}"
+          + (f" ({rtl['replay']['compared']} reads compared)" if "replay" in rtl else ""))
     print(f"{out['cycles_per_s']} cycles/s in the loop at time dilation {out['time_dilation']:g} "
           f"({out['dilation_formula']} = {out['time_dilation_min']})")
     print(f"fidelity ok={out['fidelity']['ok']} worst {out['fidelity']['worst_component']} "

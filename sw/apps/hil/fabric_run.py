@@ -7,43 +7,66 @@ gateway MAC, the receiver's IP), so the P4 switches route the RTL's frames like 
 first host on another leaf (else any other host); on its rail-0 interface ``sw.apps.hil.peer`` judges every frame
 (INT the fabric left stripped first, as the software NIC does): ICRC, the pattern payload, PSN order and gaps.
 
-The RTL sends ``duration`` of network time, cc mode none, at a rate that loads every hop to ``RTL_LOAD`` of the
-link rate (payload, the 58 bytes of RoCEv2 framing and the INT stack the switches grow).  Goodput is the payload
-the receiver accepted over the RTL's sending window (first doorbell to last frame out, in RTL clocks = network
-time).  Dilation: given, or from the measured
-free-running speed as ``hil bench`` picks it (``time_dilation >= 400e6 / cycles_per_s``, times ``HEADROOM``).
-Not yet here (issue 17 items 5/6b/6c): software senders beside the RTL (an incast), CNPs or INT-echo ACKs from the
-receiver (``--cc dcqcn|hpcc`` are refused with one line).
+An incast: every host but the RTL's and the receiver sends to the receiver too, with the software NIC (``sw.roce``,
+the roles of ``sw.apps.incast_bench``: one RDMA WRITE each, the same congestion control as the RTL), all starting
+on one "go"; each sender's share of bytes is what ``duration`` at the link rate over the number of senders carries.
+With ``--cc none`` the RTL's limiter holds a rate that loads every hop to ``RTL_LOAD`` of the link rate (payload,
+the 58 bytes of RoCEv2 framing and the INT stack the switches grow).  With ``--cc dcqcn`` the host driver writes the
+software NIC's DCQCN parameters (``sw.roce.softnic.qp_pacer.make_cc``, line rate = link rate) and QP_INIT in
+cc_mode dcqcn: the RTL's limiter counts payload bytes, so at its line rate it offers ~1.3x the link on the wire and
+congests its first hop by itself; the receiver's ``peer`` is its notification point (``sw.cc.DcqcnNp`` with the
+software NIC's CNP spacing, ``qp_pacer.make_np``): CNPs cross the fabric back to the RTL's ``rx_s_axis``.  The
+leaves then sink INT toward the hosts (``--int-sink report``): the RTL's parser finds a CNP's BTH only right after
+UDP.  The bridge records each CNP's arrival clock and every QP_RATE read; ``rate_replay`` feeds the arrivals to
+``sw.cc.DcqcnRp`` with the parameters read back from the NIC and compares every read bit for bit
+(``rtl.rate_trace_matches_model``).  With cc none the model (``sw.cc.NoCc``) holds the rate the host set.
+
+Goodput: the RTL's is the payload the receiver accepted over its sending window (first doorbell to last frame out, in
+RTL clocks = network time); a software sender's its WRITE's bytes over its completion time.  The receiver sums every
+sender's payload per bin of network time (the plot; ``jain`` over the second half of the span from the first to the
+last payload it received).  ``drops``: the larger of the switches' drop counters (every flow) and the RTL frames the
+receiver never saw, both lower bounds of the frames lost.  Dilation: given, or from the measured free-running speed
+as ``hil bench`` picks it (``time_dilation >= 400e6 / cycles_per_s``, times ``HEADROOM``).
+Not yet here (issue 17 item 6c): INT-echo ACKs to the RTL's HPCC engine (``--cc hpcc`` is refused with one line).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sw.apps.hil.bench import FORMULA, HEADROOM, min_dilation
 from sw.apps.hil.launch import BridgeError, bridge_config, free_run, live_in_group, start_bridge
 from sw.apps.hil.model import CLK_HZ, CLK_NS, HilSizes, ensure_model
-from sw.apps.hil.traffic import configure_qp, flow_of, frame_bytes
+from sw.apps.hil.rate_replay import RX_PIPELINE_NS, RateRead, replay
+from sw.apps.hil.traffic import configure_dcqcn, configure_qp, flow_of, frame_bytes
 from sw.apps.incast_bench import jain
+from sw.cc import DcqcnParams, RateToIncrement
 from sw.clock import ENV_DILATION, get_clock, set_clock
 from sw.clock.lag import fidelity
+from sw.roce.softnic.qp_pacer import make_cc, make_np
 from sw.roce.wire.int_md import INT_HOP_BYTES, INT_MD_BYTES, INT_SHIM_BYTES, MAX_INT_HOPS
 from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 RTL_LOAD = 0.8            # the busiest hop's load (INT included): below line rate, so cc none drops nothing
 FREE_FRAMES = 2000        # frames of the free-running speed measurement that picks the dilation (as hil bench)
 TRACE_SAMPLES = 20        # QP_RATE and TX_FRAMES samples over the run (the plot, the rate trace)
+DCQCN_SAMPLE_NS = 5_000   # with cc dcqcn, a QP_RATE read at least this often (network time): the compared trace
+RATE_BINS = 40            # the receiver's bins of payload per sender over the run (the plot, Jain)
+SETTLE_NS = 100_000       # network time between the receiver's end and the RTL's final counters
+STORE_POLL_WALL_S = 0.005  # how often (wall) the run looks at the incast roles' rendezvous keys
 QUIET_WALL_S = 20.0       # the receiver gives up after this long (wall) without a frame
 RUN_WALL_S = 600.0        # the run's hang guard (wall seconds beyond the paced duration)
-CC_RUNNABLE = ("none",)
+CC_RUNNABLE = ("none", "dcqcn")
 
 
 class HilRunError(RuntimeError):
@@ -85,10 +108,15 @@ def measured_dilation(workdir: Path, sizes: HilSizes) -> tuple[float, float]:
     return float(math.ceil(min_dilation(free["cycles_per_s"]) * HEADROOM)), float(free["cycles_per_s"])
 
 
+def software_senders(topo: Any, hil_host: str, receiver: str) -> list[str]:
+    """The incast's other senders: every host but the RTL's and the receiver."""
+    return [h for h in topo.servers if h not in (hil_host, receiver)]
+
+
 def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns: int, dilation: float | None,
             workdir: Path | None = None, echo=None) -> dict[str, Any]:
-    """Bring the fabric up, run the RTL NIC on ``hil_host`` as a sender to a software receiver, tear everything
-    down (also on failure); the ``hil run`` JSON.  ``workdir`` (kept) holds the receiver's capture
+    """Bring the fabric up, run the RTL NIC on ``hil_host`` and the software senders into one receiver, tear
+    everything down (also on failure); the ``hil run`` JSON.  ``workdir`` (kept) holds the receiver's capture
     ``receiver.pcap``; without one a temporary directory is used and removed after a good run."""
     from emu.cli import apply_dilation
     from emu.fabric import Fabric
@@ -97,12 +125,17 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
     from sw.collectives.fabric_topology import Topology
 
     if cc not in CC_RUNNABLE:
-        raise HilRunError(f"--cc {cc}: not runnable yet (the receiver sends no CNPs or INT-echo ACKs; issue 17 "
-                          f"items 6b/6c); allowed now: {', '.join(CC_RUNNABLE)}")
+        raise HilRunError(f"--cc {cc}: not runnable yet (the receiver sends no INT-echo ACKs; issue 17 item 6c); "
+                          f"allowed now: {', '.join(CC_RUNNABLE)}")
     topo = Topology(fabric_opts["spec"])
     receiver = pick_receiver(topo, hil_host)
     if os.geteuid() != 0:
         raise HilRunError("starpulse hil run: needs root (network namespaces and AF_PACKET); run it with sudo")
+    if cc == "dcqcn" and fabric_opts.get("int_sink") != "report":
+        fabric_opts = {**fabric_opts, "int_sink": "report"}
+        if echo:
+            echo("hil run: --cc dcqcn: the leaves sink INT toward the hosts (--int-sink report): the RTL's parser "
+                 "reads a CNP's BTH right after UDP")
     sizes = HilSizes()
     ensure_model(sizes, echo=echo)
     own = workdir is None
@@ -115,23 +148,37 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
             echo(f"hil run: free-running {cps_free:.0f} cycles/s -> time dilation {dilation:g} "
                  f"({FORMULA}, x{HEADROOM})")
     spec = topo.spec
+    others = software_senders(topo, hil_host, receiver)
+    n_senders = 1 + len(others)
+    line_payload_bps = payload_rate_bps(spec.link_rate_bps, sizes.mtu_bytes) / RTL_LOAD
     rate_bps = payload_rate_bps(spec.link_rate_bps, sizes.mtu_bytes)
-    n_frames = frames_for(duration_ns, rate_bps, sizes.mtu_bytes)
+    n_frames = frames_for(duration_ns, (rate_bps if n_senders == 1 else line_payload_bps / n_senders),
+                          sizes.mtu_bytes)
+    share_bytes = max(sizes.mtu_bytes, int(duration_ns * spec.link_rate_bps / 8e9 / n_senders))
     src, dst = topo.nics_of(hil_host)[0], topo.nics_of(receiver)[0]
     qpns = flow_of({}, 0)       # the bridge's QP numbers; the addresses are the fabric's (next hop: the leaf)
     flow = {"src_mac": src.mac, "dst_mac": src.gateway_mac, "src_ip": src.ip, "dst_ip": dst.ip,
             "src_qpn": qpns.src_qpn, "dst_qpn": qpns.dst_qpn}
+    # the receiver's CNPs to the RTL's QP: its own addresses, next hop its leaf
+    back = {"src_mac": dst.mac, "dst_mac": dst.gateway_mac, "src_ip": dst.ip, "dst_ip": src.ip,
+            "src_qpn": qpns.dst_qpn, "dst_qpn": qpns.src_qpn}
     (work / "loop").mkdir(exist_ok=True)
     cfg = bridge_config(work / "loop", sizes, ifname=src.ifname, rate_bps=spec.link_rate_bps, flow=flow)
     if echo:
         echo(f"hil run: fabric {spec.servers} servers x {spec.gpus_per_server} GPUs, {spec.pods} pods, "
              f"{spec.spines} spines at {spec.link_rate_bps / 1e9:g} Gb/s; RTL NIC on {src.ifname} -> {receiver} "
-             f"({dst.ip}): {n_frames} frames over {duration_ns / 1e6:g} ms of network time")
+             f"({dst.ip}), cc {cc}: {n_frames} frames"
+             + (f"; software senders {', '.join(others)}: {share_bytes} bytes each" if others else "")
+             + f"; {duration_ns / 1e6:g} ms of network time at the fair share")
     prev_clock, prev_env = get_clock(), os.environ.get(ENV_DILATION)
     apply_dilation(dilation, None)      # the process's clock and $STARPULSE_TIME_DILATION for switches and bridge
+    run = RunPlan(cfg=cfg, sizes=sizes, cc=cc, hil_host=hil_host, receiver=receiver, rx_ifname=dst.ifname,
+                  n_frames=n_frames, rate_bps=rate_bps, work=work, back=back, others=others,
+                  share_bytes=share_bytes, bin_ns=max(1_000, duration_ns // RATE_BINS),
+                  dcqcn=make_cc("dcqcn", spec.link_rate_bps).params if cc == "dcqcn" else None)
     try:
         with Fabric(**fabric_opts) as fab:
-            out = _run_on(fab, cfg, sizes, hil_host, receiver, dst.ifname, n_frames, rate_bps, work)
+            out = _run_on(fab, run)
         # what outlived the run: the fabric's processes, namespaces, interfaces; the bridge's process group
         out["leftovers"] = leftovers(fab.footprint) + [f"hil bridge process {pid}" for pid in
                                                         live_in_group(out.pop("bridge_pgid"))]
@@ -150,34 +197,123 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
     return out
 
 
-def _run_on(fab: Any, cfg: dict[str, Any], sizes: HilSizes, hil_host: str, receiver: str, rx_ifname: str,
-            n_frames: int, rate_bps: float, work: Path) -> dict[str, Any]:
-    """The run on the fabric that is up: bridge on ``hil_host``, QP 0 configured, receiver started, doorbell,
-    traced until every frame is out and judged; bridge and receiver stopped also on failure."""
+@dataclass
+class RunPlan:
+    """What ``_run_on`` runs: the bridge's configuration, the flows, the sizes, the congestion control."""
+
+    cfg: dict[str, Any]
+    sizes: HilSizes
+    cc: str
+    hil_host: str
+    receiver: str
+    rx_ifname: str
+    n_frames: int
+    rate_bps: float
+    work: Path
+    back: dict[str, Any]        # the receiver's CNPs to the RTL's QP (sw.roce.Flow's fields)
+    others: list[str]           # the software senders
+    share_bytes: int            # each software sender's WRITE
+    bin_ns: int                 # the receiver's bins of payload per sender
+    dcqcn: DcqcnParams | None   # the parameters the driver writes (cc dcqcn)
+
+
+def _start_incast(fab: Any, run: RunPlan, store_dir: Path) -> list[subprocess.Popen]:
+    """The software senders and their receiver (``sw.apps.incast_bench`` roles, one WRITE each) in their hosts'
+    namespaces, connected (their rendezvous keys set) and waiting for "go" in ``store_dir``."""
+    from sw.units.file_store import FileStore
+
+    if not run.others:
+        return []
+    topo = fab.topo
+    rate = topo.spec.link_rate_bps
+    common = ["--store", str(store_dir), "--size", str(run.share_bytes), "--senders", str(len(run.others)),
+              "--cc", run.cc, "--link-rate", str(rate)]
+    me = [sys.executable, "-m", "sw.apps.incast_bench"]
+    procs = []
+    for k, host in enumerate([*run.others, run.receiver]):
+        nic = topo.nics_of(host)[0]
+        role = ["receiver"] if host == run.receiver else ["sender", "--index", str(k)]
+        procs.append(fab.net.hosts[host].popen([*me, *role, "--dev", nic.ifname, "--gateway-mac", nic.gateway_mac,
+                                                *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                               text=True))
+    fab.helper_procs.extend(procs)
+    store = FileStore(str(store_dir))
+    keys = ["rx_ready", *(f"ready{i}" for i in range(len(run.others)))]
+    clock = get_clock()
+    deadline_ns = clock.now_ns() + int(clock.net_duration_ns(RUN_WALL_S * 1e9))
+    while not all(store.get(k) for k in keys):
+        dead = [p for p in procs if p.poll() is not None]
+        if dead:
+            raise HilRunError(f"hil run: a software incast role exited ({dead[0].returncode}): "
+                              f"{(dead[0].stderr.read() if dead[0].stderr else '').strip()[-300:]}")
+        if clock.now_ns() > deadline_ns:
+            raise HilRunError("hil run: the software senders did not connect in time")
+        clock.sleep_ns(int(clock.net_duration_ns(STORE_POLL_WALL_S * 1e9)))
+    return procs
+
+
+def _incast_results(procs: list[subprocess.Popen], run: RunPlan) -> list[dict[str, Any]]:
+    """Each role's JSON report (senders first, the receiver last), once they are done."""
+    clock = get_clock()
+    wall_s = clock.wall_duration_ns(run.share_bytes * 8e9 / 1e6) / 1e9 + RUN_WALL_S   # at >= 1 Mb/s, plus slack
+    out = []
+    for proc in procs:
+        try:
+            stdout, stderr = proc.communicate(timeout=wall_s)
+        except subprocess.TimeoutExpired:
+            raise HilRunError("hil run: the software senders did not finish") from None
+        lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise HilRunError(f"hil run: a software incast role failed (exit {proc.returncode}): "
+                              f"{stderr.strip().splitlines()[-1:] or stdout[-300:]}")
+        out.append(json.loads(lines[-1]))
+    return out
+
+
+def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
+    """The run on the fabric that is up: bridge on the RTL's host, QP 0 configured, receiver and software senders
+    started, "go" and the doorbell, traced until every RTL frame is out and every software WRITE done; bridge,
+    receiver and roles stopped also on failure."""
     from sw.roce.softnic.rtl_nic_driver import RtlNicDriver
+    from sw.units.file_store import FileStore
 
     clock = get_clock()
-    pcap, verdict = work / "receiver.pcap", work / "receiver.json"
-    bridge = start_bridge(fab.net.hosts[hil_host], cfg, clock.dilation)
+    cfg, sizes, n_frames, work = run.cfg, run.sizes, run.n_frames, run.work
+    pcap, verdict, stop = work / "receiver.pcap", work / "receiver.json", work / "receiver.stop"
+    bridge = start_bridge(fab.net.hosts[run.hil_host], cfg, clock.dilation)
     pgid = bridge.proc.pid
     peer = None
     trace: list[dict[str, Any]] = []
+    held: DcqcnParams | None = None
+    roles: list[subprocess.Popen] = []
+    (work / "store").mkdir(exist_ok=True)
     try:
         port = bridge.wait_ready()
         driver = RtlNicDriver(port)
-        share = rate_bps / (int(cfg["data_width"]) * CLK_HZ)
+        share = run.rate_bps / (int(cfg["data_width"]) * CLK_HZ)
         asyncio.run(configure_qp(driver, 0, cfg, rate_share=share))
+        if run.dcqcn is not None:
+            held = asyncio.run(configure_dcqcn(driver, 0, run.dcqcn))
         rate_reg = asyncio.run(driver.qp_rate(0))
-        peer = fab.net.hosts[receiver].popen(
-            [sys.executable, "-m", "sw.apps.hil.peer", "recv", "--ifname", rx_ifname, "--frames", str(n_frames),
-             "--pcap", str(pcap), "--json", str(verdict), "--timeout-s", str(QUIET_WALL_S)],
+        np_args = ["--cnp-flow", json.dumps(run.back),
+                   "--cnp-interval-ns", str(make_np().params.cnp_interval_ns)] if run.dcqcn is not None else []
+        peer = fab.net.hosts[run.receiver].popen(
+            [sys.executable, "-m", "sw.apps.hil.peer", "recv", "--ifname", run.rx_ifname, "--frames", str(n_frames),
+             "--pcap", str(pcap), "--json", str(verdict), "--timeout-s", str(QUIET_WALL_S),
+             "--dest-qpn", str(run.back["src_qpn"]), "--bin-ns", str(run.bin_ns), "--stop-file", str(stop), *np_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if peer.stdout is None or peer.stdout.readline().strip() != "ready":
-            raise HilRunError(f"hil run: the receiver on {receiver} did not start")
+            raise HilRunError(f"hil run: the receiver on {run.receiver} did not start")
+        roles = _start_incast(fab, run, work / "store")
 
-        async def send_and_trace() -> dict[str, int]:
-            step_ns = max(1, int(n_frames * (sizes.mtu_bytes * 8e9 / rate_bps) / TRACE_SAMPLES))
-            deadline_ns = clock.now_ns() + step_ns * TRACE_SAMPLES * 4 + int(clock.net_duration_ns(RUN_WALL_S * 1e9))
+        async def send_and_trace() -> None:
+            step_ns = max(1, int(n_frames * (sizes.mtu_bytes * 8e9 / run.rate_bps) / TRACE_SAMPLES))
+            if run.dcqcn is not None:
+                step_ns = min(step_ns, DCQCN_SAMPLE_NS)
+            deadline_ns = clock.now_ns() + int(n_frames * sizes.mtu_bytes * 8e9 / run.rate_bps) * 20 + \
+                int(clock.net_duration_ns(RUN_WALL_S * 1e9))
+            if roles:
+                FileStore(str(work / "store")).set("go", True)
             for n in frame_bytes(n_frames, sizes.mtu_bytes):
                 await driver.ring(0, n)
             while True:
@@ -190,40 +326,67 @@ def _run_on(fab: Any, cfg: dict[str, Any], sizes: HilSizes, hil_host: str, recei
                     raise HilRunError(f"hil run: the RTL sent {stats['frames_tx']}/{n_frames} frames before the "
                                       f"hang guard; see {bridge.log}")
                 clock.sleep_ns(step_ns)
-            return await driver.counters(("TX_FRAMES", "CNP_RECEIVED", "INT_ACKS", "RX_ICRC_ERRORS"))
 
-        counters = asyncio.run(send_and_trace())
+        asyncio.run(send_and_trace())
+        results = _incast_results(roles, run)
+        stop.write_text("stop\n")
         try:
             peer.wait(timeout=QUIET_WALL_S * 3 + clock.wall_duration_ns(1e6) / 1e9)
         except subprocess.TimeoutExpired:
-            raise HilRunError(f"hil run: the receiver on {receiver} did not finish") from None
+            raise HilRunError(f"hil run: the receiver on {run.receiver} did not finish") from None
+        clock.sleep_ns(SETTLE_NS)       # the receiver's last CNP crosses the fabric before the counters are read
+        counters = asyncio.run(driver.counters(("TX_FRAMES", "CNP_RECEIVED", "INT_ACKS", "RX_ICRC_ERRORS")))
         figures = bridge.finish(port)
     finally:
         bridge.kill()
         if peer is not None and peer.poll() is None:
             peer.kill()
             peer.wait(timeout=10)
+        for proc in roles:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
     if not verdict.exists():
-        raise HilRunError(f"hil run: the receiver on {receiver} wrote no verdict (exit {peer.returncode})")
+        raise HilRunError(f"hil run: the receiver on {run.receiver} wrote no verdict (exit {peer.returncode})")
     judged = json.loads(verdict.read_text())
     status = fab.status()
     lag = fab.lag()         # the switches', the bridge's (its lag file) and this process's components
     window_ns = figures["window_cycles"] * CLK_NS
     goodput = judged["payload_ok"] * sizes.mtu_bytes * 8e9 / window_ns if window_ns else None
     cps = figures.get("cycles_per_s")
+    names = {fab.topo.nics_of(h)[0].ip: h for h in fab.topo.servers}
+    senders = [{"name": run.hil_host, "kind": "rtl", "goodput_bps": round(goodput) if goodput is not None else None}]
+    for host, res in zip(run.others, results, strict=False):
+        senders.append({"name": host, "kind": "software",
+                        "goodput_bps": round(res["bytes"] * 8e9 / res["completion_ns"]) if res["ok"] else 0})
+    bins = judged.pop("bins")
+    series = {names.get(ip, ip): per for ip, per in bins["by_src"].items()}
+    rtl_lost = max(0, counters["TX_FRAMES"] - judged["frames"])
+    rtl = {"frames_tx": counters["TX_FRAMES"], "cnp_received": counters["CNP_RECEIVED"],
+           "int_acks": counters["INT_ACKS"], "rx_icrc_errors": counters["RX_ICRC_ERRORS"],
+           "rate_bps": round(run.rate_bps), "qp_rate_reg": rate_reg, "rate_trace": trace,
+           "cnp_arrival_cycles": figures["cnp_cycles"]}
+    reads = [RateRead(*r) for r in figures["rate_reads"]]
+    if held is not None:
+        init = next((c, f) for c, q, f in figures["qp_init_cycles"][::-1] if q == 0)
+        rtl["dcqcn_params"] = dataclasses.asdict(held)
+        rtl["replay"] = replay(held, clk_ns=CLK_NS, qp=0, init=init, cnp_cycles=figures["cnp_cycles"], reads=reads,
+                               mtu_bytes=sizes.mtu_bytes, lag_ns=replay_lag_ns(sizes), conv=RateToIncrement())
+        rtl["rate_trace_matches_model"] = rtl["replay"]["matches"]
+    else:
+        # cc none: the golden model (sw.cc.NoCc) holds the rate the host set; every read must show it
+        rtl["rate_trace_matches_model"] = all(r.value == rate_reg for r in reads if r.qp == 0) and bool(reads)
     return {
-        "senders": [{"name": hil_host, "kind": "rtl", "goodput_bps": round(goodput) if goodput is not None else None}],
-        "jain": round(jain([goodput]), 6) if goodput else None,
-        "receiver": {"name": receiver, **judged, "gaps": judged["frames"] - judged["psn_in_order"],
+        "senders": senders,
+        "jain": last_half_jain(series, [s["name"] for s in senders]),
+        "receiver": {"name": run.receiver, **judged, "gaps": judged["frames"] - judged["psn_in_order"],
                      "pcap": str(pcap)},
-        "drops": max(0, counters["TX_FRAMES"] - judged["frames"]),
+        "software": results,
+        "drops": max(rtl_lost, status["totals"]["drops"]),
+        "rtl_frames_lost": rtl_lost,
         "fabric_drops": status["totals"]["drops"],
-        "rtl": {"frames_tx": counters["TX_FRAMES"], "cnp_received": counters["CNP_RECEIVED"],
-                "int_acks": counters["INT_ACKS"], "rx_icrc_errors": counters["RX_ICRC_ERRORS"],
-                "rate_bps": round(rate_bps), "qp_rate_reg": rate_reg,
-                # cc none: the golden model (sw.cc.NoCc) holds the rate the host set; every sample must show it
-                "rate_trace_matches_model": all(s["qp_rate"] == rate_reg for s in trace),
-                "rate_trace": trace},
+        "rtl": rtl,
+        "throughput_bins": {"bin_ns": bins["bin_ns"], "payload_bytes": series},
         "frames": n_frames,
         "bridge_pgid": pgid,
         "cycles_per_s": cps,
@@ -234,30 +397,50 @@ def _run_on(fab: Any, cfg: dict[str, Any], sizes: HilSizes, hil_host: str, recei
     }
 
 
+def replay_lag_ns(sizes: HilSizes) -> int:
+    """How far the RTL's rate may trail the model's: its reaction point's sweep interval plus the RX pipeline."""
+    from hw.dcqcn import sweep_interval_ns
+
+    return int(sweep_interval_ns(sizes.n_qps, int(CLK_NS * 1000))) + RX_PIPELINE_NS
+
+
+def last_half_jain(series: dict[str, list[int]], names: list[str]) -> float | None:
+    """Jain's index among ``names`` of the payload each delivered in the second half of the receiver's bins."""
+    n_bins = max((len(v) for v in series.values()), default=0)
+    if not n_bins:
+        return None
+    half = [sum(series.get(name, [])[n_bins // 2:]) for name in names]
+    return round(jain(half), 6) if any(half) else None
+
+
 def plot(out: dict[str, Any], path: str) -> None:
-    """The RTL sender's throughput over network time (TX_FRAMES between samples) and its QP_RATE (as Gb/s)."""
+    """Every sender's payload throughput at the receiver over network time (its bins), and the RTL's QP_RATE as a
+    payload rate (the limiter counts payload bytes), from the RTL's first doorbell."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    bins = out["throughput_bins"]
+    bin_ns = bins["bin_ns"]
+    kinds = {s["name"]: s["kind"] for s in out["senders"]}
+    for name, per in sorted(bins["payload_bytes"].items()):
+        t_ms = [(k + 0.5) * bin_ns / 1e6 for k in range(len(per))]
+        ax.plot(t_ms, [b * 8 / bin_ns for b in per], "-o", ms=3,
+                label=f"{name} ({kinds.get(name, '?')}) received, payload Gb/s")
     trace = out["rtl"]["rate_trace"]
-    frame_bits = (HilSizes().mtu_bytes + ROCE_DATA_FRAME_OVERHEAD_BYTES) * 8
-    t_ms, tput, rate = [], [], []
-    for a, b in zip(trace, trace[1:], strict=False):
-        if b["rtl_ns"] > a["rtl_ns"]:
-            t_ms.append(b["rtl_ns"] / 1e6)
-            tput.append((b["frames_tx"] - a["frames_tx"]) * frame_bits / (b["rtl_ns"] - a["rtl_ns"]))
-            payload_bps = b["qp_rate"] * 8 * CLK_HZ / (1 << 24)     # the limiter counts payload bytes
-            rate.append(payload_bps * frame_bits / (HilSizes().mtu_bytes * 8) / 1e9)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    name = out["senders"][0]["name"]
-    ax.plot(t_ms, tput, "-o", label=f"{name} (RTL) sent, wire Gb/s")
-    ax.plot(t_ms, rate, "--", label=f"{name} QP_RATE, wire Gb/s")
-    ax.set_xlabel("network time (ms)")
+    if trace:
+        t0 = trace[0]["rtl_ns"]
+        name = out["senders"][0]["name"]
+        ax.step([(s["rtl_ns"] - t0) / 1e6 for s in trace], [s["qp_rate"] * 8 * CLK_HZ / (1 << 24) / 1e9 for s in trace],
+                "--", where="post", label=f"{name} QP_RATE (RTL), payload Gb/s")
+    ax.set_xlabel("network time since the start (ms)")
     ax.set_ylabel("Gb/s")
-    ax.set_title(f"hil run, cc {out['cc']}, dilation {out['time_dilation']:g}, fidelity ok={out['fidelity']['ok']}")
-    ax.legend()
+    ax.set_title(f"hil run, cc {out['cc']}, dilation {out['time_dilation']:g}, Jain {out['jain']}, drops "
+                 f"{out['drops']}, model match {out['rtl']['rate_trace_matches_model']}, fidelity ok "
+                 f"{out['fidelity']['ok']}", fontsize=9)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

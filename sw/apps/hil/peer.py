@@ -1,5 +1,7 @@
 """The bridged NIC's peer, a plain AF_PACKET program on the other end of its link: ``recv`` takes the RoCEv2
-frames of one QP and judges each (decoded by ``sw.roce``, ICRC valid, payload the NIC's pattern, PSNs in order),
+frames of one QP and judges each (decoded by ``sw.roce``, ICRC valid, payload the NIC's pattern, PSNs in order);
+on request it is that QP's DCQCN notification point (CNPs on CE-marked frames) and sums every sender's payload
+over time (``RecvOptions``, the incast of ``hil run --cc dcqcn``);
 ``inject`` sends one SEND ONLY frame, with a wrong ICRC on request.  Run inside the peer's namespace.  Behind a
 fabric (``hil run``) frames arrive with the INT stack the last leaf left (host sink mode): it is stripped first, as
 the software NIC does (``sw.roce.wire.int_md.strip_int``), and the capture holds the frames without it."""
@@ -10,13 +12,17 @@ import argparse
 import json
 import socket
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sw.cc import DcqcnNp, DcqcnParams
+from sw.clock import get_clock
 from sw.roce import Flow, FlowTemplates, Opcode
 from sw.roce.softnic.port import SO_RCVBUFFORCE
 from sw.roce.wire.decode import decode
 from sw.roce.wire.errors import RoceFormatError
+from sw.roce.wire.flow import ECN_CE
 from sw.roce.wire.int_md import carries_int, strip_int
 from sw.roce.wire.pattern import PSN_MASK, pattern_payload
 from sw.roce.wire.sample_pcaps import write_frames
@@ -24,6 +30,7 @@ from sw.units.cli_guard import ArgumentParser, call_guarded
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+STOP_POLL_S = 0.2       # how often (wall) a receiver with a stop file looks for it
 
 
 def judge(frames: list[bytes], qp: int, first_psn: int) -> dict[str, Any]:
@@ -63,26 +70,106 @@ def without_int(frames: list[bytes]) -> tuple[list[bytes], dict[str, Any]]:
     return out, {"int_frames": n_int, "int_hop_counts": sorted(hops)}
 
 
-def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None) -> list[bytes]:
-    """The first ``n_frames`` UDP/4791 frames arriving on ``ifname`` (fewer when ``timeout_s`` passes quiet)."""
+@dataclass
+class RecvOptions:
+    """What ``recv`` does besides collecting: only the frames of destination QP ``qpn`` are judged (every QP when
+    None); with ``cnp_flow`` it is that QP's DCQCN notification point (``sw.cc.DcqcnNp``, CNP spacing
+    ``cnp_interval_ns``): a CE-marked frame sends a CNP of ``cnp_flow`` back on the interface; with ``bin_ns`` the
+    RoCE payload of every sender is summed per source address in bins of network time (a PSN counted once per
+    QP); with ``stop_file`` it goes on after ``n_frames`` until that file exists."""
+
+    qpn: int | None = None
+    cnp_flow: Flow | None = None
+    cnp_interval_ns: int = 0
+    bin_ns: int | None = None
+    stop_file: Path | None = None
+
+
+@dataclass
+class RecvResult:
+    """The judged QP's frames as they arrived and the figures of the rest of the traffic."""
+
+    frames: list[bytes] = field(default_factory=list)
+    ce_frames: int = 0
+    cnps_sent: int = 0
+    first_ns: int | None = None
+    bins: dict[str, dict[int, int]] = field(default_factory=dict)
+    seen: set[tuple[str, int, int]] = field(default_factory=set)
+
+    def add_payload(self, frame: bytes, now_ns: int, bin_ns: int) -> None:
+        """Count ``frame``'s payload (INT stripped, decoded by ``sw.roce``) in its source's bin of ``now_ns``."""
+        try:
+            pkt = decode(strip_int(frame)[0] if carries_int(frame) else frame)
+        except RoceFormatError:
+            return
+        key = (pkt.src_ip, pkt.dest_qp, pkt.psn)
+        if not len(pkt.payload) or key in self.seen:
+            return
+        self.seen.add(key)
+        if self.first_ns is None:
+            self.first_ns = now_ns
+        k = (now_ns - self.first_ns) // bin_ns
+        per = self.bins.setdefault(pkt.src_ip, {})
+        per[k] = per.get(k, 0) + len(pkt.payload)
+
+
+def dest_qpn(frame: bytes) -> int:
+    """The BTH destination QP of an untagged IPv4 RoCEv2 frame without INT."""
+    return int.from_bytes(frame[47:50], "big")
+
+
+def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None,
+                opts: RecvOptions | None = None) -> RecvResult:
+    """The first ``n_frames`` UDP/4791 frames of ``opts.qpn`` arriving on ``ifname`` (fewer when ``timeout_s`` of
+    wall time passes without a frame), and what ``opts`` asks for besides (``RecvOptions``)."""
+    opts = opts or RecvOptions()
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
     sock.bind((ifname, 0))
-    sock.settimeout(timeout_s)
+    poll_s = min(timeout_s, STOP_POLL_S) if opts.stop_file else timeout_s
+    sock.settimeout(poll_s)
+    clock = get_clock()
+    np_ = DcqcnNp(DcqcnParams(cnp_interval_ns=opts.cnp_interval_ns)) if opts.cnp_flow else None
+    cnp = FlowTemplates(opts.cnp_flow)[Opcode.CNP].build(0) if opts.cnp_flow else b""
+    out = RecvResult()
     if ready:
         ready()
-    frames: list[bytes] = []
-    while len(frames) < n_frames:
+    quiet_s = 0.0
+    while True:
+        if len(out.frames) >= n_frames and (opts.stop_file is None or opts.stop_file.exists()):
+            break
         try:
             data, addr = sock.recvfrom(65536)
         except TimeoutError:
-            break
+            quiet_s += poll_s
+            if quiet_s >= timeout_s:
+                break
+            continue
         if addr[2] == PACKET_OUTGOING or len(data) < 42 or data[12:14] != b"\x08\x00" or data[23] != 17:
             continue
-        if int.from_bytes(data[36:38], "big") == 4791:
-            frames.append(data)
+        if int.from_bytes(data[36:38], "big") != 4791:
+            continue
+        quiet_s = 0.0
+        now_ns = clock.now_ns()
+        if opts.bin_ns:
+            out.add_payload(data, now_ns, opts.bin_ns)
+        plain = data
+        if opts.qpn is not None or np_ is not None:
+            try:
+                plain = strip_int(data)[0] if carries_int(data) else data
+            except RoceFormatError:
+                pass
+        if opts.qpn is not None and dest_qpn(plain) != opts.qpn:
+            continue
+        if len(out.frames) < n_frames:
+            out.frames.append(data)
+        if np_ is not None and plain[15] & ECN_CE == ECN_CE:
+            out.ce_frames += 1
+            if np_.on_packet(dest_qpn(plain), True, now_ns):
+                sock.send(cnp)
+                out.cnps_sent += 1
     sock.close()
-    return frames
+    return out
 
 
 def inject(ifname: str, flow: Flow, psn: int, n_bytes: int, bad_icrc: bool) -> bytes:
@@ -107,6 +194,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--timeout-s", type=float, default=60.0, help="give up after this long without a frame")
     r.add_argument("--pcap", required=True)
     r.add_argument("--json", required=True)
+    r.add_argument("--dest-qpn", type=int, help="judge only the frames of this destination QP number")
+    r.add_argument("--cnp-flow", help="be the judged QP's DCQCN notification point: CNPs of this flow (JSON, "
+                   "sw.roce.Flow's fields) on CE-marked frames")
+    r.add_argument("--cnp-interval-ns", type=int, default=0, help="NP: least ns between two CNPs (default 0)")
+    r.add_argument("--bin-ns", type=int, help="sum every sender's payload per source address in bins of this "
+                   "many ns of network time")
+    r.add_argument("--stop-file", help="after --frames, go on until this file exists")
     i = sub.add_parser("inject", help="send one SEND ONLY frame")
     i.add_argument("--ifname", required=True)
     i.add_argument("--flow", required=True, help="the flow's fields as JSON (sw.roce.Flow)")
@@ -119,10 +213,17 @@ def run(args: argparse.Namespace) -> int:
     if args.cmd == "inject":
         inject(args.ifname, Flow(**json.loads(args.flow)), args.psn, args.bytes, args.bad_icrc)
         return 0
-    frames = recv_frames(args.ifname, args.frames, args.timeout_s, ready=lambda: print("ready", flush=True))
-    frames, int_counts = without_int(frames)
+    opts = RecvOptions(qpn=args.dest_qpn, cnp_flow=Flow(**json.loads(args.cnp_flow)) if args.cnp_flow else None,
+                       cnp_interval_ns=args.cnp_interval_ns, bin_ns=args.bin_ns,
+                       stop_file=Path(args.stop_file) if args.stop_file else None)
+    got = recv_frames(args.ifname, args.frames, args.timeout_s, ready=lambda: print("ready", flush=True), opts=opts)
+    frames, int_counts = without_int(got.frames)
     write_frames(Path(args.pcap), frames)
-    Path(args.json).write_text(json.dumps({**judge(frames, args.qp, args.first_psn), **int_counts}))
+    extra: dict[str, Any] = {"ce_frames": got.ce_frames, "cnps_sent": got.cnps_sent} if opts.cnp_flow else {}
+    if opts.bin_ns:
+        extra["bins"] = {"bin_ns": opts.bin_ns, "by_src": {ip: [per.get(k, 0) for k in range(max(per) + 1)]
+                                                            for ip, per in got.bins.items()}}
+    Path(args.json).write_text(json.dumps({**judge(frames, args.qp, args.first_psn), **int_counts, **extra}))
     return 0
 
 

@@ -1,11 +1,13 @@
 """The bridged NIC's test traffic: one QP configured through the host driver (SEND ONLY template of a flow,
-QP_INIT, rate) and the doorbells of N MTU-sized frames; the same steps free-running, in the bench and in tests."""
+QP_INIT, rate; or DCQCN's parameters and cc_mode dcqcn) and the doorbells of N MTU-sized frames; the same steps
+free-running, in the bench and in tests."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sw.cc.nic_regs import TEMPLATE_BYTES
+from sw.cc import DcqcnParams
+from sw.cc.nic_regs import PARAM_ADDR, TEMPLATE_BYTES
 from sw.roce import Flow, FlowTemplates, Opcode
 from sw.roce.softnic.rtl_nic_driver import RtlNicDriver
 
@@ -33,3 +35,20 @@ async def configure_qp(nic: RtlNicDriver, qp: int, cfg: dict[str, Any], *, first
 def frame_bytes(n_frames: int, mtu_bytes: int) -> list[int]:
     """Doorbell sizes for ``n_frames`` frames of ``mtu_bytes`` payload (the scheduler cuts at the MTU)."""
     return [n_frames * mtu_bytes]
+
+
+async def configure_dcqcn(nic: RtlNicDriver, qp: int, params: DcqcnParams) -> DcqcnParams:
+    """Write ``params`` (the line rate first, so no bound clamps the rest), switch to cc_mode dcqcn and start QP
+    ``qp`` afresh (its rate: the line rate); returns the parameters as the NIC holds them (read back)."""
+    await nic.set_param("line_rate_kbps", params.line_rate_kbps)
+    for name in DCQCN_FIELDS:
+        if name != "line_rate_kbps":
+            await nic.set_param(name, int(getattr(params, name)))
+    held = {name: await nic.param(name) for name in DCQCN_FIELDS}
+    await nic.set_cc_mode("dcqcn")
+    await nic.qp_init(qp)
+    return params.replace(**{k: bool(v) if k == "clamp_target_rate" else v for k, v in held.items()})
+
+
+DCQCN_FIELDS = tuple(name for name in DcqcnParams.__dataclass_fields__ if name in PARAM_ADDR)
+"""The ``DcqcnParams`` fields the NIC has a register for (the NP's ``cnp_interval_ns`` among them)."""

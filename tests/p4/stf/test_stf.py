@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from p4.stf import Expectation, cli_match_word, compare_frame, parse_stf
+from p4.stf import Expectation, cli_match_word, compare_frame, packet_bytes, parse_stf
 from p4.tables import KeySpec
 from sw.cli import main
 
@@ -89,7 +89,7 @@ def test_failed_check_counter_fails(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 @pytest.mark.parametrize("text, message", [
     ("wait\npacket 0 0G\n", "t.stf:2: packet: data must be hex digits"),
-    ("packet 0 012\n", "t.stf:1: packet: odd number of hex digits (3)"),
+    ("expect 1 0x00\n", "t.stf:1: expect: data must be hex digits or '*'"),
     ("expect x 00\n", "t.stf:1: expect: port 'x' is not a decimal number"),
     ("packet 600 00\n", "t.stf:1: packet: port 600 out of range 0..510"),
     ("# fine\nno_packet\n", "t.stf:2: unsupported STF command 'no_packet'"),
@@ -117,6 +117,12 @@ def test_match_words_as_p4c_runner_writes_them() -> None:
     assert cli_match_word("10.0.0.0/8", l32) == "10.0.0.0/8"
     assert cli_match_word("7", KeySpec("f", "range", 8)) == "7->7"
     assert cli_match_word("5", KeySpec("f", "ternary", 8)) == "5&&&255"
+
+
+def test_packet_digits_as_p4c_runner_reads_them() -> None:
+    assert packet_bytes("200") == b"\x20\x00"          # an odd last digit is a byte of its own
+    assert packet_bytes("abc") == b"\xab\x0c"
+    assert packet_bytes("") == b""
 
 
 def test_compare_frame_wildcards_and_length() -> None:

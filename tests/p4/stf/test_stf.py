@@ -18,6 +18,7 @@ DATA = Path(__file__).resolve().parent / "data"
 PROGRAMS = Path(__file__).resolve().parents[3] / "p4" / "programs"
 PROG = DATA / "stf_cmds.p4"
 FRAME = "01 00 0000 00000000 00 000000000000"       # op=1: by_op sends it to port 2 unchanged
+ADD = "add by_op data.op:1 fwd(port:2)\n"
 
 
 def _stf(tmp_path: Path, text: str, name: str = "t.stf") -> Path:
@@ -46,43 +47,36 @@ def test_json_of_one_test(capsys: pytest.CaptureFixture[str]) -> None:
     assert t["unchecked_ports"] == {"12": 1}
 
 
-def test_extra_packet_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    stf = _stf(tmp_path, f"add by_op data.op:1 fwd(port:2)\npacket 0 {FRAME}\nexpect 2 {FRAME}\npacket 0 {FRAME}\n")
-    assert main(["p4", "stf", str(PROG), str(stf)]) == 1
+@pytest.mark.parametrize("body, lines", [
+    # an unexpected extra packet on a port the test names
+    (f"packet 0 {FRAME}\nexpect 2 {FRAME}\npacket 0 {FRAME}\n",
+     ["port 2: expected 1 packet(s), got 2", "got      #2:"]),
+    # a packet on a port named only as an input: nothing was expected there
+    (f"packet 2 {FRAME}\n", ["port 2: expected 0 packet(s), got 1"]),
+    # a wrong byte: where, and both frames
+    (f"packet 0 {FRAME}\nexpect 2 01 77 0000 00000000 00 000000000000\n",
+     ["port 2: packet #1 (expect at line 3) differs at byte 1 (nibble 2): expected 7, got 0",
+      "expected #1 (line 3): 017700000000000000000000000000", "got      #1:           010000000000000000000000000000"]),
+])
+def test_mismatch_fails_with_a_diff_per_port(tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str,
+                                             lines: list[str]) -> None:
+    assert main(["p4", "stf", str(PROG), str(_stf(tmp_path, ADD + body))]) == 1
     out = capsys.readouterr().out
     assert "FAIL (mismatch)" in out
-    assert "port 2: expected 1 packet(s), got 2" in out
-    assert "got      #2:" in out
-
-
-def test_packet_on_a_named_port_without_expect_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    stf = _stf(tmp_path, f"add by_op data.op:1 fwd(port:2)\npacket 2 {FRAME}\n")     # port 2 exists: it is named
-    assert main(["p4", "stf", str(PROG), str(stf)]) == 1
-    assert "port 2: expected 0 packet(s), got 1" in capsys.readouterr().out
-
-
-def test_wrong_expectation_shows_the_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    stf = _stf(tmp_path, "add by_op data.op:1 fwd(port:2)\n"
-                         f"packet 0 {FRAME}\n"
-                         "expect 2 01 77 0000 00000000 00 000000000000\n")
-    assert main(["p4", "stf", str(PROG), str(stf)]) == 1
-    out = capsys.readouterr().out
-    assert "port 2: packet #1 (expect at line 3) differs at byte 1 (nibble 2): expected 7, got 0" in out
-    assert "expected #1 (line 3): 017700000000000000000000000000" in out
-    assert "got      #1:           010000000000000000000000000000" in out
+    for line in lines:
+        assert line in out, out
 
 
 def test_dollar_means_exact_length(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    prefix = _stf(tmp_path, f"add by_op data.op:1 fwd(port:2)\npacket 0 {FRAME}\nexpect 2 01 00\n", "p.stf")
-    exact = _stf(tmp_path, f"add by_op data.op:1 fwd(port:2)\npacket 0 {FRAME}\nexpect 2 01 00 $\n", "e.stf")
+    prefix = _stf(tmp_path, f"{ADD}packet 0 {FRAME}\nexpect 2 01 00\n", "p.stf")
+    exact = _stf(tmp_path, f"{ADD}packet 0 {FRAME}\nexpect 2 01 00 $\n", "e.stf")
     assert main(["p4", "stf", str(PROG), str(prefix)]) == 0
     assert main(["p4", "stf", str(PROG), str(exact)]) == 1
     assert "too long: 15 bytes, expected exactly 2 ('$')" in capsys.readouterr().out
 
 
 def test_failed_check_counter_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    stf = _stf(tmp_path, f"add by_op data.op:1 fwd(port:2)\npacket 0 {FRAME}\nexpect 2 {FRAME}\n"
-                         "check_counter op_hits(1) packets == 3\n")
+    stf = _stf(tmp_path, f"{ADD}packet 0 {FRAME}\nexpect 2 {FRAME}\ncheck_counter op_hits(1) packets == 3\n")
     assert main(["p4", "stf", str(PROG), str(stf)]) == 1
     assert "line 4: check_counter op_hits(1) packets == 3: packets is 1" in capsys.readouterr().out
 
@@ -177,3 +171,5 @@ def test_corpus_bad_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "no X.p4 with an X.stf" in capsys.readouterr().err
     assert main(["p4", "stf", str(PROG)]) == 2
     assert "needs PROG.p4 and TEST.stf" in capsys.readouterr().err
+    assert main(["p4", "stf", "--corpus", str(DATA), "--timeout-s", "0"]) == 2
+    assert "--timeout-s 0.0: must be > 0 seconds" in capsys.readouterr().err

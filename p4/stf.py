@@ -259,7 +259,8 @@ def key_aliases(key_name: str) -> list[str]:
 
 def _stf_key_name(name: str) -> str:
     """An STF key name in p4c's spelling: ``hs$0.f`` is ``hs[0].f``; a trailing ``$`` is dropped."""
-    return re.sub(r"\$(\d+)", r"[\1]", name).rstrip("$") if not name.endswith("$valid$") else name
+    name = re.sub(r"\$(\d+)", r"[\1]", name)
+    return name if name.endswith("$valid$") else name.rstrip("$")
 
 
 _ADD_ID = re.compile(r"^(.*\))\s*=\s*([A-Za-z_$][\w$]*)\s*$", re.S)

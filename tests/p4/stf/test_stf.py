@@ -34,6 +34,12 @@ def test_every_command_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert "1 sent to ports the STF does not name (not checked)" in out
 
 
+def test_key_names_as_p4c_writes_them_and_a_direct_counter(capsys: pytest.CaptureFixture[str]) -> None:
+    """hs$0.$valid$ / hs$0.valid name hdr.hs[0].isValid(), hs$0.f names hdr.hs[0].f; check_counter hits($low)."""
+    assert main(["p4", "stf", str(DATA / "stf_keys.p4"), str(DATA / "stf_keys.stf")]) == 0
+    assert "pass (4 packets in, 3 out, 3 ports checked)" in capsys.readouterr().out
+
+
 def test_json_of_one_test(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["p4", "stf", str(PROG), str(DATA / "stf_cmds.stf"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

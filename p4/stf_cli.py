@@ -26,6 +26,8 @@ def run(args: argparse.Namespace, defines: dict[str, str]) -> int:
             raise P4Error("p4 stf: give either PROG.p4 TEST.stf or --corpus DIR, not both")
         return _corpus(args, includes, defines)
     if not args.program or not args.stf:
+        if args.json is not None and args.json.endswith(".p4"):
+            raise P4Error(f"p4 stf: --json took {args.json} as its OUT file: put --json after PROG.p4 TEST.stf")
         raise P4Error("p4 stf: needs PROG.p4 and TEST.stf (or --corpus DIR)")
     prog, stf = Path(args.program), Path(args.stf)
     for p in (prog, stf):

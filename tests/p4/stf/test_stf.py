@@ -177,5 +177,7 @@ def test_corpus_bad_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "no X.p4 with an X.stf" in capsys.readouterr().err
     assert main(["p4", "stf", str(PROG)]) == 2
     assert "needs PROG.p4 and TEST.stf" in capsys.readouterr().err
+    assert main(["p4", "stf", "--json", str(PROG), str(DATA / "stf_cmds.stf")]) == 2
+    assert "put --json after PROG.p4 TEST.stf" in capsys.readouterr().err
     assert main(["p4", "stf", "--corpus", str(DATA), "--timeout-s", "0"]) == 2
     assert "--timeout-s 0.0: must be > 0 seconds" in capsys.readouterr().err

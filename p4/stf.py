@@ -335,10 +335,14 @@ class StfRunner:
         return self.pipeline.state.tables[resolve("table", name, self.pipeline.state.tables)]
 
     def _action(self, table: Table, call: str) -> tuple[str, list[str]]:
-        """``ACTION(p:v, ...)`` -> (full action name, data words in the action's parameter order)."""
+        """``ACTION(p:v, ...)`` (or a bare ``ACTION``, as bmv2stf.py takes it) -> (full action name, data words in
+        the action's parameter order)."""
         aname, paren, rest = call.partition("(")
-        if not paren or not rest.rstrip().endswith(")"):
+        if paren and not rest.rstrip().endswith(")"):
             raise CommandError(f"expected ACTION(PARAM:VALUE, ...), got {call.strip()!r}")
+        if not aname.strip():
+            raise CommandError(f"expected ACTION(PARAM:VALUE, ...), got {call.strip()!r}")
+        rest = rest if paren else ")"
         full = resolve(f"action of table {table.name}", aname.strip(), table.actions)
         action = table.actions[full]
         given: dict[str, str] = {}

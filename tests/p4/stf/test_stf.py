@@ -99,6 +99,7 @@ def test_failed_check_counter_fails(tmp_path: Path, capsys: pytest.CaptureFixtur
     ("add by_op data.op:0x1FF fwd(port:2)\n", "does not fit in 8 bits"),
     ("setdefault by_c set_b(val:1)\n", "t.stf:1: action Ing.set_b takes (val, port); missing port"),
     ("check_counter op_hits(9) packets == 1\n", "t.stf:1: check_counter: index 9 out of range"),
+    ("setdefault by_op\n", "t.stf:1: expected ACTION(PARAM:VALUE, ...), got ''"),
 ])
 def test_bad_input_exits_2_with_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
                                               message: str) -> None:

@@ -100,6 +100,8 @@ def test_failed_check_counter_fails(tmp_path: Path, capsys: pytest.CaptureFixtur
     ("setdefault by_c set_b(val:1)\n", "t.stf:1: action Ing.set_b takes (val, port); missing port"),
     ("check_counter op_hits(9) packets == 1\n", "t.stf:1: check_counter: index 9 out of range"),
     ("setdefault by_op\n", "t.stf:1: expected ACTION(PARAM:VALUE, ...), got ''"),
+    ("mirroring_add 5\n", "t.stf:1: mirroring_add: wrong number of arguments"),
+    ("register_read nosuch 1\n", "t.stf:1: register_read: unknown register 'nosuch'"),
 ])
 def test_bad_input_exits_2_with_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
                                               message: str) -> None:

@@ -184,3 +184,12 @@ def test_corpus_bad_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "put --json after PROG.p4 TEST.stf" in capsys.readouterr().err
     assert main(["p4", "stf", "--corpus", str(DATA), "--timeout-s", "0"]) == 2
     assert "--timeout-s 0.0: must be > 0 seconds" in capsys.readouterr().err
+
+
+def test_corpus_json_on_stdout_progress_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["p4", "stf", "--corpus", str(DATA), "--json"]) == 0       # stf_cmds, stf_keys (no basic.p4 here)
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert (doc["passed"], doc["failed"], doc["pass_rate"]) == (2, 0, 1.0)
+    assert err.splitlines() == ["[1/2] stf_cmds: pass", "[2/2] stf_keys: pass",
+                                "2 passed, 0 failed (pass rate 100.0 %)"]

@@ -33,7 +33,8 @@ copies the compiled state and binds the generated stages to it; ``prog.tables`` 
 Module map: preprocess (cpp-like, keeps file:line) -> parse (LALR grammar ``p4.lark``) -> compiler (types,
 layout of the per-packet state list, Python code generation) -> program (the compiled stages) ->
 pipeline (v1model/BMv2 packet paths) + tables/externs/algorithms (run-time state) + runtime_cli (command
-language) + pcap/sim/bench (offline tools) + p4info (the program's P4Info as p4c writes it, over the
-P4Runtime schema that ``p4runtime_proto`` loads) + runtime (the P4Runtime gRPC server of ``p4 switch
---grpc-port``, its entity translation and a raw-gRPC client; the only part of ``p4`` that imports grpc).
+language) + pcap/sim/bench (offline tools) + stf/stf_cli (p4c's STF packet tests, ``starpulse p4 stf``) +
+p4info (the program's P4Info as p4c writes it, over the P4Runtime schema that ``p4runtime_proto`` loads) + runtime
+(the P4Runtime gRPC server of ``p4 switch --grpc-port``, its entity translation and a raw-gRPC client; the only
+part of ``p4`` that imports grpc).
 """

@@ -1,5 +1,6 @@
 """``starpulse p4``: check (compile only), sim (pcaps through the pipeline), bench (packets/s in-process);
-``switch`` and ``cli`` come from ``p4.switch`` (the switch process) when it is installed."""
+``stf`` (p4c's STF packet tests, ``p4.stf_cli``); ``switch`` and ``cli`` come from ``p4.switch`` (the switch
+process) when it is installed."""
 
 from __future__ import annotations
 
@@ -53,6 +54,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="per-packet process() calls, process_batch(), or both (default)")
     b.add_argument("--json", action="store_true", help="print results as JSON")
 
+    t = sub.add_parser("stf", help="run p4c STF packet tests: PROG.p4 TEST.stf, or every X.p4/X.stf of --corpus DIR")
+    t.add_argument("program", nargs="?", metavar="PROG.p4", help="P4_16 program for the v1model architecture")
+    t.add_argument("stf", nargs="?", metavar="TEST.stf", help="its STF test (entries, packets, expected packets)")
+    t.add_argument("--corpus", metavar="DIR", help="run every X.p4 of DIR that has an X.stf beside it")
+    t.add_argument("--json", nargs="?", const="-", metavar="OUT",
+                   help="results as JSON (tests, passed, failed, pass_rate): on stdout, or written to OUT")
+    t.add_argument("--timeout-s", type=float, default=120.0, metavar="S",
+                   help="--corpus: a test still running after S wall seconds counts as a crash (default 120)")
+    t.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="extra #include directory (ours with core.p4/v1model.p4 is always searched)")
+    t.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="preprocessor definition")
+
     try:  # the switch process (p4/switch, issue 4) adds `switch` and `cli` when present
         from p4.switch import cli as switch_cli
     except ImportError:
@@ -97,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
             return _sim(args)
         if args.p4_command == "bench":
             return _bench(args)
+        if args.p4_command == "stf":
+            from p4 import stf_cli
+
+            return stf_cli.run(args, _defines(args.define))
         if args.p4_command in ("switch", "cli"):
             from p4.switch import cli as switch_cli
 

@@ -141,7 +141,11 @@ class QpPacer:
     def __init__(self, cc: CongestionControl, now_ns: int, *, burst_bytes: int = 64 * 1024,
                  lag: LagStats | None = None) -> None:
         self.cc = cc
-        self.lag = lag              # the NIC's pacer lateness: a frame sent vs when its token schedule allowed it
+        # The NIC's pacer lateness: a frame that waited on the bucket, sent vs when its token schedule allowed it,
+        # i.e. how long after that time the engine came back to this QP.  A frame held past that time by anything
+        # else (the transport's window, PFC, no work) is not counted: ``mark_idle`` and a closed window clear the
+        # due time, a CNP moves it back (tests/sw/roce/softnic/test_pacer_lag.py).
+        self.lag = lag
         self._due_ns: int | None = None  # a frame waits on the bucket until then (None: not waiting on the pacer)
         self._pacer = CcPacer(cc, burst_bytes, now_ns)
         # Start with an empty bucket: an initial burst would become a standing queue in front of a link that

@@ -451,16 +451,20 @@ class FaultInjector:
         return [src.server, dst.leaf]
 
     def _uncongest(self, nic: str) -> list[str]:
-        from emu.traffic import stop_proc
-
         self._nic_rank("uncongest", nic)
         if nic not in self.congested:
             raise FaultError(f"uncongest {nic}: not congested (congest {nic} RATE starts it)")
         proc, _rate = self.congested.pop(nic)
+        self._stop_helper(proc)
+        return [nic]
+
+    def _stop_helper(self, proc: Any) -> None:
+        """Stop a fault's helper process (``congest``'s blaster, ``pfc_storm``'s sender) and untrack it."""
+        from emu.traffic import stop_proc
+
         stop_proc(proc)
         if proc in self.fabric.helper_procs:
             self.fabric.helper_procs.remove(proc)
-        return [nic]
 
     def pfc_storm(self, nic: str) -> FaultEvent:
         """The NIC ``HOST[:RAIL]`` (``s1:0``) sends PFC pauses of the fabric's lossless priority until restored."""
@@ -505,15 +509,11 @@ class FaultInjector:
         return [nic.server, nic.leaf]
 
     def _restore_pfc(self, target: str) -> list[str]:
-        from emu.traffic import stop_proc
-
         nic = self._host_nic("restore_pfc", target)
         proc = self.storming.pop(nic.ifname, None)
         if proc is None:
             raise FaultError(f"restore_pfc {target}: not storming (pfc_storm {target} starts it)")
-        stop_proc(proc)       # 'quit': the tool sends XON, so the leaf's queue resumes at once
-        if proc in self.fabric.helper_procs:
-            self.fabric.helper_procs.remove(proc)
+        self._stop_helper(proc)      # 'quit': the tool sends XON, so the leaf's queue resumes at once
         return [nic.server, nic.leaf]
 
     def stop_flaps(self) -> None:

@@ -80,15 +80,21 @@ ACK_TIMEOUT_WALL_CEILING_S = 4.0
 """A lost tail must be resent well within the communicator's timeout (60 s wall without progress by default)."""
 
 
+QP_TIMEOUT_MAX = 17
+"""The longest timeout the collectives use (0.54 s of network time), undilated and when network time runs faster
+than wall time (a dead peer's QP then still gives up within ~10 s wall)."""
+
+
 def qp_timeout_for(dilation: float) -> int:
     """The QP attribute ``timeout`` (4.096 us * 2^t of network time) for a run at ``dilation``: the shortest that
-    clears the wall floor and the network floor (the latter capped by the wall ceiling).  Undilated that is 17
-    (0.54 s); at a dilation of 192 it is 10 (4.2 ms of network time, 0.8 s wall).  A timeout fixed in network
-    time grows with the dilation in wall time: 0.54 s at 192 is 103 s wall, longer than the communicator's own
-    timeout, so one lost tail on a lossy link killed the job."""
+    clears the wall floor and the network floor (the latter capped by the wall ceiling), at most
+    ``QP_TIMEOUT_MAX``.  Undilated that is 17 (0.54 s); at a dilation of 192 it is 10 (4.2 ms of network time,
+    0.8 s wall).  A timeout fixed in network time grows with the dilation in wall time: 0.54 s at 192 is 103 s
+    wall, longer than the communicator's own timeout, so one lost tail on a lossy link killed the job."""
     dilation = max(dilation, 1e-9)
     want_ns = max(ACK_TIMEOUT_WALL_FLOOR_S * 1e9 / dilation,
                   min(ACK_TIMEOUT_NET_FLOOR_NS, ACK_TIMEOUT_WALL_CEILING_S * 1e9 / dilation))
+    want_ns = min(want_ns, ack_timeout_ns(QP_TIMEOUT_MAX))   # network time faster than wall: no longer than ever
     timeout = 1
     while ack_timeout_ns(timeout) < want_ns and timeout < 31:
         timeout += 1

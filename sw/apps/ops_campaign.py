@@ -5,7 +5,8 @@ the store is diagnosed after every step until the top suspect is right or the wi
 and the job recovers.  JSON (a contract): ``faults``, ``detected``, ``top1_accuracy``, ``top3_accuracy``,
 ``false_alarms``, ``healthy_steps``, ``median_steps_to_detect``, ``median_time_to_localize_s`` (network time),
 ``median_wall_time_to_localize_s``, ``by_kind``, ``faults_detail``; also ``fidelity``, ``time_dilation``,
-``topology``.
+``topology`` and ``completed``: a job that dies after the first fault still reports what was measured, with
+``completed`` false and the ``error``, and the command exits 1.
 """
 
 from __future__ import annotations
@@ -253,8 +254,15 @@ def run(args: argparse.Namespace) -> int:
                   f"{target.topo.spec.gpus_per_server} rails, {target.topo.spec.spines} spines, dilation "
                   f"{clock.dilation:g}, PFC {args.pfc}; job of {steps_total} steps")
         job = Job(target, model, steps_total, work, args.timeout)
+        partial: dict[str, Any] = {}
+        failure: CampaignError | None = None
         try:
-            result = _loop(args, rng, plan, early, target, store, job, clock, world)
+            result = _loop(args, rng, plan, early, target, store, job, clock, world, partial)
+        except CampaignError as exc:
+            if not partial.get("details"):
+                raise                      # nothing measured yet: the one-line error is the whole answer
+            failure = exc                  # what was measured is reported, marked incomplete (never as a full run)
+            result = _result(partial)
         finally:
             job.stop()
             if args.keep_store:       # also when the campaign failed: the store is what explains it
@@ -262,7 +270,11 @@ def run(args: argparse.Namespace) -> int:
                 store.db.execute("VACUUM INTO ?", (str(Path(args.keep_store).resolve()),))
         import shutil
 
-        shutil.rmtree(work, ignore_errors=True)        # kept (rank logs) only when the campaign failed
+        if failure is None:
+            shutil.rmtree(work, ignore_errors=True)    # kept (rank logs) only when the campaign failed
+        result["completed"] = failure is None
+        if failure is not None:
+            result["error"] = str(failure)
         result["fidelity"] = fab.fidelity()
         result["time_dilation"] = clock.dilation
         result["topology"] = {"servers": target.topo.spec.servers, "gpus_per_server": target.topo.spec.gpus_per_server,
@@ -279,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         for line in summary_lines(result):
             print(line)
+    if failure is not None:
+        _progress(f"starpulse ops: failed after {result['faults']} of {args.faults} fault(s): {failure}")
+        return 1
     return 0
 
 
@@ -302,7 +317,9 @@ def _wait_step(store: TelemetryStore, world: int, want: int, job: Job, clock: Cl
 
 
 def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: list[Fault | None], target: Any,
-          store: TelemetryStore, job: Job, clock: Clock, world: int) -> dict[str, Any]:
+          store: TelemetryStore, job: Job, clock: Clock, world: int, partial: dict[str, Any]) -> dict[str, Any]:
+    """Calibrate, judge the healthy steps, inject the plan; ``partial`` holds what is measured so far (the caller
+    reports it when the job dies part-way)."""
     fab = target.fabric
     lo, hi = CALIBRATION
     _wait_step(store, world, hi, job, clock, args.timeout)
@@ -317,6 +334,8 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: 
     false_alarms, healthy = 0, 0
     step = hi
     alarms: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    partial.update({"details": details, "alarms": alarms, "expected": exp})
     for _ in range(args.healthy_steps):
         step += 1
         if not _wait_step(store, world, step, job, clock, STALL_FACTOR * 4 * step_wall_s + 30):
@@ -327,48 +346,56 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: 
         if res["detected"]:
             false_alarms += 1
             alarms.append({"step": step, "suspects": res["suspects"]})
+        partial.update({"false_alarms": false_alarms, "healthy": healthy})
         top = res["suspects"][0] if res["detected"] else None
         _progress(f"healthy step {step}: " + (f"ALARM {top['kind']} {top['place']}" if top else "no suspects"))
-    details = []
     links = list(target.topo.links)
     for i, kind in enumerate(plan):
         f = early[i] or pick_fault(rng, kind, target.topo, links, clock)
-        clock.sleep_ns(clock.net_duration_ns(rng.uniform(0, step_wall_s) * 1e9))   # a random moment in a step
-        inj_ns = clock.box_ns()
-        fab.faults.apply(f.action, f.target, f.value)
-        store.add_fault(inj_ns, f.action, f.target, f.value)
-        base_step = completed_step(store, world)
-        d: dict[str, Any] = {"kind": f.kind, "place": f.place, "severity": f.severity, "action": f.action,
-                             "target": f.target, "value": f.value, "diagnosis": None, "detected": False,
-                             "top1": False, "top3": False, "correct": False, "steps_to_detect": None,
-                             "time_to_localize_s": None, "wall_time_to_localize_s": None}
-        for k in range(1, args.window_steps + 1):
-            _wait_step(store, world, base_step + k, job, clock, STALL_FACTOR * step_wall_s + 5)
-            res = window_diagnosis(store, exp, links_meta, inj_ns)
-            places = [s["place"] for s in res["suspects"]]
-            d["diagnosis"] = res["suspects"]
-            if res["detected"] and not d["detected"]:
-                d["detected"], d["steps_to_detect"] = True, k
-            d["top3"] = d["top3"] or any(_same_place(p, f.place) for p in places)
-            if places and _same_place(places[0], f.place) and res["suspects"][0]["kind"] == f.kind:
-                d["top1"] = d["correct"] = True
-                d["time_to_localize_s"] = (clock.box_ns() - inj_ns) / 1e9
-                d["wall_time_to_localize_s"] = clock.wall_duration_ns(clock.box_ns() - inj_ns) / 1e9
-                d["steps_to_localize"] = k
-                break
-        fab.faults.apply(*f.clear)
-        details.append(d)
-        top = d["diagnosis"][0] if d["diagnosis"] else None
-        _progress(f"fault {i + 1}/{len(plan)}: {f.kind} {f.place} (severity {f.severity}) -> "
-                  f"{(top['kind'] + ' ' + top['place']) if top else 'nothing'}: "
-                  f"{'correct' if d['correct'] else 'top-3' if d['top3'] else 'MISSED'}"
-                  + (f" in {d['time_to_localize_s']:.3f} s network, {d['wall_time_to_localize_s']:.1f} s wall"
-                     if d["correct"] else ""))
-        done = completed_step(store, world)
-        _wait_step(store, world, done + RECOVERY_STEPS, job, clock, STALL_FACTOR * 10 * step_wall_s + 60)
-    out = scores(details)
-    out.update({"false_alarms": false_alarms, "healthy_steps": healthy, "false_alarm_detail": alarms,
-                "expected": exp.to_json()})
+        try:
+            clock.sleep_ns(clock.net_duration_ns(rng.uniform(0, step_wall_s) * 1e9))   # a random moment in a step
+            inj_ns = clock.box_ns()
+            fab.faults.apply(f.action, f.target, f.value)
+            store.add_fault(inj_ns, f.action, f.target, f.value)
+            base_step = completed_step(store, world)
+            d: dict[str, Any] = {"kind": f.kind, "place": f.place, "severity": f.severity, "action": f.action,
+                                 "target": f.target, "value": f.value, "diagnosis": None, "detected": False,
+                                 "top1": False, "top3": False, "correct": False, "steps_to_detect": None,
+                                 "time_to_localize_s": None, "wall_time_to_localize_s": None}
+            for k in range(1, args.window_steps + 1):
+                _wait_step(store, world, base_step + k, job, clock, STALL_FACTOR * step_wall_s + 5)
+                res = window_diagnosis(store, exp, links_meta, inj_ns)
+                places = [s["place"] for s in res["suspects"]]
+                d["diagnosis"] = res["suspects"]
+                if res["detected"] and not d["detected"]:
+                    d["detected"], d["steps_to_detect"] = True, k
+                d["top3"] = d["top3"] or any(_same_place(p, f.place) for p in places)
+                if places and _same_place(places[0], f.place) and res["suspects"][0]["kind"] == f.kind:
+                    d["top1"] = d["correct"] = True
+                    d["time_to_localize_s"] = (clock.box_ns() - inj_ns) / 1e9
+                    d["wall_time_to_localize_s"] = clock.wall_duration_ns(clock.box_ns() - inj_ns) / 1e9
+                    d["steps_to_localize"] = k
+                    break
+            fab.faults.apply(*f.clear)
+            details.append(d)
+            top = d["diagnosis"][0] if d["diagnosis"] else None
+            _progress(f"fault {i + 1}/{len(plan)}: {f.kind} {f.place} (severity {f.severity}) -> "
+                      f"{(top['kind'] + ' ' + top['place']) if top else 'nothing'}: "
+                      f"{'correct' if d['correct'] else 'top-3' if d['top3'] else 'MISSED'}"
+                      + (f" in {d['time_to_localize_s']:.3f} s network, {d['wall_time_to_localize_s']:.1f} s wall"
+                         if d["correct"] else ""))
+            done = completed_step(store, world)
+            _wait_step(store, world, done + RECOVERY_STEPS, job, clock, STALL_FACTOR * 10 * step_wall_s + 60)
+        except CampaignError as exc:     # the job died: name the fault it died under
+            raise CampaignError(f"during fault {i + 1} ({f.kind} {f.place}): {exc}") from None
+    return _result(partial)
+
+
+def _result(partial: dict[str, Any]) -> dict[str, Any]:
+    """The campaign's JSON figures from what ``_loop`` measured (all of it, or up to the job's end)."""
+    out = scores(partial["details"])
+    out.update({"false_alarms": partial.get("false_alarms", 0), "healthy_steps": partial.get("healthy", 0),
+                "false_alarm_detail": partial["alarms"], "expected": partial["expected"].to_json()})
     return out
 
 
@@ -400,6 +427,8 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
              f"{r['top3_accuracy']:.2f}, false alarms {r['false_alarms']} in {r['healthy_steps']} healthy steps, "
              f"dilation {r.get('time_dilation')}, fidelity {'ok' if fid.get('ok') else 'NOT ok'}",
              "# kind            faults  detected  top1   top3   steps  localize_s  wall_s"]
+    if r.get("completed") is False:          # figures of a job that died part-way never pass for a full run
+        lines.insert(0, f"# INCOMPLETE: the job ended early ({r.get('error')})")
     for k, f in r["by_kind"].items():
         def fmt(v: Any) -> str:
             return "-" if v is None else f"{v:.3g}"

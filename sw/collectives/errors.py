@@ -19,15 +19,18 @@ class CollectiveTimeoutError(TimeoutError):
     """A peer did not answer within the communicator's timeout (dead or stuck rank); names the wait and peer."""
 
     is_user_error = False
+    is_runtime_failure = True   # one line and exit 1 from an entry point: a failed run, not a bug
 
 
 class PeerGoneError(ConnectionError):
     """A peer closed its connection in the middle of a collective (the rank exited or crashed)."""
 
     is_user_error = False
+    is_runtime_failure = True   # one line and exit 1 from an entry point: a failed run, not a bug
 
 
 class CommAbortedError(RuntimeError):
     """The communicator failed earlier (timeout, dead peer, mismatch); later calls refuse to run on it."""
 
     is_user_error = False
+    is_runtime_failure = True   # one line and exit 1 from an entry point: a failed run, not a bug

@@ -30,6 +30,7 @@ from sw.roce.softnic.port import (
 from sw.roce.softnic.route import RouteError, interface_of, next_hop_mac
 from sw.roce.transport.qp import QueuePair
 from sw.roce.transport.qp_connect import connect, qp_info, random_psn
+from sw.roce.transport.rules import ack_timeout_ns
 from sw.roce.transport.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
 from sw.units import ETH_WIRE_OVERHEAD_BYTES
 
@@ -67,11 +68,39 @@ peers in turn (as a NIC's QP arbiter does), not all to the first peer with a bac
 order made every sender of an all-to-all pour into the same lowest-ranked receiver first (an N-to-1 incast
 while the other receivers idled)."""
 CCS = ("dcqcn", "none")
-QP_TIMEOUT = 17
-"""Local ACK timeout 4.096 us * 2^17 = 0.54 s (network time), doubling per retry (at most 64x): ~102 s over 7
-retries before a peer counts as gone.  Shorter timeouts turned scheduling stalls of Python ranks on a busy host into
-spurious go-back-N resends (a gap in the data is NAKed by the receiver at once; the timeout only covers a lost
-tail).  A rank busy in its own code still answers: the communicator's worker progresses the NIC between calls."""
+ACK_TIMEOUT_WALL_FLOOR_S = 0.5
+"""The QPs' local ACK timeout is never shorter than this in wall time: shorter ones turned scheduling stalls of
+Python ranks on a busy host into spurious go-back-N resends (a gap in the data is NAKed by the receiver at once;
+the timeout only covers a lost tail or a lost last ACK).  A rank busy in its own code still answers: the
+communicator's worker progresses the NIC between calls."""
+ACK_TIMEOUT_NET_FLOOR_NS = 1_000_000
+"""Nor shorter than 1 ms of network time (many fabric round trips; real RoCE NICs' adaptive timers start near),
+unless that is longer than ``ACK_TIMEOUT_WALL_CEILING_S`` of wall time at a high dilation."""
+ACK_TIMEOUT_WALL_CEILING_S = 4.0
+"""A lost tail must be resent well within the communicator's timeout (60 s wall without progress by default)."""
+
+
+QP_TIMEOUT_MAX = 17
+"""The longest timeout the collectives use (0.54 s of network time), undilated and when network time runs faster
+than wall time (a dead peer's QP then still gives up within ~10 s wall)."""
+
+
+def qp_timeout_for(dilation: float) -> int:
+    """The QP attribute ``timeout`` (4.096 us * 2^t of network time) for a run at ``dilation``: the shortest that
+    clears the wall floor and the network floor (the latter capped by the wall ceiling), at most
+    ``QP_TIMEOUT_MAX``.  Undilated that is 17 (0.54 s); at a dilation of 192 it is 10 (4.2 ms of network time,
+    0.8 s wall).  A timeout fixed in network time grows with the dilation in wall time: 0.54 s at 192 is 103 s
+    wall, longer than the communicator's own timeout, so one lost tail on a lossy link killed the job."""
+    dilation = max(dilation, 1e-9)
+    want_ns = max(ACK_TIMEOUT_WALL_FLOOR_S * 1e9 / dilation,
+                  min(ACK_TIMEOUT_NET_FLOOR_NS, ACK_TIMEOUT_WALL_CEILING_S * 1e9 / dilation))
+    want_ns = min(want_ns, ack_timeout_ns(QP_TIMEOUT_MAX))   # network time faster than wall: no longer than ever
+    timeout = 1
+    while ack_timeout_ns(timeout) < want_ns and timeout < 31:
+        timeout += 1
+    return timeout
+
+
 DRAIN_WALL_S = 60.0
 """Longest wall wait in ``close`` for our last SENDs to be acknowledged (``connect`` uses the communicator's
 timeout): a SEND completes once staged, so a rank that closes at once still owes its peers the tail, and on a
@@ -376,7 +405,8 @@ class RoceTransport(ChannelTransport):
                 except RouteError as exc:
                     raise CollectiveTimeoutError(str(exc)) from None
                 connect(ch.qp, int(mine[str(peer)]["psn"]), info,
-                        path_mtu=min(path_mtu, int(info["path_mtu"])), timeout=QP_TIMEOUT)
+                        path_mtu=min(path_mtu, int(info["path_mtu"])),
+                        timeout=qp_timeout_for(clock.dilation))
                 ch.remote_credit_addr = int(theirs["credit_addr"]) + 8 * my_rank
                 ch.remote_credit_rkey = int(theirs["credit_rkey"])
                 credits[peer] = int(theirs["recv_slots"])

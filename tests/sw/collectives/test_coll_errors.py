@@ -190,3 +190,34 @@ def test_rail_aware_algorithms_refuse_uneven_servers_clearly() -> None:
         assert errors[0].startswith("algo 'hier': cannot run allreduce on 3 ranks in this layout")
         assert errors[1].startswith("algo 'rail': cannot run alltoall")
         assert "hier" not in available
+
+
+@pytest.mark.parametrize("exc", ["CollectiveTimeoutError", "PeerGoneError", "CommAbortedError"])
+def test_a_failed_run_is_one_line_exit_1_not_an_internal_error(exc: str, capsys) -> None:
+    """A peer that stopped answering fails the run (exit 1, one line), it is not a bug of ours (exit 70)."""
+    import argparse
+
+    import sw.collectives as coll
+    from sw.units.cli_guard import EXIT_RUNTIME_FAILURE, call_guarded
+
+    def run(_args: argparse.Namespace) -> int:
+        raise getattr(coll, exc)("timed out after 60 s waiting for a receive from rank 12")
+
+    assert call_guarded("starpulse train", run, argparse.Namespace()) == EXIT_RUNTIME_FAILURE == 1
+    err = capsys.readouterr().err
+    assert err == "starpulse train: failed: timed out after 60 s waiting for a receive from rank 12\n", err
+
+
+@pytest.mark.parametrize("dilation", [1, 4, 20, 192, 1000, 10_000, 150_000])
+def test_the_qps_ack_timeout_stays_within_wall_bounds_at_any_dilation(dilation: float) -> None:
+    """A lost tail is resent after 0.5-8 s of wall time at any dilation >= 1 (it was 103 s wall at 192, past the
+    communicator's 60 s timeout); undilated, and faster than wall time, the timeout is the 17 it always was."""
+    from sw.collectives.transport.roce import qp_timeout_for
+    from sw.roce.transport.rules import ack_timeout_ns
+
+    timeout = qp_timeout_for(dilation)
+    wall_s = ack_timeout_ns(timeout) * dilation / 1e9
+    assert 0.5 <= wall_s <= 8.0, (timeout, wall_s)
+    assert ack_timeout_ns(timeout - 1) * dilation / 1e9 < 0.5 or ack_timeout_ns(timeout - 1) < 1_000_000
+    if dilation == 1:
+        assert timeout == 17 == qp_timeout_for(0.1)

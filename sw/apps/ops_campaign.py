@@ -306,14 +306,20 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: 
     fab = target.fabric
     lo, hi = CALIBRATION
     _wait_step(store, world, hi, job, clock, args.timeout)
+    from sw.apps.ops_sim import with_sim
+
+    collectives = store.collectives()
     try:
-        exp = calibrate(store.steps(), store.collectives(), store.port_polls(), lo, hi, store.nic_counters())
+        exp = calibrate(store.steps(), collectives, store.port_polls(), lo, hi, store.nic_counters())
     except CalibrationError as exc:
         raise CampaignError(str(exc)) from None
+    exp = with_sim(exp, store.meta(), collectives)
     links_meta = store.meta().get("links", [])
     t0, t1 = step_bounds(store, hi)
     step_wall_s = max(clock.wall_duration_ns(exp.step_ns) / 1e9, 0.05)
-    _progress(f"calibrated on steps {lo}..{hi}: step {exp.step_ns / 1e6:.1f} ms network ({step_wall_s:.2f} s wall)")
+    predicted = exp.sim.step_ns if exp.sim is not None else None
+    _progress(f"calibrated on steps {lo}..{hi}: step {exp.step_ns / 1e6:.1f} ms network ({step_wall_s:.2f} s wall); "
+              f"expected model {exp.model}" + (f", its step {predicted / 1e6:.1f} ms" if predicted else ""))
     false_alarms, healthy = 0, 0
     step = hi
     alarms: list[dict[str, Any]] = []

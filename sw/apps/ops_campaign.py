@@ -198,14 +198,17 @@ def step_bounds(store: TelemetryStore, step: int) -> tuple[int, int]:
 
 def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str, Any]], since_ns: int,
                      until_ns: int | None = None) -> dict[str, Any]:
-    """Diagnosis of the rows in [since, until]: steps and collectives that started in it, polls taken in it."""
+    """Diagnosis of the rows in [since, until]: steps and collectives that started in it, polls taken in it; the
+    simulator tests its degraded-link suspects (``sw.apps.ops_sim.explain``)."""
     end = until_ns if until_ns is not None else 2**62
     steps = [s for s in store.steps(since_ns) if since_ns <= s["t0_ns"] and s["t1_ns"] <= end]
     colls = [c for c in store.collectives(since_ns) if since_ns <= c["post_ns"] and c["end_ns"] <= end]
     polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
     switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
     nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
-    return diagnose(exp, links, steps, colls, polls, switches, nics)
+    from sw.apps.ops_sim import explain
+
+    return explain(diagnose(exp, links, steps, colls, polls, switches, nics), exp, store.meta(), colls)
 
 
 def _same_place(a: str, b: str) -> bool:

@@ -136,10 +136,13 @@ def window_start_ns(store: TelemetryStore, exp: Expected, since_s: float | None)
 
 def diagnose_window(store: TelemetryStore, exp: Expected, since_ns: int) -> dict[str, Any]:
     """Suspects from the rows of ``store`` since ``since_ns`` (steps started then or later)."""
+    from sw.apps.ops_sim import explain
+
     steps = [s for s in store.steps(since_ns) if s["t0_ns"] >= since_ns]
     colls = [c for c in store.collectives(since_ns) if c["post_ns"] >= since_ns]
     result = diagnose(exp, store.meta().get("links", []), steps, colls, store.port_polls(since_ns),
                       store.switch_polls(since_ns), store.nic_counters(since_ns))
+    explain(result, exp, store.meta(), colls)       # the simulator tests the degraded-link suspects
     result["window"] = {"since_ns": since_ns, "steps": sorted({s["step"] for s in steps})}
     result["expected"] = exp.to_json()
     return result

@@ -10,6 +10,7 @@ topology) keeps the alpha-beta line; a store that does not name its job (``meta.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -116,3 +117,100 @@ def with_sim(exp: Expected, meta: dict[str, Any], collectives: list[dict[str, An
         model.step_sim_ns = step_ns(spec, topo, ideal)
     exp.sim = model
     return exp
+
+
+HYPOTHESIS_SHARES = (0.02, 1.0)
+"""The rates a degraded-link hypothesis tries, as shares of the link's rate."""
+HYPOTHESIS_ITERATIONS = 10
+
+
+def sim_link(place: str) -> tuple[str, str] | None:
+    """A suspect's link ``a<->b`` in the simulator's names (a server's end is its NIC on the leaf's rail:
+    ``s1<->p0l0`` is ``s1-eth0``-``p0l0``), or None when ``place`` is not a link."""
+    a, sep, b = place.partition("<->")
+    if not sep:
+        return None
+    ends = []
+    for x, other in ((a, b), (b, a)):
+        leaf = re.fullmatch(r"p\d+l(\d+)", other)
+        ends.append(f"{x}-eth{leaf.group(1)}" if re.fullmatch(r"s\d+", x) and leaf else x)
+    return ends[0], ends[1]
+
+
+def explain(result: dict[str, Any], exp: Expected, meta: dict[str, Any],
+            window: list[dict[str, Any]]) -> dict[str, Any]:
+    """Test each degraded-link suspect of ``result`` (``diagnose``'s, over the collectives ``window``) in the
+    simulator: the share of the link's rate at which the calibrated model slows the window's collectives as much
+    as observed (``symptoms.comm_ratio``), and the step at that rate; added to the suspect as ``hypothesis`` and a
+    line of evidence.  Verdicts are not changed."""
+    observed = result["symptoms"].get("comm_ratio")
+    topo = topology_of(meta)
+    sim = exp.sim
+    if sim is None or topo is None or not observed or observed <= 1.0:
+        return result
+    keys = [k for k in ((c["op"], c["nbytes"], algo_name(c["algo"])) for c in window) if k in sim.collectives]
+    if not keys:
+        return result
+    for suspect in result["suspects"]:
+        link = sim_link(suspect["place"]) if suspect["kind"] == "degraded_link" else None
+        if link is None:
+            continue
+        try:
+            got = _reproduce(topo, sim, keys, link, observed)
+        except ValueError:                  # not a link of the simulated fabric
+            continue
+        share, ratio = got
+        hyp: dict[str, Any] = {"link": suspect["place"], "share": round(share, 3), "comm_ratio": round(ratio, 3),
+                               "observed_comm_ratio": round(observed, 3), "step_s": None}
+        spec = job_spec(meta)
+        if spec is not None:
+            durations = {(op, n): (algo, _calibrated(topo, sim, (op, n, algo), link, share))
+                         for op, n, algo in sim.collectives}
+            t = step_ns(spec, topo, durations)
+            hyp["step_s"] = t / 1e9 if t is not None else None
+        suspect["hypothesis"] = hyp
+        if share >= HYPOTHESIS_SHARES[0] + 1e-9 or ratio >= 0.95 * observed:
+            line = (f"simulator: with {suspect['place']} at {100 * share:.0f} % of its rate the window's collectives "
+                    f"take x{ratio:.2f} of expected (observed x{observed:.2f})")
+            if hyp["step_s"] is not None:
+                line += f", a step {hyp['step_s'] * 1e3:.1f} ms (healthy {exp.step_ns / 1e6:.1f} ms)"
+        else:
+            line = (f"simulator: even at {100 * share:.0f} % of its rate {suspect['place']} slows the window's "
+                    f"collectives only x{ratio:.2f} (observed x{observed:.2f}): more than this link is slow")
+        suspect["evidence"].append(line)
+    return result
+
+
+def _calibrated(topo: TopologySpec, sim: Any, key: tuple[str, int, str], link: tuple[str, str],
+                share: float) -> float:
+    """The calibrated time of collective ``key`` with ``link`` at ``share`` of its rate."""
+    op, nbytes, algo = key
+    c = sim.collectives[key]
+    intra = intra_rate_for(None, float(topo.link_rate_bps)) or 0.0
+    wire = simulate(topo, op, algo, nbytes, ROUTING, SimParams(
+        alpha_s=0.0, intra_rate_bps=intra, itemsize=np.dtype(DTYPE).itemsize,
+        link_shares=((link[0], link[1], share),)))["predicted_s"] * 1e9
+    return float(sim.per_message_ns * c.messages + sim.wire_factor * wire)
+
+
+def _reproduce(topo: TopologySpec, sim: Any, keys: list[tuple[str, int, str]], link: tuple[str, str],
+               observed: float) -> tuple[float, float]:
+    """(share, ratio): the largest share of ``link``'s rate whose median slowdown of ``keys`` (the window's
+    collectives) reaches ``observed`` (bisection on a log scale; the lowest share tried when none does)."""
+    healthy = {k: sim.predict_ns(*k) or 1.0 for k in set(keys)}
+
+    def ratio(share: float) -> float:
+        times = {k: _calibrated(topo, sim, k, link, share) for k in set(keys)}
+        return float(np.median([times[k] / healthy[k] for k in keys]))
+
+    lo, hi = HYPOTHESIS_SHARES          # ratio(lo) is the largest, ratio(hi) ~ 1
+    r_lo = ratio(lo)
+    if r_lo < observed:
+        return lo, r_lo
+    for _ in range(HYPOTHESIS_ITERATIONS):
+        mid = float(np.sqrt(lo * hi))
+        if ratio(mid) >= observed:
+            lo = mid
+        else:
+            hi = mid
+    return lo, ratio(lo)

@@ -160,3 +160,28 @@ def test_a_recording_job_names_its_model_in_the_store(tmp_path: Path, monkeypatc
     with TelemetryStore(db) as store:
         spec = job_spec(store.meta())
     assert spec is not None and spec.name == "tiny" and spec.experts == 4 and spec.hidden == 64
+
+
+HYPOTHESIS_FACTOR = 2.5
+"""The share of its rate at which the simulator reproduces a degraded link's slowdown, against the injected one:
+within this factor (the calibrated model charges the stack's per-message cost, which the cut does not slow)."""
+
+
+def test_the_simulator_finds_a_share_of_the_cut_links_rate_that_reproduces_the_slowdown(
+        with_job: TelemetryStore) -> None:
+    exp = with_sim(_expected(with_job), with_job.meta(), with_job.collectives())
+    fault = next(f for f in with_job.faults() if f["action"] == "slow_link" and int(f["value"]) < 30_000_000)
+    injected = int(fault["value"]) / with_job.meta()["topology"]["link_rate_bps"]
+    row = with_job.db.execute("SELECT max(t1_ns) FROM steps WHERE step = (SELECT min(step) FROM steps WHERE "
+                              "t0_ns >= ?)", (fault["t_ns"],)).fetchone()
+    result = window_diagnosis(with_job, exp, with_job.meta()["links"], fault["t_ns"], int(row[0]))
+    top = result["suspects"][0]
+    assert (top["kind"], top["place"]) == ("degraded_link", "s1<->p0l0")
+    hyp = top["hypothesis"]
+    assert injected / HYPOTHESIS_FACTOR <= hyp["share"] <= injected * HYPOTHESIS_FACTOR, (hyp, injected)
+    assert hyp["comm_ratio"] == pytest.approx(result["symptoms"]["comm_ratio"], rel=0.05)
+    assert hyp["step_s"] > exp.step_ns / 1e9 and top["evidence"][-1].startswith("simulator: with s1<->p0l0 at")
+    for f in with_job.faults():         # no hypothesis where no link is suspected
+        if f["action"] == "slow_gpu":
+            res = window_diagnosis(with_job, exp, with_job.meta()["links"], f["t_ns"])
+            assert all("hypothesis" not in s for s in res["suspects"] if s["kind"] != "degraded_link")

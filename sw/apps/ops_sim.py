@@ -6,6 +6,8 @@ the step model of ``train --backend sim``) with those times.
 Here, in the top layer, because ``sw.ops`` is pure (standard library): it gets the simulator's figures as values.
 A collective the simulator has no schedule for (an op or algorithm it does not run, a store without its
 topology) keeps the alpha-beta line; a store that does not name its job (``meta.workload``) has no step prediction.
+The store does not record the job's NVLink stand-in rate: the jobs' default (``intra_rate_for``: 9x the link) is
+assumed.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from sw.collectives.config import intra_rate_for
 from sw.collectives.fabric_topology import TopologyError, TopologySpec
-from sw.ops.expected import Expected, SimCollective, algo_name, fit_sim
+from sw.ops.expected import Expected, SimCollective, SimModel, algo_name, fit_sim
 from sw.sim import SimParams, simulate
 from sw.sim.schedules import ScheduleError
 from sw.workload import plan_step
@@ -122,6 +124,7 @@ def with_sim(exp: Expected, meta: dict[str, Any], collectives: list[dict[str, An
 HYPOTHESIS_SHARES = (0.02, 1.0)
 """The rates a degraded-link hypothesis tries, as shares of the link's rate."""
 HYPOTHESIS_ITERATIONS = 10
+"""Bisection steps on a log scale of the share: 2-100 % to within 0.4 % of the share found (a factor 50^(1/1024))."""
 
 
 def sim_link(place: str) -> tuple[str, str] | None:
@@ -156,10 +159,9 @@ def explain(result: dict[str, Any], exp: Expected, meta: dict[str, Any],
         if link is None:
             continue
         try:
-            got = _reproduce(topo, sim, keys, link, observed)
+            share, ratio = _reproduce(topo, sim, keys, link, observed)
         except ValueError:                  # not a link of the simulated fabric
             continue
-        share, ratio = got
         hyp: dict[str, Any] = {"link": suspect["place"], "share": round(share, 3), "comm_ratio": round(ratio, 3),
                                "observed_comm_ratio": round(observed, 3), "step_s": None}
         spec = job_spec(meta)
@@ -169,7 +171,7 @@ def explain(result: dict[str, Any], exp: Expected, meta: dict[str, Any],
             t = step_ns(spec, topo, durations)
             hyp["step_s"] = t / 1e9 if t is not None else None
         suspect["hypothesis"] = hyp
-        if share >= HYPOTHESIS_SHARES[0] + 1e-9 or ratio >= 0.95 * observed:
+        if ratio >= observed:
             line = (f"simulator: with {suspect['place']} at {100 * share:.0f} % of its rate the window's collectives "
                     f"take x{ratio:.2f} of expected (observed x{observed:.2f})")
             if hyp["step_s"] is not None:
@@ -181,7 +183,7 @@ def explain(result: dict[str, Any], exp: Expected, meta: dict[str, Any],
     return result
 
 
-def _calibrated(topo: TopologySpec, sim: Any, key: tuple[str, int, str], link: tuple[str, str],
+def _calibrated(topo: TopologySpec, sim: SimModel, key: tuple[str, int, str], link: tuple[str, str],
                 share: float) -> float:
     """The calibrated time of collective ``key`` with ``link`` at ``share`` of its rate."""
     op, nbytes, algo = key
@@ -193,7 +195,7 @@ def _calibrated(topo: TopologySpec, sim: Any, key: tuple[str, int, str], link: t
     return float(sim.per_message_ns * c.messages + sim.wire_factor * wire)
 
 
-def _reproduce(topo: TopologySpec, sim: Any, keys: list[tuple[str, int, str]], link: tuple[str, str],
+def _reproduce(topo: TopologySpec, sim: SimModel, keys: list[tuple[str, int, str]], link: tuple[str, str],
                observed: float) -> tuple[float, float]:
     """(share, ratio): the largest share of ``link``'s rate whose median slowdown of ``keys`` (the window's
     collectives) reaches ``observed`` (bisection on a log scale; the lowest share tried when none does)."""

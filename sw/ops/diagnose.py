@@ -5,11 +5,11 @@ Signals, strongest first: a switch not running (dead switch); a port that went d
 window (flapping link) or is down (down link); a NIC pacing its port below its line rate (slow NIC); one rank's
 NIC in most of the window's retransmissions, with every peer, while no switch port dropped (lossy link); a rank
 whose compute per step grew against its own history while its peers' did not, and that its peers waited on (slow
-GPU); a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than the
-expected model (the calibrated simulator's, else alpha-beta: ``Expected.predict_ns``) (degraded link, or lossy link
-when it drops without queueing); a port held by received PFC
-pauses for most of the window with packets queued and its egress idle (PFC storm: the NIC or switch at its other
-end keeps pausing it), whose place's other suspects are its effects.
+GPU); a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than
+expected (``Expected.predict_ns``: the calibrated simulator, else alpha-beta) (degraded link, or lossy link when it
+drops without queueing); a port held by received PFC pauses for most of the window with packets queued and its
+egress idle (PFC storm: the NIC or switch at its other end keeps pausing it), whose place's other suspects are its
+effects.
 """
 
 from __future__ import annotations

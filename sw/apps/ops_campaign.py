@@ -199,14 +199,17 @@ def step_bounds(store: TelemetryStore, step: int) -> tuple[int, int]:
 
 def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str, Any]], since_ns: int,
                      until_ns: int | None = None) -> dict[str, Any]:
-    """Diagnosis of the rows in [since, until]: steps and collectives that started in it, polls taken in it."""
+    """Diagnosis of the rows in [since, until]: steps and collectives that started in it, polls taken in it; the
+    simulator tests its degraded-link suspects (``sw.apps.ops_sim.explain``)."""
     end = until_ns if until_ns is not None else 2**62
     steps = [s for s in store.steps(since_ns) if since_ns <= s["t0_ns"] and s["t1_ns"] <= end]
     colls = [c for c in store.collectives(since_ns) if since_ns <= c["post_ns"] and c["end_ns"] <= end]
     polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
     switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
     nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
-    return diagnose(exp, links, steps, colls, polls, switches, nics)
+    from sw.apps.ops_sim import explain
+
+    return explain(diagnose(exp, links, steps, colls, polls, switches, nics), exp, store.meta(), colls)
 
 
 def _same_place(a: str, b: str) -> bool:
@@ -323,14 +326,20 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: 
     fab = target.fabric
     lo, hi = CALIBRATION
     _wait_step(store, world, hi, job, clock, args.timeout)
+    from sw.apps.ops_sim import with_sim
+
+    collectives = store.collectives()
     try:
-        exp = calibrate(store.steps(), store.collectives(), store.port_polls(), lo, hi, store.nic_counters())
+        exp = calibrate(store.steps(), collectives, store.port_polls(), lo, hi, store.nic_counters())
     except CalibrationError as exc:
         raise CampaignError(str(exc)) from None
+    exp = with_sim(exp, store.meta(), collectives)
     links_meta = store.meta().get("links", [])
     t0, t1 = step_bounds(store, hi)
     step_wall_s = max(clock.wall_duration_ns(exp.step_ns) / 1e9, 0.05)
-    _progress(f"calibrated on steps {lo}..{hi}: step {exp.step_ns / 1e6:.1f} ms network ({step_wall_s:.2f} s wall)")
+    predicted = exp.sim.step_ns if exp.sim is not None else None
+    _progress(f"calibrated on steps {lo}..{hi}: step {exp.step_ns / 1e6:.1f} ms network ({step_wall_s:.2f} s wall); "
+              f"expected model {exp.model}" + (f", its step {predicted / 1e6:.1f} ms" if predicted else ""))
     false_alarms, healthy = 0, 0
     step = hi
     alarms: list[dict[str, Any]] = []

@@ -106,15 +106,20 @@ def open_store(args: argparse.Namespace) -> TelemetryStore:
 
 
 def expected_of(store: TelemetryStore, calibration: tuple[int, int]) -> Expected:
-    """The run's expected model from its calibration steps (every rank's)."""
+    """The run's expected model from its calibration steps (every rank's), with the flow-level simulator's
+    calibrated predictions where it has them (``sw.apps.ops_sim``)."""
+    from sw.apps.ops_sim import with_sim
+
     lo, hi = calibration
     rows = store.steps()
     if not rows:
         raise OpsError(f"{store.path}: the store has no steps yet (no training job recorded into it)")
+    collectives = store.collectives()
     try:
-        return calibrate(rows, store.collectives(), store.port_polls(), lo, hi, store.nic_counters())
+        exp = calibrate(rows, collectives, store.port_polls(), lo, hi, store.nic_counters())
     except CalibrationError as exc:
         raise OpsError(f"--calibrate {lo}:{hi}: {exc}") from None
+    return with_sim(exp, store.meta(), collectives)
 
 
 def window_start_ns(store: TelemetryStore, exp: Expected, since_s: float | None) -> int:
@@ -131,10 +136,13 @@ def window_start_ns(store: TelemetryStore, exp: Expected, since_s: float | None)
 
 def diagnose_window(store: TelemetryStore, exp: Expected, since_ns: int) -> dict[str, Any]:
     """Suspects from the rows of ``store`` since ``since_ns`` (steps started then or later)."""
+    from sw.apps.ops_sim import explain
+
     steps = [s for s in store.steps(since_ns) if s["t0_ns"] >= since_ns]
     colls = [c for c in store.collectives(since_ns) if c["post_ns"] >= since_ns]
     result = diagnose(exp, store.meta().get("links", []), steps, colls, store.port_polls(since_ns),
                       store.switch_polls(since_ns), store.nic_counters(since_ns))
+    explain(result, exp, store.meta(), colls)       # the simulator tests the degraded-link suspects
     result["window"] = {"since_ns": since_ns, "steps": sorted({s["step"] for s in steps})}
     result["expected"] = exp.to_json()
     return result
@@ -152,7 +160,7 @@ def text_lines(result: dict[str, Any]) -> list[str]:
     comm = sym.get("comm_ratio")
     lines = [f"# window: steps {result['window']['steps'] or 'none'}; step time "
              f"{f'x{ratio:.2f}' if ratio else 'n/a'} of healthy, collectives "
-             f"{f'x{comm:.2f}' if comm else 'n/a'} of alpha-beta"]
+             f"{f'x{comm:.2f}' if comm else 'n/a'} of {sym.get('model', 'alpha-beta')}"]
     if not result["suspects"]:
         lines.append("no suspects: everything within its expected range")
     for i, s in enumerate(result["suspects"], 1):

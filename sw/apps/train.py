@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,8 @@ def _rank_job(comm: Any, spec: ModelSpec, steps: int, warmup: int, line_rate_bps
     plan = plan_step(spec, comm.world_size, line_rate_bps)
     db = os.environ.get(ENV_TELEMETRY_DB)          # the fabric's operations store (ops on): every step recorded
     store = TelemetryStore(db) if db else None
+    if store is not None and comm.rank == 0:       # the job, for the expected model's step (sw.apps.ops_sim)
+        store.set_meta(workload=asdict(spec))
     try:
         report = run_workload(comm, plan, steps, warmup, factor=lambda: compute_factor(slow_dir, comm.rank),
                               progress=stderr_progress, telemetry=store,

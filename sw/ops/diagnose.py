@@ -5,10 +5,11 @@ Signals, strongest first: a switch not running (dead switch); a port that went d
 window (flapping link) or is down (down link); a NIC pacing its port below its line rate (slow NIC); one rank's
 NIC in most of the window's retransmissions, with every peer, while no switch port dropped (lossy link); a rank
 whose compute per step grew against its own history while its peers' did not, and that its peers waited on (slow
-GPU); a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than the
-alpha-beta model (degraded link, or lossy link when it drops without queueing); a port held by received PFC
-pauses for most of the window with packets queued and its egress idle (PFC storm: the NIC or switch at its other
-end keeps pausing it), whose place's other suspects are its effects.
+GPU); a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than
+expected (``Expected.predict_ns``: the calibrated simulator, else alpha-beta) (degraded link, or lossy link when it
+drops without queueing); a port held by received PFC pauses for most of the window with packets queued and its
+egress idle (PFC storm: the NIC or switch at its other end keeps pausing it), whose place's other suspects are its
+effects.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .expected import Expected, port_deltas
 SLOW_GPU_RATIO = 1.2
 """A rank computing this many times its own healthy median (and its peers not) is a slow-GPU suspect."""
 COMM_SLOW_RATIO = 1.25
-"""Collectives this many times their alpha-beta prediction (median over the window): the network is slow."""
+"""Collectives this many times their expected time (median over the window): the network is slow."""
 QUEUE_MIN_PKTS = 12
 """A queue this deep (packets, sampled or its high-water mark), 3x its healthy depth: grew (a 1500-byte MTU
 buffers only a few packets of a healthy all-to-all burst; a cut link queues tens)."""
@@ -84,7 +85,8 @@ def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, A
     _nic_rates(nics or [], steps, links, suspects)
     _lossy_links(exp, nics or [], steps, polls, links, suspects)
     waited_on = _waited_on(collectives)
-    symptoms = {"steps": len({s["step"] for s in steps}), "comm_ratio": _comm_ratio(exp, collectives),
+    symptoms = {"steps": len({s["step"] for s in steps}), "model": exp.model,
+                "comm_ratio": _comm_ratio(exp, collectives),
                 "step_ratio": _step_ratio(exp, steps), "waited_on": {f"rank {r}": n for r, n in waited_on.items()}}
     slow = _slow_ranks(exp, steps, waited_on, suspects)
     _ports(exp, polls, dead, links, symptoms, suspects)
@@ -234,9 +236,9 @@ def _waited_on(collectives: list[dict[str, Any]]) -> Counter[int]:
 def _comm_ratio(exp: Expected, collectives: list[dict[str, Any]]) -> float | None:
     ratios = []
     for c in collectives:
-        model = exp.collectives.get(c["op"])
-        if model is not None and model.predict_ns(c["nbytes"]) > 0:
-            ratios.append((c["end_ns"] - c["start_ns"]) / model.predict_ns(c["nbytes"]))
+        want = exp.predict_ns(c["op"], c["nbytes"], c.get("algo", ""))
+        if want is not None and want > 0:
+            ratios.append((c["end_ns"] - c["start_ns"]) / want)
     return statistics.median(ratios) if ratios else None
 
 
@@ -340,7 +342,7 @@ def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: li
     rates = {frozenset((lk["a"], lk["b"])): lk.get("rate_bps", 0) for lk in links}
     for score, (sw, port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
         if comm_slow:
-            ev.append(f"collectives x{symptoms['comm_ratio'] or 0:.2f} of their alpha-beta prediction, steps "
+            ev.append(f"collectives x{symptoms['comm_ratio'] or 0:.2f} of their {exp.model} prediction, steps "
                       f"x{symptoms['step_ratio'] or 0:.2f} of healthy")
         kind = "lossy_link" if lossy and d["qdepth_max"] < QUEUE_MIN_PKTS else "degraded_link"
         conf = min(0.9, 0.4 + 0.1 * min(score, 3.0) + (0.2 if comm_slow else 0.0))

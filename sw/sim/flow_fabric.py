@@ -119,6 +119,21 @@ class SimFabric:
             ends = (f"p{ps // self.s}sp{ps % self.s}", f"ss{m}")
         return f"{ends[0]}>{ends[1]}" if d == 0 else f"{ends[1]}>{ends[0]}"
 
+    def links_between(self, a: str, b: str) -> np.ndarray:
+        """The directed links between nodes ``a`` and ``b``, both ways (names as ``link_name`` spells them: a NIC
+        end is ``s1-eth0``); a scan of every link, for the few a hypothesis names."""
+        want = {f"{a}>{b}", f"{b}>{a}"}
+        return np.array([i for i in range(self.n_links) if self.link_name(i) in want], dtype=np.int64)
+
+    def scale_links(self, shares: tuple[tuple[str, str, float], ...]) -> None:
+        """Run the links ``(a, b, share)`` names at ``share`` of their rate (a degraded link); a link not in this
+        fabric is a ``ValueError`` naming it."""
+        for a, b, share in shares:
+            idx = self.links_between(a, b)
+            if not len(idx) or not 0 < share <= 1:
+                raise ValueError(f"link {a}<->{b} at {share}: not a link of this fabric, or not a share in (0, 1]")
+            self.capacity_bps[idx] *= share
+
     def nic_ip(self, rank: np.ndarray) -> np.ndarray:
         """``sw.collectives.fabric_topology.nic_ip`` as 32-bit integers: 10.<pod>.<rail>.<slot+1>."""
         pod, slot = np.divmod(rank // self.g, self.spec.servers_per_pod)

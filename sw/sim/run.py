@@ -28,6 +28,8 @@ class SimParams:
     intra_rate_bps: float = 0.0        # 0: 9x the rail link rate, as fabric jobs default
     efficiency: float = 1.0
     itemsize: int = 4
+    link_shares: tuple[tuple[str, str, float], ...] = ()
+    """Links ``(a, b, share)`` running at ``share`` of their rate (``SimFabric.scale_links``): a what-if."""
 
 
 def run_lanes(fab: SimFabric, schedule: list[Phase], routing: str, params: SimParams, batch: float = 0.01
@@ -104,6 +106,7 @@ def simulate(spec: TopologySpec, op: str, algo: str, size_bytes: int, routing: s
     t0 = time.perf_counter()
     intra = params.intra_rate_bps or 9 * spec.link_rate_bps
     fab = SimFabric(spec, intra, spec.delay_ns * 1e-9)
+    fab.scale_links(params.link_shares)
     link_bytes = np.zeros(fab.n_links)
     total_s, solves, how = 0.0, 0, "engine"
     gpus = spec.servers * spec.rails

@@ -205,7 +205,7 @@ def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str,
     polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
     switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
     nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
-    return diagnose(exp, links, steps, colls, polls, switches, nics)
+    return diagnose(exp, links, steps, colls, polls, switches, nics, store.int_hops(since_ns, end))
 
 
 def _same_place(a: str, b: str) -> bool:
@@ -307,7 +307,8 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: 
     lo, hi = CALIBRATION
     _wait_step(store, world, hi, job, clock, args.timeout)
     try:
-        exp = calibrate(store.steps(), store.collectives(), store.port_polls(), lo, hi, store.nic_counters())
+        exp = calibrate(store.steps(), store.collectives(), store.port_polls(), lo, hi, store.nic_counters(),
+                        store.int_hops())
     except CalibrationError as exc:
         raise CampaignError(str(exc)) from None
     links_meta = store.meta().get("links", [])

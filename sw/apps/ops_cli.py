@@ -112,7 +112,8 @@ def expected_of(store: TelemetryStore, calibration: tuple[int, int]) -> Expected
     if not rows:
         raise OpsError(f"{store.path}: the store has no steps yet (no training job recorded into it)")
     try:
-        return calibrate(rows, store.collectives(), store.port_polls(), lo, hi, store.nic_counters())
+        return calibrate(rows, store.collectives(), store.port_polls(), lo, hi, store.nic_counters(),
+                         store.int_hops())
     except CalibrationError as exc:
         raise OpsError(f"--calibrate {lo}:{hi}: {exc}") from None
 
@@ -134,7 +135,7 @@ def diagnose_window(store: TelemetryStore, exp: Expected, since_ns: int) -> dict
     steps = [s for s in store.steps(since_ns) if s["t0_ns"] >= since_ns]
     colls = [c for c in store.collectives(since_ns) if c["post_ns"] >= since_ns]
     result = diagnose(exp, store.meta().get("links", []), steps, colls, store.port_polls(since_ns),
-                      store.switch_polls(since_ns), store.nic_counters(since_ns))
+                      store.switch_polls(since_ns), store.nic_counters(since_ns), store.int_hops(since_ns))
     result["window"] = {"since_ns": since_ns, "steps": sorted({s["step"] for s in steps})}
     result["expected"] = exp.to_json()
     return result

@@ -18,8 +18,8 @@
  * words added or removed); a zero IPv6 checksum (a sender that sent none) is left alone.
  *
  * Reports: the sink leaf (int_sink_config, by egress port toward a host) clones one INT packet in
- * report_every of each flow (a counter per hash slot of addresses and UDP ports) to the collector's mirror
- * session. With strip = 1 (report mode) an ingress-to-egress clone carries the stack and the original loses it;
+ * report_every of each flow (a counter per UDP source port slot: RoCE derives the port from the QP pair; a hash of
+ * the 5-tuple cost the software switch ten times more per packet) to the collector's mirror session. With strip = 1 (report mode) an ingress-to-egress clone carries the stack and the original loses it;
  * with strip = 0 (host mode, operations telemetry on) the original keeps it for the receiver, whose HPCC echo
  * needs it, and an egress-to-egress clone carries the stack as it leaves, the sink's own hop (the host port's
  * queue and latency) included.
@@ -40,7 +40,7 @@ const bit<32> REPORT_MIRROR_SESSION = 250;
 const bit<8>  MAX_INT_HOPS = 4;
 const bit<8>  INT_REPORT_FIELDS = 1;      /* field list kept by the report clone: the INT source flag */
 const bit<16> INT_ECHO_DOMAIN_ID = 0x4543; /* an INT echo (hops carried back to an HPCC sender): never reported */
-const bit<32> INT_REPORT_SLOTS = 1024;     /* per-flow report sampling: packet counters by a hash of the flow */
+/* per-flow report sampling: 1024 packet counters, by the low 10 bits of the UDP source port (int_report_seq) */
 const bit<32> INSTANCE_EGRESS_CLONE = 2;   /* v1model instance_type of an egress-to-egress clone */
 /* one's complement word deltas of the UDP checksum (IPv6): the UDP length counts twice (pseudo-header, header) */
 const bit<16> CSUM_SOURCE_LEN = 32;        /* + 2 x 16 B of shim and MD header */
@@ -243,7 +243,7 @@ control FabricVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
     counter(512, CounterType.packets_and_bytes) port_rx;
     counter(8, CounterType.packets) drop_reasons;
-    register<bit<32>>(1024) int_report_seq;   /* = INT_REPORT_SLOTS: INT packets of a flow since its last report */
+    register<bit<32>>(1024) int_report_seq;   /* INT packets of a flow (UDP source port slot) since its report */
 
     action drop_with(bit<32> reason) {
         drop_reasons.count(reason);
@@ -376,13 +376,7 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
         if ((hdr.int_shim.isValid() || meta.int_source == 1) && int_sink_config.apply().hit
                 && meta.int_report_every != 0
                 && !(hdr.int_md.isValid() && hdr.int_md.domain_specific_id == INT_ECHO_DOMAIN_ID)) {
-            if (hdr.ipv4.isValid()) {
-                hash(meta.int_report_slot, HashAlgorithm.crc16, (bit<32>) 0,
-                     { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.udp.src_port, hdr.udp.dst_port }, INT_REPORT_SLOTS);
-            } else {
-                hash(meta.int_report_slot, HashAlgorithm.crc16, (bit<32>) 0,
-                     { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.udp.src_port, hdr.udp.dst_port }, INT_REPORT_SLOTS);
-            }
+            meta.int_report_slot = (bit<32>) hdr.udp.src_port[9:0];
             int_report_seq.read(meta.int_report_seq, meta.int_report_slot);
             meta.int_report_seq = meta.int_report_seq + 1;
             if (meta.int_report_seq >= meta.int_report_every) {

@@ -18,11 +18,12 @@
  * words added or removed); a zero IPv6 checksum (a sender that sent none) is left alone.
  *
  * Reports: the sink leaf (int_sink_config, by egress port toward a host) clones one INT packet in
- * report_every of each flow (a counter per UDP source port slot: RoCE derives the port from the QP pair; a hash of
- * the 5-tuple cost the software switch ten times more per packet) to the collector's mirror session. With strip = 1 (report mode) an ingress-to-egress clone carries the stack and the original loses it;
- * with strip = 0 (host mode, operations telemetry on) the original keeps it for the receiver, whose HPCC echo
- * needs it, and an egress-to-egress clone carries the stack as it leaves, the sink's own hop (the host port's
- * queue and latency) included.
+ * report_every of each flow (a counter per UDP source port slot: RoCE derives the port from the QP pair; a hash
+ * of the 5-tuple cost the software switch several times more per packet) to the collector's mirror session.
+ * With strip = 1 (report mode) an ingress-to-egress clone carries the stack and the original loses it; with
+ * strip = 0 (host mode, operations telemetry on) the original keeps it for the receiver, whose HPCC echo needs
+ * it, and an egress-to-egress clone carries the stack as it leaves, the sink's own hop (the host port's queue
+ * and latency) included.
  */
 #include <core.p4>
 #include <v1model.p4>

@@ -31,7 +31,7 @@ class IntLevel:
 
 
 def _p90(values: list[int]) -> float:
-    return statistics.quantiles(values, n=10)[-1] if len(values) > 1 else float(values[0])
+    return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else float(values[0])
 
 
 def _by_port(rows: list[dict[str, Any]]) -> dict[PortKey, list[dict[str, Any]]]:

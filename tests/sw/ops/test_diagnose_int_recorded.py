@@ -12,24 +12,27 @@ from collections.abc import Callable
 import pytest
 
 from sw.apps.ops_campaign import step_bounds, window_diagnosis
-from sw.ops.expected import Expected, calibrate
+from sw.ops.expected import Expected
 from sw.units.telemetry import TelemetryStore
 
 pytestmark = pytest.mark.unit
 
-NAME = "campaign_4x2_seed30_int.sqlite.gz"
 WINDOW_STEPS = 3
 
 
 @pytest.fixture(scope="module")
-def recorded(recorded_store: Callable[[str], TelemetryStore]) -> TelemetryStore:
-    return recorded_store(NAME)
+def run(recorded_calibrated: Callable[[str], tuple[TelemetryStore, Expected]]) -> tuple[TelemetryStore, Expected]:
+    return recorded_calibrated("campaign_4x2_seed30_int.sqlite.gz")
 
 
 @pytest.fixture(scope="module")
-def expected(recorded: TelemetryStore) -> Expected:
-    s = recorded
-    return calibrate(s.steps(), s.collectives(), s.port_polls(), 1, 3, s.nic_counters(), s.int_hops())
+def recorded(run: tuple[TelemetryStore, Expected]) -> TelemetryStore:
+    return run[0]
+
+
+@pytest.fixture(scope="module")
+def expected(run: tuple[TelemetryStore, Expected]) -> Expected:
+    return run[1]
 
 
 def test_the_hop_rows_come_from_the_leaves_host_ports_with_their_flows(recorded: TelemetryStore,

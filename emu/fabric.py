@@ -278,7 +278,11 @@ class Fabric:
         if self.ops:
             from emu.ops_collect import start_collector
 
-            self.collector = start_collector(self)
+            try:
+                self.collector = start_collector(self)
+            except BaseException:
+                self.down()
+                raise
         self.timings.up_s = _wall_s(clock, t0)
         if state_dir is not None:
             try:

@@ -43,9 +43,9 @@ class OpsCollector:
         """What the INT collector stored once stopped: ``reports``, ``hop_rows``, ``drops`` by reason."""
 
     def start(self) -> None:
-        self._thread.start()
-        if self.fab.net.collector is not None:
+        if self.fab.net.collector is not None:     # first: when it cannot start, no poller thread is left behind
             self.int_proc = start_int_collector(self.fab, self.store)
+        self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()

@@ -173,8 +173,9 @@ class Fabric:
             raise FabricError(f"--control {control}: allowed cli or p4runtime (p4runtime needs --backend embedded)")
         self.control = control
         self.ecn = ecn or EcnConfig()
+        # a collector host in report mode, and with ops on (sampled reports: emu.int_collect stores them)
         self.int_cfg = int_cfg or IntConfig(sink_mode=int_sink, collector_port=(
-            collector_port(self.topo) if int_sink == "report" else None))
+            collector_port(self.topo) if int_sink == "report" or ops else None))
         self.program = program
         self.log_level = log_level
         self.pcap_dir = pcap_dir
@@ -247,7 +248,7 @@ class Fabric:
         os.environ[ENV_LAG_DIR] = str(self.lag_dir)
         try:
             t = clock.now_ns()
-            report = self.int_cfg.enabled and self.int_cfg.sink_mode == "report"
+            report = self.int_cfg.enabled and self.int_cfg.collector_port is not None
             self.fnet = build_net(self.topo, program=self.program, backend=self.backend, workdir=self.workdir,
                                   log_level=self.log_level, pcap_dir=self.pcap_dir, control=self.control,
                                   collector_port=self.int_cfg.collector_port if report else None,
@@ -277,7 +278,11 @@ class Fabric:
         if self.ops:
             from emu.ops_collect import start_collector
 
-            self.collector = start_collector(self)
+            try:
+                self.collector = start_collector(self)
+            except BaseException:
+                self.down()
+                raise
         self.timings.up_s = _wall_s(clock, t0)
         if state_dir is not None:
             try:

@@ -1,16 +1,20 @@
 """The fabric's side of operations telemetry: a thread that polls every switch's per-port counters (tx bytes and
 packets, drops, ECN marks, PFC pauses sent and received and the time received pauses held the port, queue depth
 and its high-water mark) and state once per interval into the
-run's store (``sw.units.telemetry``), on the box's network time base."""
+run's store (``sw.units.telemetry``), on the box's network time base; and, where the fabric has a collector
+host, the INT collector (``emu.int_collect``) that stores the sink leaves' sampled INT reports there."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
 from emu.status import parse_port_stats
+from emu.traffic import PROBE_READY_TIMEOUT_NS, read_line, stop_proc
 from sw.units.telemetry import TelemetryStore
 
 if TYPE_CHECKING:
@@ -34,13 +38,32 @@ class OpsCollector:
         self._peers = _port_peers(fab)
         self._pids = fab.net.node_pids()
         self._thread = threading.Thread(target=self._loop, name="ops-collector", daemon=True)
+        self.int_proc: subprocess.Popen | None = None
+        self.int_summary: dict[str, Any] = {}
+        """What the INT collector stored once stopped: ``reports``, ``hop_rows``, ``drops`` by reason."""
 
     def start(self) -> None:
+        if self.fab.net.collector is not None:     # first: when it cannot start, no poller thread is left behind
+            self.int_proc = start_int_collector(self.fab, self.store)
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+        proc, self.int_proc = self.int_proc, None
+        if proc is not None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(b"quit\n")
+                proc.stdin.flush()
+                self.int_summary = json.loads(read_line(self.fab.clock, proc, "INT collector", None,
+                                                        PROBE_READY_TIMEOUT_NS))
+            except (OSError, ValueError, RuntimeError):
+                pass              # it died or said nothing: its rows so far are in the store
+            finally:
+                stop_proc(proc)
+                if proc in self.fab.helper_procs:
+                    self.fab.helper_procs.remove(proc)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -87,6 +110,18 @@ class OpsCollector:
         return out
 
 
+def start_int_collector(fab: Fabric, store: TelemetryStore) -> subprocess.Popen:
+    """``emu.int_collect`` on the fabric's collector host, storing into ``store``; tracked as a helper process."""
+    nodes = ",".join(f"{sw.device_id}={sw.name}" for sw in fab.topo.switches)
+    proc = fab.net.collector.popen(
+        [sys.executable, "-m", "emu.int_collect", "--ifnames", ",".join(fab.net.collector_ifnames.values()),
+         "--db", str(store.path), "--nodes", nodes, "--dilation", repr(fab.clock.dilation)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    fab.helper_procs.append(proc)
+    read_line(fab.clock, proc, "INT collector", "ready", PROBE_READY_TIMEOUT_NS)
+    return proc
+
+
 def link_carrier(pid: int | None) -> dict[str, bool]:
     """Interface -> whether it is up with carrier (kernel flags UP and LOWER_UP) in the network namespace of
     process ``pid`` (a switch's): a link set down at either end shows here, while the switch's port socket
@@ -126,7 +161,7 @@ def start_collector(fab: Fabric, interval_wall_s: float = DEFAULT_INTERVAL_WALL_
                            "a_ifname": lk.a_ifname,
                            "rate_bps": lk.rate_bps} for lk in fab.topo.links],
                    time_dilation=fab.clock.dilation, origin_ns=fab.clock.box_ns(),
-                   interval_wall_s=interval_wall_s)
+                   interval_wall_s=interval_wall_s, int_report_every=fab.int_cfg.reports_every)
     collector = OpsCollector(fab, store, interval_wall_s)
     collector.start()
     return collector

@@ -16,6 +16,14 @@
  * bytes. UDP checksum: IPv4 sets it to 0 ("none", as RoCEv2 senders do); IPv6 must carry one (RFC 8200), so
  * every INT edit updates it incrementally (RFC 1624: HC' = ~(~HC + ~m + m'), one csum16 hash over ~HC and the
  * words added or removed); a zero IPv6 checksum (a sender that sent none) is left alone.
+ *
+ * Reports: the sink leaf (int_sink_config, by egress port toward a host) clones one INT packet in
+ * report_every of each flow (a counter per UDP source port slot: RoCE derives the port from the QP pair; a hash
+ * of the 5-tuple cost the software switch several times more per packet) to the collector's mirror session.
+ * With strip = 1 (report mode) an ingress-to-egress clone carries the stack and the original loses it; with
+ * strip = 0 (host mode, operations telemetry on) the original keeps it for the receiver, whose HPCC echo needs
+ * it, and an egress-to-egress clone carries the stack as it leaves, the sink's own hop (the host port's queue
+ * and latency) included.
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -32,6 +40,9 @@ const bit<32> INT_HEADER_BYTES = 16;       /* shim 4 + MD 12 */
 const bit<32> REPORT_MIRROR_SESSION = 250;
 const bit<8>  MAX_INT_HOPS = 4;
 const bit<8>  INT_REPORT_FIELDS = 1;      /* field list kept by the report clone: the INT source flag */
+const bit<16> INT_ECHO_DOMAIN_ID = 0x4543; /* an INT echo (hops carried back to an HPCC sender): never reported */
+/* per-flow report sampling: 1024 packet counters, by the low 10 bits of the UDP source port (int_report_seq) */
+const bit<32> INSTANCE_EGRESS_CLONE = 2;   /* v1model instance_type of an egress-to-egress clone */
 /* one's complement word deltas of the UDP checksum (IPv6): the UDP length counts twice (pseudo-header, header) */
 const bit<16> CSUM_SOURCE_LEN = 32;        /* + 2 x 16 B of shim and MD header */
 const bit<16> CSUM_TRANSIT = 62;           /* + 2 x 28 B of a hop, shim length + 7 words, hop count - 1 */
@@ -144,6 +155,10 @@ struct metadata_t {
     @field_list(1)   /* = INT_REPORT_FIELDS */
     bit<1>  int_source;
     bit<1>  int_sink_strip;
+    bit<32> int_report_every; /* the sink clones one report per this many INT packets of a flow (0: none) */
+    bit<32> int_report_slot;
+    bit<32> int_report_seq;
+    bit<1>  int_report;       /* this packet is the flow's sampled one: report it (E2E clone in host mode) */
     bit<32> node_id;
     bit<32> tx_bytes;
     bit<32> qdepth;
@@ -229,6 +244,7 @@ control FabricVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
     counter(512, CounterType.packets_and_bytes) port_rx;
     counter(8, CounterType.packets) drop_reasons;
+    register<bit<32>>(1024) int_report_seq;   /* INT packets of a flow (UDP source port slot) since its report */
 
     action drop_with(bit<32> reason) {
         drop_reasons.count(reason);
@@ -252,8 +268,9 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
     action int_source() {
         meta.int_source = 1;
     }
-    action int_sink(bit<1> strip) {
+    action int_sink(bit<1> strip, bit<32> report_every) {
         meta.int_sink_strip = strip;
+        meta.int_report_every = report_every;
     }
 
     table ipv4_lpm {
@@ -352,12 +369,25 @@ control FabricIngress(inout headers_t hdr, inout metadata_t meta, inout standard
         if (meta.ecmp_chosen == 1) {
             ecmp_group.apply();
         }
-        /* INT sink toward a host in report mode: an ingress-to-egress clone carries the stack to the collector
-           (its egress adds this hop, and the shim too when this switch is also the source, hence the preserved
-           int_source flag); the original is stripped in egress. */
+        /* INT sink toward a host: one packet in report_every of its flow is reported to the collector. Report
+           mode: an ingress-to-egress clone carries the stack (its egress adds this hop, and the shim too when this
+           switch is also the source, hence the preserved int_source flag); the original is stripped in egress.
+           Host mode: egress clones it as it leaves (below). An INT echo (an ACK carrying its sender's forward hops
+           back) is not reported. */
         if ((hdr.int_shim.isValid() || meta.int_source == 1) && int_sink_config.apply().hit
-                && meta.int_sink_strip == 1) {
-            clone_preserving_field_list(CloneType.I2E, REPORT_MIRROR_SESSION, INT_REPORT_FIELDS);
+                && meta.int_report_every != 0
+                && !(hdr.int_md.isValid() && hdr.int_md.domain_specific_id == INT_ECHO_DOMAIN_ID)) {
+            meta.int_report_slot = (bit<32>) hdr.udp.src_port[9:0];
+            int_report_seq.read(meta.int_report_seq, meta.int_report_slot);
+            meta.int_report_seq = meta.int_report_seq + 1;
+            if (meta.int_report_seq >= meta.int_report_every) {
+                meta.int_report_seq = 0;
+                meta.int_report = 1;
+                if (meta.int_sink_strip == 1) {
+                    clone_preserving_field_list(CloneType.I2E, REPORT_MIRROR_SESSION, INT_REPORT_FIELDS);
+                }
+            }
+            int_report_seq.write(meta.int_report_slot, meta.int_report_seq);
         }
     }
 }
@@ -482,8 +512,9 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
             }
         }
 
-        /* INT transit (every INT hop, the source included): push this hop's metadata */
-        if (hdr.int_md.isValid()) {
+        /* INT transit (every INT hop, the source included): push this hop's metadata; not on a host-mode report
+           (an egress clone already carries this hop, the one toward the host) */
+        if (hdr.int_md.isValid() && standard_metadata.instance_type != INSTANCE_EGRESS_CLONE) {
             if (hdr.int_md.remaining_hop_cnt == 0) {
                 if (hdr.int_md.e == 0 && hdr.ipv6.isValid() && hdr.udp.checksum != 0) {
                     meta.csum_neg = ~hdr.udp.checksum;
@@ -576,6 +607,11 @@ control FabricEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
                 hdr.int_hops[2].setInvalid();
                 hdr.int_hops[3].setInvalid();
             }
+        }
+        /* host-mode report: the packet as it leaves toward the host, stack and this hop included, to the
+           collector (the original goes on unchanged) */
+        if (meta.int_report == 1 && meta.int_sink_strip == 0 && standard_metadata.instance_type == 0) {
+            clone(CloneType.E2E, REPORT_MIRROR_SESSION);
         }
     }
 }

@@ -209,7 +209,8 @@ def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str,
     nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
     from sw.apps.ops_sim import explain
 
-    return explain(diagnose(exp, links, steps, colls, polls, switches, nics), exp, store.meta(), colls)
+    return explain(diagnose(exp, links, steps, colls, polls, switches, nics, store.int_hops(since_ns, end)), exp,
+                   store.meta(), colls)
 
 
 def _same_place(a: str, b: str) -> bool:
@@ -330,7 +331,8 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: 
 
     collectives = store.collectives()
     try:
-        exp = calibrate(store.steps(), collectives, store.port_polls(), lo, hi, store.nic_counters())
+        exp = calibrate(store.steps(), collectives, store.port_polls(), lo, hi, store.nic_counters(),
+                        store.int_hops())
     except CalibrationError as exc:
         raise CampaignError(str(exc)) from None
     exp = with_sim(exp, store.meta(), collectives)

@@ -116,7 +116,7 @@ def expected_of(store: TelemetryStore, calibration: tuple[int, int]) -> Expected
         raise OpsError(f"{store.path}: the store has no steps yet (no training job recorded into it)")
     collectives = store.collectives()
     try:
-        exp = calibrate(rows, collectives, store.port_polls(), lo, hi, store.nic_counters())
+        exp = calibrate(rows, collectives, store.port_polls(), lo, hi, store.nic_counters(), store.int_hops())
     except CalibrationError as exc:
         raise OpsError(f"--calibrate {lo}:{hi}: {exc}") from None
     return with_sim(exp, store.meta(), collectives)
@@ -141,7 +141,7 @@ def diagnose_window(store: TelemetryStore, exp: Expected, since_ns: int) -> dict
     steps = [s for s in store.steps(since_ns) if s["t0_ns"] >= since_ns]
     colls = [c for c in store.collectives(since_ns) if c["post_ns"] >= since_ns]
     result = diagnose(exp, store.meta().get("links", []), steps, colls, store.port_polls(since_ns),
-                      store.switch_polls(since_ns), store.nic_counters(since_ns))
+                      store.switch_polls(since_ns), store.nic_counters(since_ns), store.int_hops(since_ns))
     explain(result, exp, store.meta(), colls)       # the simulator tests the degraded-link suspects
     result["window"] = {"since_ns": since_ns, "steps": sorted({s["step"] for s in steps})}
     result["expected"] = exp.to_json()

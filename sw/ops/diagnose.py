@@ -9,7 +9,8 @@ GPU); a port whose queue, ECN marks or drops grew against its healthy level whil
 expected (``Expected.predict_ns``: the calibrated simulator, else alpha-beta) (degraded link, or lossy link when it
 drops without queueing); a port held by received PFC pauses for most of the window with packets queued and its
 egress idle (PFC storm: the NIC or switch at its other end keeps pausing it), whose place's other suspects are its
-effects.
+effects.  INT hop records (sampled reports), where the store has them, join a suspect's
+evidence: the hop at its place whose latency or queue grew against healthy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .expected import Expected, port_deltas
+from .int_evidence import grown_hops
 
 SLOW_GPU_RATIO = 1.2
 """A rank computing this many times its own healthy median (and its peers not) is a slow-GPU suspect."""
@@ -76,9 +78,10 @@ def link_name(links: list[dict[str, Any]], a: str, b: str) -> str:
 
 def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, Any]],
              collectives: list[dict[str, Any]], polls: list[dict[str, Any]],
-             switch_polls: list[dict[str, Any]], nics: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Suspects of the window whose rows are given (steps, collectives, port and switch polls, NIC rows since its
-    start), best first; ``symptoms`` are the window's figures against expected."""
+             switch_polls: list[dict[str, Any]], nics: list[dict[str, Any]] | None = None,
+             int_hops: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Suspects of the window whose rows are given (steps, collectives, port and switch polls, NIC rows and INT hop
+    records since its start), best first; ``symptoms`` are the window's figures against expected."""
     suspects: list[Suspect] = []
     dead = _switches(switch_polls, suspects)
     _link_states(polls, dead, links, suspects)
@@ -93,6 +96,9 @@ def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, A
     _slow_nics(steps, waited_on, slow, links, suspects)
     suspects = _fold_into_storms(pfc_storms(polls, dead, links), suspects, links)
     suspects.sort(key=lambda s: (-s.confidence, -s.severity))
+    symptoms["int_hop_records"] = len(int_hops or ())
+    for s in suspects[:TOP]:            # evidence only: the ranking above stands
+        s.evidence += grown_hops(exp.int_ports, int_hops or [], links, s.place)
     return {"suspects": [asdict(s) for s in suspects[:TOP]], "symptoms": symptoms,
             "detected": bool(suspects)}
 

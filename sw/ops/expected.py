@@ -1,7 +1,8 @@
 """Expected behaviour of a run, calibrated on its first healthy steps: each rank's compute per step, a model of
 each collective's time (the flow-level simulator's, calibrated: ``SimModel``; else an alpha-beta line, latency +
 bytes / bandwidth, per op fitted to the healthy collectives), each step's length, each switch port's ECN-mark, drop
-and queue levels, and the NICs' retransmissions per step.  Deviations are judged against it.
+and queue levels, the NICs' retransmissions per step, and each switch egress port's INT hop latency and queue
+occupancy (``sw.ops.int_evidence``).  Deviations are judged against it.
 
 The simulator itself lives above this pure layer: ``sw.apps.ops_sim`` runs it and hands its predictions in as
 ``SimCollective`` values; the calibration of those predictions (``fit_sim``) is here."""
@@ -12,6 +13,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
+
+from .int_evidence import IntLevel, int_levels
 
 MIN_CALIBRATION_STEPS = 2
 
@@ -135,6 +138,8 @@ class Expected:
     until_ns: int = 0
     retx_per_step: float = 0.0
     """Packets the NICs of all ranks together retransmitted per healthy step (0 in a store without NIC rows)."""
+    int_ports: dict[tuple[str, int], IntLevel] = field(default_factory=dict)
+    """Healthy INT levels per (switch, egress port) (empty in a store without INT records)."""
     sim: SimModel | None = None
     """The simulator's calibrated predictions (None: no simulator for this run; alpha-beta only)."""
 
@@ -187,9 +192,10 @@ def fit_alpha_beta(points: list[tuple[int, float]]) -> AlphaBeta:
 
 
 def calibrate(steps: list[dict[str, Any]], collectives: list[dict[str, Any]], ports: list[dict[str, Any]],
-              first_step: int, last_step: int, nics: list[dict[str, Any]] | None = None) -> Expected:
+              first_step: int, last_step: int, nics: list[dict[str, Any]] | None = None,
+              int_hops: list[dict[str, Any]] | None = None) -> Expected:
     """The model from steps ``first_step..last_step`` of the store's rows (steps, collectives, port polls, NIC
-    rows)."""
+    rows, INT hop records)."""
     window = [s for s in steps if first_step <= s["step"] <= last_step]
     per_rank: dict[int, list[int]] = defaultdict(list)
     per_step: dict[int, list[int]] = defaultdict(list)
@@ -211,7 +217,8 @@ def calibrate(steps: list[dict[str, Any]], collectives: list[dict[str, Any]], po
                     collectives={op: fit_alpha_beta(p) for op, p in by_op.items()},
                     ports=port_levels([p for p in ports if since <= p["t_ns"] <= until]), until_ns=until,
                     retx_per_step=sum(n["retx_pkts"] for n in nics or () if first_step <= n["step"] <= last_step)
-                    / len(per_step))
+                    / len(per_step),
+                    int_ports=int_levels([h for h in int_hops or () if since <= h["t_ns"] <= until]))
 
 
 def port_deltas(polls: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:

@@ -42,6 +42,11 @@ CREATE TABLE IF NOT EXISTS nics (rank INTEGER NOT NULL, step INTEGER NOT NULL, t
     peer INTEGER NOT NULL, tx_pkts INTEGER NOT NULL, retx_pkts INTEGER NOT NULL, oos_pkts INTEGER NOT NULL,
     timeouts INTEGER NOT NULL, cnps_rx INTEGER NOT NULL, rate_bps INTEGER NOT NULL, line_rate_bps INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS nics_t ON nics (t_ns);
+CREATE TABLE IF NOT EXISTS int_hops (t_ns INTEGER NOT NULL, switch TEXT NOT NULL, node_id INTEGER NOT NULL,
+    hop INTEGER NOT NULL, ingress_port INTEGER NOT NULL, egress_port INTEGER NOT NULL,
+    hop_latency_ns INTEGER NOT NULL, queue_id INTEGER NOT NULL, queue_pkts INTEGER NOT NULL, src TEXT NOT NULL,
+    dst TEXT NOT NULL, sport INTEGER NOT NULL, dport INTEGER NOT NULL, qp INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS int_hops_t ON int_hops (t_ns);
 """
 
 PORT_FIELDS = ("switch", "port", "peer", "up", "tx_bytes", "tx_pkts", "rx_bytes", "drops", "ecn_marks",
@@ -57,7 +62,13 @@ NIC_FIELDS = ("rank", "step", "t_ns", "peer", "tx_pkts", "retx_pkts", "oos_pkts"
 """A rank's RoCE NIC at ``t_ns`` during (or at the end of) ``step``, per remote peer (its QP): packets sent,
 retransmitted, received out of sequence, retransmission timeouts and CNPs received since its previous row
 (deltas), and the NIC port's pacing and line rate."""
-TABLES = ("steps", "collectives", "ports", "switches", "faults", "nics")
+INT_FIELDS = ("t_ns", "switch", "node_id", "hop", "ingress_port", "egress_port", "hop_latency_ns", "queue_id",
+              "queue_pkts", "src", "dst", "sport", "dport", "qp")
+"""One switch's INT metadata from a sampled report (``emu.int_collect``): when the collector received it, the
+switch (name and INT node id), its place on the path (0: the first switch), ingress and egress port, hop latency
+(network ns queued), queue id and occupancy (packets), and the flow: addresses, UDP ports, RoCE destination QP
+(-1: not RoCE)."""
+TABLES = ("steps", "collectives", "ports", "switches", "faults", "nics", "int_hops")
 
 
 class TelemetryError(ValueError):
@@ -134,6 +145,12 @@ class TelemetryStore:
             self.db.executemany("INSERT INTO switches VALUES (?, ?, ?)",
                                 [(t_ns, name, state) for name, state in switches.items()])
 
+    def add_int_hops(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Hop records of INT reports (``INT_FIELDS``), one transaction."""
+        with self.db:
+            self.db.executemany(f"INSERT INTO int_hops VALUES ({','.join('?' * len(INT_FIELDS))})",
+                                [[r[k] for k in INT_FIELDS] for r in rows])
+
     def add_fault(self, t_ns: int, action: str, target: str, value: str | None) -> None:
         """An injected fault (the campaign's ground truth; diagnosis never reads it)."""
         with self.db:
@@ -168,6 +185,13 @@ class TelemetryStore:
         if not self._has("nics"):
             return []
         return self._rows("SELECT * FROM nics WHERE t_ns >= ? ORDER BY t_ns, rank, peer", (since_ns,))
+
+    def int_hops(self, since_ns: int = 0, until_ns: int | None = None) -> list[dict[str, Any]]:
+        """INT hop records received in [since, until] by time; none from a store older than the table (no INT)."""
+        if not self._has("int_hops"):
+            return []
+        return self._rows("SELECT * FROM int_hops WHERE t_ns >= ? AND t_ns <= ? ORDER BY t_ns, switch, hop",
+                          (since_ns, 2**62 if until_ns is None else until_ns))
 
     def _has(self, table: str) -> bool:
         return self.db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",

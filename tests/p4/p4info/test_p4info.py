@@ -126,10 +126,10 @@ def test_fabric_tables_counters_registers_field_by_field(fabric: Any) -> None:
         "FabricEgress.port_tx": ("BOTH", 512), "FabricEgress.ecn_marks": ("PACKETS", 512)}
     for name, c in counters.items():
         assert c.preamble.id == scheme_id("counter", name)
-    (reg,) = fabric.registers
-    assert (reg.preamble.name, reg.preamble.id, reg.size) == (
-        "FabricEgress.tx_bytes", scheme_id("register", "FabricEgress.tx_bytes"), 512)
-    assert reg.type_spec.bitstring.bit.bitwidth == 32
+    regs = by_name(fabric.registers)     # the INT reports' per-flow sampling counters, the ports' tx bytes
+    assert {n: (r.preamble.id, r.size, r.type_spec.bitstring.bit.bitwidth) for n, r in regs.items()} == {
+        "FabricIngress.int_report_seq": (scheme_id("register", "FabricIngress.int_report_seq"), 1024, 32),
+        "FabricEgress.tx_bytes": (scheme_id("register", "FabricEgress.tx_bytes"), 512, 32)}
     ingress_first = [t.preamble.name.split(".")[0] for t in fabric.tables]
     assert ingress_first == sorted(ingress_first, key=lambda c: c != "FabricIngress")   # V1Switch order
 

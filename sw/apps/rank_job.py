@@ -14,7 +14,14 @@ from typing import Any
 from sw.clock import get_clock
 from sw.clock.lag import ENV_LAG_DIR, fidelity, read_lag_dir
 from sw.collectives.autotune import ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, MODES, parse_autotune_env
-from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, CommConfig, intra_rate_for
+from sw.collectives.config import (
+    DEFAULT_INTRA_RATIO,
+    ENV_INTRA_RATE,
+    ROCE_CC_HELP,
+    ROCE_CCS,
+    CommConfig,
+    intra_rate_for,
+)
 from sw.collectives.tuner import ENV_HETERO_SPLIT, parse_hetero_split_env
 from sw.units import AutoDilation, UnitError, add_time_dilation_flag, float_flag, parse_rate_bps
 
@@ -82,8 +89,9 @@ def add_where_arguments(parser: argparse.ArgumentParser, timeout_s: float = 3600
     r.add_argument("--timeout", type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"),
                    default=timeout_s, metavar="S", help="stop the job after S wall seconds")
     r.add_argument("--net", choices=("roce", "tcp"), default=None,
-                   help="ranks' inter-server transport on a fabric: roce (RC QPs, DCQCN) or tcp "
+                   help="ranks' inter-server transport on a fabric: roce (RC QPs, --roce-cc) or tcp "
                         "(default: $STARPULSE_NET, else roce)")
+    r.add_argument("--roce-cc", choices=ROCE_CCS, default=None, help=ROCE_CC_HELP)
     r.add_argument("--intra-rate", default=None, metavar="RATE|Nx|off",
                    help="shared-memory (NVLink stand-in) egress per rank: a rate (900M), a multiple of the link rate "
                         f"(9x) or off (default: ${ENV_INTRA_RATE}, else {DEFAULT_INTRA_RATIO:g}x the link rate)")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sw.apps import train
-from sw.apps.train_compare import RATIO_KEYS, ratios
+from sw.apps.train_compare import RATIO_KEYS, CompareError, parse_compare, ratios
 
 pytestmark = pytest.mark.unit
 
@@ -60,3 +60,15 @@ def test_bad_configuration_names_are_one_line_and_exit_2(capfd, value: str, mess
     code = train.main(["--local", "--servers", "2", "--gpus", "2", "--compare", value])
     err = capfd.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1, err
+
+
+def test_compare_runs_starpulse_on_the_cc_asked_for_and_baseline_on_none() -> None:
+    base, new = parse_compare("baseline,starpulse")
+    assert (base.env["STARPULSE_ROCE_CC"], new.env["STARPULSE_ROCE_CC"]) == ("none", "dcqcn")   # the default
+    base, new = parse_compare("baseline,starpulse", "hpcc")
+    assert (base.env["STARPULSE_ROCE_CC"], new.env["STARPULSE_ROCE_CC"]) == ("none", "hpcc")
+    assert new.description.endswith(", HPCC") and new.env["STARPULSE_AUTOTUNE"] == "on"
+    new, base = parse_compare("starpulse,baseline", "HPCC")                         # the order is the user's
+    assert new.name == "starpulse" and new.env["STARPULSE_ROCE_CC"] == "hpcc"
+    with pytest.raises(CompareError, match=r"^\$STARPULSE_ROCE_CC='timely': expected one of dcqcn, hpcc, none$"):
+        parse_compare("baseline,starpulse", "timely", "$STARPULSE_ROCE_CC")

@@ -165,12 +165,16 @@ class WirePort:
         self.port.close()
 
 
-def hpcc_base_rtt_ns(fabric_rtt_ns: int, dilation: float) -> int:
+def hpcc_base_rtt_ns(fabric_rtt_ns: int, dilation: float, rate_bps: float = 0.0, peer_budget_bytes: int = 0) -> int:
     """HPCC's T for this transport's QPs: the fabric's unloaded round trip (``fabric_rtt_ns``, network ns, from
     ``emu.launch.fabric_env``; 0 if unknown) plus this Python stack's own round trip in network time
-    (``INFLIGHT_RTT_WALL_S`` over the dilation, as the in-flight budget counts it).  A T of the wires alone would
-    give a window (line rate x T) that the stack's round trip cannot fill."""
-    return max(1000, fabric_rtt_ns + int(INFLIGHT_RTT_WALL_S * 1e9 / dilation))
+    (``INFLIGHT_RTT_WALL_S`` over the dilation, as the in-flight budget counts it), and at least the time a peer's
+    in-flight budget takes at ``rate_bps``: HPCC's largest window (line rate x T) then never holds a QP below
+    what the transport itself lets fly, and INT alone decides the cuts.  A T of the wires alone would give a
+    window the stack's round trip cannot fill."""
+    stack_ns = fabric_rtt_ns + int(INFLIGHT_RTT_WALL_S * 1e9 / dilation)
+    budget_ns = int(peer_budget_bytes * 8e9 / rate_bps) if rate_bps > 0 else 0
+    return max(1000, stack_ns, budget_ns)
 
 
 def inflight_budget_bytes(rate_bps: float, path_mtu: int, dilation: float) -> int:
@@ -357,11 +361,12 @@ class RoceTransport(ChannelTransport):
         except NicPortError as exc:
             raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
         try:
-            nic = SoftNic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock,
-                          base_rtt_ns=hpcc_base_rtt_ns(fabric_rtt_ns, clock.dilation), **pfc_options)
-            wire.pfc = nic.pfc
             path_mtu = path_mtu_for(wire.mtu)
             peer_budget = inflight_budget_bytes(rate_bps, path_mtu, clock.dilation)
+            nic = SoftNic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock,
+                          base_rtt_ns=hpcc_base_rtt_ns(fabric_rtt_ns, clock.dilation, rate_bps, peer_budget),
+                          **pfc_options)
+            wire.pfc = nic.pfc
             budget = SendBudget(min(BUDGET_PEERS, max(1, len(remote))) * peer_budget, peer_budget, path_mtu)
             pd = nic.alloc_pd()
             cq = nic.create_cq()

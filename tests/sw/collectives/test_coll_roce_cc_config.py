@@ -9,7 +9,7 @@ import pytest
 from sw.collectives.config import CommConfig
 from sw.collectives.errors import CollectiveUserError
 from sw.collectives.fabric_topology import TopologySpec
-from sw.collectives.transport.roce import INFLIGHT_RTT_WALL_S, hpcc_base_rtt_ns
+from sw.collectives.transport.roce import INFLIGHT_RTT_WALL_S, hpcc_base_rtt_ns, inflight_budget_bytes
 
 pytestmark = pytest.mark.unit
 
@@ -44,8 +44,13 @@ def test_fabric_base_rtt_is_serialization_out_and_back_plus_delays() -> None:
     assert TopologySpec(link_rate_bps=10**9).base_rtt_ns() < TopologySpec().base_rtt_ns()
 
 
-def test_hpcc_t_adds_the_stacks_round_trip_in_network_time() -> None:
+def test_hpcc_t_adds_the_stacks_round_trip_and_covers_the_peer_budget() -> None:
     stack_ns = INFLIGHT_RTT_WALL_S * 1e9
     assert hpcc_base_rtt_ns(389_280, 1.0) == 389_280 + int(stack_ns)
     assert hpcc_base_rtt_ns(389_280, 100.0) == 389_280 + int(stack_ns / 100)
     assert hpcc_base_rtt_ns(0, 1e9) == 1000                          # never below 1 us (the NIC's floor)
+    # a peer budget of 12 x 1024 bytes at 100 Mb/s takes 983 us: HPCC's window (line rate x T) covers it
+    budget = inflight_budget_bytes(100e6, 1024, 40.0)
+    assert budget == 12 * 1024
+    assert hpcc_base_rtt_ns(389_280, 40.0, 100e6, budget) == 983_040
+    assert hpcc_base_rtt_ns(389_280, 1.0, 100e6, budget) == 389_280 + int(stack_ns)   # the round trip is longer

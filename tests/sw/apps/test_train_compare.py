@@ -72,3 +72,19 @@ def test_compare_runs_starpulse_on_the_cc_asked_for_and_baseline_on_none() -> No
     assert new.name == "starpulse" and new.env["STARPULSE_ROCE_CC"] == "hpcc"
     with pytest.raises(CompareError, match=r"^\$STARPULSE_ROCE_CC='timely': expected one of dcqcn, hpcc, none$"):
         parse_compare("baseline,starpulse", "timely", "$STARPULSE_ROCE_CC")
+
+
+def test_local_compare_with_roce_cc_hpcc_gives_starpulse_hpcc_and_baseline_none(tmp_path: Path, capfd,
+                                                                                 monkeypatch) -> None:
+    monkeypatch.setenv("STARPULSE_ROCE_CC", "dcqcn")           # the flag wins over the environment
+    model = tmp_path / "tiny-moe.json"
+    model.write_text(json.dumps(TINY_MOE))
+    out = tmp_path / "compare.json"
+    code = train.main(["--local", "--servers", "2", "--gpus", "1", "--model", str(model), "--steps", "1",
+                       "--warmup", "0", "--compare", "baseline,starpulse", "--roce-cc", "hpcc", "--json", str(out)])
+    assert code == 0, capfd.readouterr().err
+    runs = json.loads(out.read_text())["runs"]
+    assert runs["baseline"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "none"
+    assert runs["starpulse"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "hpcc"
+    assert runs["starpulse"]["comparison"]["description"].endswith("HPCC")
+

@@ -137,10 +137,7 @@ def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
     if chosen not in NETS:
         where = "--net" if net else f"${ENV_NET}="
         raise LaunchError(f"{where}{chosen!r}: expected one of {', '.join(NETS)}")
-    cc = roce_cc or base.get(ENV_ROCE_CC, "").strip().lower()
-    if cc and cc not in ROCE_CCS:
-        where = "--roce-cc " if roce_cc else f"${ENV_ROCE_CC}="
-        raise LaunchError(f"{where}{cc!r}: expected one of {', '.join(ROCE_CCS)}")
+    cc = roce_cc_choice(roce_cc, base)
     given, what = (intra_rate, "--intra-rate") if intra_rate else (base.get(ENV_INTRA_RATE), f"${ENV_INTRA_RATE}")
     intra_bps = intra_rate_for(given, spec.link_rate_bps, what)
     # a PFC fabric's lossless class ($STARPULSE_NIC_PFC): the ranks' NICs honour (and send) its pauses
@@ -148,6 +145,16 @@ def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
             ENV_INTRA_RATE: "off" if intra_bps is None else str(int(intra_bps)),
             ENV_DILATION: repr(float(dilation)), ENV_NET: chosen, **({ENV_ROCE_CC: cc} if cc else {}),
             ENV_ROCE_BASE_RTT: str(spec.base_rtt_ns()), **nic_pfc_env(spec.pfc_priority, base)}
+
+
+def roce_cc_choice(roce_cc: str | None, base: dict[str, str] | os._Environ[str]) -> str:
+    """The RoCE congestion control asked for: ``roce_cc`` (the ``--roce-cc`` flag), else ``base``'s
+    $STARPULSE_ROCE_CC, else '' (the communicator's default); a bad one is a ``LaunchError`` naming its source."""
+    cc = (roce_cc or base.get(ENV_ROCE_CC, "")).strip().lower()
+    if cc and cc not in ROCE_CCS:
+        where = "--roce-cc " if roce_cc else f"${ENV_ROCE_CC}="
+        raise LaunchError(f"{where}{cc!r}: expected one of {', '.join(ROCE_CCS)}")
+    return cc
 
 
 def roce_cc_of(shared: dict[str, str]) -> str | None:

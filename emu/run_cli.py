@@ -24,6 +24,7 @@ from emu.launch import (
     launch,
     namespace_pids_from_state,
     resolve_command,
+    roce_cc_choice,
     terminate_as_interrupt,
 )
 from emu.reap import owned_tempdir, record
@@ -105,6 +106,7 @@ def _check_values(args: argparse.Namespace) -> None:
         raise LaunchError(f"--timeout {args.timeout}: must be > 0 seconds")
     if getattr(args, "intra_rate", None):
         intra_rate_for(args.intra_rate, 1e9)   # the syntax, before a fabric comes up (the rate needs its links)
+    roce_cc_choice(getattr(args, "roce_cc", None), os.environ)   # $STARPULSE_ROCE_CC too, before a fabric comes up
     if getattr(args, "logdir", None):
         args.logdir = str(output_dir("--logdir", args.logdir, create=False))   # created when the ranks start
 

@@ -87,4 +87,3 @@ def test_local_compare_with_roce_cc_hpcc_gives_starpulse_hpcc_and_baseline_none(
     assert runs["baseline"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "none"
     assert runs["starpulse"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "hpcc"
     assert runs["starpulse"]["comparison"]["description"].endswith("HPCC")
-

@@ -232,4 +232,3 @@ def test_bad_roce_cc_in_the_environment_is_one_line_before_a_fabric(argv, nothin
     err = capsys.readouterr().err.strip().splitlines()
     assert not nothing_built and code == 2 and len(err) == 1, err
     assert "$STARPULSE_ROCE_CC='timely': expected one of dcqcn, hpcc, none" in err[0]
-

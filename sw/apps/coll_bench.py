@@ -33,6 +33,7 @@ from .rank_job import (
     local_topology,
     run_local_job,
     topology_json,
+    warn_hpcc,
 )
 
 ENV_LINE_RATE = "STARPULSE_BENCH_LINE_RATE"
@@ -193,6 +194,7 @@ def _sweep_fabric(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]
         net, roce_cc = shared[ENV_NET], roce_cc_of(shared)
         json_path = str(owned_tempdir("starpulse-bench-") / "rank0.json")
         status = fabric_status(target, args.name)
+        warn_hpcc(status, roce_cc)
         before = fabric_counters(status)
         lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}   # ranks' NIC/throttle lag
         console = Console(stderr=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -169,6 +170,23 @@ def fabric_status(target: Any, name: str) -> dict[str, Any]:
     if target.fabric is not None:
         return target.fabric.status()
     return request(name, {"op": "status"})["status"]
+
+
+def hpcc_int_warning(status: dict[str, Any], roce_cc: str | None) -> str | None:
+    """The warning for a job whose QPs run HPCC on a fabric that does not leave INT to the receivers (``fabric
+    up --int-sink report`` strips it): no ACK echoes it, so HPCC keeps its initial window; None if all is well."""
+    sink = status.get("int_sink", "host")
+    if roce_cc != "hpcc" or sink == "host":
+        return None
+    return (f"warning: --roce-cc hpcc on a fabric whose INT sink is {sink!r}: the receivers get no INT to echo, so "
+            "HPCC keeps its initial window (bring the fabric up with --int-sink host)")
+
+
+def warn_hpcc(status: dict[str, Any], roce_cc: str | None) -> None:
+    """Print ``hpcc_int_warning``'s line to stderr when there is one."""
+    warning = hpcc_int_warning(status, roce_cc)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
 
 def fabric_counters(status: dict[str, Any]) -> dict[str, int]:

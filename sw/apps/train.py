@@ -46,6 +46,7 @@ from .rank_job import (
     local_topology,
     run_local_job,
     topology_json,
+    warn_hpcc,
 )
 from .train_compare import CompareConfig, parse_compare, ratios, table_lines
 
@@ -249,6 +250,7 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
                    **(config.env if config else {}), **autotune_env(args)}
             roce_cc = None if config else args.roce_cc     # a comparison's configuration carries its own
             ran_cc = roce_cc_of(fabric_env(topo, dilation, args.net, env, args.intra_rate, roce_cc))
+            warn_hpcc(status, ran_cc)
             try:
                 _write_slow(args, world, slow_dir)
                 result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir, env=env,

@@ -48,7 +48,9 @@ def test_allreduce_with_hpcc_through_the_fabric_consumes_int_echoes(tmp_path, mo
     spec = TopologySpec(servers=2, gpus_per_server=1, spines=1)
     lines: list[str] = []
     with Fabric(spec, clock=Clock(DILATION)) as fab:
-        before = fab.status()["totals"]
+        status = fab.status()
+        assert status["int_sink"] == "host"                      # the receivers keep INT to echo it
+        before = status["totals"]
         result = fab.launch(["python", str(script), str(tmp_path), str(ELEMS)], logdir=str(tmp_path / "logs"),
                             timeout_s=120, echo=lines.append, roce_cc="hpcc", net="roce")
         after = fab.status()["totals"]

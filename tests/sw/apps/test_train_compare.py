@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from sw.apps import train
+from sw.apps.rank_job import hpcc_int_warning
 from sw.apps.train_compare import RATIO_KEYS, CompareError, parse_compare, ratios
 
 pytestmark = pytest.mark.unit
@@ -87,3 +88,11 @@ def test_local_compare_with_roce_cc_hpcc_gives_starpulse_hpcc_and_baseline_none(
     assert runs["baseline"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "none"
     assert runs["starpulse"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "hpcc"
     assert runs["starpulse"]["comparison"]["description"].endswith("HPCC")
+
+
+def test_hpcc_on_a_fabric_that_strips_int_is_warned_about() -> None:
+    assert hpcc_int_warning({"int_sink": "host"}, "hpcc") is None
+    assert hpcc_int_warning({"int_sink": "report"}, "dcqcn") is None and hpcc_int_warning({}, "hpcc") is None
+    warning = hpcc_int_warning({"int_sink": "report"}, "hpcc")
+    assert warning is not None and "'report'" in warning and "--int-sink host" in warning
+    assert "'off'" in (hpcc_int_warning({"int_sink": "off"}, "hpcc") or "")

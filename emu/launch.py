@@ -27,7 +27,14 @@ from typing import IO, Any
 
 from emu.reap import owned_tempdir
 from sw.clock import ENV_DILATION, Clock, get_clock
-from sw.collectives.config import ENV_INTRA_RATE, intra_rate_for
+from sw.collectives.config import (
+    ENV_INTRA_RATE,
+    ENV_ROCE_BASE_RTT,
+    ENV_ROCE_CC,
+    ROCE_CCS,
+    CommConfig,
+    intra_rate_for,
+)
 from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.roce.softnic.pfc import nic_pfc_env
 
@@ -116,23 +123,45 @@ def local_plan(topo: Topology) -> list[RankPlan]:
 
 
 def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
-               base: dict[str, str] | None = None, intra_rate: str | None = None) -> dict[str, str]:
+               base: dict[str, str] | None = None, intra_rate: str | None = None,
+               roce_cc: str | None = None) -> dict[str, str]:
     """What every rank must share with the fabric: its NIC's line rate (the host link rate, so a RoCE NIC paces at
     the fabric's rate and not at the veth's 10 Gb/s), its NVLink stand-in's rate (``intra_rate``: '900M', '9x'
     of the link rate or 'off'; else ``base``'s $STARPULSE_INTRA_RATE, else ``DEFAULT_INTRA_RATIO`` x the link
-    rate), the switches' time dilation, and the transport (``net``, else ``base``'s $STARPULSE_NET, else RoCE).
+    rate), the switches' time dilation, the transport (``net``, else ``base``'s $STARPULSE_NET, else RoCE), the
+    RoCE QPs' congestion control (``roce_cc``, else ``base``'s $STARPULSE_ROCE_CC, else the communicator's
+    default) and the fabric's base round trip (``TopologySpec.base_rtt_ns``: HPCC's T covers it).
     A rate already set in ``base`` is kept (pacing below line rate)."""
     base = dict(os.environ if base is None else base)
     chosen = net or base.get(ENV_NET, "").strip().lower() or DEFAULT_NET
     if chosen not in NETS:
         where = "--net" if net else f"${ENV_NET}="
         raise LaunchError(f"{where}{chosen!r}: expected one of {', '.join(NETS)}")
+    cc = roce_cc_choice(roce_cc, base)
     given, what = (intra_rate, "--intra-rate") if intra_rate else (base.get(ENV_INTRA_RATE), f"${ENV_INTRA_RATE}")
     intra_bps = intra_rate_for(given, spec.link_rate_bps, what)
     # a PFC fabric's lossless class ($STARPULSE_NIC_PFC): the ranks' NICs honour (and send) its pauses
     return {ENV_INTER_RATE: base.get(ENV_INTER_RATE) or str(int(spec.link_rate_bps)),
             ENV_INTRA_RATE: "off" if intra_bps is None else str(int(intra_bps)),
-            ENV_DILATION: repr(float(dilation)), ENV_NET: chosen, **nic_pfc_env(spec.pfc_priority, base)}
+            ENV_DILATION: repr(float(dilation)), ENV_NET: chosen, **({ENV_ROCE_CC: cc} if cc else {}),
+            ENV_ROCE_BASE_RTT: str(spec.base_rtt_ns()), **nic_pfc_env(spec.pfc_priority, base)}
+
+
+def roce_cc_choice(roce_cc: str | None, base: dict[str, str] | os._Environ[str]) -> str:
+    """The RoCE congestion control asked for: ``roce_cc`` (the ``--roce-cc`` flag), else ``base``'s
+    $STARPULSE_ROCE_CC, else '' (the communicator's default); a bad one is a ``LaunchError`` naming its source."""
+    cc = (roce_cc or base.get(ENV_ROCE_CC, "")).strip().lower()
+    if cc and cc not in ROCE_CCS:
+        where = "--roce-cc " if roce_cc else f"${ENV_ROCE_CC}="
+        raise LaunchError(f"{where}{cc!r}: expected one of {', '.join(ROCE_CCS)}")
+    return cc
+
+
+def roce_cc_of(shared: dict[str, str]) -> str | None:
+    """The congestion control a ``fabric_env``'s ranks run on their RoCE QPs (None: their transport is TCP)."""
+    if shared.get(ENV_NET) != "roce":
+        return None
+    return shared.get(ENV_ROCE_CC) or CommConfig.roce_cc
 
 
 def rank_env(plan: RankPlan, store: str, base: dict[str, str] | None = None,
@@ -253,11 +282,13 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 def launch(topo: Topology, ns_pids: dict[str, int] | None, cmd: list[str], *, logdir: Path,
            env: dict[str, str] | None = None, timeout_s: float | None = None,
            echo: Callable[[str], None] | None = None, clock: Clock | None = None, tcp_ecn: bool = True,
-           net: str | None = None, intra_rate: str | None = None, stop: threading.Event | None = None) -> JobResult:
+           net: str | None = None, intra_rate: str | None = None, stop: threading.Event | None = None,
+           roce_cc: str | None = None) -> JobResult:
     """Run ``cmd`` as every rank of ``topo`` in its server's namespace; return when all ended.  ``ns_pids``
     None: every rank runs on this box, in our namespace, with TCP between servers (``local_plan``; no root).
 
-    Ranks get the ``fabric_env`` of ``topo`` and ``clock`` (line rate, ``intra_rate``, dilation, transport ``net``).
+    Ranks get the ``fabric_env`` of ``topo`` and ``clock`` (line rate, ``intra_rate``, dilation, transport ``net``,
+    its congestion control ``roce_cc``).
 
     ``tcp_ecn`` turns on ECN for the ranks' TCP (``net.ipv4.tcp_ecn=1`` in each server namespace), so the
     switches' RED marking slows senders down before the queues overflow.
@@ -270,7 +301,7 @@ def launch(topo: Topology, ns_pids: dict[str, int] | None, cmd: list[str], *, lo
     argv = resolve_command(cmd)
     if ns_pids is None and net == "roce":
         raise LaunchError("--net roce needs a fabric's NICs: drop --local (or use --net tcp)")
-    shared = fabric_env(topo.spec, clock.dilation, "tcp" if ns_pids is None else net, env, intra_rate)
+    shared = fabric_env(topo.spec, clock.dilation, "tcp" if ns_pids is None else net, env, intra_rate, roce_cc)
     plans = rank_plan(topo) if ns_pids is not None else local_plan(topo)
     if ns_pids is not None:
         missing = [p.server for p in plans if p.server not in ns_pids]

@@ -24,11 +24,12 @@ from emu.launch import (
     launch,
     namespace_pids_from_state,
     resolve_command,
+    roce_cc_choice,
     terminate_as_interrupt,
 )
 from emu.reap import owned_tempdir, record
 from sw.clock import ENV_DILATION, Clock, get_clock
-from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, intra_rate_for
+from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, ROCE_CC_HELP, ROCE_CCS, intra_rate_for
 from sw.collectives.fabric_topology import Topology, TopologySpec
 from sw.collectives.local import check_local_ranks
 from sw.units import AutoDilation, add_time_dilation_flag, float_flag
@@ -56,6 +57,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
                    help="stop every rank after S wall seconds (default 3600)")
     add_time_dilation_flag(g)
     add_net_argument(g)
+    g.add_argument("--roce-cc", choices=ROCE_CCS, default=None, help=ROCE_CC_HELP)
     add_intra_rate_argument(g)
     g.add_argument("--no-tcp-ecn", dest="tcp_ecn", action="store_false",
                    help="leave TCP without ECN in the server namespaces (default: ECN on, RED marks slow senders)")
@@ -65,7 +67,7 @@ def add_launch_arguments(parser: argparse.ArgumentParser) -> None:
 def add_net_argument(group: argparse._ArgumentGroup) -> None:
     """``--net roce|tcp``: the ranks' inter-server transport (default: $STARPULSE_NET, else RoCE)."""
     group.add_argument("--net", choices=NETS, default=None,
-                       help="inter-server transport of the ranks: roce (RC QPs on the rail NIC, DCQCN) or tcp "
+                       help="inter-server transport of the ranks: roce (RC QPs on the rail NIC, --roce-cc) or tcp "
                             "(default: $STARPULSE_NET, else roce)")
 
 
@@ -104,6 +106,7 @@ def _check_values(args: argparse.Namespace) -> None:
         raise LaunchError(f"--timeout {args.timeout}: must be > 0 seconds")
     if getattr(args, "intra_rate", None):
         intra_rate_for(args.intra_rate, 1e9)   # the syntax, before a fabric comes up (the rate needs its links)
+    roce_cc_choice(getattr(args, "roce_cc", None), os.environ)   # $STARPULSE_ROCE_CC too, before a fabric comes up
     if getattr(args, "logdir", None):
         args.logdir = str(output_dir("--logdir", args.logdir, create=False))   # created when the ranks start
 
@@ -251,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_local(args, cmd, echo)
     with terminate_as_interrupt(), fabric_target(args) as target, log_directory(args.logdir) as (logdir, keep):
         result = launch(target.topo, target.ns_pids, cmd, logdir=logdir, timeout_s=args.timeout, echo=echo,
-                        tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
+                        tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate,
+                        roce_cc=args.roce_cc)
         report(result, logdir, keep)
     return result.exit_code
 

@@ -20,7 +20,9 @@ _COUNTER_RE = re.compile(r"packets=(\d+), bytes=(\d+)")
 
 def fabric_status(fab: Fabric) -> dict[str, Any]:
     """Per switch and port: rx/tx counters, queue depth and high-water mark, ECN marks, drops by cause."""
-    out: dict[str, Any] = {"topology": spec_dict(fab.spec), "backend": fab.backend, "switches": {}}
+    out: dict[str, Any] = {"topology": spec_dict(fab.spec), "backend": fab.backend, "switches": {},
+                           # where INT ends: host (the receivers keep it; HPCC's input), report (stripped), off
+                           "int_sink": fab.int_cfg.sink_mode if fab.int_cfg.enabled else "off"}
     totals = {"rx_pkts": 0, "tx_pkts": 0, "ecn_marks": 0, "drops": 0, "queue_drop_pkts": 0, "rx_kernel_drops": 0,
               "pipeline_drop_pkts": 0, "host_drops": 0}
     peers = _port_peers(fab)

@@ -33,6 +33,7 @@ from .rank_job import (
     local_topology,
     run_local_job,
     topology_json,
+    warn_hpcc,
 )
 
 ENV_LINE_RATE = "STARPULSE_BENCH_LINE_RATE"
@@ -177,7 +178,7 @@ def _sweep_fabric(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from emu.launch import ENV_NET, fabric_env, launch, terminate_as_interrupt
+    from emu.launch import ENV_NET, fabric_env, launch, roce_cc_of, terminate_as_interrupt
     from emu.reap import owned_tempdir
     from emu.run_cli import fabric_target, log_directory, report
 
@@ -189,9 +190,11 @@ def _sweep_fabric(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]
         if p.op in ROOTED and p.root >= spec.servers * spec.gpus_per_server:
             raise CollBenchError(f"-r {p.root}: must be a rank in 0..{spec.servers * spec.gpus_per_server - 1}")
         dilation = target.clock.dilation if target.clock is not None else 1.0
-        net = fabric_env(spec, dilation, args.net, intra_rate=args.intra_rate)[ENV_NET]
+        shared = fabric_env(spec, dilation, args.net, intra_rate=args.intra_rate, roce_cc=args.roce_cc)
+        net, roce_cc = shared[ENV_NET], roce_cc_of(shared)
         json_path = str(owned_tempdir("starpulse-bench-") / "rank0.json")
         status = fabric_status(target, args.name)
+        warn_hpcc(status, roce_cc)
         before = fabric_counters(status)
         lag_env = {ENV_LAG_DIR: status["lag_dir"]} if status.get("lag_dir") else {}   # ranks' NIC/throttle lag
         console = Console(stderr=True)
@@ -217,7 +220,8 @@ def _sweep_fabric(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]
             result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir,
                             env={**os.environ, ENV_LINE_RATE: repr(line_rate), **lag_env, **autotune_env(args)},
                             timeout_s=args.timeout, echo=echo,
-                            tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate)
+                            tcp_ecn=args.tcp_ecn, clock=target.clock, net=args.net, intra_rate=args.intra_rate,
+                            roce_cc=args.roce_cc)
         status = fabric_status(target, args.name)
         after = fabric_counters(status)
         report(result, logdir, keep)
@@ -226,7 +230,7 @@ def _sweep_fabric(args: argparse.Namespace) -> tuple[dict[str, Any] | None, int]
     out = json.loads(Path(json_path).read_text())
     Path(json_path).unlink()
     Path(json_path).parent.rmdir()
-    out.update({"mode": "fabric", "net": net, "time_dilation": dilation, "line_rate_bps": line_rate,
+    out.update({"mode": "fabric", "net": net, "roce_cc": roce_cc, "time_dilation": dilation, "line_rate_bps": line_rate,
                 **fabric_delta(before, after), "fidelity": status["fidelity"], "topology": topology_json(spec)})
     return out, result.exit_code
 

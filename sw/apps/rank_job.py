@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,14 @@ from typing import Any
 from sw.clock import get_clock
 from sw.clock.lag import ENV_LAG_DIR, fidelity, read_lag_dir
 from sw.collectives.autotune import ENV_AUTOTUNE, ENV_AUTOTUNE_DIR, MODES, parse_autotune_env
-from sw.collectives.config import DEFAULT_INTRA_RATIO, ENV_INTRA_RATE, CommConfig, intra_rate_for
+from sw.collectives.config import (
+    DEFAULT_INTRA_RATIO,
+    ENV_INTRA_RATE,
+    ROCE_CC_HELP,
+    ROCE_CCS,
+    CommConfig,
+    intra_rate_for,
+)
 from sw.collectives.tuner import ENV_HETERO_SPLIT, parse_hetero_split_env
 from sw.units import AutoDilation, UnitError, add_time_dilation_flag, float_flag, parse_rate_bps
 
@@ -82,8 +90,9 @@ def add_where_arguments(parser: argparse.ArgumentParser, timeout_s: float = 3600
     r.add_argument("--timeout", type=float_flag(0, MAX_TIMEOUT_S, lo_exclusive=True, unit="seconds"),
                    default=timeout_s, metavar="S", help="stop the job after S wall seconds")
     r.add_argument("--net", choices=("roce", "tcp"), default=None,
-                   help="ranks' inter-server transport on a fabric: roce (RC QPs, DCQCN) or tcp "
+                   help="ranks' inter-server transport on a fabric: roce (RC QPs, --roce-cc) or tcp "
                         "(default: $STARPULSE_NET, else roce)")
+    r.add_argument("--roce-cc", choices=ROCE_CCS, default=None, help=ROCE_CC_HELP)
     r.add_argument("--intra-rate", default=None, metavar="RATE|Nx|off",
                    help="shared-memory (NVLink stand-in) egress per rank: a rate (900M), a multiple of the link rate "
                         f"(9x) or off (default: ${ENV_INTRA_RATE}, else {DEFAULT_INTRA_RATIO:g}x the link rate)")
@@ -161,6 +170,23 @@ def fabric_status(target: Any, name: str) -> dict[str, Any]:
     if target.fabric is not None:
         return target.fabric.status()
     return request(name, {"op": "status"})["status"]
+
+
+def hpcc_int_warning(status: dict[str, Any], roce_cc: str | None) -> str | None:
+    """The warning for a job whose QPs run HPCC on a fabric that does not leave INT to the receivers (``fabric
+    up --int-sink report`` strips it): no ACK echoes it, so HPCC keeps its initial window; None if all is well."""
+    sink = status.get("int_sink", "host")
+    if roce_cc != "hpcc" or sink == "host":
+        return None
+    return (f"warning: --roce-cc hpcc on a fabric whose INT sink is {sink!r}: the receivers get no INT to echo, so "
+            "HPCC keeps its initial window (bring the fabric up with --int-sink host)")
+
+
+def warn_hpcc(status: dict[str, Any], roce_cc: str | None) -> None:
+    """Print ``hpcc_int_warning``'s line to stderr when there is one."""
+    warning = hpcc_int_warning(status, roce_cc)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
 
 def fabric_counters(status: dict[str, Any]) -> dict[str, int]:

@@ -25,7 +25,7 @@ import numpy as np
 
 from sw.clock.lag import ENV_LAG_DIR, add_strict_fidelity_flag, fidelity_exit
 from sw.collectives.autotune import choice_lines
-from sw.collectives.config import ENV_STORE
+from sw.collectives.config import ENV_ROCE_CC, ENV_STORE
 from sw.units import int_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded
 from sw.units.straggler import ENV_SLOW_DIR, compute_factor, nic_rate_share, parse_slow, set_compute_factor
@@ -47,6 +47,7 @@ from .rank_job import (
     local_topology,
     run_local_job,
     topology_json,
+    warn_hpcc,
 )
 from .train_compare import CompareConfig, parse_compare, ratios, table_lines
 
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="straggler: RANK computes FACTOR times slower (repeatable)")
     g.add_argument("--compare", default=None, metavar="baseline,starpulse",
                    help="A/B: run once per configuration (baseline: ring allreduce, pairwise all-to-all, ECMP, no "
-                        "CC; starpulse: the tuner's rail-aware choices, DCQCN) and print the ratios")
+                        "CC; starpulse: the tuner's rail-aware choices, DCQCN or --roce-cc's CC) and print the ratios")
     add_strict_fidelity_flag(g)
     add_topology_arguments(parser, sim_backend=True)
     add_where_arguments(parser)
@@ -98,7 +99,7 @@ def _write_slow(args: argparse.Namespace, world: int, directory: str) -> None:
 def run(args: argparse.Namespace) -> int:
     if os.environ.get("RANK") and os.environ.get(ENV_STORE):
         return _run_rank(args)
-    configs = parse_compare(args.compare) if args.compare else [None]
+    configs = _compare_configs(args)
     if args.backend == SIM_BACKEND:                       # no ranks: the flow-level simulator predicts the job
         from .train_sim import run_sim
 
@@ -119,6 +120,16 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         return _finish_compare(args, reports) or rc
     return _finish(args, reports[0]) or rc
+
+
+def _compare_configs(args: argparse.Namespace) -> list[CompareConfig | None]:
+    """``--compare``'s configurations, the starpulse side on ``--roce-cc`` (else $STARPULSE_ROCE_CC, else DCQCN);
+    ``[None]`` for a plain run."""
+    if not args.compare:
+        return [None]
+    if args.roce_cc:
+        return parse_compare(args.compare, args.roce_cc)
+    return parse_compare(args.compare, os.environ.get(ENV_ROCE_CC), f"${ENV_ROCE_CC}")
 
 
 def _rank_job(comm: Any, spec: ModelSpec, steps: int, warmup: int, line_rate_bps: float,
@@ -204,7 +215,7 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
                 ) -> tuple[list[dict[str, Any]], int]:
     """One report per configuration (``[None]``: a plain run), one after the other on the same fabric, and the
     launcher's worst exit code (a run that failed before writing its JSON ends the comparison)."""
-    from emu.launch import ENV_NET, fabric_env, launch, terminate_as_interrupt
+    from emu.launch import ENV_NET, fabric_env, launch, roce_cc_of, terminate_as_interrupt
     from emu.reap import owned_tempdir
     from emu.run_cli import fabric_target, log_directory, report
 
@@ -240,11 +251,14 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
                 lag_env[ENV_TELEMETRY_DB] = status["telemetry_db"]
             env = {**os.environ, ENV_LINE_RATE: repr(line_rate), ENV_SLOW_DIR: slow_dir, **lag_env,
                    **(config.env if config else {}), **autotune_env(args)}
+            roce_cc = None if config else args.roce_cc     # a comparison's configuration carries its own
+            ran_cc = roce_cc_of(fabric_env(topo, dilation, args.net, env, args.intra_rate, roce_cc))
+            warn_hpcc(status, ran_cc)
             try:
                 _write_slow(args, world, slow_dir)
                 result = launch(target.topo, target.ns_pids, _rank_argv(args, json_path), logdir=logdir, env=env,
                                 timeout_s=args.timeout, echo=echo, tcp_ecn=args.tcp_ecn, clock=target.clock,
-                                net=args.net, intra_rate=args.intra_rate)
+                                net=args.net, intra_rate=args.intra_rate, roce_cc=roce_cc)
             finally:   # --slow is this job's: the fabric's directory goes back to what its slow_gpu faults set
                 for text in args.slow:
                     rank = parse_slow(text, world)[0]
@@ -258,8 +272,8 @@ def _run_fabric(args: argparse.Namespace, configs: list[CompareConfig | None]
                 return reports, result.exit_code
             out = json.loads(Path(json_path).read_text())
             shutil.rmtree(work_dir, ignore_errors=True)
-            out.update({"mode": "fabric", "net": net, "time_dilation": dilation, **fabric_delta(before, after),
-                        "fidelity": status["fidelity"], "topology": topology_json(topo)})
+            out.update({"mode": "fabric", "net": net, "roce_cc": ran_cc, "time_dilation": dilation,
+                        **fabric_delta(before, after), "fidelity": status["fidelity"], "topology": topology_json(topo)})
             reports.append(_tag(out, config))
     return reports, worst
 

@@ -4,16 +4,18 @@ environment each gives the ranks (the communicator's existing knobs), and the ra
 baseline: flat ring allreduce and pairwise all-to-all (``$STARPULSE_ALGO``), so cross-rail all-to-all bytes
 cross the spines on the fabric's ECMP with no intra-server hop, and RoCE without congestion control
 (``$STARPULSE_ROCE_CC=none``).  starpulse: the tuner's choices (hierarchical allreduce, rail-aligned all-to-all
-where its cost model picks them) and DCQCN (the communicator's RoCE offers dcqcn or none, so no HPCC here).
+where its cost model picks them) and DCQCN, or the congestion control ``--roce-cc`` (else $STARPULSE_ROCE_CC)
+names, e.g. HPCC; baseline stays without one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from sw.collectives.autotune import ENV_AUTOTUNE
-from sw.collectives.config import ENV_ROCE_CC
+from sw.collectives.config import ENV_ROCE_CC, ROCE_CCS
 from sw.collectives.tuner import ENV_ALGO
 
 RATIO_KEYS = ("comm_share", "step_s", "link_load")
@@ -38,20 +40,25 @@ class CompareConfig:
         return {"name": self.name, "env": dict(self.env), "description": self.description}
 
 
+STARPULSE_CC = "dcqcn"
+"""The starpulse side's RoCE congestion control unless ``--roce-cc`` or $STARPULSE_ROCE_CC names another."""
+
+
 CONFIGS: dict[str, CompareConfig] = {
     "baseline": CompareConfig("baseline", {ENV_ALGO: "allreduce=ring,alltoall=pairwise", ENV_ROCE_CC: "none",
                                            ENV_AUTOTUNE: "off"},
                               "flat ring allreduce, pairwise all-to-all (cross-rail bytes over the spines' "
                               "ECMP, no intra-server hop), no congestion control"),
-    "starpulse": CompareConfig("starpulse", {ENV_ALGO: "", ENV_ROCE_CC: "dcqcn", ENV_AUTOTUNE: "on"},
+    "starpulse": CompareConfig("starpulse", {ENV_ALGO: "", ENV_ROCE_CC: STARPULSE_CC, ENV_AUTOTUNE: "on"},
                                "the tuner's rail-aware choices (hier or hetero allreduce, rail-aligned all-to-all "
                                "where its model picks them) refined by online auto-tune, DCQCN"),
 }
 """The configurations by name (the names are a contract of issue 20)."""
 
 
-def parse_compare(text: str) -> list[CompareConfig]:
-    """``baseline,starpulse`` as its configurations (both, each once); one-line error naming ``--compare``."""
+def parse_compare(text: str, roce_cc: str | None = None, what: str = "--roce-cc") -> list[CompareConfig]:
+    """``baseline,starpulse`` as its configurations (both, each once); one-line error naming ``--compare``.
+    ``roce_cc`` (named ``what`` in its error): the starpulse side's RoCE congestion control (default dcqcn)."""
     names = [n.strip() for n in text.split(",")]
     allowed = ", ".join(CONFIGS)
     for name in names:
@@ -59,7 +66,18 @@ def parse_compare(text: str) -> list[CompareConfig]:
             raise CompareError(f"--compare {text}: unknown configuration {name!r} (allowed: {allowed})")
     if sorted(names) != sorted(CONFIGS):
         raise CompareError(f"--compare {text}: give each of {allowed} once (e.g. --compare baseline,starpulse)")
-    return [CONFIGS[n] for n in names]
+    return [_with_cc(CONFIGS[n], roce_cc, what) if n == "starpulse" else CONFIGS[n] for n in names]
+
+
+def _with_cc(config: CompareConfig, roce_cc: str | None, what: str) -> CompareConfig:
+    """``config`` with its RoCE congestion control replaced by ``roce_cc`` (None or the same: unchanged)."""
+    cc = (roce_cc or "").strip().lower()
+    if not cc or cc == config.env[ENV_ROCE_CC]:
+        return config
+    if cc not in ROCE_CCS:
+        raise CompareError(f"{what}={roce_cc!r}: expected one of {', '.join(ROCE_CCS)}")
+    head, _, _ = config.description.rpartition(", ")
+    return dataclasses.replace(config, env={**config.env, ENV_ROCE_CC: cc}, description=f"{head}, {cc.upper()}")
 
 
 def ratios(runs: dict[str, dict[str, Any]]) -> dict[str, float | None]:
@@ -89,7 +107,8 @@ def table_lines(runs: dict[str, dict[str, Any]], ratio: dict[str, float | None],
     elif any(not (rep.get("fidelity") or {}).get("ok") for rep in runs.values()):
         lines.append("# a run's fidelity is NOT ok: its figures, and so the ratios, are bent by CPU load")
     if any(rep.get("net") == "tcp" for rep in runs.values()):
-        lines.append("# --net tcp: the RoCE congestion-control setting (none vs dcqcn) does not apply")
+        cc = ((runs.get("starpulse", {}).get("comparison") or {}).get("env") or {}).get(ENV_ROCE_CC, STARPULSE_CC)
+        lines.append(f"# --net tcp: the RoCE congestion-control setting (none vs {cc}) does not apply")
     if local:
         lines.append("# --local: no switches, no RoCE: routing (ECMP vs rail) and congestion control do not apply;"
                      " only the algorithm choices differ")

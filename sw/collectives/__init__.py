@@ -17,7 +17,8 @@ STARPULSE_NIC_ADDR (the rank's NIC address for TCP/RoCE, default 127.0.0.1), STA
 STARPULSE_INTRA_RATE / STARPULSE_INTER_RATE (throttles, e.g. 20G or off), STARPULSE_SHM_BYTES (ring size),
 STARPULSE_CALIBRATE=1 (measure the cost model at start-up), STARPULSE_NET (inter-server transport: tcp, the
 library's default, or roce: RC QPs on the rail NIC, whose line rate is STARPULSE_INTER_RATE; ranks launched on a
-fabric by ``starpulse run``/``bench`` get roce and the fabric's link rate), STARPULSE_ROCE_CC (dcqcn or none),
+fabric by ``starpulse run``/``bench`` get roce and the fabric's link rate), STARPULSE_ROCE_CC (dcqcn, hpcc or none),
+STARPULSE_ROCE_BASE_RTT (the fabric's base round trip, part of HPCC's T; the launcher sets it),
 STARPULSE_HETERO_SPLIT (0..1: the hierarchical share of a 'hetero' allreduce), STARPULSE_AUTOTUNE (on, off: the
 default, or reset) and STARPULSE_AUTOTUNE_DIR (where the per-topology tuning tables live).
 ``python -m sw.collectives`` self-checks a job.

@@ -102,7 +102,8 @@ def init_communicator(rank: int, world_size: int, store_path: str, *, server: in
         if config.net == "roce" and remote:
             roce = RoceTransport.connect(rank, world_size, sorted(remote), store, key, nic_addr=config.nic_addr,
                                          line_rate_bps=config.inter_rate_bps, cc=config.roce_cc,
-                                         timeout_s=config.timeout_s, clock=clock)
+                                         timeout_s=config.timeout_s, clock=clock,
+                                         fabric_rtt_ns=config.roce_base_rtt_ns)
             transports.append(roce)
             closers.append(roce.close)
         if listener is not None:

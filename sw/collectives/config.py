@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from sw.units import UnitError, parse_rate_bps, parse_size_bytes
+from sw.units import UnitError, parse_duration_ns, parse_rate_bps, parse_size_bytes
 
 from .errors import CollectiveUserError
 
@@ -19,9 +19,16 @@ ENV_SERVER = "STARPULSE_SERVER"
 ENV_CALIBRATE = "STARPULSE_CALIBRATE"
 ENV_NET = "STARPULSE_NET"
 ENV_ROCE_CC = "STARPULSE_ROCE_CC"
+ENV_ROCE_BASE_RTT = "STARPULSE_ROCE_BASE_RTT"
+"""The fabric's base round trip in network ns (``emu.launch.fabric_env``): HPCC's T on top of the stack's own."""
 NETS = ("tcp", "roce")
 """Inter-server transports ($STARPULSE_NET, like NCCL_NET): TCP sockets, or RoCEv2 RC QPs on the rail NIC."""
-ROCE_CCS = ("dcqcn", "none")
+ROCE_CCS = ("dcqcn", "hpcc", "none")
+"""Congestion control of the RoCE transport's QPs ($STARPULSE_ROCE_CC): DCQCN (ECN -> CNPs), HPCC (INT the P4
+fabric stamps, echoed in ACKs) or none (line rate)."""
+ROCE_CC_HELP = ("congestion control of the ranks' RoCE QPs: dcqcn (ECN marks -> CNPs), hpcc (the fabric's INT "
+                f"echoed in ACKs) or none (default: ${ENV_ROCE_CC}, else dcqcn)")
+"""``--roce-cc``'s help, one text for every command that has the flag (``run``, ``bench``, ``train``)."""
 
 DEFAULT_INTRA_RATE_BPS = 20e9
 """Shared-memory (NVLink stand-in) egress per rank outside a fabric job (no rail rate to scale from): a Python
@@ -49,11 +56,14 @@ class CommConfig:
     calibrate: bool = False
     net: str = "tcp"
     roce_cc: str = "dcqcn"
+    roce_base_rtt_ns: int = 0
+    """The fabric's unloaded round trip (network ns; 0: unknown), part of HPCC's base RTT."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> CommConfig:
         """Settings from STARPULSE_TIMEOUT, _INTRA_RATE, _INTER_RATE, _SHM_BYTES, _NIC_ADDR, _CALIBRATE, _NET,
-        _ROCE_CC (``env``, default ``os.environ``); a bad value raises ``CollectiveUserError`` naming it."""
+        _ROCE_CC, _ROCE_BASE_RTT (``env``, default ``os.environ``); a bad value raises ``CollectiveUserError``
+        naming it."""
         env = dict(os.environ) if env is None else env
         kw: dict[str, object] = {}
         if env.get(ENV_TIMEOUT):
@@ -83,6 +93,8 @@ class CommConfig:
                 if raw not in allowed:
                     raise CollectiveUserError(f"${var}={env[var]!r}: expected one of {', '.join(allowed)}")
                 kw[field] = raw
+        if env.get(ENV_ROCE_BASE_RTT):
+            kw["roce_base_rtt_ns"] = _base_rtt_ns(env[ENV_ROCE_BASE_RTT])
         return cls(**kw)
 
 
@@ -94,6 +106,18 @@ def _positive_float(raw: str, var: str) -> float:
     if not value > 0:
         raise CollectiveUserError(f"${var}={raw!r}: expected a number of seconds > 0")
     return value
+
+
+MAX_BASE_RTT_NS = 10_000_000_000
+
+
+def _base_rtt_ns(raw: str) -> int:
+    """$STARPULSE_ROCE_BASE_RTT: a duration ('520us'; a bare number is ns) within 0..10 s."""
+    try:
+        return parse_duration_ns(raw, what=f"${ENV_ROCE_BASE_RTT}", max_ns=MAX_BASE_RTT_NS)
+    except UnitError:
+        raise CollectiveUserError(f"${ENV_ROCE_BASE_RTT}={raw!r}: expected a duration within 0..10 s of network "
+                                  "time, like 520us (a bare number is ns)") from None
 
 
 def _rate_or_off(raw: str, what: str, also: str = " or 'off'") -> float | None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from sw.units import ETH_WIRE_OVERHEAD_BYTES
+
 MAX_SERVERS_PER_POD = 250
 MAX_RAILS = 16
 MAX_PODS = 200
@@ -28,6 +30,9 @@ MAX_SPINES = 64
 MAX_MTU = 9216
 PFC_PRIORITIES = 8
 CNP_PRIORITY = 6     # CNPs' class (DSCP 48): strict priority above RoCE data, never the lossless one
+ETH_HEADER_BYTES = 14
+MIN_FRAME_BYTES = 60
+"""Shortest Ethernet frame without FCS: an RC ACK (62 bytes of headers, AETH and ICRC) is about this size."""
 
 
 class TopologyError(ValueError):
@@ -96,6 +101,20 @@ class TopologySpec:
         if self.tiers < 3:
             return 0
         return int(self.rails * self.uplink_rate_bps / self.super_spines)
+
+    def base_rtt_ns(self) -> int:
+        """Unloaded round trip of the fabric's longest path in network ns: a full frame (``mtu``) stored and
+        forwarded over every link out, a shortest frame (the ACK) back, and the per-link ``delay_ns`` both ways.
+        HPCC's T must cover it (its window is line rate x T)."""
+        rates = [self.link_rate_bps] * 2
+        if self.spines:
+            rates += [self.uplink_rate_bps] * 2
+        if self.tiers >= 3:
+            rates += [self.super_uplink_rate_bps] * 2
+        out_bits = (self.mtu + ETH_HEADER_BYTES + ETH_WIRE_OVERHEAD_BYTES) * 8
+        back_bits = (MIN_FRAME_BYTES + ETH_WIRE_OVERHEAD_BYTES) * 8
+        serialize_ns = sum((out_bits + back_bits) * 1e9 / rate for rate in rates)
+        return int(round(serialize_ns)) + 2 * len(rates) * self.delay_ns
 
     @property
     def uplink_rate_bps(self) -> int:

@@ -28,6 +28,7 @@ SMALL = ["--servers", "2", "--gpus", "2", "--spines", "1"]
 def no_running_fabric(tmp_path, monkeypatch):
     monkeypatch.setenv("STARPULSE_STATE_DIR", str(tmp_path / "state"))   # never pick up someone's `fabric up`
     monkeypatch.setenv("STARPULSE_TIME_DILATION", "1")   # as before auto became the default (tested on its own)
+    monkeypatch.delenv("STARPULSE_ROCE_CC", raising=False)   # the default congestion control
 
 
 def test_run_self_check_exit_code_and_clean_teardown(tmp_path, capsys, monkeypatch) -> None:
@@ -61,6 +62,7 @@ def test_bench_on_its_own_fabric_writes_the_json_contract(tmp_path, capsys) -> N
     report = json.loads(out_json.read_text())
     assert report["mode"] == "fabric" and report["world_size"] == 4
     assert report["net"] == "roce"                      # a fabric's ranks talk RoCE unless told otherwise
+    assert report["roce_cc"] == "dcqcn"                 # their QPs' congestion control, the default
     assert report["line_rate_bps"] == 100e6
     assert isinstance(report["drops"], int) and isinstance(report["ecn_marks"], int)
     fid = report["fidelity"]

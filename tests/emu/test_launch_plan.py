@@ -19,6 +19,7 @@ from emu.launch import (
     rank_env,
     rank_plan,
     resolve_command,
+    roce_cc_of,
 )
 from sw.collectives.errors import CollectiveUserError
 from sw.collectives.fabric_topology import Topology, TopologySpec
@@ -50,7 +51,8 @@ def test_ranks_get_the_fabric_link_rate_dilation_and_roce() -> None:
     spec = TopologySpec(servers=2, gpus_per_server=2, spines=1, link_rate_bps=400_000_000)
     shared = fabric_env(spec, 50.0, base={"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"})
     assert shared == {"STARPULSE_INTER_RATE": "400000000", "STARPULSE_INTRA_RATE": "3600000000",
-                      "STARPULSE_TIME_DILATION": "50.0", "STARPULSE_NET": "roce"}
+                      "STARPULSE_TIME_DILATION": "50.0", "STARPULSE_NET": "roce",
+                      "STARPULSE_ROCE_BASE_RTT": str(spec.base_rtt_ns())}
     env = rank_env(rank_plan(Topology(spec))[0], "/tmp/s", {"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"}, shared)
     assert (env["STARPULSE_INTER_RATE"], env["STARPULSE_TIME_DILATION"], env["STARPULSE_NET"]) == (
         "400000000", "50.0", "roce")                        # the fabric's dilation wins over a stale one
@@ -63,6 +65,29 @@ def test_the_user_may_choose_tcp_or_pace_below_line_rate() -> None:
     assert (user["STARPULSE_NET"], user["STARPULSE_INTER_RATE"]) == ("tcp", "50M")
     with pytest.raises(LaunchError, match=r"\$STARPULSE_NET='ib': expected one of roce, tcp"):
         fabric_env(spec, 1.0, base={"STARPULSE_NET": "ib"})
+
+
+def test_the_roce_cc_comes_from_the_flag_else_the_environment_and_bad_ones_are_named() -> None:
+    spec = TopologySpec(servers=2, gpus_per_server=1, spines=1)
+    assert "STARPULSE_ROCE_CC" not in fabric_env(spec, 1.0, base={})         # the communicator's default (dcqcn)
+    assert roce_cc_of(fabric_env(spec, 1.0, base={})) == "dcqcn"
+    assert fabric_env(spec, 1.0, base={"STARPULSE_ROCE_CC": "HPCC"})["STARPULSE_ROCE_CC"] == "hpcc"
+    shared = fabric_env(spec, 1.0, base={"STARPULSE_ROCE_CC": "none"}, roce_cc="hpcc")
+    assert shared["STARPULSE_ROCE_CC"] == "hpcc" and roce_cc_of(shared) == "hpcc"        # the flag wins
+    assert roce_cc_of(fabric_env(spec, 1.0, "tcp", base={}, roce_cc="hpcc")) is None    # no QPs over TCP
+    with pytest.raises(LaunchError, match=r"\$STARPULSE_ROCE_CC='timely': expected one of dcqcn, hpcc, none"):
+        fabric_env(spec, 1.0, base={"STARPULSE_ROCE_CC": "timely"})
+    with pytest.raises(LaunchError, match=r"--roce-cc 'swift': expected one of dcqcn, hpcc, none"):
+        fabric_env(spec, 1.0, base={}, roce_cc="swift")
+
+
+def test_run_roce_cc_flag_takes_the_three_and_rejects_others(capsys) -> None:
+    parser = argparse.ArgumentParser()
+    run_cli.add_arguments(parser)
+    assert parser.parse_args(["--roce-cc", "hpcc", "--", "true"]).roce_cc == "hpcc"
+    with pytest.raises(SystemExit) as info:
+        parser.parse_args(["--roce-cc", "timely", "--", "true"])
+    assert info.value.code == 2 and "--roce-cc" in capsys.readouterr().err
 
 
 def test_nvlink_stand_in_scales_with_the_link_rate_unless_given() -> None:

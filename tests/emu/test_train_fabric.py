@@ -56,6 +56,7 @@ def test_compare_on_one_fabric_runs_both_configurations_with_their_settings(tmp_
     rep, text = _train_on_own_fabric(tmp_path, capsys, "--steps", "1", "--warmup", "1",
                                      "--compare", "baseline,starpulse")
     base, new = rep["runs"]["baseline"], rep["runs"]["starpulse"]
+    assert (base["roce_cc"], new["roce_cc"]) == ("none", "dcqcn")      # what the ranks' QPs ran
     for run in (base, new):
         assert run["mode"] == "fabric" and run["net"] == "roce" and isinstance(run["drops"], int)
         assert run["wrong"] == 0 and len(run["per_rank"]) == 4

@@ -34,6 +34,7 @@ from sw.roce.transport.rules import ack_timeout_ns
 from sw.roce.transport.verbs import Access, RecvWr, SendWr, WcStatus, WrOpcode
 from sw.units import ETH_WIRE_OVERHEAD_BYTES
 
+from ..config import ROCE_CCS
 from ..deadline import Deadline
 from ..errors import CollectiveTimeoutError, CollectiveUserError, PeerGoneError
 from ..store import CollectiveStore
@@ -67,7 +68,6 @@ ROUND_SLOTS = 1
 peers in turn (as a NIC's QP arbiter does), not all to the first peer with a backlog.  Serving peers in rank
 order made every sender of an all-to-all pour into the same lowest-ranked receiver first (an N-to-1 incast
 while the other receivers idled)."""
-CCS = ("dcqcn", "none")
 ACK_TIMEOUT_WALL_FLOOR_S = 0.5
 """The QPs' local ACK timeout is never shorter than this in wall time: shorter ones turned scheduling stalls of
 Python ranks on a busy host into spurious go-back-N resends (a gap in the data is NAKed by the receiver at once;
@@ -192,6 +192,18 @@ class WirePort:
 
     def close(self) -> None:
         self.port.close()
+
+
+def hpcc_base_rtt_ns(fabric_rtt_ns: int, dilation: float, rate_bps: float = 0.0, peer_budget_bytes: int = 0) -> int:
+    """HPCC's T for this transport's QPs: the fabric's unloaded round trip (``fabric_rtt_ns``, network ns, from
+    ``emu.launch.fabric_env``; 0 if unknown) plus this Python stack's own round trip in network time
+    (``INFLIGHT_RTT_WALL_S`` over the dilation, as the in-flight budget counts it), and at least the time a peer's
+    in-flight budget takes at ``rate_bps``: HPCC's largest window (line rate x T) then never holds a QP below
+    what the transport itself lets fly, and INT alone decides the cuts.  A T of the wires alone would give a
+    window the stack's round trip cannot fill."""
+    stack_ns = fabric_rtt_ns + int(INFLIGHT_RTT_WALL_S * 1e9 / dilation)
+    budget_ns = int(peer_budget_bytes * 8e9 / rate_bps) if rate_bps > 0 else 0
+    return max(1000, stack_ns, budget_ns)
 
 
 def inflight_budget_bytes(rate_bps: float, path_mtu: int, dilation: float) -> int:
@@ -361,11 +373,12 @@ class RoceTransport(ChannelTransport):
     @classmethod
     def connect(cls, my_rank: int, world_size: int, remote: list[int], store: CollectiveStore, key: str, *,
                 nic_addr: str, line_rate_bps: float | None, cc: str, timeout_s: float,
-                clock: Clock | None = None) -> RoceTransport:
-        """Open the rail NIC holding ``nic_addr``, create and connect one QP per rank in ``remote`` via the store."""
+                clock: Clock | None = None, fabric_rtt_ns: int = 0) -> RoceTransport:
+        """Open the rail NIC holding ``nic_addr``, create and connect one QP per rank in ``remote`` via the store
+        (``fabric_rtt_ns``: the fabric's base round trip, part of HPCC's T, ``hpcc_base_rtt_ns``)."""
         clock = clock or get_clock()
-        if cc not in CCS:
-            raise CollectiveUserError(f"RoCE congestion control {cc!r}: expected one of {', '.join(CCS)}")
+        if cc not in ROCE_CCS:
+            raise CollectiveUserError(f"RoCE congestion control {cc!r}: expected one of {', '.join(ROCE_CCS)}")
         try:
             ifname = interface_of(nic_addr)
         except RouteError as exc:
@@ -377,10 +390,12 @@ class RoceTransport(ChannelTransport):
         except NicPortError as exc:
             raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
         try:
-            nic = SoftNic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock, **pfc_options)
-            wire.pfc = nic.pfc
             path_mtu = path_mtu_for(wire.mtu)
             peer_budget = inflight_budget_bytes(rate_bps, path_mtu, clock.dilation)
+            nic = SoftNic(wire, mac=wire.mac, ip=wire.ip, line_rate_bps=rate_bps, cc=cc, clock=clock,
+                          base_rtt_ns=hpcc_base_rtt_ns(fabric_rtt_ns, clock.dilation, rate_bps, peer_budget),
+                          **pfc_options)
+            wire.pfc = nic.pfc
             budget = SendBudget(min(BUDGET_PEERS, max(1, len(remote))) * peer_budget, peer_budget, path_mtu)
             pd = nic.alloc_pd()
             cq = nic.create_cq()
@@ -488,6 +503,16 @@ class RoceTransport(ChannelTransport):
             c = ch.qp.counters
             out[peer] = {"tx_pkts": c.tx_packets, "retx_pkts": c.retransmitted_packets,
                          "oos_pkts": c.out_of_sequence_received, "timeouts": c.timeouts, "cnps_rx": c.cnps_received}
+        return out
+
+    def cc_counters(self) -> dict[int, dict[str, int]]:
+        """Per remote rank, its QP's rate-model inputs: ACKs that echoed the fabric's INT (``int_echoes``) and
+        HPCC window updates they made (``hpcc_updates``; 0 under another CC)."""
+        out = {}
+        for peer, ch in self.channels.items():
+            pacer = ch.qp.pacer
+            out[peer] = {"int_echoes": pacer.int_echoes if pacer is not None else 0,
+                         "hpcc_updates": int(getattr(pacer.cc, "updates", 0)) if pacer is not None else 0}
         return out
 
     def port_rate_bps(self) -> tuple[int, int]:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from sw.apps import train
-from sw.apps.train_compare import RATIO_KEYS, ratios
+from sw.apps.rank_job import hpcc_int_warning
+from sw.apps.train_compare import RATIO_KEYS, CompareError, parse_compare, ratios
 
 pytestmark = pytest.mark.unit
 
@@ -60,3 +61,38 @@ def test_bad_configuration_names_are_one_line_and_exit_2(capfd, value: str, mess
     code = train.main(["--local", "--servers", "2", "--gpus", "2", "--compare", value])
     err = capfd.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1, err
+
+
+def test_compare_runs_starpulse_on_the_cc_asked_for_and_baseline_on_none() -> None:
+    base, new = parse_compare("baseline,starpulse")
+    assert (base.env["STARPULSE_ROCE_CC"], new.env["STARPULSE_ROCE_CC"]) == ("none", "dcqcn")   # the default
+    base, new = parse_compare("baseline,starpulse", "hpcc")
+    assert (base.env["STARPULSE_ROCE_CC"], new.env["STARPULSE_ROCE_CC"]) == ("none", "hpcc")
+    assert new.description.endswith(", HPCC") and new.env["STARPULSE_AUTOTUNE"] == "on"
+    new, base = parse_compare("starpulse,baseline", "HPCC")                         # the order is the user's
+    assert new.name == "starpulse" and new.env["STARPULSE_ROCE_CC"] == "hpcc"
+    with pytest.raises(CompareError, match=r"^\$STARPULSE_ROCE_CC='timely': expected one of dcqcn, hpcc, none$"):
+        parse_compare("baseline,starpulse", "timely", "$STARPULSE_ROCE_CC")
+
+
+def test_local_compare_with_roce_cc_hpcc_gives_starpulse_hpcc_and_baseline_none(tmp_path: Path, capfd,
+                                                                                 monkeypatch) -> None:
+    monkeypatch.setenv("STARPULSE_ROCE_CC", "dcqcn")           # the flag wins over the environment
+    model = tmp_path / "tiny-moe.json"
+    model.write_text(json.dumps(TINY_MOE))
+    out = tmp_path / "compare.json"
+    code = train.main(["--local", "--servers", "2", "--gpus", "1", "--model", str(model), "--steps", "1",
+                       "--warmup", "0", "--compare", "baseline,starpulse", "--roce-cc", "hpcc", "--json", str(out)])
+    assert code == 0, capfd.readouterr().err
+    runs = json.loads(out.read_text())["runs"]
+    assert runs["baseline"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "none"
+    assert runs["starpulse"]["comparison"]["env"]["STARPULSE_ROCE_CC"] == "hpcc"
+    assert runs["starpulse"]["comparison"]["description"].endswith("HPCC")
+
+
+def test_hpcc_on_a_fabric_that_strips_int_is_warned_about() -> None:
+    assert hpcc_int_warning({"int_sink": "host"}, "hpcc") is None
+    assert hpcc_int_warning({"int_sink": "report"}, "dcqcn") is None and hpcc_int_warning({}, "hpcc") is None
+    warning = hpcc_int_warning({"int_sink": "report"}, "hpcc")
+    assert warning is not None and "'report'" in warning and "--int-sink host" in warning
+    assert "'off'" in (hpcc_int_warning({"int_sink": "off"}, "hpcc") or "")

@@ -96,6 +96,7 @@ CASES: list[tuple[list[str], str]] = [
     ([*RUN, "--mtu", "20", "--", "true"], "--mtu"),
     ([*RUN, "--pfc-watchdog", "nan", "--", "true"], "--pfc-watchdog"),
     ([*RUN, "--intra-rate", "fast", "--", "true"], "--intra-rate"),
+    ([*RUN, "--roce-cc", "timely", "--", "true"], "--roce-cc"),
     ([*RUN, "--", "/no/such/cmd"], "/no/such/cmd"),
     ([*RUN, "--logdir", "/nonexistent/logs", "--", "true"], "--logdir"),
     ([*RUN, "--local", "--servers", "250", "--gpus", "16", "--", "true"], "local ranks: at most"),
@@ -103,6 +104,8 @@ CASES: list[tuple[list[str], str]] = [
     # bench --local and on a fabric
     ([*LOCAL, "-A", "foo"], "-A"),
     ([*BENCH, "-A", "foo"], "-A"),
+    ([*BENCH, "--roce-cc", "swift"], "--roce-cc"),
+    (["train", "--name", "flagtest", "--roce-cc", "cubic"], "--roce-cc"),
     ([*LOCAL, "--timeout", "0"], "--timeout"),
     ([*LOCAL, "--timeout", "-1"], "--timeout"),
     ([*LOCAL, "--timeout", "nan"], "--timeout"),
@@ -216,3 +219,16 @@ def test_bad_flag_is_one_line_exit_2_before_anything_is_built(argv, names, nothi
     left = [p.name for p in (tmp_path / "tmp").iterdir() if p.is_dir()]   # (files: e.g. the P4 parser's cache)
     assert not left, f"a rejected command left temporary directories {left}"
     assert not any(os.path.exists(p) for p in ("/nonexistent/pcaps", "/nonexistent/logs"))
+
+
+@pytest.mark.parametrize("argv", [[*RUN, "--", "true"], BENCH, ["train", "--name", "flagtest"]],
+                         ids=["run", "bench", "train"])
+def test_bad_roce_cc_in_the_environment_is_one_line_before_a_fabric(argv, nothing_built, capsys, monkeypatch):
+    monkeypatch.setenv("STARPULSE_ROCE_CC", "timely")
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert not nothing_built and code == 2 and len(err) == 1, err
+    assert "$STARPULSE_ROCE_CC='timely': expected one of dcqcn, hpcc, none" in err[0]

@@ -92,15 +92,11 @@ def run(args: argparse.Namespace) -> int:
 def run_once(args: argparse.Namespace, ops_on: bool) -> dict[str, Any]:
     """One run: a fabric of the topology flags with ops ``ops_on``, the job on it, its figures."""
     from emu.fabric_bench import cpu_seconds
-    from emu.launch import launch
     from emu.reap import owned_tempdir
     from emu.run_cli import fabric_target
-    from sw.apps.ops_campaign import CAMPAIGN_MODEL
+    from sw.apps.ops_campaign import CAMPAIGN_MODEL, Job
     from sw.apps.rank_job import topology_json
-    from sw.apps.train import ENV_LINE_RATE, _rank_argv
-    from sw.clock.lag import ENV_LAG_DIR
-    from sw.units.straggler import ENV_SLOW_DIR
-    from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
+    from sw.units.telemetry import TelemetryStore
 
     args.ops = "on" if ops_on else "off"
     with fabric_target(args, echo=False) as target:
@@ -112,11 +108,6 @@ def run_once(args: argparse.Namespace, ops_on: bool) -> dict[str, Any]:
         model = work / "model.json"
         model.write_text(json.dumps({**CAMPAIGN_MODEL, "experts": world}))   # one expert per rank
         status = fab.status()
-        env = {**os.environ, ENV_LINE_RATE: repr(float(spec.link_rate_bps)), ENV_SLOW_DIR: str(work / "slow"),
-               ENV_LAG_DIR: status["lag_dir"]}
-        if ops_on:
-            env[ENV_TELEMETRY_DB] = status["telemetry_db"]
-        argv = _rank_argv(argparse.Namespace(model=str(model), steps=args.steps, warmup=1), str(work / "rank0.json"))
         switch_pids = [s.proc.pid for s in fab.net.switches.values() if s.proc is not None]
         pkts0 = int(status["totals"]["tx_pkts"])
         store = TelemetryStore(fab.collector.store.path) if ops_on else None
@@ -127,8 +118,7 @@ def run_once(args: argparse.Namespace, ops_on: bool) -> dict[str, Any]:
         sw0 = sum(sum(cpu_seconds(p)) for p in switch_pids)
         ranks0 = children_cpu_ns()
         t0 = clock.now_ns()
-        job = launch(target.topo, target.ns_pids, argv, logdir=work / "ranks", env=env, timeout_s=args.timeout,
-                     echo=None, clock=clock)
+        job = Job(target, model, args.steps, work, args.timeout).wait()
         wall_s = clock.wall_duration_ns(clock.now_ns() - t0) / 1e9
         ranks_cpu = (children_cpu_ns() - ranks0) / 1e9         # the ranks
         sw_cpu = sum(sum(cpu_seconds(p)) for p in switch_pids) - sw0

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from emu.fabric import Fabric
 
 DEFAULT_INTERVAL_WALL_S = 0.5
-"""Wall seconds between polls (a poll costs each switch two wake-ups of its loop: port stats, then its ports' ECN
-marks pipelined, over one kept connection; and one rtnetlink dump of its links)."""
+"""Wall seconds between polls (a poll costs each switch one wake-up of its loop: port stats and its ports' ECN marks
+pipelined over one kept connection; and one rtnetlink dump of its namespace's links)."""
 TELEMETRY_FILE = "telemetry.sqlite"
 ECN_READ = "counter_read FabricEgress.ecn_marks"
 
@@ -40,6 +40,7 @@ class OpsCollector:
         self._pids = fab.net.node_pids()
         self._clients: dict[str, ControlClient] = {}   # embedded switches: one kept control connection each
         self._links: dict[str, NetnsLinks] = {}        # per switch: an rtnetlink socket in its namespace
+        self._ports: dict[str, list[int]] = {}         # per switch: its ports at the last poll
         self._thread = threading.Thread(target=self._loop, name="ops-collector", daemon=True)
 
     def start(self) -> None:
@@ -102,9 +103,10 @@ class OpsCollector:
         return out
 
     def _read_switch(self, name: str, sw: Any) -> tuple[dict[int, dict[str, Any]], dict[int, int]]:
-        """A switch's port counters and its ECN marks per port.  The embedded switch over one kept connection,
-        in two wake-ups of its loop (port stats, then every port's mark counter pipelined), retried once on a fresh
-        connection (a restarted switch); BMv2 one CLI run per command."""
+        """A switch's port counters and its ECN marks per port.  The embedded switch over one kept connection, in
+        one wake-up of its loop (port stats and the mark counter of every port it had at the last poll, pipelined;
+        a port new since then costs a second), retried once on a fresh connection (a restarted switch); BMv2 one
+        CLI run per command."""
         if getattr(sw, "backend", "embedded") != "embedded":
             stats = parse_port_stats(sw.cli("port_stats"))
             return stats, {port: _marks(sw.cli(f"{ECN_READ} {port}")) for port in stats}
@@ -113,10 +115,17 @@ class OpsCollector:
             try:
                 if client is None:
                     client = self._clients[name] = ControlClient(sw.ctl)
-                stats = client.port_stats()
-                replies = client.pipeline([{"cmd": f"{ECN_READ} {port}"} for port in stats])
-                return stats, {port: _marks(str(r.get("out", ""))) if r.get("ok") else 0
-                               for port, r in zip(stats, replies, strict=True)}
+                known = self._ports.get(name, [])
+                replies = client.pipeline([{"port_stats": True}, *({"cmd": f"{ECN_READ} {p}"} for p in known)])
+                if not replies[0].get("ok"):
+                    raise CommandError(replies[0].get("error", "port_stats failed"))
+                stats = {int(k): v for k, v in replies[0]["ports"].items()}
+                marks = dict(zip(known, replies[1:], strict=True))
+                new = [p for p in stats if p not in marks]
+                if new:
+                    marks.update(zip(new, client.pipeline([{"cmd": f"{ECN_READ} {p}"} for p in new]), strict=True))
+                self._ports[name] = list(stats)
+                return stats, {p: _marks(str(marks[p].get("out", ""))) if marks[p].get("ok") else 0 for p in stats}
             except (ControlAddressError, CommandError):
                 self._drop_client(name)
                 if attempt:

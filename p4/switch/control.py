@@ -252,6 +252,22 @@ class ControlClient:
         except OSError as exc:
             raise ControlAddressError(f"lost the connection to the switch: {exc.strerror or exc}") from None
 
+    def pipeline(self, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Send every request in one write and return their replies in order: the switch serves them in one
+        wake-up of its loop (a poller's many small reads cost it one)."""
+        try:
+            self.sock.settimeout(self.timeout_s)
+            self.sock.sendall(b"".join(encode_line(o) for o in objs))
+            replies: list[dict[str, Any]] = []
+            while len(replies) < len(objs):
+                reply = self._read()
+                (self._events if "event" in reply else replies).append(reply)
+            return replies
+        except TimeoutError:
+            raise ControlAddressError(f"the switch did not answer within {self.timeout_s:g} s") from None
+        except OSError as exc:
+            raise ControlAddressError(f"lost the connection to the switch: {exc.strerror or exc}") from None
+
     def _read(self) -> dict[str, Any]:
         try:
             return self._stream.recv()

@@ -148,7 +148,8 @@ def parse_kinds(text: str) -> list[str]:
 
 
 class Job:
-    """The training job on the fabric, run in a thread; ``stop()`` ends it early."""
+    """The training job on the fabric, run in a thread; ``stop()`` ends it early, ``wait()`` until it ends.  Its
+    ranks record into the fabric's store when ops is on there."""
 
     def __init__(self, target: Any, model_path: Path, steps: int, work_dir: Path, timeout_s: float) -> None:
         import os
@@ -160,8 +161,9 @@ class Job:
 
         status = target.fabric.status()
         env = {**os.environ, ENV_LINE_RATE: repr(float(target.topo.spec.link_rate_bps)),
-               ENV_SLOW_DIR: status["straggler_dir"], ENV_LAG_DIR: status["lag_dir"],
-               ENV_TELEMETRY_DB: status["telemetry_db"]}
+               ENV_SLOW_DIR: status["straggler_dir"], ENV_LAG_DIR: status["lag_dir"]}
+        if status.get("telemetry_db"):
+            env[ENV_TELEMETRY_DB] = status["telemetry_db"]
         argv = _rank_argv(argparse.Namespace(model=str(model_path), steps=steps, warmup=1),
                           str(work_dir / "rank0.json"))
         self.stop_event = threading.Event()
@@ -184,6 +186,13 @@ class Job:
     def stop(self) -> None:
         self.stop_event.set()
         self.thread.join(timeout=120)
+
+    def wait(self) -> Any:
+        """The launcher's result once every rank ended (``launch``'s timeout bounds it); its error re-raised."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 def completed_step(store: TelemetryStore, world: int) -> int:

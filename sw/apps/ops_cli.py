@@ -2,7 +2,8 @@
 
 ``diagnose`` ranks the top-3 suspects of a window with their evidence, ``watch`` prints that once per interval,
 ``campaign`` injects random faults into a training job on its own fabric and scores the diagnoses
-(``sw.apps.ops_campaign``), ``report`` writes the operator's HTML page (``sw.apps.ops_report``).  The store is the
+(``sw.apps.ops_campaign``), ``cost`` measures what the collection costs the emulation (``sw.apps.ops_cost``),
+``report`` writes the operator's HTML page (``sw.apps.ops_report``).  The store is the
 running fabric's (``--name``, ops on) or a saved file (``--store``).
 """
 
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     wa.add_argument("--interval", type=float_flag(0.1, 3600, unit="seconds"), default=2.0, metavar="S",
                     help="wall seconds between diagnoses (default 2)")
     wa.add_argument("--count", type=int_flag(1, 10**6), default=None, metavar="N", help="stop after N")
-    from sw.apps import ops_campaign, ops_report
+    from sw.apps import ops_campaign, ops_cost, ops_report
 
     rp = sub.add_parser("report", help="write the operator's page: one self-contained HTML file (fabric, links "
                                        "over time, step timelines, diagnosis)")
@@ -60,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ca = sub.add_parser("campaign", help="inject random faults into a training job on its own fabric, score "
                                          "detection and localization")
     ops_campaign.add_arguments(ca)
+    co = sub.add_parser("cost", help="what the collection costs the emulation: the same job with ops off and on, "
+                                     "interleaved pairs, ratios")
+    ops_cost.add_arguments(co)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
         from sw.apps import ops_campaign
 
         return ops_campaign.run(args)
+    if args.ops_command == "cost":
+        from sw.apps import ops_cost
+
+        return ops_cost.run(args)
     if args.ops_command == "report":
         from sw.apps import ops_report
 

@@ -188,6 +188,8 @@ class SoftNic:
         port = self.port
         frames = port.recv_batch(RX_BURST_FRAMES)
         if not frames:
+            if self.pfc is not None and self.pfc.xoff:    # drained while the port we paused sends nothing
+                self.pfc.on_rx_idle(self.clock.now_ns())
             return False
         clock = self.clock
         now_ns = clock.now_ns()

@@ -5,7 +5,10 @@ Honouring: a PFC frame pausing the priority this NIC sends on stops its transmit
 for frames) for the quanta (512 bit times each at the NIC's line rate), or until a quanta-0 frame (XON).
 Generating: after each receive burst the NIC reports how many frames it read; a burst of at least
 ``rx_xoff_frames`` (the socket had that much backlog) sends XOFF, refreshed at half the pause time while the
-backlog lasts, and a burst at or below ``rx_xon_frames`` sends XON.  All time is network ns from ``sw.clock``.
+backlog lasts, and a burst at or below ``rx_xon_frames`` sends XON, as does a poll that finds the receive queue
+empty (``on_rx_idle``: the port it paused sends nothing, so no small burst would come to release it, and its pause
+would hold the port to the end of the quanta, over and over, as a stuck pause does).  All time is network ns from
+``sw.clock``.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ class NicPfc:
         self.counters = NicPfcCounters()
         self.paused_until_ns = 0
         self._counted_ns = 0           # paused time is counted up to here
-        self._xoff = False
+        self.xoff = False
+        """Our XOFF holds the switch port (sent, not yet released by XON)."""
         self._refresh_at_ns = 0
 
     def quanta_ns(self, quanta: int) -> int:
@@ -118,16 +122,21 @@ class NicPfc:
             return
         c = self.counters
         if n_frames >= self.rx_xoff_frames:
-            if not self._xoff:
-                self._xoff = True
+            if not self.xoff:
+                self.xoff = True
                 c.xoff_events += 1
                 self._pause(now_ns)
             elif now_ns >= self._refresh_at_ns:
                 self._pause(now_ns)
-        elif self._xoff and n_frames <= self.rx_xon_frames:
-            self._xoff = False
+        elif self.xoff and n_frames <= self.rx_xon_frames:
+            self.xoff = False
             c.xon_sent += 1
             self.send(build_pfc_frame(self.mac, {self.priority: 0}))
+
+    def on_rx_idle(self, now_ns: int) -> None:
+        """The NIC found its receive queue empty: the backlog that paused the switch port is gone, XON."""
+        if self.xoff:
+            self.on_rx_burst(0, now_ns)
 
     def _pause(self, now_ns: int) -> None:
         self.counters.pauses_sent += 1

@@ -71,3 +71,24 @@ def test_nic_consumes_pfc_frames_and_waits_for_the_pause() -> None:
     plain.port.rx.append(build_pfc_frame(SWITCH_MAC, {0: 2000}))     # PFC off: not ours to honour
     plain.progress()
     assert plain.pfc is None and plain.counters.non_roce_frames == 1
+
+
+def test_nic_releases_its_pause_once_its_receive_queue_is_empty() -> None:
+    """A paused port sends the NIC nothing: the NIC's XON comes from the poll that finds its queue drained, not
+    from a small burst that could never arrive (its pause would otherwise hold the port like a stuck one)."""
+    clock = ManualClock()
+    port = MemPort()
+    nic = SoftNic(port, mac="02:00:00:00:00:01", ip="10.9.0.1", line_rate_bps=RATE_BPS, clock=clock,
+                  pfc_priority=0, pfc_rx_xoff_frames=4, pfc_rx_xon_frames=1)
+    assert nic.pfc is not None
+    nic.progress()                                               # idle, never paused: nothing sent
+    assert [f for f in port.tx if parse_pfc_frame(f) is not None] == []
+    port.rx.extend(bytes(12) + b"\x08\x00" + bytes(46) for _ in range(6))   # a backlog of 6 frames
+    nic.progress()
+    assert nic.pfc.xoff and [parse_pfc_frame(f) for f in port.tx] == [{0: 0xFFFF}]
+    clock.advance_ns(1000)
+    nic.progress()                                               # queue empty: the backlog is gone
+    assert not nic.pfc.xoff and [parse_pfc_frame(f) for f in port.tx] == [{0: 0xFFFF}, {0: 0}]
+    nic.progress()                                               # released once, not again
+    c = nic.pfc.counters
+    assert (c.pauses_sent, c.xon_sent, c.xoff_events) == (1, 1, 1) and len(port.tx) == 2

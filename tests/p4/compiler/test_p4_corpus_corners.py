@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from p4.errors import CompileError
-from tests.p4.compiler.test_p4_frontend_corners import program, run
+from tests.p4.compiler.test_p4_frontend_corners import STACK_PROGRAM, program, run
 
 if TYPE_CHECKING:
     from tests.p4.compiler.conftest import SourceSwitch
@@ -121,3 +121,46 @@ bit<8> first_over(in bit<8> lim) {
 @pytest.mark.parametrize(("a", "c"), [(0, 0 + 1), (4, 8 + 2), (10, 20 + 4)])
 def test_for_loops_in_a_parser_and_a_function(source_switch: SourceSwitch, a: int, c: int) -> None:
     assert run(source_switch, PARSER_LOOP, bytes([a, 0, 0])) == bytes([a, 0, c])
+
+
+# for-in: b = sum of a .. a+3 but skipping 2 and stopping at 9; c = how many of {1, 5, a} are odd
+FOR_IN = program(apply="""
+    hdr.h.b = 0;
+    bit<8> hi = hdr.h.a + 3;
+    for (bit<8> i in hdr.h.a .. hi) {
+        hi = 0;
+        if (i == 2) { continue; }
+        if (i == 9) { break; }
+        hdr.h.b = hdr.h.b + i;
+    }
+    hdr.h.c = 0;
+    for (bit<8> v in {8w1, 8w5, hdr.h.a}) {
+        if (v[0:0] == 1) { hdr.h.c = hdr.h.c + 1; }
+    }
+""")
+
+
+@pytest.mark.parametrize(("a", "b", "c"), [
+    (1, 1 + 3 + 4, 3),          # 2 is skipped; the bounds were read once (hi = 0 inside does not stop it)
+    (7, 7 + 8, 3),              # break at 9
+    (250, 250 + 251 + 252 + 253, 2),   # hi = 253: no wrap past 255
+])
+def test_for_in_range_and_list(source_switch: SourceSwitch, a: int, b: int, c: int) -> None:
+    assert run(source_switch, FOR_IN, bytes([a, 0xEE, 0xEE])) == bytes([a, b & 0xFF, c])
+
+
+def test_for_in_empty_range_runs_no_iteration(source_switch: SourceSwitch) -> None:
+    text = program(apply="hdr.h.c = 7; for (bit<8> i in hdr.h.a .. hdr.h.b) { hdr.h.c = i; }")
+    assert run(source_switch, text, bytes([5, 4, 0])) == bytes([5, 4, 7])
+
+
+def test_for_in_header_stack_gives_copies_of_every_element(source_switch: SourceSwitch) -> None:
+    # c = s[0].v + s[1].v; writing the loop variable leaves the stack as it was
+    text = STACK_PROGRAM.replace("@@APPLY@@", "hdr.h.c = 0; for (e_t e in hdr.s) { hdr.h.c = hdr.h.c + e.v; "
+                                              "e.v = 0; }")
+    assert run(source_switch, text, bytes([0, 0, 0, 0x11, 0x22])) == bytes([0, 0, 0x33, 0x11, 0x22])
+
+
+def test_for_in_range_bound_of_another_type_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match="range bound is bit<4>, the loop variable bit<8>"):
+        source_switch(program(apply="for (bit<8> i in 8w0 .. 4w3) { hdr.h.c = i; }"))

@@ -164,3 +164,27 @@ def test_for_in_header_stack_gives_copies_of_every_element(source_switch: Source
 def test_for_in_range_bound_of_another_type_is_an_error(source_switch: SourceSwitch) -> None:
     with pytest.raises(CompileError, match="range bound is bit<4>, the loop variable bit<8>"):
         source_switch(program(apply="for (bit<8> i in 8w0 .. 4w3) { hdr.h.c = i; }"))
+
+
+# a local declared in a parser state is in scope in that state's select (acyclic: inlined states)
+STATE_LOCAL = program(parse="""pkt.extract(hdr.h); transition check; }
+    state check { bit<8> d = hdr.h.a + 1; transition select(d) { 2: one; default: accept; } }
+    state one { hdr.h.c = 0x11;""")
+# the same in a loop of states (the state machine's loop): b counts down to 255, c counts the passes
+STATE_LOCAL_LOOP = program(parse="""pkt.extract(hdr.h); transition check; }
+    state check {
+        bit<8> d = hdr.h.b;
+        hdr.h.b = hdr.h.b - 1;
+        hdr.h.c = hdr.h.c + 1;
+        transition select(d) { 0: accept; default: check; }
+    }
+    state unused {""")
+
+
+@pytest.mark.parametrize(("a", "c"), [(1, 0x11), (3, 0)])
+def test_parser_state_local_is_seen_by_its_select(source_switch: SourceSwitch, a: int, c: int) -> None:
+    assert run(source_switch, STATE_LOCAL, bytes([a, 0, 0])) == bytes([a, 0, c])
+
+
+def test_parser_state_local_in_a_state_loop(source_switch: SourceSwitch) -> None:
+    assert run(source_switch, STATE_LOCAL_LOOP, bytes([9, 2, 0])) == bytes([9, 255, 3])

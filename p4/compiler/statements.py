@@ -117,6 +117,8 @@ class Statements(CompilerContext):
             e = self.call(s.children[0], nonnull(s.children[1].children), as_stmt=True)
             if e.src != "None":
                 self.out(e.src)
+        elif d == "lookahead_stmt":     # the value is dropped; a packet too short still fails the parser
+            self.expr(Tree("lookahead_expr", s.children, s.meta))
         elif d == "generic_method_stmt":
             e = self.generic_method(s, as_stmt=True)
             if e.src != "None":

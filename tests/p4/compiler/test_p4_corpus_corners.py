@@ -188,3 +188,14 @@ def test_parser_state_local_is_seen_by_its_select(source_switch: SourceSwitch, a
 
 def test_parser_state_local_in_a_state_loop(source_switch: SourceSwitch) -> None:
     assert run(source_switch, STATE_LOCAL_LOOP, bytes([9, 2, 0])) == bytes([9, 255, 3])
+
+
+# lookahead as a statement (its value dropped): consumes nothing, and a packet too short is a parser error
+LOOKAHEAD_STMT = program(parse="pkt.lookahead<bit<32>>(); pkt.lookahead<h_t>(); pkt.extract(hdr.h);",
+                         apply="if (sm.parser_error != error.NoError) { mark_to_drop(sm); }")
+
+
+def test_lookahead_statement_reads_without_consuming(source_switch: SourceSwitch) -> None:
+    sw = source_switch(LOOKAHEAD_STMT)
+    assert sw.send(0, bytes([1, 2, 3, 4])) == [(1, bytes([1, 2, 3, 4]))]
+    assert sw.send(0, bytes([1, 2, 3])) == []      # 3 bytes: lookahead<bit<32>> fails, ingress drops it

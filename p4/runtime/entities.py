@@ -68,7 +68,8 @@ class _Profile:
 
 
 MAX_CLASS_OF_SERVICE = 7   # standard_metadata.priority is bit<3>
-PRE_STATE = ("mc_groups", "mc_nodes", "_next_node", "mirror_sessions", "mirror_replicas", "clone_options")   # Pipeline attributes
+# Pipeline attributes
+PRE_STATE = ("mc_groups", "mc_nodes", "_next_node", "mirror_sessions", "mirror_replicas", "clone_options")
 
 
 class ForwardingDevice:

@@ -431,55 +431,28 @@ def test_one_shot_action_sets_make_hidden_members_and_groups(dev) -> None:
     assert nosel.value.code == "INVALID_ARGUMENT" and "action selector" in str(nosel.value)
 
 
-CLONE_OPTIONS_PROGRAM = """#include <core.p4>
-#include <v1model.p4>
-header h_t { bit<8> k; bit<8> prio; bit<32> pad; }
-struct headers { h_t h; }
-struct metadata { }
-parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
-    state start { pkt.extract(hdr.h); transition accept; }
-}
-control VC(inout headers hdr, inout metadata meta) { apply { } }
-control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
-    apply { sm.egress_spec = 1; if (hdr.h.k == 1) { clone(CloneType.I2E, 7); } }
-}
-control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
-    apply {
-        if (sm.instance_type != 0) { hdr.h.prio = (bit<8>)sm.priority; }
-        else if (hdr.h.k == 2) { clone(CloneType.E2E, 7); }
-        if (hdr.h.k == 3 && sm.instance_type != 0) { truncate(2); }
-    }
-}
-control CC(inout headers hdr, inout metadata meta) { apply { } }
-control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.h); } }
-V1Switch(P(), VC(), I(), E(), CC(), D()) main;
-"""
 
-
-@pytest.mark.parametrize("k", [1, 2])
-def test_clone_session_class_of_service_and_truncation_reach_the_copies(k: int) -> None:
-    # k=1 an ingress clone, k=2 an egress clone: the copy on port 4 leaves cut to 3 bytes and queued at
-    # priority 5, which its egress sees in standard_metadata.priority; the original is whole on port 1
-    pipe = Pipeline(compile_source(CLONE_OPTIONS_PROGRAM, "clone.p4"), clock=ManualClock())
+@pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
+def test_clone_session_class_of_service_and_truncation_reach_the_copies(where: int, clone_kind: int) -> None:
+    # the copy to port 4 is queued at priority 5 and leaves cut to 3 bytes; the original is whole on port 1
+    pipe = Pipeline(compile_source(CLONE_PROGRAM, "clone.p4"), clock=ManualClock())
     device = ForwardingDevice(pipe)
     clone = M("p4.v1.Entity")()
     cs = clone.packet_replication_engine_entry.clone_session_entry
-    cs.session_id, cs.class_of_service, cs.packet_length_bytes = 7, 5, 3
+    cs.session_id, cs.class_of_service, cs.packet_length_bytes = 9, 5, 3
     cs.replicas.add(egress_port=4, instance=0)
     write(device, "INSERT", clone)
-    frame = bytes([k, 0, 0xA, 0xB, 0xC, 0xD, 0xEE])
-    first = pipe.ingress(0, frame)
-    queued = list(first.queued)
-    out = []
+    frame = bytes([0, 0, 0, where, 0xAB, 0xCD])
+    queued, out, copy_priorities = list(pipe.ingress(0, frame).queued), [], []
     while queued:
         qp = queued.pop(0)
         if qp.egress_port == 4:
-            assert qp.priority == 5
+            copy_priorities.append(qp.priority)
         er = pipe.egress(qp)
         out += er.out
         queued += er.queued
-    assert sorted(out) == [(1, frame), (4, bytes([k, 5, 0xA]))]
+    assert copy_priorities == [5]
+    assert sorted(out) == [(1, bytes([0, 0, 0, where, 0xAB, 0xCD])), (4, bytes([clone_kind, 0, 0]))]
     cs.class_of_service, cs.packet_length_bytes = 0, 0
-    write(device, "MODIFY", clone)                      # options off: the whole copy, priority 0
-    assert sorted(pipe.process(0, frame)[0]) == [(1, frame), (4, bytes([k, 0]) + frame[2:])]
-
+    write(device, "MODIFY", clone)                      # options off: the whole copy
+    assert sorted(pipe.process(0, frame)[0]) == [(1, frame), (4, bytes([clone_kind, 0, 0, where, 0xAB, 0xCD]))]

@@ -806,6 +806,23 @@ class ForwardingDevice:
             raise EntityError("UNIMPLEMENTED", f"reading {which} is not supported by this switch")
 
 
+def entity_p4_id(entity: Any) -> int | None:
+    """The P4Info id of the object an Entity writes (a table's for its entries and direct resources); None for
+    the packet replication engine's entries, which are no P4 object."""
+    which = entity.WhichOneof("entity")
+    e = getattr(entity, which) if which else None
+    if which in ("table_entry",):
+        return int(e.table_id)
+    if which in ("direct_counter_entry", "direct_meter_entry"):
+        return int(e.table_entry.table_id)
+    if which in ("action_profile_member", "action_profile_group"):
+        return int(e.action_profile_id)
+    for id_field in ("counter_id", "meter_id", "register_id", "digest_id", "value_set_id"):
+        if e is not None and id_field in e.DESCRIPTOR.fields_by_name:
+            return int(getattr(e, id_field))
+    return None
+
+
 def _check_exists(kind: int, present: bool, what: str) -> None:
     """INSERT needs ``what`` absent (ALREADY_EXISTS), MODIFY and DELETE need it present (NOT_FOUND)."""
     if kind == INSERT and present:

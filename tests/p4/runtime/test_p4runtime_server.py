@@ -350,3 +350,24 @@ def test_the_default_role_takes_no_role_config(served) -> None:
         with pytest.raises(grpc.RpcError) as err:
             ctl.arbitrate()
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "default role" in err.value.details()
+
+
+def test_role_config_packet_in_filter_passes_only_matching_packet_ins(served) -> None:
+    address, _ = served
+    frame = bytes.fromhex("020000000002" "020000000001" "0800") + b"f"
+    with P4RuntimeClient(address, election_id=5) as default:
+        default.arbitrate()
+        info = default.get_pipeline().p4info
+        pout = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_out")
+        pin = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_in")
+        cfg = message_class("stratum.P4RoleConfig")(receives_packet_ins=True)
+        cfg.packet_in_filter.metadata_id, cfg.packet_in_filter.value = pin.metadata[0].id, b"\x07"
+        with P4RuntimeClient(address, election_id=1, role="cpu7", role_config=cfg) as cpu7:
+            cpu7.arbitrate()
+            for port in (5, 7):                   # the program echoes the asked port into packet_in.ingress_port
+                default.packet_out(frame, {pout.metadata[0].id: port})
+                assert default.next_stream_message(timeout_s=10).WhichOneof("update") == "packet"
+            msg = cpu7.next_stream_message(timeout_s=10)
+            assert {m.metadata_id: m.value for m in msg.packet.metadata}[pin.metadata[0].id] == b"\x07"
+            with pytest.raises(queue.Empty):
+                cpu7.next_stream_message(timeout_s=0.3)

@@ -284,7 +284,7 @@ class Statements(CompilerContext):
         kids = [c for c in s.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
         tnode, name_n = kids[0], kids[1]
         init = kids[2] if len(kids) > 2 else None
-        t = self.resolve_type(tnode) if tnode.data not in ("name",) else None
+        t = self.storage_type(self.resolve_type(tnode)) if tnode.data not in ("name",) else None
         name = name_of(name_n)
         if isinstance(t, ExternT):
             raise self.err(s, f"'{name}': instantiate externs with {t.name}(...) {name};")

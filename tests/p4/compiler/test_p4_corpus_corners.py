@@ -199,3 +199,24 @@ def test_lookahead_statement_reads_without_consuming(source_switch: SourceSwitch
     sw = source_switch(LOOKAHEAD_STMT)
     assert sw.send(0, bytes([1, 2, 3, 4])) == [(1, bytes([1, 2, 3, 4]))]
     assert sw.send(0, bytes([1, 2, 3])) == []      # 3 bytes: lookahead<bit<32>> fails, ingress drops it
+
+
+# tuple variables (a control's and a local), read by constant index; list items evaluated left to right:
+# in {a, bump(a)} the first item is a's value before bump writes it
+TUPLES = program(top="bit<8> bump(inout bit<8> x) { x = x + 1; return 8w9; }", cdecl="""
+    tuple<bit<8>, bit<8>> ct = { hdr.h.a, bump(hdr.h.a) };
+""", apply="""
+    tuple<bit<8>, bit<8>> lt = ct;
+    hdr.h.b = lt[0];
+    hdr.h.c = lt[1] + ct[0];
+""")
+
+
+def test_tuple_variables_and_left_to_right_list_items(source_switch: SourceSwitch) -> None:
+    # ct = {5, 9} and a becomes 6; b = ct[0] = 5, c = 9 + 5
+    assert run(source_switch, TUPLES, bytes([5, 0, 0])) == bytes([6, 5, 14])
+
+
+def test_tuple_index_must_be_a_constant_in_range(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match=r"tuple<bit<8>, bit<8>> is indexed by a constant 0\.\.1"):
+        source_switch(program(apply="tuple<bit<8>, bit<8>> t = {1, 2}; hdr.h.c = t[2];"))

@@ -220,3 +220,12 @@ def test_tuple_variables_and_left_to_right_list_items(source_switch: SourceSwitc
 def test_tuple_index_must_be_a_constant_in_range(source_switch: SourceSwitch) -> None:
     with pytest.raises(CompileError, match=r"tuple<bit<8>, bit<8>> is indexed by a constant 0\.\.1"):
         source_switch(program(apply="tuple<bit<8>, bit<8>> t = {1, 2}; hdr.h.c = t[2];"))
+
+
+def test_extract_into_dont_care_skips_a_header(source_switch: SourceSwitch) -> None:
+    # extract<h_t>(_) parses a whole h_t and keeps nothing: h is the second three bytes
+    text = program(parse="pkt.extract<h_t>(_); pkt.extract(hdr.h);")
+    assert run(source_switch, text, bytes([1, 2, 3, 4, 5, 6, 7])) == bytes([4, 5, 6, 7])
+    sw = source_switch(program(parse="pkt.extract<h_t>(_); pkt.extract(hdr.h);",
+                               apply="if (sm.parser_error != error.NoError) { mark_to_drop(sm); }"))
+    assert sw.send(0, bytes([1, 2, 3, 4, 5])) == []        # too short for both: PacketTooShort, dropped

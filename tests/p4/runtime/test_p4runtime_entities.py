@@ -344,16 +344,25 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-@pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
-def test_a_clone_session_of_several_replicas_makes_one_copy_each(where: int, clone_kind: int) -> None:
+def clone_session_device(replicas: list[tuple[int, int]], **options: int) -> tuple:
+    """CLONE_PROGRAM's pipeline and device with clone session 9 inserted: (pipe, device, its Entity, the
+    CloneSessionEntry in it); ``replicas`` are (egress port, instance), ``options`` its other fields."""
     pipe = Pipeline(compile_source(CLONE_PROGRAM, "clone.p4"), clock=ManualClock())
     device = ForwardingDevice(pipe)
     clone = M("p4.v1.Entity")()
     cs = clone.packet_replication_engine_entry.clone_session_entry
     cs.session_id = 9
-    for port, rid in ((4, 0), (5, 3), (6, 7)):
+    for name, value in options.items():
+        setattr(cs, name, value)
+    for port, rid in replicas:
         cs.replicas.add(egress_port=port, instance=rid)
     write(device, "INSERT", clone)
+    return pipe, device, clone, cs
+
+
+@pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
+def test_a_clone_session_of_several_replicas_makes_one_copy_each(where: int, clone_kind: int) -> None:
+    pipe, device, clone, _ = clone_session_device([(4, 0), (5, 3), (6, 7)])
     out, _ = pipe.process(0, bytes([0, 0, 0, where]))
     copies = sorted((port, f[0], int.from_bytes(f[1:3], "big")) for port, f in out)
     assert copies == [(1, 0, 0), (4, clone_kind, 0), (5, clone_kind, 3), (6, clone_kind, 7)]
@@ -435,13 +444,7 @@ def test_one_shot_action_sets_make_hidden_members_and_groups(dev) -> None:
 @pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
 def test_clone_session_class_of_service_and_truncation_reach_the_copies(where: int, clone_kind: int) -> None:
     # the copy to port 4 is queued at priority 5 and leaves cut to 3 bytes; the original is whole on port 1
-    pipe = Pipeline(compile_source(CLONE_PROGRAM, "clone.p4"), clock=ManualClock())
-    device = ForwardingDevice(pipe)
-    clone = M("p4.v1.Entity")()
-    cs = clone.packet_replication_engine_entry.clone_session_entry
-    cs.session_id, cs.class_of_service, cs.packet_length_bytes = 9, 5, 3
-    cs.replicas.add(egress_port=4, instance=0)
-    write(device, "INSERT", clone)
+    pipe, device, clone, cs = clone_session_device([(4, 0)], class_of_service=5, packet_length_bytes=3)
     frame = bytes([0, 0, 0, where, 0xAB, 0xCD])
     queued, out, copy_priorities = list(pipe.ingress(0, frame).queued), [], []
     while queued:

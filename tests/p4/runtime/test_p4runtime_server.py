@@ -78,6 +78,12 @@ def serve(tmp_path: Path, program: str, cpu_port: int | None = None) -> Iterator
         switch.close()
 
 
+def controller_headers(info: object) -> tuple:
+    """The P4Info's packet_out and packet_in controller headers."""
+    by_name = {c.preamble.name: c for c in info.controller_packet_metadata}
+    return by_name["packet_out"], by_name["packet_in"]
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, P4RuntimeServer]]:
     with serve(tmp_path, PROGRAM, CPU_PORT) as got:
@@ -91,8 +97,7 @@ def test_packet_out_and_packet_in_carry_the_controller_headers(served) -> None:
         assert ctl.arbitrate().status.code == code_number("OK")
         assert backup.arbitrate().status.code == code_number("ALREADY_EXISTS")
         info = ctl.get_pipeline().p4info
-        pout = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_out")
-        pin = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_in")
+        pout, pin = controller_headers(info)
         ctl.packet_out(frame, {pout.metadata[0].id: 7})
         msg = ctl.next_stream_message(timeout_s=10)
         assert msg.WhichOneof("update") == "packet"
@@ -357,9 +362,7 @@ def test_role_config_packet_in_filter_passes_only_matching_packet_ins(served) ->
     frame = bytes.fromhex("020000000002" "020000000001" "0800") + b"f"
     with P4RuntimeClient(address, election_id=5) as default:
         default.arbitrate()
-        info = default.get_pipeline().p4info
-        pout = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_out")
-        pin = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_in")
+        pout, pin = controller_headers(default.get_pipeline().p4info)
         cfg = message_class("stratum.P4RoleConfig")(receives_packet_ins=True)
         cfg.packet_in_filter.metadata_id, cfg.packet_in_filter.value = pin.metadata[0].id, b"\x07"
         with P4RuntimeClient(address, election_id=1, role="cpu7", role_config=cfg) as cpu7:

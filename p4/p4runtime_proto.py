@@ -44,6 +44,26 @@ def _serialized_file(proto_path: str) -> bytes:
     raise ImportError(f"no descriptor of {proto_path} in the p4runtime package's {module}")
 
 
+def _role_config_file() -> descriptor_pb2.FileDescriptorProto:
+    """Stratum's ``stratum.P4RoleConfig`` (stratum/public/proto/p4_role_config.proto), the role config P4Runtime
+    servers accept in ``Role.config``: the P4 ids a role may write (exclusively or shared), whether it may push
+    a pipeline and receive PacketIns (those whose metadata field equals the filter's value, when one is set)."""
+    fd = descriptor_pb2.FileDescriptorProto(name="stratum/public/proto/p4_role_config.proto", package="stratum",
+                                            syntax="proto3")
+    msg = fd.message_type.add(name="P4RoleConfig")
+    flt = msg.nested_type.add(name="PacketFilter")
+    F = descriptor_pb2.FieldDescriptorProto
+    flt.field.add(name="metadata_id", number=1, type=F.TYPE_UINT32, label=F.LABEL_OPTIONAL)
+    flt.field.add(name="value", number=2, type=F.TYPE_BYTES, label=F.LABEL_OPTIONAL)
+    msg.field.add(name="exclusive_p4_ids", number=1, type=F.TYPE_UINT32, label=F.LABEL_REPEATED)
+    msg.field.add(name="shared_p4_ids", number=2, type=F.TYPE_UINT32, label=F.LABEL_REPEATED)
+    msg.field.add(name="packet_in_filter", number=3, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                  type_name=".stratum.P4RoleConfig.PacketFilter")
+    msg.field.add(name="receives_packet_ins", number=4, type=F.TYPE_BOOL, label=F.LABEL_OPTIONAL)
+    msg.field.add(name="can_push_pipeline", number=5, type=F.TYPE_BOOL, label=F.LABEL_OPTIONAL)
+    return fd
+
+
 @cache
 def _pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
@@ -52,6 +72,7 @@ def _pool() -> descriptor_pool.DescriptorPool:
         pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
     for path in _FILES:
         pool.AddSerializedFile(_serialized_file(path))
+    pool.Add(_role_config_file())
     return pool
 
 

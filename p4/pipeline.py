@@ -137,6 +137,9 @@ class Pipeline:
         self._next_node = 0
         self.mirror_sessions: dict[int, int] = {}
         self.mirror_replicas: dict[int, list[tuple[int, int]]] = {}   # sessions of several (port, rid) replicas
+        # P4Runtime clone session options: session -> (class of service: the copies' queue priority, 0..7;
+        # packet_length_bytes: the copies leave truncated to it, 0 = whole)
+        self.clone_options: dict[int, tuple[int, int]] = {}
         # Traffic-manager settings from set_queue_depth / set_queue_rate (key None = all ports); the switch
         # process (not this module) applies them to its queues.
         self.queue_depth_pkts: dict[int | None, int] = {}
@@ -250,7 +253,8 @@ class Pipeline:
                 C[self._instance_type] = PKT_INGRESS_CLONE
                 C[self._egress_port] = port_out
                 C[self._egress_rid] = rid
-                res.queued.append(PipelinePacket(C, port_out, PKT_INGRESS_CLONE, 0, len(frame), rid))
+                cos = self._clone_cos_truncate(C, session)
+                res.queued.append(PipelinePacket(C, port_out, PKT_INGRESS_CLONE, cos, len(frame), rid))
         # 2. digests
         if S[DIGESTS] is not None:
             for receiver, k, values in S[DIGESTS]:
@@ -302,6 +306,16 @@ class Pipeline:
         if port is not None:
             return [(port, 0)]
         return self.mirror_replicas.get(session)
+
+    def _clone_cos_truncate(self, C: list[Any], session: int) -> int:
+        """Apply ``session``'s P4Runtime options to the copy ``C``: it leaves truncated to packet_length_bytes
+        (a ``truncate()`` its egress calls replaces that), its queue priority is the class of service (which
+        its egress also sees in ``standard_metadata.priority``); returns that priority."""
+        cos, length_bytes = self.clone_options.get(session, (0, 0))
+        C[TRUNCATE] = length_bytes
+        if self._priority is not None:
+            C[self._priority] = cos
+        return cos
 
     def _drop(self, res: IngressResult | EgressResult, reason: str) -> None:
         res.dropped = reason
@@ -409,7 +423,8 @@ class Pipeline:
                 C[self._egress_port] = port_out
                 C[self._egress_rid] = rid
                 C[self._packet_length] = S[self._packet_length]
-                res.queued.append(PipelinePacket(C, port_out, PKT_EGRESS_CLONE, 0, pkt.length_bytes, rid,
+                cos = self._clone_cos_truncate(C, session)
+                res.queued.append(PipelinePacket(C, port_out, PKT_EGRESS_CLONE, cos, pkt.length_bytes, rid,
                                                pkt.loops + 1))
         if S[self._egress_spec] == DROP_PORT:
             self._drop(res, "egress_spec=511 in egress (mark_to_drop)")

@@ -610,13 +610,17 @@ class RuntimeCLI:
     # --- PRE, mirroring, queues -----------------------------------------------------------------------------
     def _mirroring_add(self, args: list[str]) -> str:
         self._nargs(args, 2, "mirroring_add")
-        self.pipeline.mirror_sessions[self._int(args[0], "session id")] = self._port(args[1])
+        sid = self._int(args[0], "session id")
+        self.pipeline.mirror_sessions[sid] = self._port(args[1])
+        self.pipeline.clone_options.pop(sid, None)      # the CLI's session has no class of service or truncation
         return ""
 
     def _mirroring_delete(self, args: list[str]) -> str:
         self._nargs(args, 1, "mirroring_delete")
-        if self.pipeline.mirror_sessions.pop(self._int(args[0], "session id"), None) is None:
+        sid = self._int(args[0], "session id")
+        if self.pipeline.mirror_sessions.pop(sid, None) is None:
             raise CommandError(f"mirroring session {args[0]} does not exist")
+        self.pipeline.clone_options.pop(sid, None)
         return ""
 
     def _mc_mgrp_create(self, args: list[str]) -> str:

@@ -180,6 +180,8 @@ class Calls(CompilerContext):
             if len(args) not in (1, 2):
                 raise self.err(node, f"extract takes 1 or 2 arguments, got {len(args)}")
             h = self.expr(args[0])
+            if h.const == "_" and len(targs) == 1 and isinstance(targs[0], StructLike) and targs[0].is_header:
+                h = E("None", targs[0], ref=self.alloc(targs[0], node))   # extract<H>(_): parse H, keep nothing
             if not (isinstance(h.type, StructLike) and h.type.is_header) or h.ref is None:
                 raise self.err(args[0], f"extract needs a header, not {h.type}")
             self.check_type_args(targs, h.type, node)

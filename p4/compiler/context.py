@@ -106,6 +106,7 @@ class CompilerContext:
         self.unset_refs: dict[str, Ref] = {}                 # per type: storage never written (see Statements)
         self.in_action = False
         self.may_exit = False                                # the body being compiled can execute ``exit``
+        self.tuple_structs: dict[str, StructLike] = {}     # tuple type -> the struct its variables are stored as
         self.loop_updates: list[Tree | None] = []          # the update clauses of the enclosing for loops
         self.pending_functions: list[list[str]] = []
         self.decl_pos: dict[str, SourcePos | None] = {}     # declared type/parser/control name -> where
@@ -143,6 +144,18 @@ class CompilerContext:
         return f"_{prefix}{self.uid}"
 
     # --- layout -------------------------------------------------------------------------------------------
+    def storage_type(self, t: P4Type) -> P4Type:
+        """The type a variable of type ``t`` is stored as: a tuple as a struct of fields ``0``, ``1``, ... (one
+        struct per tuple type, so tuples of one type assign to each other; ``t[i]`` reads field ``i``)."""
+        if not isinstance(t, ListT):
+            return t
+        key = str(t)
+        got = self.tuple_structs.get(key)
+        if got is None:
+            got = self.tuple_structs[key] = StructLike(key, [(str(i), self.storage_type(e))
+                                                             for i, e in enumerate(t.elems)])
+        return got
+
     def alloc(self, t: P4Type, node: Any = None) -> Ref:
         """Reserve slots for a value of type ``t`` and fill the initial state."""
         base = len(self.init)

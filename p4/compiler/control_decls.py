@@ -89,7 +89,7 @@ class ControlDeclarations(CompilerContext):
         """A control/parser-level variable: a constant initialiser goes into the initial state, any other
         initialiser into ``deferred`` (evaluated per packet when the block runs, as the spec orders)."""
         kids = [c for c in d.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
-        t = self.resolve_type(kids[0])
+        t = self.storage_type(self.resolve_type(kids[0]))
         name = name_of(kids[1])
         ref = self.alloc(t, d)
         if len(kids) > 2:

@@ -158,15 +158,16 @@ class Expressions(CompilerContext):
         if d == "uplus":
             return self.expr(n.children[1], want)
         if d == "struct_expr":
+            kvs = subtrees(n, "kv_pair")
             pairs = {}
-            for kv in subtrees(n, "kv_pair"):
+            for kv, e in zip(kvs, self.left_to_right_items([kv.children[1] for kv in kvs]), strict=True):
                 fname = name_of(kv.children[0])
                 if fname in pairs:
                     raise self.err(kv, f"field '{fname}' given twice")
-                pairs[fname] = (kv, self.expr(kv.children[1]))
+                pairs[fname] = (kv, e)
             return E("None", ListT([e.type for _, e in pairs.values()]), const=("fields", pairs))
         if d == "list_expr":
-            items = [self.expr(c) for c in nonnull(n.children)]
+            items = self.left_to_right_items(nonnull(n.children))
             return E("(" + "".join(i.src + ", " for i in items) + ")", ListT([i.type for i in items]),
                      const=items)
         if d in ("call_expr",):
@@ -205,6 +206,19 @@ class Expressions(CompilerContext):
         if isinstance(ta, StructLike) and ta is tb:
             return ta
         raise self.err(node, f"operands of '{op}' have different types: {ta} and {tb} (add a cast)")
+
+    def left_to_right_items(self, nodes: list[Any]) -> list[E]:
+        """A list or struct initialiser's items, evaluated left to right: when an item's evaluation emits
+        statements (a call with side effects), the items before it are read first (``{a, f(a)}`` keeps the old
+        ``a``)."""
+        items: list[E] = []
+        for node in nodes:
+            got = lower.capture(self, lambda node=node: self.expr(node))
+            if got.lines:
+                items = [lower.spill(self, i) for i in items]
+                lower.replay(self.out, got.lines)
+            items.append(got.e)
+        return items
 
     def coerce(self, e: E, t: P4Type) -> E:
         if isinstance(e.type, InfIntT) and isinstance(t, BitT):
@@ -464,6 +478,11 @@ class Expressions(CompilerContext):
         b = self.expr(n.children[0])
         i = self.expr(n.children[1])
         t = b.type
+        if isinstance(t, StructLike) and t.name.startswith("tuple<") and b.ref is not None:   # a tuple variable
+            if i.const is None or str(i.const) not in t.offsets:
+                raise self.err(n.children[1], f"a {t} is indexed by a constant 0..{len(t.fields) - 1}")
+            r = b.ref.field(str(i.const))
+            return E(r.src if r.type.scalar else "None", r.type, ref=r)
         if not isinstance(t, StackT) or b.ref is None:
             raise self.err(n, f"indexing needs a header stack, not {t}")
         if not isinstance(i.type, (BitT, InfIntT)):

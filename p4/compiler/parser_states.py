@@ -110,12 +110,14 @@ class ParserStates(CompilerContext):
             out.indent()
             stmts = [c for c in s.children if isinstance(c, Tree) and c.data not in (
                 "annotation", "name", "trans_direct", "trans_select")]
-            self.stmts(stmts)
+            self.scopes.append({})          # the state's locals are in scope in its select expression too
+            self.state_stmts(stmts)
             trans = [c for c in s.children if isinstance(c, Tree) and c.data in ("trans_direct", "trans_select")]
             if not trans:
                 out(f"raise _PE({self.errors.index('NoError')})  # no transition: reject")
             else:
                 self.transition(trans[0], ids)
+            self.scopes.pop()
             out.dedent()
         out.dedent()
         out.dedent()
@@ -271,7 +273,8 @@ class ParserStates(CompilerContext):
         self.out(f"# state {name}")
         stmts = [c for c in s.children if isinstance(c, Tree) and c.data not in (
             "annotation", "name", "trans_direct", "trans_select")]
-        self.stmts(stmts)
+        self.scopes.append({})
+        self.state_stmts(stmts)
         trans = [c for c in s.children if isinstance(c, Tree) and c.data in ("trans_direct", "trans_select")]
         if len(self.out.lines) > self.inline_budget:
             raise _TooBig()
@@ -279,6 +282,16 @@ class ParserStates(CompilerContext):
             self.out(f"raise _PE({self.errors.index('NoError')})  # no transition: reject")
         else:
             self.transition(trans[0], ids, inline=True)
+        self.scopes.pop()
+
+    def state_stmts(self, stmts: list[Any]) -> None:
+        """A state's statements in the scope the caller opened, so that its transition's select expression
+        sees the locals they declare (``bit<8> left = ...; transition select(left)``)."""
+        start = len(self.out.lines)
+        for st in stmts:
+            self.stmt(st)
+        if len(self.out.lines) == start:
+            self.out("pass")
 
     def goto(self, target: str, ids: dict[str, int], node: Any, inline: bool = False) -> str | None:
         if inline and target not in ("accept", "reject"):

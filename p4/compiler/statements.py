@@ -117,6 +117,8 @@ class Statements(CompilerContext):
             e = self.call(s.children[0], nonnull(s.children[1].children), as_stmt=True)
             if e.src != "None":
                 self.out(e.src)
+        elif d == "lookahead_stmt":     # the value is dropped; a packet too short still fails the parser
+            self.expr(Tree("lookahead_expr", s.children, s.meta))
         elif d == "generic_method_stmt":
             e = self.generic_method(s, as_stmt=True)
             if e.src != "None":
@@ -151,6 +153,8 @@ class Statements(CompilerContext):
             self.switch(s)
         elif d == "for_stmt":
             self.for_stmt(s)
+        elif d == "for_in_stmt":
+            self.for_in_stmt(s)
         elif d in ("break_stmt", "continue_stmt"):
             if not self.loop_updates:
                 raise self.err(s, f"{d.split('_')[0]} is only allowed inside a for loop")
@@ -205,6 +209,54 @@ class Statements(CompilerContext):
         self.out.dedent()
         self.scopes.pop()
 
+    def for_in_stmt(self, s: Tree) -> None:
+        """``for (T x in lo .. hi)``, ``for (T x in stack)``, ``for (T x in {a, b})`` as a Python ``for``: the
+        collection is evaluated once before the first iteration; ``x`` is a copy (the range is inclusive, empty
+        when ``hi < lo``; a stack gives each of its elements in index order, valid or not)."""
+        kids = [c for c in s.children if not (isinstance(c, Tree) and c.data == "annotation")]
+        tnode, name_n, coll, body = kids
+        t = self.resolve_type(tnode)
+        self.scopes.append({})
+        ref = self.alloc(t, s)
+        self.scopes[-1][name_of(name_n)] = Sym("ref", t, ref=ref)
+        k = self.fresh("k")
+        if coll.data == "for_range":
+            if not isinstance(t, BitT):
+                raise self.err(tnode, f"a range loop's variable must be bit<N>/int<N>, not {t}")
+            lo, hi = (self.coerce(self.expr(c, t), t) for c in coll.children)
+            for c, v in zip(coll.children, (lo, hi), strict=True):
+                if v.type != t:
+                    raise self.err(c, f"range bound is {v.type}, the loop variable {t}")
+            a, b = self.fresh("lo"), self.fresh("hi")
+            self.out(f"{a} = {lo.src}; {b} = {hi.src}")
+            self.out(f"for {k} in range({a}, {b} + 1):")
+            self.out.indent()
+            self.store(ref, E(k, t), coll)
+        else:
+            c = self.expr(coll.children[0])
+            if isinstance(c.type, StackT) and c.ref is not None:
+                if c.type.elem is not t:
+                    raise self.err(tnode, f"the loop variable is {t}, the stack's elements {c.type.elem}")
+                self.out(f"for {k} in range({c.type.count}):")
+                self.out.indent()
+                elem = c.type.elem
+                self.store(ref, E("None", elem, ref=Ref(f"{c.ref.off(1)}+{k}*{elem.size}", elem)), coll)
+            elif isinstance(c.type, ListT) and isinstance(c.const, (list, tuple)):
+                items = [self.coerce(i, t) for i in c.const]
+                if not t.scalar or any(i.type != t for i in items):
+                    raise self.err(coll, f"every element of the list must be {t}")
+                self.out(f"for {k} in ({''.join(i.src + ', ' for i in items)}):")
+                self.out.indent()
+                self.store(ref, E(k, t), coll)
+            else:
+                raise self.err(coll, f"for-in needs a range lo .. hi, a header stack or a list, not {c.type}")
+        self.loop_updates.append(None)
+        self.stmts([body])
+        self.loop_updates.pop()
+        self.out("pass")
+        self.out.dedent()
+        self.scopes.pop()
+
     def for_clauses(self, clauses: Tree | None) -> None:
         """The init or update part of a ``for``: declarations, assignments and calls, in order."""
         kinds = {"for_var": "var_decl", "for_assign": "assign", "for_call": "call_stmt"}
@@ -232,7 +284,7 @@ class Statements(CompilerContext):
         kids = [c for c in s.children if c is not None and not (isinstance(c, Tree) and c.data == "annotation")]
         tnode, name_n = kids[0], kids[1]
         init = kids[2] if len(kids) > 2 else None
-        t = self.resolve_type(tnode) if tnode.data not in ("name",) else None
+        t = self.storage_type(self.resolve_type(tnode)) if tnode.data not in ("name",) else None
         name = name_of(name_n)
         if isinstance(t, ExternT):
             raise self.err(s, f"'{name}': instantiate externs with {t.name}(...) {name};")

@@ -40,9 +40,10 @@ class P4RuntimeClient:
     (becomes the role's primary with the highest election id), then ``set_pipeline``/``write``/``read``."""
 
     def __init__(self, address: str, device_id: int = 0, election_id: int = 1, timeout_s: float = 30.0,
-                 role: str = "") -> None:
+                 role: str = "", role_config: Any = None) -> None:
         self.channel = grpc.insecure_channel(address)
         self.device_id, self.election_id, self.timeout_s, self.role = device_id, election_id, timeout_s, role
+        self.role_config = role_config     # a stratum.P4RoleConfig sent with the role's arbitration, or None
         self._out: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._in: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stream: Any = None
@@ -82,6 +83,8 @@ class P4RuntimeClient:
         req.arbitration.device_id = self.device_id
         if self.role:
             req.arbitration.role.name = self.role
+        if self.role_config is not None:
+            req.arbitration.role.config.Pack(self.role_config)
         self._election(req.arbitration.election_id)
         self._out.put(req)
         return self.next_stream_message().arbitration

@@ -67,7 +67,9 @@ class _Profile:
     one_shot: dict[tuple[str, int], tuple[int, list[int], Any]] = field(default_factory=dict)
 
 
-PRE_STATE = ("mc_groups", "mc_nodes", "_next_node", "mirror_sessions", "mirror_replicas")   # Pipeline attributes
+MAX_CLASS_OF_SERVICE = 7   # standard_metadata.priority is bit<3>
+# Pipeline attributes
+PRE_STATE = ("mc_groups", "mc_nodes", "_next_node", "mirror_sessions", "mirror_replicas", "clone_options")
 
 
 class ForwardingDevice:
@@ -607,19 +609,24 @@ class ForwardingDevice:
 
     def _write_clone_session(self, kind: int, c: Any) -> None:
         """A clone session: one replica of instance 0 is a mirroring session (``mirroring_add``); several
-        replicas make one copy each, its ``egress_rid`` the replica's instance."""
+        replicas make one copy each, its ``egress_rid`` the replica's instance.  ``class_of_service`` is the
+        copies' queue priority (0..7, v1model's 3-bit priority); ``packet_length_bytes`` truncates them."""
         pipe, sid = self.pipeline, c.session_id
         what = f"clone session {sid}"
         _check_exists(kind, sid in pipe.mirror_sessions or sid in pipe.mirror_replicas, what)
         by_rid = self._replica_ports(c.replicas, what) if kind != DELETE else {}
-        if kind != DELETE and (not by_rid or c.class_of_service or c.packet_length_bytes):
-            raise EntityError("UNIMPLEMENTED" if by_rid else "INVALID_ARGUMENT",
-                              f"{what}: needs at least one replica" if not by_rid else
-                              f"{what}: class of service and truncation are not supported by this switch")
+        if kind != DELETE and not by_rid:
+            raise EntityError("INVALID_ARGUMENT", f"{what}: needs at least one replica")
+        if kind != DELETE and c.class_of_service > MAX_CLASS_OF_SERVICE:
+            raise EntityError("INVALID_ARGUMENT", f"{what}: class_of_service {c.class_of_service} out of range "
+                                                  f"0..{MAX_CLASS_OF_SERVICE} (the v1model priority queues)")
         pipe.mirror_sessions.pop(sid, None)
         pipe.mirror_replicas.pop(sid, None)
+        pipe.clone_options.pop(sid, None)
         if kind == DELETE:
             return
+        if c.class_of_service or c.packet_length_bytes:
+            pipe.clone_options[sid] = (c.class_of_service, c.packet_length_bytes)
         replicas = [(r.egress_port, r.instance) for r in c.replicas]
         if replicas == [(replicas[0][0], 0)]:
             pipe.mirror_sessions[sid] = replicas[0][0]
@@ -635,6 +642,7 @@ class ForwardingDevice:
                     out = Entity()
                     cs = out.packet_replication_engine_entry.clone_session_entry
                     cs.session_id = s
+                    cs.class_of_service, cs.packet_length_bytes = pipe.clone_options.get(s, (0, 0))
                     for port, rid in pipe.clone_targets(s) or ():
                         cs.replicas.add(egress_port=port, instance=rid)
                     yield out
@@ -796,6 +804,23 @@ class ForwardingDevice:
                     yield out
         else:
             raise EntityError("UNIMPLEMENTED", f"reading {which} is not supported by this switch")
+
+
+def entity_p4_id(entity: Any) -> int | None:
+    """The P4Info id of the object an Entity writes (a table's for its entries and direct resources); None for
+    the packet replication engine's entries, which are no P4 object."""
+    which = entity.WhichOneof("entity")
+    e = getattr(entity, which) if which else None
+    if which in ("table_entry",):
+        return int(e.table_id)
+    if which in ("direct_counter_entry", "direct_meter_entry"):
+        return int(e.table_entry.table_id)
+    if which in ("action_profile_member", "action_profile_group"):
+        return int(e.action_profile_id)
+    for id_field in ("counter_id", "meter_id", "register_id", "digest_id", "value_set_id"):
+        if e is not None and id_field in e.DESCRIPTOR.fields_by_name:
+            return int(getattr(e, id_field))
+    return None
 
 
 def _check_exists(kind: int, present: bool, what: str) -> None:

@@ -2,12 +2,13 @@
 
 gRPC handlers run on grpc's worker threads; everything touching the pipeline is handed to the switch's own
 loop (``SwitchCalls``: a queue plus a wake-up socket in its selector), so writes land between packets as the
-control socket's commands do.  Served: StreamChannel (primary/backup arbitration by election id per role, roles
-without configs; PacketIn/PacketOut through @controller_header headers on the CPU port; DigestLists of enabled digests,
-batched by their config, acked), SetForwardingPipelineConfig (VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and
-GetForwardingPipelineConfig, Write (all atomicity modes; per-update ``p4.v1.Error`` in the status details),
-Read (streamed), Capabilities.  The device config is the P4_16 program's source text (UTF-8), which the switch
-compiles itself; its P4Info must be the one ``p4 check --p4runtime-files`` (and p4c) writes for it.
+control socket's commands do.  Served: StreamChannel (primary/backup arbitration by election id per role; role
+configs as Stratum's ``stratum.P4RoleConfig``; PacketIn/PacketOut through @controller_header headers on the CPU
+port; DigestLists of enabled digests, batched by their config, acked), SetForwardingPipelineConfig (VERIFY,
+VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT) and GetForwardingPipelineConfig, Write (all atomicity modes; per-update
+``p4.v1.Error`` in the status details), Read (streamed), Capabilities.  The device config is the P4_16 program's
+source text (UTF-8), which the switch compiles itself; its P4Info must be the one ``p4 check --p4runtime-files``
+(and p4c) writes for it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import grpc
 
 from p4.errors import P4Error
 from p4.p4runtime_proto import enum_value, message_class
-from p4.runtime.entities import EntityError, ForwardingDevice, code_number, from_bytes, to_bytes
+from p4.runtime.entities import EntityError, ForwardingDevice, code_number, entity_p4_id, from_bytes, to_bytes
 
 if TYPE_CHECKING:
     from p4.switch.switch import EmbeddedSwitch
@@ -152,6 +153,7 @@ class P4RuntimeService:
         self._saved: tuple[Any, Any, bytes, int] | None = None      # VERIFY_AND_SAVE's pipeline, for COMMIT
         self._lock = threading.Lock()
         self._streams: list[_Stream] = []
+        self._role_configs: dict[str, Any] = {}     # role name -> its primary's stratum.P4RoleConfig
         self._build_lock = threading.Lock()
         if switch.config.cpu_port is not None:
             switch.packet_in_listeners.append(self._packet_in)
@@ -256,14 +258,48 @@ class P4RuntimeService:
                     del self._unacked[key]
 
     def _to_primary(self, msg: Any) -> None:
-        """A PacketIn, DigestList or IdleTimeoutNotification to the primary of every role (roles have no
-        configs here, so each has the whole switch)."""
+        """A PacketIn, DigestList or IdleTimeoutNotification to the primary of every role whose config lets it
+        have it (a role without a config has the whole switch)."""
         with self._lock:
             for role in {s.role for s in self._streams}:
                 primary = self._primary(role)
+                if primary is None or not self._role_receives(role, msg):
+                    continue
                 for s in self._streams:
-                    if primary is not None and s.role == role and s.election_id == primary:
+                    if s.role == role and s.election_id == primary:
                         s.out.put(msg)
+
+    def _role_receives(self, role: str, msg: Any) -> bool:
+        """Whether ``role``'s config lets it receive ``msg``: PacketIns when ``receives_packet_ins`` (and the
+        packet_in_filter's metadata equals its value, when set); a DigestList when its digest's id is among the
+        config's p4 ids, an IdleTimeoutNotification when one of its entries' tables is."""
+        cfg = self._role_configs.get(role)
+        if cfg is None:
+            return True
+        which = msg.WhichOneof("update")
+        if which == "packet":
+            if not cfg.receives_packet_ins:
+                return False
+            flt = cfg.packet_in_filter
+            if flt.metadata_id:
+                return any(m.metadata_id == flt.metadata_id and m.value == flt.value for m in msg.packet.metadata)
+            return True
+        ids = {*cfg.exclusive_p4_ids, *cfg.shared_p4_ids}
+        if which == "digest":
+            return msg.digest.digest_id in ids
+        return any(e.table_id in ids for e in msg.idle_timeout_notification.table_entry)
+
+    def _write_allowed(self, role: str, entity: Any) -> str:
+        """'' when ``role`` may write ``entity``; else why not (its config does not list the object's id)."""
+        cfg = self._role_configs.get(role)
+        if cfg is None:
+            return ""
+        pid = entity_p4_id(entity)
+        if pid is None:
+            return f"role '{role}' has a role config: the packet replication engine is the default role's"
+        if pid not in {*cfg.exclusive_p4_ids, *cfg.shared_p4_ids}:
+            return f"role '{role}' may not write P4 object {pid} (not in its role config's p4 ids)"
+        return ""
 
     # --- packet I/O through @controller_header headers ----------------------------------------------------------
     def _controller_header(self, name: str) -> list[tuple[int, int]]:
@@ -344,11 +380,18 @@ class P4RuntimeService:
         if arb.device_id != self.device_id:
             raise RpcError("NOT_FOUND", f"arbitration for device {arb.device_id}; this switch is device "
                                         f"{self.device_id}")
-        if arb.HasField("role") and arb.role.HasField("config"):
-            raise RpcError("UNIMPLEMENTED", "role configs are not supported: every role has the whole switch")
         role = arb.role.name if arb.HasField("role") else ""
+        config = self._role_config(role, arb.role.config) if arb.HasField("role") and arb.role.HasField(
+            "config") else None
         eid = (arb.election_id.high, arb.election_id.low)
         with self._lock:
+            if config is not None:
+                for other, cfg in self._role_configs.items():
+                    taken = (set(config.exclusive_p4_ids) & {*cfg.exclusive_p4_ids, *cfg.shared_p4_ids}) | (
+                        set(config.shared_p4_ids) & set(cfg.exclusive_p4_ids))
+                    if other != role and taken:
+                        raise RpcError("INVALID_ARGUMENT", f"role '{role}': P4 ids {sorted(taken)} are exclusive "
+                                                           f"to one of roles '{role}' and '{other}'")
             if stream.election_id is not None and role != stream.role:
                 raise RpcError("FAILED_PRECONDITION", f"this stream arbitrated for role '{stream.role}', not "
                                                       f"'{role}' (open another stream)")
@@ -358,8 +401,27 @@ class P4RuntimeService:
                                                    f"controller of role '{role}'")
             before = self._primary(role)
             stream.election_id, stream.role = eid, role
+            if self._primary(role) == eid:        # the role's primary sets its config (or clears it, sending none)
+                if config is None:
+                    self._role_configs.pop(role, None)
+                else:
+                    self._role_configs[role] = config
             peers = [s for s in self._streams if s.role == role]
             self._notify(peers if self._primary(role) != before else [stream])   # all of the role when it changed
+
+    @staticmethod
+    def _role_config(role: str, packed: Any) -> Any:
+        """``Role.config`` unpacked: a ``stratum.P4RoleConfig`` of a named role (the default role has the whole
+        switch and takes none)."""
+        cls = _M("stratum.P4RoleConfig")
+        if not role:
+            raise RpcError("INVALID_ARGUMENT", "the default role (no name) takes no role config")
+        if not packed.Is(cls.DESCRIPTOR):
+            raise RpcError("INVALID_ARGUMENT", f"role '{role}': role config {packed.type_url!r} is not a "
+                                               "stratum.P4RoleConfig")
+        config = cls()
+        packed.Unpack(config)
+        return config
 
     def _check_primary(self, device_id: int, election: Any, role: str = "") -> None:
         if device_id != self.device_id:
@@ -409,12 +471,18 @@ class P4RuntimeService:
             with self._lock:
                 before = self._primary(stream.role)
                 self._streams.remove(stream)
+                if not any(s.role == stream.role and s.election_id is not None for s in self._streams):
+                    self._role_configs.pop(stream.role, None)        # the role's last controller left
                 if self._primary(stream.role) != before:
                     self._notify([s for s in self._streams if s.role == stream.role])
 
     # --- pipeline config -------------------------------------------------------------------------------------
     def set_pipeline(self, req: Any, context: grpc.ServicerContext) -> Any:
         self._check_primary(req.device_id, req.election_id, req.role)
+        cfg = self._role_configs.get(req.role)
+        if cfg is not None and not cfg.can_push_pipeline:
+            raise RpcError("PERMISSION_DENIED", f"role '{req.role}': its role config does not allow pushing a "
+                                                "pipeline (can_push_pipeline)")
         if req.action == COMMIT:
             if self._saved is None:
                 raise RpcError("FAILED_PRECONDITION", "COMMIT without a saved config (VERIFY_AND_SAVE first)")
@@ -499,6 +567,9 @@ class P4RuntimeService:
             results: list[tuple[str, str]] = []
             for update in req.updates:
                 try:
+                    denied = self._write_allowed(req.role, update.entity)
+                    if denied:
+                        raise EntityError("PERMISSION_DENIED", denied)
                     device.write(update)
                     results.append(("OK", ""))
                 except EntityError as exc:

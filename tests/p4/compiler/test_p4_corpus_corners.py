@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from p4.errors import CompileError
-from tests.p4.compiler.test_p4_frontend_corners import program, run
+from tests.p4.compiler.test_p4_frontend_corners import STACK_PROGRAM, program, run
 
 if TYPE_CHECKING:
     from tests.p4.compiler.conftest import SourceSwitch
@@ -121,3 +121,111 @@ bit<8> first_over(in bit<8> lim) {
 @pytest.mark.parametrize(("a", "c"), [(0, 0 + 1), (4, 8 + 2), (10, 20 + 4)])
 def test_for_loops_in_a_parser_and_a_function(source_switch: SourceSwitch, a: int, c: int) -> None:
     assert run(source_switch, PARSER_LOOP, bytes([a, 0, 0])) == bytes([a, 0, c])
+
+
+# for-in: b = sum of a .. a+3 but skipping 2 and stopping at 9; c = how many of {1, 5, a} are odd
+FOR_IN = program(apply="""
+    hdr.h.b = 0;
+    bit<8> hi = hdr.h.a + 3;
+    for (bit<8> i in hdr.h.a .. hi) {
+        hi = 0;
+        if (i == 2) { continue; }
+        if (i == 9) { break; }
+        hdr.h.b = hdr.h.b + i;
+    }
+    hdr.h.c = 0;
+    for (bit<8> v in {8w1, 8w5, hdr.h.a}) {
+        if (v[0:0] == 1) { hdr.h.c = hdr.h.c + 1; }
+    }
+""")
+
+
+@pytest.mark.parametrize(("a", "b", "c"), [
+    (1, 1 + 3 + 4, 3),          # 2 is skipped; the bounds were read once (hi = 0 inside does not stop it)
+    (7, 7 + 8, 3),              # break at 9
+    (250, 250 + 251 + 252 + 253, 2),   # hi = 253: no wrap past 255
+])
+def test_for_in_range_and_list(source_switch: SourceSwitch, a: int, b: int, c: int) -> None:
+    assert run(source_switch, FOR_IN, bytes([a, 0xEE, 0xEE])) == bytes([a, b & 0xFF, c])
+
+
+def test_for_in_empty_range_runs_no_iteration(source_switch: SourceSwitch) -> None:
+    text = program(apply="hdr.h.c = 7; for (bit<8> i in hdr.h.a .. hdr.h.b) { hdr.h.c = i; }")
+    assert run(source_switch, text, bytes([5, 4, 0])) == bytes([5, 4, 7])
+
+
+def test_for_in_header_stack_gives_copies_of_every_element(source_switch: SourceSwitch) -> None:
+    # c = s[0].v + s[1].v; writing the loop variable leaves the stack as it was
+    text = STACK_PROGRAM.replace("@@APPLY@@", "hdr.h.c = 0; for (e_t e in hdr.s) { hdr.h.c = hdr.h.c + e.v; "
+                                              "e.v = 0; }")
+    assert run(source_switch, text, bytes([0, 0, 0, 0x11, 0x22])) == bytes([0, 0, 0x33, 0x11, 0x22])
+
+
+def test_for_in_range_bound_of_another_type_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match="range bound is bit<4>, the loop variable bit<8>"):
+        source_switch(program(apply="for (bit<8> i in 8w0 .. 4w3) { hdr.h.c = i; }"))
+
+
+# a local declared in a parser state is in scope in that state's select (acyclic: inlined states)
+STATE_LOCAL = program(parse="""pkt.extract(hdr.h); transition check; }
+    state check { bit<8> d = hdr.h.a + 1; transition select(d) { 2: one; default: accept; } }
+    state one { hdr.h.c = 0x11;""")
+# the same in a loop of states (the state machine's loop): b counts down to 255, c counts the passes
+STATE_LOCAL_LOOP = program(parse="""pkt.extract(hdr.h); transition check; }
+    state check {
+        bit<8> d = hdr.h.b;
+        hdr.h.b = hdr.h.b - 1;
+        hdr.h.c = hdr.h.c + 1;
+        transition select(d) { 0: accept; default: check; }
+    }
+    state unused {""")
+
+
+@pytest.mark.parametrize(("a", "c"), [(1, 0x11), (3, 0)])
+def test_parser_state_local_is_seen_by_its_select(source_switch: SourceSwitch, a: int, c: int) -> None:
+    assert run(source_switch, STATE_LOCAL, bytes([a, 0, 0])) == bytes([a, 0, c])
+
+
+def test_parser_state_local_in_a_state_loop(source_switch: SourceSwitch) -> None:
+    assert run(source_switch, STATE_LOCAL_LOOP, bytes([9, 2, 0])) == bytes([9, 255, 3])
+
+
+# lookahead as a statement (its value dropped): consumes nothing, and a packet too short is a parser error
+LOOKAHEAD_STMT = program(parse="pkt.lookahead<bit<32>>(); pkt.lookahead<h_t>(); pkt.extract(hdr.h);",
+                         apply="if (sm.parser_error != error.NoError) { mark_to_drop(sm); }")
+
+
+def test_lookahead_statement_reads_without_consuming(source_switch: SourceSwitch) -> None:
+    sw = source_switch(LOOKAHEAD_STMT)
+    assert sw.send(0, bytes([1, 2, 3, 4])) == [(1, bytes([1, 2, 3, 4]))]
+    assert sw.send(0, bytes([1, 2, 3])) == []      # 3 bytes: lookahead<bit<32>> fails, ingress drops it
+
+
+# tuple variables (a control's and a local), read by constant index; list items evaluated left to right:
+# in {a, bump(a)} the first item is a's value before bump writes it
+TUPLES = program(top="bit<8> bump(inout bit<8> x) { x = x + 1; return 8w9; }", cdecl="""
+    tuple<bit<8>, bit<8>> ct = { hdr.h.a, bump(hdr.h.a) };
+""", apply="""
+    tuple<bit<8>, bit<8>> lt = ct;
+    hdr.h.b = lt[0];
+    hdr.h.c = lt[1] + ct[0];
+""")
+
+
+def test_tuple_variables_and_left_to_right_list_items(source_switch: SourceSwitch) -> None:
+    # ct = {5, 9} and a becomes 6; b = ct[0] = 5, c = 9 + 5
+    assert run(source_switch, TUPLES, bytes([5, 0, 0])) == bytes([6, 5, 14])
+
+
+def test_tuple_index_must_be_a_constant_in_range(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match=r"tuple<bit<8>, bit<8>> is indexed by a constant 0\.\.1"):
+        source_switch(program(apply="tuple<bit<8>, bit<8>> t = {1, 2}; hdr.h.c = t[2];"))
+
+
+def test_extract_into_dont_care_skips_a_header(source_switch: SourceSwitch) -> None:
+    # extract<h_t>(_) parses a whole h_t and keeps nothing: h is the second three bytes
+    text = program(parse="pkt.extract<h_t>(_); pkt.extract(hdr.h);")
+    assert run(source_switch, text, bytes([1, 2, 3, 4, 5, 6, 7])) == bytes([4, 5, 6, 7])
+    sw = source_switch(program(parse="pkt.extract<h_t>(_); pkt.extract(hdr.h);",
+                               apply="if (sm.parser_error != error.NoError) { mark_to_drop(sm); }"))
+    assert sw.send(0, bytes([1, 2, 3, 4, 5])) == []        # too short for both: PacketTooShort, dropped

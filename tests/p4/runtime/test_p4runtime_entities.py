@@ -235,10 +235,17 @@ def test_pre_multicast_groups_clone_sessions_and_meters(dev) -> None:
     (got,) = device.read(clone)
     assert [(r.egress_port, r.instance) for r in got.packet_replication_engine_entry.clone_session_entry
             .replicas] == [(4, 0), (5, 3)]
-    cs.packet_length_bytes = 64
-    with pytest.raises(EntityError) as trunc:
+    cs.packet_length_bytes, cs.class_of_service = 64, 8
+    with pytest.raises(EntityError) as cos:
         write(device, "MODIFY", clone)
-    assert trunc.value.code == "UNIMPLEMENTED" and pipe.mirror_replicas == {9: [(4, 0), (5, 3)]}
+    assert cos.value.code == "INVALID_ARGUMENT" and "out of range 0..7" in str(cos.value)
+    assert pipe.mirror_replicas == {9: [(4, 0), (5, 3)]} and pipe.clone_options == {}
+    cs.class_of_service = 3
+    write(device, "MODIFY", clone)
+    assert pipe.clone_options == {9: (3, 64)}
+    (got,) = device.read(clone)
+    back = got.packet_replication_engine_entry.clone_session_entry
+    assert (back.class_of_service, back.packet_length_bytes) == (3, 64)
     meter = M("p4.v1.Entity")()
     me = meter.meter_entry
     me.meter_id = device.p4info.meters[0].preamble.id
@@ -337,16 +344,25 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-@pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
-def test_a_clone_session_of_several_replicas_makes_one_copy_each(where: int, clone_kind: int) -> None:
+def clone_session_device(replicas: list[tuple[int, int]], **options: int) -> tuple:
+    """CLONE_PROGRAM's pipeline and device with clone session 9 inserted: (pipe, device, its Entity, the
+    CloneSessionEntry in it); ``replicas`` are (egress port, instance), ``options`` its other fields."""
     pipe = Pipeline(compile_source(CLONE_PROGRAM, "clone.p4"), clock=ManualClock())
     device = ForwardingDevice(pipe)
     clone = M("p4.v1.Entity")()
     cs = clone.packet_replication_engine_entry.clone_session_entry
     cs.session_id = 9
-    for port, rid in ((4, 0), (5, 3), (6, 7)):
+    for name, value in options.items():
+        setattr(cs, name, value)
+    for port, rid in replicas:
         cs.replicas.add(egress_port=port, instance=rid)
     write(device, "INSERT", clone)
+    return pipe, device, clone, cs
+
+
+@pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
+def test_a_clone_session_of_several_replicas_makes_one_copy_each(where: int, clone_kind: int) -> None:
+    pipe, device, clone, _ = clone_session_device([(4, 0), (5, 3), (6, 7)])
     out, _ = pipe.process(0, bytes([0, 0, 0, where]))
     copies = sorted((port, f[0], int.from_bytes(f[1:3], "big")) for port, f in out)
     assert copies == [(1, 0, 0), (4, clone_kind, 0), (5, clone_kind, 3), (6, clone_kind, 7)]
@@ -422,3 +438,24 @@ def test_one_shot_action_sets_make_hidden_members_and_groups(dev) -> None:
     with pytest.raises(EntityError) as nosel:
         write(device, "INSERT", bad)
     assert nosel.value.code == "INVALID_ARGUMENT" and "action selector" in str(nosel.value)
+
+
+
+@pytest.mark.parametrize(("where", "clone_kind"), [(0, 1), (1, 2)])    # I2E clones: instance 1, E2E: 2
+def test_clone_session_class_of_service_and_truncation_reach_the_copies(where: int, clone_kind: int) -> None:
+    # the copy to port 4 is queued at priority 5 and leaves cut to 3 bytes; the original is whole on port 1
+    pipe, device, clone, cs = clone_session_device([(4, 0)], class_of_service=5, packet_length_bytes=3)
+    frame = bytes([0, 0, 0, where, 0xAB, 0xCD])
+    queued, out, copy_priorities = list(pipe.ingress(0, frame).queued), [], []
+    while queued:
+        qp = queued.pop(0)
+        if qp.egress_port == 4:
+            copy_priorities.append(qp.priority)
+        er = pipe.egress(qp)
+        out += er.out
+        queued += er.queued
+    assert copy_priorities == [5]
+    assert sorted(out) == [(1, bytes([0, 0, 0, where, 0xAB, 0xCD])), (4, bytes([clone_kind, 0, 0]))]
+    cs.class_of_service, cs.packet_length_bytes = 0, 0
+    write(device, "MODIFY", clone)                      # options off: the whole copy
+    assert sorted(pipe.process(0, frame)[0]) == [(1, frame), (4, bytes([clone_kind, 0, 0, where, 0xAB, 0xCD]))]

@@ -78,6 +78,12 @@ def serve(tmp_path: Path, program: str, cpu_port: int | None = None) -> Iterator
         switch.close()
 
 
+def controller_headers(info: object) -> tuple:
+    """The P4Info's packet_out and packet_in controller headers."""
+    by_name = {c.preamble.name: c for c in info.controller_packet_metadata}
+    return by_name["packet_out"], by_name["packet_in"]
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, P4RuntimeServer]]:
     with serve(tmp_path, PROGRAM, CPU_PORT) as got:
@@ -91,8 +97,7 @@ def test_packet_out_and_packet_in_carry_the_controller_headers(served) -> None:
         assert ctl.arbitrate().status.code == code_number("OK")
         assert backup.arbitrate().status.code == code_number("ALREADY_EXISTS")
         info = ctl.get_pipeline().p4info
-        pout = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_out")
-        pin = next(c for c in info.controller_packet_metadata if c.preamble.name == "packet_in")
+        pout, pin = controller_headers(info)
         ctl.packet_out(frame, {pout.metadata[0].id: 7})
         msg = ctl.next_stream_message(timeout_s=10)
         assert msg.WhichOneof("update") == "packet"
@@ -300,3 +305,72 @@ def test_roles_arbitrate_apart_and_each_primary_writes_and_hears(served) -> None
             assert ctl.next_stream_message(timeout_s=10).WhichOneof("update") == "packet"
         with pytest.raises(queue.Empty):
             mon.next_stream_message(timeout_s=0.3)
+
+
+def test_role_configs_limit_writes_pipeline_pushes_packet_ins_and_digests(served) -> None:
+    # role "learn" may write (and hear) the digest only: no PRE writes, no pipeline, no PacketIns
+    address, _ = served
+    frame = bytes.fromhex("020000000002" "0200000000aa" "0800") + b"x"
+    P4RoleConfig = message_class("stratum.P4RoleConfig")
+    with P4RuntimeClient(address, election_id=5) as default:
+        default.arbitrate()
+        info = default.get_pipeline().p4info
+        did = info.digests[0].preamble.id
+        with P4RuntimeClient(address, election_id=1, role="learn",
+                             role_config=P4RoleConfig(exclusive_p4_ids=[did])) as learn:
+            assert learn.arbitrate().status.code == code_number("OK")
+            group = message_class("p4.v1.Entity")()
+            group.packet_replication_engine_entry.multicast_group_entry.multicast_group_id = 3
+            with pytest.raises(grpc.RpcError) as pre:
+                learn.write([("INSERT", group)])
+            assert pre.value.code() == grpc.StatusCode.UNKNOWN and "packet replication engine" in pre.value.details()
+            with pytest.raises(grpc.RpcError) as push:
+                learn.set_pipeline(info, b"x")
+            assert push.value.code() == grpc.StatusCode.PERMISSION_DENIED and "can_push_pipeline" in \
+                push.value.details()
+            enable = message_class("p4.v1.Entity")()
+            enable.digest_entry.digest_id = did
+            enable.digest_entry.config.max_list_size = 1
+            learn.write([("INSERT", enable)])                          # its own object: allowed
+            default.packet_out(frame, {1: 3})
+            got = {learn.next_stream_message(timeout_s=10).WhichOneof("update")}
+            with pytest.raises(queue.Empty):                           # the digest only, no PacketIn
+                learn.next_stream_message(timeout_s=0.3)
+            assert got == {"digest"}
+            assert {default.next_stream_message(timeout_s=10).WhichOneof("update") for _ in range(2)} == {
+                "packet", "digest"}                                    # the default role has the whole switch
+            with P4RuntimeClient(address, election_id=1, role="other",
+                                 role_config=P4RoleConfig(shared_p4_ids=[did])) as other:
+                with pytest.raises(grpc.RpcError) as clash:
+                    other.arbitrate()
+                    other.next_stream_message(timeout_s=10)
+                assert clash.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "exclusive" in \
+                    clash.value.details()
+
+
+def test_the_default_role_takes_no_role_config(served) -> None:
+    address, _ = served
+    cfg = message_class("stratum.P4RoleConfig")(can_push_pipeline=True)
+    with P4RuntimeClient(address, election_id=1, role_config=cfg) as ctl:
+        with pytest.raises(grpc.RpcError) as err:
+            ctl.arbitrate()
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "default role" in err.value.details()
+
+
+def test_role_config_packet_in_filter_passes_only_matching_packet_ins(served) -> None:
+    address, _ = served
+    frame = bytes.fromhex("020000000002" "020000000001" "0800") + b"f"
+    with P4RuntimeClient(address, election_id=5) as default:
+        default.arbitrate()
+        pout, pin = controller_headers(default.get_pipeline().p4info)
+        cfg = message_class("stratum.P4RoleConfig")(receives_packet_ins=True)
+        cfg.packet_in_filter.metadata_id, cfg.packet_in_filter.value = pin.metadata[0].id, b"\x07"
+        with P4RuntimeClient(address, election_id=1, role="cpu7", role_config=cfg) as cpu7:
+            cpu7.arbitrate()
+            for port in (5, 7):                   # the program echoes the asked port into packet_in.ingress_port
+                default.packet_out(frame, {pout.metadata[0].id: port})
+                assert default.next_stream_message(timeout_s=10).WhichOneof("update") == "packet"
+            msg = cpu7.next_stream_message(timeout_s=10)
+            assert {m.metadata_id: m.value for m in msg.packet.metadata}[pin.metadata[0].id] == b"\x07"
+            with pytest.raises(queue.Empty):
+                cpu7.next_stream_message(timeout_s=0.3)

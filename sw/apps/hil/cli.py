@@ -57,8 +57,8 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.set_defaults(int_sink="host", **RUN_TOPOLOGY)
     r.add_argument("--hil-host", default="s0", metavar="HOST", help="the host whose NIC is the RTL (default s0)")
     r.add_argument("--cc", default="none", choices=CC_CHOICES, help="the congestion control of the RTL and the "
-                   "software senders (default none; dcqcn: the receiver's CNPs cut the RTL's QP_RATE, replayed "
-                   "through sw.cc; hpcc needs INT-echo ACKs, not wired yet)")
+                   "software senders (default none; dcqcn: the receiver's CNPs cut the RTL's QP_RATE; hpcc: the "
+                   "receiver's INT-echo ACKs drive the RTL's HPCC engine; both replayed through sw.cc)")
     r.add_argument("--duration", type=_duration_ns, default=1_200_000, metavar="T",
                    help="network time the RTL sends for, e.g. 4ms (default 1.2ms: ~1,000 frames at 4G; > 0, at "
                         "most 1 s)")

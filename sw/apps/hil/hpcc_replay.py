@@ -16,11 +16,10 @@ from WRITE through the rate register to the read-back mirror); values are compar
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sw.apps.hil.rate_replay import RateRead
+from sw.apps.hil.rate_replay import RateRead, check_reads
 from sw.cc import AckInfo, Hpcc, HpccParams, RateToIncrement
 from sw.roce.softnic.qp_pacer import QpPacer
 from sw.roce.wire.decode import decode
@@ -97,14 +96,7 @@ def replay(params: HpccParams, *, clk_ns: float, qp: int, qlen_unit_bytes: int, 
             bad.append(f"ACK {k} (clock {ev.cycle}): engine rate {ev.rate_kbps} kb/s, model {model.rate_kbps}")
     per_ack = first is None and len(frames) == len(acks)
     mine = [r for r in reads if r.qp == qp and r.cycle * clk_ns >= init_ns + lag_ns]
-    times = [t for t, _ in traj]
-    for r in mine:
-        t = int(r.cycle * clk_ns)
-        lo = bisect.bisect_right(times, t - lag_ns) - 1
-        hi = bisect.bisect_right(times, t)
-        allowed = {conv.increment(rc) for _, rc in traj[max(0, lo):hi]}
-        if r.value not in allowed:
-            bad.append(f"clock {r.cycle}: QP_RATE {r.value}, model {sorted(allowed)}")
+    bad += check_reads(traj, mine, clk_ns=clk_ns, lag_ns=lag_ns, conv=conv)
     if not mine:
         bad.append("no QP_RATE read after QP_INIT")
     return {"matches": not bad, "acks": len(acks), "per_ack_matches": per_ack, "compared": len(mine),

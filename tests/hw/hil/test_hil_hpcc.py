@@ -8,12 +8,10 @@ the same INT records (read from the ACK frames as the host stack reads them), bi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-
-from sw.apps.hil.model import HilSizes, ensure_model
+from hil_run import run_cc
 
 # the first hil test builds the Verilator model (minutes on 2 busy cores; once per RTL source): a hang guard
 pytestmark = [pytest.mark.hil, pytest.mark.timeout(3600)]
@@ -23,19 +21,9 @@ LINK_RATE = "4G"
 
 
 def test_int_echo_acks_through_the_fabric_drive_the_rtl_rate_as_the_golden_model(tmp_path: Path) -> None:
-    from emu.cli import fabric_options
-    from sw.apps.hil.cli import add_run_arguments
-    from sw.apps.hil.fabric_run import run_hil
     from sw.cc import RateToIncrement
-    from sw.units.cli_guard import ArgumentParser
 
-    ensure_model(HilSizes())
-    parser = ArgumentParser(prog="starpulse hil run")
-    add_run_arguments(parser)
-    args = parser.parse_args(["--link-rate", LINK_RATE, "--duration", DURATION, "--cc", "hpcc"])
-    out = run_hil(fabric_options(args), hil_host="s0", cc="hpcc", duration_ns=args.duration, dilation=None,
-                  workdir=tmp_path)
-    (tmp_path / "out.json").write_text(json.dumps(out, indent=1))
+    out = run_cc(tmp_path, "hpcc", duration=DURATION, link_rate=LINK_RATE)
     assert out["leftovers"] == [], "the run's processes, namespaces and interfaces must be gone"
     rx, rtl = out["receiver"], out["rtl"]
     n = out["frames"]

@@ -117,6 +117,11 @@ def print_run_text(out: dict) -> None:
     print(f"RTL: TX_FRAMES {rtl['frames_tx']}, CNP_RECEIVED {rtl['cnp_received']}, INT_ACKS {rtl['int_acks']}, "
           f"RX_ICRC_ERRORS {rtl['rx_icrc_errors']}, QP_RATE trace as the model: {rtl['rate_trace_matches_model']}"
           + (f" ({rtl['replay']['compared']} reads compared)" if "replay" in rtl else ""))
+    if "hpcc_updates" in rtl:
+        rep = rtl["replay"]
+        print(f"HPCC: {rep['acks']} INT-echo ACKs taken ({rtl['int_acks_dropped']} dropped), {rtl['hpcc_updates']} "
+              f"window updates; rate after every ACK as sw.cc.Hpcc: {rep['per_ack_matches']}"
+              + (f" (first divergence: ACK {rep['first_divergence']['ack']})" if rep["first_divergence"] else ""))
     print(f"{out['cycles_per_s']} cycles/s in the loop at time dilation {out['time_dilation']:g} "
           f"({out['dilation_formula']} = {out['time_dilation_min']})")
     print(f"fidelity ok={out['fidelity']['ok']} worst {out['fidelity']['worst_component']} "

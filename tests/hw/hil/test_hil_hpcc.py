@@ -4,7 +4,8 @@ the wire, so its leaf's uplink queues.  fabric.p4 stamps INT into its frames and
 (host sink mode); the receiver on the other leaf (``sw.apps.hil.peer``) answers every 4th frame with an RC ACK that
 echoes the frame's INT hops, the fabric carries it back unchanged, and the RTL's INT-ACK parser, feeder and HPCC
 engine take it.  The engine's rate after every ACK, and every QP_RATE read all run long, equals ``sw.cc.Hpcc`` fed
-the same INT records (read from the ACK frames as the host stack reads them), bit for bit; nothing is left behind."""
+the same INT records (read from the ACK frames as the host stack reads them), bit for bit; nothing is dropped and
+nothing is left behind."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ def test_int_echo_acks_through_the_fabric_drive_the_rtl_rate_as_the_golden_model
     rx, rtl = out["receiver"], out["rtl"]
     n = out["frames"]
     assert rx["frames"] == rx["icrc_ok"] == rx["payload_ok"] == rx["psn_in_order"] == n, rx
+    assert out["drops"] == 0 and out["fabric_drops"] == 0, "HPCC keeps the RTL's first hop from overflowing"
     assert rx["int_frames"] == n and rx["int_hop_counts"] == [3], "fabric.p4 stamped 3 hops into every frame"
     # every INT-echo ACK the receiver sent reached the RTL's parser, and the engine took each one
     assert rx["int_echoes_sent"] >= 20, rx

@@ -10,7 +10,9 @@ far it was behind (``sw.clock.lag``, component ``hil bridge <ifname>``: it servi
 For the golden replay of the RTL's congestion control (``sw.apps.hil.rate_replay``) it records, in RTL clocks since
 its origin: the first beat of every CNP that enters ``rx_s_axis`` with a valid ICRC (``cnp_cycles``), every
 QP_INIT write (``qp_init_cycles``: clock, QP, frames sent so far) and every QP_RATE read the host driver makes
-(``rate_reads``: clock, QP, value, frames sent so far); the ``stop`` reply carries them.
+(``rate_reads``: clock, QP, value, frames sent so far); the ``stop`` reply carries them.  With ``cfg["cc"]`` hpcc
+also every INT-echo ACK that enters ``rx_s_axis`` (``int_ack_frames``: clock of its first beat, the frame as hex:
+the INT records as the fabric wrote them) and every event of the HPCC engine (``hpcc_events``, ``HpccProbe``).
 Without an interface (free-running) it sends ``free_frames`` frames of QP 0 to a sink as fast as it can: the
 reference the bench compares the bridge's cost against.
 """
@@ -27,7 +29,7 @@ from typing import Any
 
 import cocotb
 from cocotb.clock import Clock as SimClock
-from cocotb.triggers import ClockCycles, Timer
+from cocotb.triggers import ClockCycles, Timer, ValueChange
 from cocotb.utils import get_sim_time
 
 from sw.apps.hil.axis_io import AxisCapture, AxisDriver
@@ -41,6 +43,7 @@ from sw.roce.softnic.port import SO_RCVBUFFORCE
 from sw.roce.softnic.rtl_nic_socket import OPS
 from sw.roce.wire.decode import decode
 from sw.roce.wire.errors import RoceFormatError
+from sw.roce.wire.int_md import carries_int, strip_int
 from sw.units.jsonl_socket import LineFramer, encode_line
 
 ENV_CONFIG = "HIL_CONFIG"
@@ -72,6 +75,37 @@ class Window:
                 "cycles_per_s": round(cycles / busy) if busy > 0 else None}
 
 
+class HpccProbe:
+    """The HPCC engine's events as they happen (a change of its trace sequence, the clock of its WRITE state):
+    clock, kind (``hw.hpcc.KIND_*``), QP, the rate (kb/s) and window it wrote and, for an ACK, the ``ack_seq`` and
+    ``snd_nxt`` the INT-echo feeder paired with it (the engine's ``ack`` payload, held until the engine is done):
+    ``snd_nxt`` is the RTL's own count of the QP's frames sent, which no observer outside the NIC sees exactly."""
+
+    def __init__(self, dut, qp_bits: int, clock_of) -> None:
+        from hw.hpcc import QP_STATE, ack_layout
+        from hw.int_ack import MAX_INT_HOPS
+
+        self.hp, self.clock_of = dut.hpcc, clock_of
+        ack = ack_layout(qp_bits, MAX_INT_HOPS, 64, 32)
+        self.fields = {name: (QP_STATE[name].offset, QP_STATE[name].width) for name in ("rate_kbps", "window_bytes")}
+        self.seq = {name: (ack[name].offset, ack[name].width) for name in ("ack_seq", "snd_nxt")}
+        self.events: list[tuple[int, ...]] = []
+
+    @staticmethod
+    def _field(raw: int, at: tuple[int, int]) -> int:
+        return (raw >> at[0]) & ((1 << at[1]) - 1)
+
+    async def run(self) -> None:
+        hp = self.hp
+        while True:
+            await ValueChange(hp.trace_seq)
+            state, ack = int(hp.trace_state.value), int(hp.ack__payload.value)
+            self.events.append((self.clock_of(), int(hp.trace_kind.value), int(hp.trace_qp.value),
+                                self._field(state, self.fields["rate_kbps"]),
+                                self._field(state, self.fields["window_bytes"]),
+                                self._field(ack, self.seq["ack_seq"]), self._field(ack, self.seq["snd_nxt"])))
+
+
 class Bridge:
     """The process's state: the DUT's streams, the interface socket, the control socket, the clocks."""
 
@@ -89,6 +123,8 @@ class Bridge:
         self.cnp_cycles: list[int] = []
         self.qp_init_cycles: list[tuple[int, int, int]] = []
         self.rate_reads: list[tuple[int, int, int, int]] = []
+        self.int_ack_frames: list[tuple[int, str]] = []
+        self.hpcc = HpccProbe(dut, int(cfg["qp_bits"]), lambda: self.cycles) if cfg.get("cc") == "hpcc" else None
         self.source = AxisDriver(dut, "rx_s_axis__", int(cfg["data_width"]) // 8, on_start=self.frame_in)
         self.sink = AxisCapture(dut, "tx_m_axis__", int(cfg["data_width"]) // 8)
         self.lag = register(f"hil bridge {self.ifname or 'free'}",
@@ -118,7 +154,17 @@ class Bridge:
         return int(get_sim_time(unit="ns") / CLK_NS) - self.cycle0
 
     def frame_in(self, frame: bytes) -> None:
-        """A frame's first beat entered ``rx_s_axis``: a CNP (decoded by ``sw.roce``, ICRC valid) records the clock."""
+        """A frame's first beat entered ``rx_s_axis``: a CNP (decoded by ``sw.roce``, ICRC valid) records the clock;
+        with the HPCC probe an ACK carrying echoed INT records the clock and the frame."""
+        if carries_int(frame):
+            if self.hpcc is not None:
+                try:
+                    plain, records = strip_int(frame)
+                    if records.echoed and decode(plain).opcode == Opcode.ACKNOWLEDGE:
+                        self.int_ack_frames.append((self.cycles, frame.hex()))
+                except RoceFormatError:
+                    pass
+            return
         try:
             if decode(frame).opcode == Opcode.CNP:
                 self.cnp_cycles.append(self.cycles)
@@ -210,7 +256,8 @@ class Bridge:
             return None
         if op == "stop":
             self.stopped = {**self.figures(), "cnp_cycles": self.cnp_cycles, "qp_init_cycles": self.qp_init_cycles,
-                            "rate_reads": self.rate_reads}
+                            "rate_reads": self.rate_reads, "int_ack_frames": self.int_ack_frames,
+                            "hpcc_events": self.hpcc.events if self.hpcc is not None else []}
             return self.stopped
         return self.figures()
 
@@ -232,6 +279,8 @@ class Bridge:
         await ClockCycles(dut.clk, int(self.cfg["n_qps"]) + 4)   # the memories' clearing pass
         cocotb.start_soon(self.sink.run())
         cocotb.start_soon(self.source.run())
+        if self.hpcc is not None:
+            cocotb.start_soon(self.hpcc.run())
         self.open()
         self.cycle0 = int(get_sim_time(unit="ns") / CLK_NS)
         self.net0_ns = self.clock.now_ns()

@@ -57,8 +57,8 @@ def add_run_arguments(r: argparse.ArgumentParser) -> None:
     r.set_defaults(int_sink="host", **RUN_TOPOLOGY)
     r.add_argument("--hil-host", default="s0", metavar="HOST", help="the host whose NIC is the RTL (default s0)")
     r.add_argument("--cc", default="none", choices=CC_CHOICES, help="the congestion control of the RTL and the "
-                   "software senders (default none; dcqcn: the receiver's CNPs cut the RTL's QP_RATE, replayed "
-                   "through sw.cc; hpcc needs INT-echo ACKs, not wired yet)")
+                   "software senders (default none; dcqcn: the receiver's CNPs cut the RTL's QP_RATE; hpcc: the "
+                   "receiver's INT-echo ACKs drive the RTL's HPCC engine; both replayed through sw.cc)")
     r.add_argument("--duration", type=_duration_ns, default=1_200_000, metavar="T",
                    help="network time the RTL sends for, e.g. 4ms (default 1.2ms: ~1,000 frames at 4G; > 0, at "
                         "most 1 s)")
@@ -117,6 +117,11 @@ def print_run_text(out: dict) -> None:
     print(f"RTL: TX_FRAMES {rtl['frames_tx']}, CNP_RECEIVED {rtl['cnp_received']}, INT_ACKS {rtl['int_acks']}, "
           f"RX_ICRC_ERRORS {rtl['rx_icrc_errors']}, QP_RATE trace as the model: {rtl['rate_trace_matches_model']}"
           + (f" ({rtl['replay']['compared']} reads compared)" if "replay" in rtl else ""))
+    if "hpcc_updates" in rtl:
+        rep = rtl["replay"]
+        print(f"HPCC: {rep['acks']} INT-echo ACKs taken ({rtl['int_acks_dropped']} dropped), {rtl['hpcc_updates']} "
+              f"window updates; rate after every ACK as sw.cc.Hpcc: {rep['per_ack_matches']}"
+              + (f" (first divergence: ACK {rep['first_divergence']['ack']})" if rep["first_divergence"] else ""))
     print(f"{out['cycles_per_s']} cycles/s in the loop at time dilation {out['time_dilation']:g} "
           f"({out['dilation_formula']} = {out['time_dilation_min']})")
     print(f"fidelity ok={out['fidelity']['ok']} worst {out['fidelity']['worst_component']} "

@@ -19,7 +19,14 @@ software NIC's CNP spacing, ``qp_pacer.make_np``): CNPs cross the fabric back to
 leaves then sink INT toward the hosts (``--int-sink report``): the RTL's parser finds a CNP's BTH only right after
 UDP.  The bridge records each CNP's arrival clock and every QP_RATE read; ``rate_replay`` feeds the arrivals to
 ``sw.cc.DcqcnRp`` with the parameters read back from the NIC and compares every read bit for bit
-(``rtl.rate_trace_matches_model``).  With cc none the model (``sw.cc.NoCc``) holds the rate the host set.
+(``rtl.rate_trace_matches_model``).  With ``--cc hpcc`` the driver writes the software NIC's HPCC parameters
+(``make_cc("hpcc", link rate, base_rtt_ns=HPCC_BASE_RTT_NS)``, the software senders get the same T), the INT queue
+unit (an MTU frame, as the host stack counts it) and QP_INIT in cc_mode hpcc; the leaves leave the INT stack to the
+hosts (``--int-sink host``); the receiver's ``peer`` answers every ``HPCC_ACK_EVERY``-th RTL frame with an RC ACK
+echoing the frame's INT hops, which the fabric carries back unchanged into the RTL's INT-ACK parser, feeder and
+HPCC engine.  The bridge records every INT-echo ACK it hands to ``rx_s_axis`` and every event of the engine;
+``hpcc_replay`` feeds the ACKs to ``sw.cc.Hpcc`` and compares the engine's rate ACK by ACK and every QP_RATE read
+bit for bit.  With cc none the model (``sw.cc.NoCc``) holds the rate the host set.
 
 Goodput: the RTL's is the payload the receiver accepted over its sending window (first doorbell to last frame out, in
 RTL clocks = network time); a software sender's its WRITE's bytes over its completion time.  The receiver sums every
@@ -27,7 +34,6 @@ sender's payload per bin of network time (the plot; ``jain`` over the second hal
 last payload it received).  ``drops``: the larger of the switches' drop counters (every flow) and the RTL frames the
 receiver never saw, both lower bounds of the frames lost.  Dilation: given, or from the measured free-running speed
 as ``hil bench`` picks it (``time_dilation >= 400e6 / cycles_per_s``, times ``HEADROOM``).
-Not yet here (issue 17 item 6c): INT-echo ACKs to the RTL's HPCC engine (``--cc hpcc`` is refused with one line).
 """
 
 from __future__ import annotations
@@ -44,13 +50,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sw.apps.hil import hpcc_replay
 from sw.apps.hil.bench import FORMULA, HEADROOM, min_dilation
 from sw.apps.hil.launch import BridgeError, bridge_config, free_run, live_in_group, start_bridge
 from sw.apps.hil.model import CLK_HZ, CLK_NS, HilSizes, ensure_model
 from sw.apps.hil.rate_replay import RX_PIPELINE_NS, RateRead, replay
-from sw.apps.hil.traffic import configure_dcqcn, configure_qp, flow_of, frame_bytes
+from sw.apps.hil.traffic import configure_dcqcn, configure_hpcc, configure_qp, flow_of, frame_bytes
 from sw.apps.incast_bench import jain
-from sw.cc import DcqcnParams, RateToIncrement
+from sw.cc import DcqcnParams, HpccParams, RateToIncrement
 from sw.clock import ENV_DILATION, get_clock, set_clock
 from sw.clock.lag import fidelity
 from sw.roce.softnic.qp_pacer import make_cc, make_np
@@ -60,13 +67,15 @@ from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
 RTL_LOAD = 0.8            # the busiest hop's load (INT included): below line rate, so cc none drops nothing
 FREE_FRAMES = 2000        # frames of the free-running speed measurement that picks the dilation (as hil bench)
 TRACE_SAMPLES = 20        # QP_RATE and TX_FRAMES samples over the run (the plot, the rate trace)
-DCQCN_SAMPLE_NS = 5_000   # with cc dcqcn, a QP_RATE read at least this often (network time): the compared trace
+DCQCN_SAMPLE_NS = 5_000   # with cc dcqcn|hpcc, a QP_RATE read at least this often (network time): the compared trace
+HPCC_BASE_RTT_NS = 4_000  # HPCC's T for the RTL and the software senders (incast_bench's default --base-rtt)
+HPCC_ACK_EVERY = 4        # the receiver ACKs every 4th RTL frame: the engine's ~1.2 us per ACK at 3 hops keeps up
 RATE_BINS = 40            # the receiver's bins of payload per sender over the run (the plot, Jain)
 SETTLE_NS = 100_000       # network time between the receiver's end and the RTL's final counters
 STORE_POLL_WALL_S = 0.005  # how often (wall) the run looks at the incast roles' rendezvous keys
 QUIET_WALL_S = 20.0       # the receiver gives up after this long (wall) without a frame
 RUN_WALL_S = 600.0        # the run's hang guard (wall seconds beyond the paced duration)
-CC_RUNNABLE = ("none", "dcqcn")
+CC_RUNNABLE = ("none", "dcqcn", "hpcc")
 
 
 class HilRunError(RuntimeError):
@@ -125,8 +134,7 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
     from sw.collectives.fabric_topology import Topology
 
     if cc not in CC_RUNNABLE:
-        raise HilRunError(f"--cc {cc}: not runnable yet (the receiver sends no INT-echo ACKs; issue 17 item 6c); "
-                          f"allowed now: {', '.join(CC_RUNNABLE)}")
+        raise HilRunError(f"--cc {cc}: not runnable; allowed: {', '.join(CC_RUNNABLE)}")
     topo = Topology(fabric_opts["spec"])
     receiver = pick_receiver(topo, hil_host)
     if os.geteuid() != 0:
@@ -136,6 +144,10 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
         if echo:
             echo("hil run: --cc dcqcn: the leaves sink INT toward the hosts (--int-sink report): the RTL's parser "
                  "reads a CNP's BTH right after UDP")
+    if cc == "hpcc" and fabric_opts.get("int_sink") != "host":
+        fabric_opts = {**fabric_opts, "int_sink": "host"}
+        if echo:
+            echo("hil run: --cc hpcc: the leaves leave INT to the hosts (--int-sink host): the receiver echoes it")
     sizes = HilSizes()
     ensure_model(sizes, echo=echo)
     own = workdir is None
@@ -164,6 +176,7 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
             "src_qpn": qpns.dst_qpn, "dst_qpn": qpns.src_qpn}
     (work / "loop").mkdir(exist_ok=True)
     cfg = bridge_config(work / "loop", sizes, ifname=src.ifname, rate_bps=spec.link_rate_bps, flow=flow)
+    cfg["cc"] = cc                      # hpcc: the bridge records INT-echo ACKs and the HPCC engine's events
     if echo:
         echo(f"hil run: fabric {spec.servers} servers x {spec.gpus_per_server} GPUs, {spec.pods} pods, "
              f"{spec.spines} spines at {spec.link_rate_bps / 1e9:g} Gb/s; RTL NIC on {src.ifname} -> {receiver} "
@@ -175,7 +188,9 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
     run = RunPlan(cfg=cfg, sizes=sizes, cc=cc, hil_host=hil_host, receiver=receiver, rx_ifname=dst.ifname,
                   n_frames=n_frames, rate_bps=rate_bps, work=work, back=back, others=others,
                   share_bytes=share_bytes, bin_ns=max(1_000, duration_ns // RATE_BINS),
-                  dcqcn=make_cc("dcqcn", spec.link_rate_bps).params if cc == "dcqcn" else None)
+                  dcqcn=make_cc("dcqcn", spec.link_rate_bps).params if cc == "dcqcn" else None,
+                  hpcc=make_cc("hpcc", spec.link_rate_bps, base_rtt_ns=HPCC_BASE_RTT_NS).params
+                  if cc == "hpcc" else None)
     try:
         with Fabric(**fabric_opts) as fab:
             out = _run_on(fab, run)
@@ -215,6 +230,12 @@ class RunPlan:
     share_bytes: int            # each software sender's WRITE
     bin_ns: int                 # the receiver's bins of payload per sender
     dcqcn: DcqcnParams | None   # the parameters the driver writes (cc dcqcn)
+    hpcc: HpccParams | None = None  # the parameters the driver writes (cc hpcc)
+
+    @property
+    def qlen_unit_bytes(self) -> int:
+        """HPCC's INT queue unit: one MTU frame (the fabric counts packets), as the host stack converts it."""
+        return self.sizes.mtu_bytes + ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 
 def _start_incast(fab: Any, run: RunPlan, store_dir: Path) -> list[subprocess.Popen]:
@@ -227,7 +248,7 @@ def _start_incast(fab: Any, run: RunPlan, store_dir: Path) -> list[subprocess.Po
     topo = fab.topo
     rate = topo.spec.link_rate_bps
     common = ["--store", str(store_dir), "--size", str(run.share_bytes), "--senders", str(len(run.others)),
-              "--cc", run.cc, "--link-rate", str(rate)]
+              "--cc", run.cc, "--link-rate", str(rate), "--base-rtt", f"{HPCC_BASE_RTT_NS}ns"]
     me = [sys.executable, "-m", "sw.apps.incast_bench"]
     procs = []
     for k, host in enumerate([*run.others, run.receiver]):
@@ -285,6 +306,7 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
     peer = None
     trace: list[dict[str, Any]] = []
     held: DcqcnParams | None = None
+    held_hpcc: HpccParams | None = None
     roles: list[subprocess.Popen] = []
     (work / "store").mkdir(exist_ok=True)
     try:
@@ -294,9 +316,13 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
         asyncio.run(configure_qp(driver, 0, cfg, rate_share=share))
         if run.dcqcn is not None:
             held = asyncio.run(configure_dcqcn(driver, 0, run.dcqcn))
+        if run.hpcc is not None:
+            held_hpcc = asyncio.run(configure_hpcc(driver, 0, run.hpcc, run.qlen_unit_bytes))
         rate_reg = asyncio.run(driver.qp_rate(0))
         np_args = ["--cnp-flow", json.dumps(run.back),
                    "--cnp-interval-ns", str(make_np().params.cnp_interval_ns)] if run.dcqcn is not None else []
+        if run.hpcc is not None:
+            np_args = ["--int-echo-flow", json.dumps(run.back), "--ack-every", str(HPCC_ACK_EVERY)]
         peer = fab.net.hosts[run.receiver].popen(
             [sys.executable, "-m", "sw.apps.hil.peer", "recv", "--ifname", run.rx_ifname, "--frames", str(n_frames),
              "--pcap", str(pcap), "--json", str(verdict), "--timeout-s", str(QUIET_WALL_S),
@@ -308,7 +334,7 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
 
         async def send_and_trace() -> None:
             step_ns = max(1, int(n_frames * (sizes.mtu_bytes * 8e9 / run.rate_bps) / TRACE_SAMPLES))
-            if run.dcqcn is not None:
+            if run.dcqcn is not None or run.hpcc is not None:
                 step_ns = min(step_ns, DCQCN_SAMPLE_NS)
             deadline_ns = clock.now_ns() + int(n_frames * sizes.mtu_bytes * 8e9 / run.rate_bps) * 20 + \
                 int(clock.net_duration_ns(RUN_WALL_S * 1e9))
@@ -335,7 +361,8 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             raise HilRunError(f"hil run: the receiver on {run.receiver} did not finish") from None
         clock.sleep_ns(SETTLE_NS)       # the receiver's last CNP crosses the fabric before the counters are read
-        counters = asyncio.run(driver.counters(("TX_FRAMES", "CNP_RECEIVED", "INT_ACKS", "RX_ICRC_ERRORS")))
+        counters = asyncio.run(driver.counters(("TX_FRAMES", "CNP_RECEIVED", "INT_ACKS", "RX_ICRC_ERRORS",
+                                                "INT_ACKS_DROPPED", "HPCC_UPDATES")))
         figures = bridge.finish(port)
     finally:
         bridge.kill()
@@ -372,6 +399,16 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
         rtl["dcqcn_params"] = dataclasses.asdict(held)
         rtl["replay"] = replay(held, clk_ns=CLK_NS, qp=0, init=init, cnp_cycles=figures["cnp_cycles"], reads=reads,
                                mtu_bytes=sizes.mtu_bytes, lag_ns=replay_lag_ns(sizes), conv=RateToIncrement())
+        rtl["rate_trace_matches_model"] = rtl["replay"]["matches"]
+    elif held_hpcc is not None:
+        rtl.update(int_acks_dropped=counters["INT_ACKS_DROPPED"], hpcc_updates=counters["HPCC_UPDATES"],
+                   int_ack_arrival_cycles=[c for c, _ in figures["int_ack_frames"]],
+                   hpcc_params=dataclasses.asdict(held_hpcc), hpcc_qlen_unit_bytes=run.qlen_unit_bytes)
+        events = [hpcc_replay.HpccEvent(*e) for e in figures["hpcc_events"]]
+        rtl["replay"] = hpcc_replay.replay(held_hpcc, clk_ns=CLK_NS, qp=0, qlen_unit_bytes=run.qlen_unit_bytes,
+                                           ack_frames=figures["int_ack_frames"], events=events, reads=reads,
+                                           conv=RateToIncrement())
+        rtl["hpcc_events"] = [dataclasses.asdict(e) for e in events]
         rtl["rate_trace_matches_model"] = rtl["replay"]["matches"]
     else:
         # cc none: the golden model (sw.cc.NoCc) holds the rate the host set; every read must show it

@@ -1,7 +1,9 @@
 """The bridged NIC's peer, a plain AF_PACKET program on the other end of its link: ``recv`` takes the RoCEv2
 frames of one QP and judges each (decoded by ``sw.roce``, ICRC valid, payload the NIC's pattern, PSNs in order);
-on request it is that QP's DCQCN notification point (CNPs on CE-marked frames) and sums every sender's payload
-over time (``RecvOptions``, the incast of ``hil run --cc dcqcn``);
+on request it is that QP's DCQCN notification point (CNPs on CE-marked frames), or its HPCC responder (every
+``ack_every``-th frame that arrives with INT is answered by an RC ACK of its PSN with the frame's INT hops echoed in,
+as ``sw.roce``'s responder does: ``insert_int``), and sums every sender's payload over time (``RecvOptions``, the
+incast of ``hil run --cc dcqcn|hpcc``);
 ``inject`` sends one SEND ONLY frame, with a wrong ICRC on request.  Run inside the peer's namespace.  Behind a
 fabric (``hil run``) frames arrive with the INT stack the last leaf left (host sink mode): it is stripped first, as
 the software NIC does (``sw.roce.wire.int_md.strip_int``), and the capture holds the frames without it."""
@@ -20,10 +22,12 @@ from sw.cc import DcqcnNp, DcqcnParams
 from sw.clock import get_clock
 from sw.roce import Flow, FlowTemplates, Opcode
 from sw.roce.softnic.port import SO_RCVBUFFORCE
+from sw.roce.transport.rules import CREDITS_INVALID, SYN_ACK
 from sw.roce.wire.decode import decode
 from sw.roce.wire.errors import RoceFormatError
+from sw.roce.wire.fields import HeaderFields
 from sw.roce.wire.flow import ECN_CE
-from sw.roce.wire.int_md import carries_int, strip_int
+from sw.roce.wire.int_md import carries_int, insert_int, strip_int
 from sw.roce.wire.pattern import PSN_MASK, pattern_payload
 from sw.roce.wire.sample_pcaps import write_frames
 from sw.units.cli_guard import ArgumentParser, call_guarded
@@ -76,11 +80,15 @@ class RecvOptions:
     None); with ``cnp_flow`` it is that QP's DCQCN notification point (``sw.cc.DcqcnNp``, CNP spacing
     ``cnp_interval_ns``): a CE-marked frame sends a CNP of ``cnp_flow`` back on the interface; with ``bin_ns`` the
     RoCE payload of every sender is summed per source address in bins of network time (a PSN counted once per
-    QP); with ``stop_file`` it goes on after ``n_frames`` until that file exists."""
+    QP); with ``ack_flow`` every ``ack_every``-th judged frame that carries INT is acknowledged on ``ack_flow`` with
+    its hops echoed (HPCC); with ``stop_file`` it goes on after ``n_frames`` until that file exists."""
 
     qpn: int | None = None
     cnp_flow: Flow | None = None
     cnp_interval_ns: int = 0
+    ack_flow: Flow | None = None
+    ack_every: int = 1
+    first_psn: int = 0          # the judged QP's first PSN (the ACKs' MSN counts messages from it)
     bin_ns: int | None = None
     stop_file: Path | None = None
 
@@ -92,6 +100,8 @@ class RecvResult:
     frames: list[bytes] = field(default_factory=list)
     ce_frames: int = 0
     cnps_sent: int = 0
+    int_frames: int = 0
+    int_echoes_sent: int = 0
     first_ns: int | None = None
     bins: dict[str, dict[int, int]] = field(default_factory=dict)
     seen: set[tuple[str, int, int]] = field(default_factory=set)
@@ -118,6 +128,19 @@ def dest_qpn(frame: bytes) -> int:
     return int.from_bytes(frame[47:50], "big")
 
 
+def echo_ack(templates: FlowTemplates, frame: bytes, first_psn: int) -> bytes | None:
+    """The RC ACK (credits invalid, as ``sw.roce``'s responder sends) of INT frame ``frame``'s PSN with its hops
+    echoed in (``INT_ECHO_DOMAIN_ID``); None when the frame's INT or RoCE headers do not parse."""
+    try:
+        plain, records = strip_int(frame)
+        psn = decode(plain).psn
+    except RoceFormatError:
+        return None
+    msn = (psn + 1 - first_psn) & PSN_MASK       # every SEND ONLY is one message
+    ack = templates[Opcode.ACKNOWLEDGE].build(psn, b"", ext=HeaderFields(syndrome=SYN_ACK | CREDITS_INVALID, msn=msn))
+    return insert_int(ack, list(records), echo=True)
+
+
 def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None,
                 opts: RecvOptions | None = None) -> RecvResult:
     """The first ``n_frames`` UDP/4791 frames of ``opts.qpn`` arriving on ``ifname`` (fewer when ``timeout_s`` of
@@ -131,6 +154,7 @@ def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None,
     clock = get_clock()
     np_ = DcqcnNp(DcqcnParams(cnp_interval_ns=opts.cnp_interval_ns)) if opts.cnp_flow else None
     cnp = FlowTemplates(opts.cnp_flow)[Opcode.CNP].build(0) if opts.cnp_flow else b""
+    acks = FlowTemplates(opts.ack_flow) if opts.ack_flow else None
     out = RecvResult()
     if ready:
         ready()
@@ -154,7 +178,7 @@ def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None,
         if opts.bin_ns:
             out.add_payload(data, now_ns, opts.bin_ns)
         plain = data
-        if opts.qpn is not None or np_ is not None:
+        if opts.qpn is not None or np_ is not None or acks is not None:
             try:
                 plain = strip_int(data)[0] if carries_int(data) else data
             except RoceFormatError:
@@ -168,6 +192,13 @@ def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None,
             if np_.on_packet(dest_qpn(plain), True, now_ns):
                 sock.send(cnp)
                 out.cnps_sent += 1
+        if acks is not None and plain is not data:
+            out.int_frames += 1
+            if out.int_frames % opts.ack_every == 0:
+                ack = echo_ack(acks, data, opts.first_psn)
+                if ack is not None:
+                    sock.send(ack)
+                    out.int_echoes_sent += 1
     sock.close()
     return out
 
@@ -201,6 +232,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--bin-ns", type=int, help="sum every sender's payload per source address in bins of this "
                    "many ns of network time")
     r.add_argument("--stop-file", help="after --frames, go on until this file exists")
+    r.add_argument("--int-echo-flow", help="be the judged QP's HPCC responder: RC ACKs of this flow (JSON, "
+                   "sw.roce.Flow's fields) echoing the INT hops of every --ack-every-th frame that carries INT")
+    r.add_argument("--ack-every", type=int, default=1, help="with --int-echo-flow: acknowledge every N-th INT "
+                   "frame (default 1)")
     i = sub.add_parser("inject", help="send one SEND ONLY frame")
     i.add_argument("--ifname", required=True)
     i.add_argument("--flow", required=True, help="the flow's fields as JSON (sw.roce.Flow)")
@@ -215,11 +250,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     opts = RecvOptions(qpn=args.dest_qpn, cnp_flow=Flow(**json.loads(args.cnp_flow)) if args.cnp_flow else None,
                        cnp_interval_ns=args.cnp_interval_ns, bin_ns=args.bin_ns,
-                       stop_file=Path(args.stop_file) if args.stop_file else None)
+                       stop_file=Path(args.stop_file) if args.stop_file else None,
+                       ack_flow=Flow(**json.loads(args.int_echo_flow)) if args.int_echo_flow else None,
+                       ack_every=max(1, args.ack_every), first_psn=args.first_psn)
     got = recv_frames(args.ifname, args.frames, args.timeout_s, ready=lambda: print("ready", flush=True), opts=opts)
     frames, int_counts = without_int(got.frames)
     write_frames(Path(args.pcap), frames)
     extra: dict[str, Any] = {"ce_frames": got.ce_frames, "cnps_sent": got.cnps_sent} if opts.cnp_flow else {}
+    if opts.ack_flow:
+        extra["int_echoes_sent"] = got.int_echoes_sent
     if opts.bin_ns:
         extra["bins"] = {"bin_ns": opts.bin_ns, "by_src": {ip: [per.get(k, 0) for k in range(max(per) + 1)]
                                                             for ip, per in got.bins.items()}}

@@ -61,6 +61,22 @@ def model_trajectory(params: DcqcnParams, init_ns: int, cnp_ns: list[int], sent_
     return out
 
 
+def check_reads(traj: list[tuple[int, int]], reads: list[RateRead], *, clk_ns: float, lag_ns: int,
+                conv: RateToIncrement) -> list[str]:
+    """The reads whose value is not the limiter increment of the model's rate (``traj``: change points
+    ``(ns, kb/s)``) at some time in ``[t - lag_ns, t]`` of the read's time ``t``, one line each."""
+    times = [t for t, _ in traj]
+    bad = []
+    for r in reads:
+        t = int(r.cycle * clk_ns)
+        lo = bisect.bisect_right(times, t - lag_ns) - 1
+        hi = bisect.bisect_right(times, t)
+        allowed = {conv.increment(rc) for _, rc in traj[max(0, lo):hi]}
+        if r.value not in allowed:
+            bad.append(f"clock {r.cycle}: QP_RATE {r.value}, model {sorted(allowed)}")
+    return bad
+
+
 def replay(params: DcqcnParams, *, clk_ns: float, qp: int, init: tuple[int, int], cnp_cycles: list[int],
            reads: list[RateRead], mtu_bytes: int, lag_ns: int, conv: RateToIncrement) -> dict[str, Any]:
     """Compare the reads of ``qp`` after its QP_INIT (``init``: clock, frames sent then) with the model fed the same
@@ -80,14 +96,6 @@ def replay(params: DcqcnParams, *, clk_ns: float, qp: int, init: tuple[int, int]
             prev = r.frames_tx
     end_ns = int(mine[-1].cycle * clk_ns)
     traj = model_trajectory(params, init_ns, cnp_ns, sent_at, end_ns)
-    times = [t for t, _ in traj]
-    bad = []
-    for r in mine:
-        t = int(r.cycle * clk_ns)
-        lo = bisect.bisect_right(times, t - lag_ns) - 1
-        hi = bisect.bisect_right(times, t)
-        allowed = {conv.increment(rc) for _, rc in traj[max(0, lo):hi]}
-        if r.value not in allowed:
-            bad.append(f"clock {r.cycle}: QP_RATE {r.value}, model {sorted(allowed)}")
+    bad = check_reads(traj, mine, clk_ns=clk_ns, lag_ns=lag_ns, conv=conv)
     return {"matches": not bad, "compared": len(mine), "mismatches": bad[:5], "lag_ns": lag_ns,
             "model_trace": [(t, rc, conv.increment(rc)) for t, rc in traj]}

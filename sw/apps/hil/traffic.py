@@ -1,12 +1,12 @@
 """The bridged NIC's test traffic: one QP configured through the host driver (SEND ONLY template of a flow,
-QP_INIT, rate; or DCQCN's parameters and cc_mode dcqcn) and the doorbells of N MTU-sized frames; the same steps
-free-running, in the bench and in tests."""
+QP_INIT, rate; or DCQCN's parameters and cc_mode dcqcn, or HPCC's and cc_mode hpcc) and the doorbells of N MTU-sized
+frames; the same steps free-running, in the bench and in tests."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sw.cc import DcqcnParams
+from sw.cc import DcqcnParams, HpccParams
 from sw.cc.nic_regs import PARAM_ADDR, TEMPLATE_BYTES
 from sw.roce import Flow, FlowTemplates, Opcode
 from sw.roce.softnic.rtl_nic_driver import RtlNicDriver
@@ -52,3 +52,22 @@ async def configure_dcqcn(nic: RtlNicDriver, qp: int, params: DcqcnParams) -> Dc
 
 DCQCN_FIELDS = tuple(name for name in DcqcnParams.__dataclass_fields__ if name in PARAM_ADDR)
 """The ``DcqcnParams`` fields the NIC has a register for (the NP's ``cnp_interval_ns`` among them)."""
+
+
+HPCC_FIELDS = ("line_rate_kbps", "min_rate_kbps", "base_rtt_ns", "eta_q16", "max_stage", "rate_ai_kbps")
+"""The ``HpccParams`` fields the NIC has a register for (``hpcc_`` + name; the INT counter widths are built in)."""
+
+
+async def configure_hpcc(nic: RtlNicDriver, qp: int, params: HpccParams, qlen_unit_bytes: int) -> HpccParams:
+    """Write ``params`` (the line rate first, so no bound clamps the rest) and the INT queue unit, switch to cc_mode
+    hpcc and start QP ``qp`` afresh (W = W_max, the line rate; its sent-frame count, hence its PSNs, from 0);
+    returns the parameters as the NIC holds them (read back).  The engine derives its windows from them within
+    ``HpccEngine.cfg_settle_clocks`` (114 clocks), far less than the register accesses that follow take."""
+    await nic.set_param("hpcc_line_rate_kbps", params.line_rate_kbps)
+    for name in HPCC_FIELDS[1:]:
+        await nic.set_param(f"hpcc_{name}", int(getattr(params, name)))
+    await nic.set_param("hpcc_qlen_unit_bytes", qlen_unit_bytes)
+    held = {name: await nic.param(f"hpcc_{name}") for name in HPCC_FIELDS}
+    await nic.set_cc_mode("hpcc")
+    await nic.qp_init(qp)
+    return params.replace(**held)

@@ -35,7 +35,7 @@ CASES: list[tuple[list[str], str]] = [
     ([*HIL_RUN, "--duration=-1ms"], "--duration"),
     ([*HIL_RUN, "--duration", "2s"], "--duration"),
     ([*HIL_RUN, "--cc", "cubic"], "--cc"),
-    ([*HIL_RUN, "--cc", "hpcc"], "--cc hpcc"),
+    ([*HIL_RUN, "--cc", "hpcc", "--hil-host", "s9"], "--hil-host s9"),   # hpcc runs: the next flag is checked
     ([*HIL_RUN, "--servers", "1", "--pods", "1"], "--servers 1"),
     ([*HIL_RUN, "--time-dilation", "0"], "--time-dilation"),
     ([*HIL_RUN, "--plot", "/nonexistent/x.png"], "--plot"),

@@ -1,0 +1,33 @@
+"""One congestion-controlled ``hil run`` on the default fabric from a test: the CLI's flags parsed as ``starpulse hil
+run`` parses them, the model built once, the JSON kept in the test's directory (``out.json``) for a failure's
+post-mortem, and what every such run must show checked: nothing left behind, every RTL frame received good and in
+order, nothing dropped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sw.apps.hil.model import HilSizes, ensure_model
+
+
+def run_cc(tmp_path: Path, cc: str, *, duration: str = "0.6ms", link_rate: str = "4G") -> dict[str, Any]:
+    """``starpulse hil run --link-rate LINK_RATE --duration DURATION --cc CC`` with the RTL on s0; its JSON."""
+    from emu.cli import fabric_options
+    from sw.apps.hil.cli import add_run_arguments
+    from sw.apps.hil.fabric_run import run_hil
+    from sw.units.cli_guard import ArgumentParser
+
+    ensure_model(HilSizes())
+    parser = ArgumentParser(prog="starpulse hil run")
+    add_run_arguments(parser)
+    args = parser.parse_args(["--link-rate", link_rate, "--duration", duration, "--cc", cc])
+    out = run_hil(fabric_options(args), hil_host="s0", cc=cc, duration_ns=args.duration, dilation=None,
+                  workdir=tmp_path)
+    (tmp_path / "out.json").write_text(json.dumps(out, indent=1))
+    assert out["leftovers"] == [], "the run's processes, namespaces and interfaces must be gone"
+    rx = out["receiver"]
+    assert rx["frames"] == rx["icrc_ok"] == rx["payload_ok"] == rx["psn_in_order"] == out["frames"], rx
+    assert out["drops"] == 0 and out["fabric_drops"] == 0
+    return out

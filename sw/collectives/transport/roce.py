@@ -73,11 +73,15 @@ ACK_TIMEOUT_WALL_FLOOR_S = 0.5
 Python ranks on a busy host into spurious go-back-N resends (a gap in the data is NAKed by the receiver at once;
 the timeout only covers a lost tail or a lost last ACK).  A rank busy in its own code still answers: the
 communicator's worker progresses the NIC between calls."""
-ACK_TIMEOUT_NET_FLOOR_NS = 1_000_000
-"""Nor shorter than 1 ms of network time (many fabric round trips; real RoCE NICs' adaptive timers start near),
-unless that is longer than ``ACK_TIMEOUT_WALL_CEILING_S`` of wall time at a high dilation."""
-ACK_TIMEOUT_WALL_CEILING_S = 4.0
-"""A lost tail must be resent well within the communicator's timeout (60 s wall without progress by default)."""
+ACK_TIMEOUT_NET_FLOOR_NS = 64_000_000
+"""Nor shorter than 64 ms of network time (IBTA timeout 14, a common RoCE setting), as the timer must outlast the
+queueing delay of a slow link: a cut link or a slowed NIC queues tens of ms of frames, and a timer shorter than
+that resends whole windows that were only queued (at a dilation of 192 a 1 ms floor, 4.2 ms, made every degraded
+link and slow NIC of the 50-fault campaign look lossy).  Capped by ``ACK_TIMEOUT_WALL_CEILING_S`` of wall time at
+a high dilation."""
+ACK_TIMEOUT_WALL_CEILING_S = 15.0
+"""A lost tail must be resent well within the communicator's timeout (60 s wall without progress by default):
+one timeout and a doubled second fit in it."""
 
 
 QP_TIMEOUT_MAX = 17
@@ -87,17 +91,19 @@ than wall time (a dead peer's QP then still gives up within ~10 s wall)."""
 
 def qp_timeout_for(dilation: float) -> int:
     """The QP attribute ``timeout`` (4.096 us * 2^t of network time) for a run at ``dilation``: the shortest that
-    clears the wall floor and the network floor (the latter capped by the wall ceiling), at most
-    ``QP_TIMEOUT_MAX``.  Undilated that is 17 (0.54 s); at a dilation of 192 it is 10 (4.2 ms of network time,
-    0.8 s wall).  A timeout fixed in network time grows with the dilation in wall time: 0.54 s at 192 is 103 s
+    clears the network floor, shortened while it exceeds the wall ceiling, lengthened while under the wall floor,
+    at most ``QP_TIMEOUT_MAX``.  Undilated that is 17 (0.54 s); at a dilation of 192 it is 14 (67 ms of network time,
+    12.9 s wall).  A timeout fixed in network time grows with the dilation in wall time: 0.54 s at 192 is 103 s
     wall, longer than the communicator's own timeout, so one lost tail on a lossy link killed the job."""
     dilation = max(dilation, 1e-9)
-    want_ns = max(ACK_TIMEOUT_WALL_FLOOR_S * 1e9 / dilation,
-                  min(ACK_TIMEOUT_NET_FLOOR_NS, ACK_TIMEOUT_WALL_CEILING_S * 1e9 / dilation))
-    want_ns = min(want_ns, ack_timeout_ns(QP_TIMEOUT_MAX))   # network time faster than wall: no longer than ever
     timeout = 1
-    while ack_timeout_ns(timeout) < want_ns and timeout < 31:
+    while ack_timeout_ns(timeout) < ACK_TIMEOUT_NET_FLOOR_NS:
         timeout += 1
+    while timeout > 1 and ack_timeout_ns(timeout) * dilation > ACK_TIMEOUT_WALL_CEILING_S * 1e9:
+        timeout -= 1
+    while ack_timeout_ns(timeout) * dilation < ACK_TIMEOUT_WALL_FLOOR_S * 1e9 and timeout < QP_TIMEOUT_MAX:
+        timeout += 1
+    timeout = min(timeout, QP_TIMEOUT_MAX)   # network time faster than wall: no longer than it ever was
     return timeout
 
 

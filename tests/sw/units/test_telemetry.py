@@ -43,7 +43,9 @@ def test_store_is_wal_and_reads_back_what_ranks_and_pollers_wrote(tmp_path: Path
         assert {p["switch"]: p["state"] for p in r.switch_polls()} == {"p0l0": "running", "sp0": "dead"}
         assert r.faults()[0]["target"] == "1"
         assert r.nic_counters(101) == [] and r.nic_counters(100) == [nic]
-        assert r.counts() == {"steps": 2, "collectives": 1, "ports": 1, "switches": 2, "faults": 1, "nics": 1}
+        assert r.counts() == {"steps": 2, "collectives": 1, "ports": 1, "switches": 2, "faults": 1, "nics": 1,
+                              "int_hops": 0}
+        assert r.int_hops() == []
 
 
 def test_a_failed_step_write_leaves_nothing_half_written(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from sw.clock import Clock
 from sw.ops.diagnose import diagnose
-from sw.ops.expected import CalibrationError, Expected, calibrate
+from sw.ops.expected import CalibrationError, Expected
 from sw.units import int_flag
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 
@@ -336,15 +336,12 @@ def _loop(args: argparse.Namespace, rng: random.Random, plan: list[str], early: 
     fab = target.fabric
     lo, hi = CALIBRATION
     _wait_step(store, world, hi, job, clock, args.timeout)
-    from sw.apps.ops_sim import with_sim
+    from sw.apps.ops_sim import store_expected
 
-    collectives = store.collectives()
     try:
-        exp = calibrate(store.steps(), collectives, store.port_polls(), lo, hi, store.nic_counters(),
-                        store.int_hops())
+        exp = store_expected(store, CALIBRATION)
     except CalibrationError as exc:
         raise CampaignError(str(exc)) from None
-    exp = with_sim(exp, store.meta(), collectives)
     links_meta = store.meta().get("links", [])
     t0, t1 = step_bounds(store, hi)
     step_wall_s = max(clock.wall_duration_ns(exp.step_ns) / 1e9, 0.05)

@@ -16,7 +16,7 @@ from typing import Any
 
 from sw.clock import get_clock
 from sw.ops.diagnose import diagnose
-from sw.ops.expected import CalibrationError, Expected, calibrate
+from sw.ops.expected import CalibrationError, Expected
 from sw.units import float_flag, int_flag
 from sw.units.telemetry import TelemetryStore
 
@@ -116,18 +116,15 @@ def open_store(args: argparse.Namespace) -> TelemetryStore:
 def expected_of(store: TelemetryStore, calibration: tuple[int, int]) -> Expected:
     """The run's expected model from its calibration steps (every rank's), with the flow-level simulator's
     calibrated predictions where it has them (``sw.apps.ops_sim``)."""
-    from sw.apps.ops_sim import with_sim
+    from sw.apps.ops_sim import store_expected
 
-    lo, hi = calibration
-    rows = store.steps()
-    if not rows:
+    if not store.steps():
         raise OpsError(f"{store.path}: the store has no steps yet (no training job recorded into it)")
-    collectives = store.collectives()
     try:
-        exp = calibrate(rows, collectives, store.port_polls(), lo, hi, store.nic_counters(), store.int_hops())
+        return store_expected(store, calibration)
     except CalibrationError as exc:
+        lo, hi = calibration
         raise OpsError(f"--calibrate {lo}:{hi}: {exc}") from None
-    return with_sim(exp, store.meta(), collectives)
 
 
 def window_start_ns(store: TelemetryStore, exp: Expected, since_s: float | None) -> int:

@@ -19,7 +19,7 @@ import numpy as np
 
 from sw.collectives.config import intra_rate_for
 from sw.collectives.fabric_topology import TopologyError, TopologySpec
-from sw.ops.expected import Expected, SimCollective, SimModel, algo_name, fit_sim
+from sw.ops.expected import Expected, SimCollective, SimModel, algo_name, calibrate, fit_sim
 from sw.sim import SimParams, simulate
 from sw.sim.schedules import ScheduleError
 from sw.workload import plan_step
@@ -90,6 +90,16 @@ def step_ns(spec: ModelSpec, topo: TopologySpec, durations: dict[tuple[str, int]
     costs = {k: CollectiveCost(k[0], k[1], durations[k][0], durations[k][1], np.zeros(world), "sim") for k in sizes}
     rec = step_records(plan, costs, np.ones(1), 1, 0)[0][0]
     return float(rec.t1_ns - rec.t0_ns)
+
+
+def store_expected(store: Any, calibration: tuple[int, int]) -> Expected:
+    """The expected model of the run in ``store`` (a ``TelemetryStore``), calibrated on steps ``calibration``
+    (inclusive) from every table it reads, with ``with_sim``'s predictions; ``CalibrationError`` when those steps
+    do not calibrate."""
+    lo, hi = calibration
+    collectives = store.collectives()
+    exp = calibrate(store.steps(), collectives, store.port_polls(), lo, hi, store.nic_counters(), store.int_hops())
+    return with_sim(exp, store.meta(), collectives)
 
 
 def with_sim(exp: Expected, meta: dict[str, Any], collectives: list[dict[str, Any]]) -> Expected:

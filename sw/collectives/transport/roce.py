@@ -95,15 +95,14 @@ def qp_timeout_for(dilation: float) -> int:
     at most ``QP_TIMEOUT_MAX``.  Undilated that is 17 (0.54 s); at a dilation of 192 it is 14 (67 ms of network time,
     12.9 s wall).  A timeout fixed in network time grows with the dilation in wall time: 0.54 s at 192 is 103 s
     wall, longer than the communicator's own timeout, so one lost tail on a lossy link killed the job."""
-    dilation = max(dilation, 1e-9)
     timeout = 1
-    while ack_timeout_ns(timeout) < ACK_TIMEOUT_NET_FLOOR_NS:
+    while ack_timeout_ns(timeout) < ACK_TIMEOUT_NET_FLOOR_NS:     # 14 (67 ms), below QP_TIMEOUT_MAX
         timeout += 1
     while timeout > 1 and ack_timeout_ns(timeout) * dilation > ACK_TIMEOUT_WALL_CEILING_S * 1e9:
         timeout -= 1
+    # network time faster than wall: lengthened toward the wall floor, but never past what it always was
     while ack_timeout_ns(timeout) * dilation < ACK_TIMEOUT_WALL_FLOOR_S * 1e9 and timeout < QP_TIMEOUT_MAX:
         timeout += 1
-    timeout = min(timeout, QP_TIMEOUT_MAX)   # network time faster than wall: no longer than it ever was
     return timeout
 
 

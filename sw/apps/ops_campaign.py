@@ -25,6 +25,7 @@ from sw.apps.ops_cli import window_diagnosis
 from sw.clock import Clock
 from sw.ops.expected import CalibrationError
 from sw.units import int_flag
+from sw.units.plot import plot_figure
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 
 KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch", "lossy_link", "slow_nic", "flapping_link",
@@ -440,24 +441,15 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
 
 
 def _plot(r: dict[str, Any], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     kinds = list(r["by_kind"])
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.5))
-    a1.bar([k for k in kinds], [r["by_kind"][k]["top1_accuracy"] or 0 for k in kinds], color="tab:blue")
-    a1.set_ylim(0, 1.05)
-    a1.set_title("top-1 accuracy per kind")
-    a2.bar(kinds, [r["by_kind"][k]["median_time_to_localize_s"] or 0 for k in kinds], color="tab:orange")
-    a2.set_title("median time to localize (network s)")
-    for ax in (a1, a2):
-        ax.tick_params(axis="x", labelrotation=20)
-    fig.tight_layout()
     try:
-        fig.savefig(path, dpi=100)
+        with plot_figure(path, 1, 2, figsize=(10, 3.5), dpi=100) as (_, (a1, a2)):
+            a1.bar([k for k in kinds], [r["by_kind"][k]["top1_accuracy"] or 0 for k in kinds], color="tab:blue")
+            a1.set_ylim(0, 1.05)
+            a1.set_title("top-1 accuracy per kind")
+            a2.bar(kinds, [r["by_kind"][k]["median_time_to_localize_s"] or 0 for k in kinds], color="tab:orange")
+            a2.set_title("median time to localize (network s)")
+            for ax in (a1, a2):
+                ax.tick_params(axis="x", labelrotation=20)
     except OSError as exc:
         raise CampaignError(f"--plot {path}: cannot write ({exc.strerror})") from None
-    finally:
-        plt.close(fig)

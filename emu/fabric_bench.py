@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from emu.status import parse_port_stats, spec_dict
 from emu.traffic import PROBE_READY_TIMEOUT_NS, TrafficError, read_line, stop_proc
 from p4.switch.tm import DEFAULT_QUEUE_DEPTH_PKTS
+from sw.units.plot import plot_figure
 
 if TYPE_CHECKING:
     from emu.fabric import Fabric
@@ -215,29 +216,21 @@ def summary(row: dict[str, Any]) -> str:
 
 def plot(result: dict[str, Any], path: str) -> None:
     """CPU-seconds per million packet-hops per component, and (after a rate search) forwarded vs offered."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     search = result.get("rate_search")
-    fig, axes = plt.subplots(1, 2 if search else 1, figsize=(11 if search else 6, 4), squeeze=False)
-    comps = [c for c in COMPONENTS if result["cpu"][c]["cpu_s_per_m_packet_hops"] is not None]
-    ax = axes[0][0]
-    ax.bar(comps, [result["cpu"][c]["cpu_s_per_m_packet_hops"] for c in comps], color="tab:blue")
-    ax.set_ylabel("CPU-seconds per million packet-hops")
-    ax.set_title(f"{result['pattern']}, {result['nics']} NICs, dilation {result['time_dilation']:g}, "
-                 f"{result['datapath']}")
-    if search:
-        ax2 = axes[0][1]
-        pts = sorted(search, key=lambda s: s["offered_fraction"])
-        ax2.plot([s["offered_fraction"] for s in pts], [s["forwarded_pkts_per_wall_s"] for s in pts], "-k")
-        for s in pts:
-            ax2.plot(s["offered_fraction"], s["forwarded_pkts_per_wall_s"], "o",
-                     color="tab:green" if s["fidelity_ok"] else "tab:red")
-        ax2.set_xlabel("offered load (fraction of line rate per NIC)")
-        ax2.set_ylabel("packet-hops per wall second")
-        ax2.set_title("green: fidelity ok, red: not ok")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with plot_figure(path, 1, 2 if search else 1, figsize=(11 if search else 6, 4), squeeze=False) as (_, axes):
+        comps = [c for c in COMPONENTS if result["cpu"][c]["cpu_s_per_m_packet_hops"] is not None]
+        ax = axes[0][0]
+        ax.bar(comps, [result["cpu"][c]["cpu_s_per_m_packet_hops"] for c in comps], color="tab:blue")
+        ax.set_ylabel("CPU-seconds per million packet-hops")
+        ax.set_title(f"{result['pattern']}, {result['nics']} NICs, dilation {result['time_dilation']:g}, "
+                     f"{result['datapath']}")
+        if search:
+            ax2 = axes[0][1]
+            pts = sorted(search, key=lambda s: s["offered_fraction"])
+            ax2.plot([s["offered_fraction"] for s in pts], [s["forwarded_pkts_per_wall_s"] for s in pts], "-k")
+            for s in pts:
+                ax2.plot(s["offered_fraction"], s["forwarded_pkts_per_wall_s"], "o",
+                         color="tab:green" if s["fidelity_ok"] else "tab:red")
+            ax2.set_xlabel("offered load (fraction of line rate per NIC)")
+            ax2.set_ylabel("packet-hops per wall second")
+            ax2.set_title("green: fidelity ok, red: not ok")

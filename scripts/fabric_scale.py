@@ -113,21 +113,16 @@ def growth_exponents(rows: list[dict[str, Any]]) -> dict[str, float | None]:
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """Wall times and peak RSS over NICs, log-log."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from sw.units.plot import plot_figure  # here: main() puts the repo on the path first
 
     nics = [r["nics"] for r in rows]
-    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(10, 4))
-    for key in ("up_s", "test_s", "down_s"):
-        ax_t.plot(nics, [r.get(key, float("nan")) for r in rows], marker="o", label=key[:-2])
-    ax_t.set(xscale="log", yscale="log", xlabel="NICs", ylabel="wall s", title="fabric up / test / down")
-    ax_t.legend()
-    ax_m.plot(nics, [r["peak_rss_bytes"] / 2**20 for r in rows], marker="o")
-    ax_m.set(xscale="log", yscale="log", xlabel="NICs", ylabel="MiB", title="peak RSS of the fabric's processes")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with plot_figure(path, 1, 2, figsize=(10, 4)) as (_, (ax_t, ax_m)):
+        for key in ("up_s", "test_s", "down_s"):
+            ax_t.plot(nics, [r.get(key, float("nan")) for r in rows], marker="o", label=key[:-2])
+        ax_t.set(xscale="log", yscale="log", xlabel="NICs", ylabel="wall s", title="fabric up / test / down")
+        ax_t.legend()
+        ax_m.plot(nics, [r["peak_rss_bytes"] / 2**20 for r in rows], marker="o")
+        ax_m.set(xscale="log", yscale="log", xlabel="NICs", ylabel="MiB", title="peak RSS of the fabric's processes")
 
 
 def print_table(result: dict[str, Any]) -> None:

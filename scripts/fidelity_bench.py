@@ -203,28 +203,23 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
 
 def plot(out: dict[str, Any], path: str) -> None:
     """Each row's value at its two dilations, relative to the first, against the 5 % band."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from sw.units.plot import plot_figure  # here: the script runs the project only as subprocesses otherwise
 
     rows = out["rows"]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.axhspan(1 - TOLERANCE, 1 + TOLERANCE, color="0.9", label="within 5 %")
-    for i, r in enumerate(rows):
-        a, b = r["values"]
-        rel = b / a if a else float("nan")
-        color = {True: "tab:green", False: "tab:red", None: "tab:gray"}[r["invariant"]]
-        ax.plot([i, i], [1.0, rel], color=color)
-        ax.scatter([i], [rel], color=color, zorder=3)
-        ka, kb = r["dilations"]
-        ax.annotate(f"k {ka:g} -> {kb:g}", (i, rel), textcoords="offset points", xytext=(6, 0), fontsize=7)
-    ax.set_xticks(range(len(rows)), [f"{r['experiment']}\n{r['metric']}" for r in rows], fontsize=7)
-    ax.set_ylabel("median at 2nd dilation / 1st")
-    ax.set_title("Network-time results at two dilations (gray: a run was not fidelity-ok)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    with plot_figure(path, figsize=(7, 3.5), dpi=120) as (_, ax):
+        ax.axhspan(1 - TOLERANCE, 1 + TOLERANCE, color="0.9", label="within 5 %")
+        for i, r in enumerate(rows):
+            a, b = r["values"]
+            rel = b / a if a else float("nan")
+            color = {True: "tab:green", False: "tab:red", None: "tab:gray"}[r["invariant"]]
+            ax.plot([i, i], [1.0, rel], color=color)
+            ax.scatter([i], [rel], color=color, zorder=3)
+            ka, kb = r["dilations"]
+            ax.annotate(f"k {ka:g} -> {kb:g}", (i, rel), textcoords="offset points", xytext=(6, 0), fontsize=7)
+        ax.set_xticks(range(len(rows)), [f"{r['experiment']}\n{r['metric']}" for r in rows], fontsize=7)
+        ax.set_ylabel("median at 2nd dilation / 1st")
+        ax.set_title("Network-time results at two dilations (gray: a run was not fidelity-ok)", fontsize=9)
+        ax.legend(fontsize=7)
     progress(f"plot written to {path}")
 
 

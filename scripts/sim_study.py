@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sw.sim.cli import spec_from_args  # noqa: E402
 from sw.sim.run import simulate  # noqa: E402
+from sw.units.plot import plot_figure  # noqa: E402
 
 CASES = [("allreduce", "ring", 2**30, (1000, 10_000, 100_000)),
          ("allreduce", "hier", 2**30, (1000, 10_000, 100_000)),
@@ -47,19 +48,12 @@ def run_study(oversubscriptions: list[float], cases=CASES) -> Iterator[dict]:
 
 
 def _plot(rows: list[dict], path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    labels = [f"{r['op']} {r['algo']}\n{r['gpus']} GPUs ov {r['oversubscription']:g}" for r in rows]
-    ax.bar(range(len(rows)), [r["ecmp_over_rail"] for r in rows])
-    ax.axhline(1.0, color="k", lw=0.8)
-    ax.set_xticks(range(len(rows)), labels, fontsize=6, rotation=60, ha="right")
-    ax.set_ylabel("time ECMP / rail routing")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with plot_figure(path, figsize=(7, 3.5)) as (_, ax):
+        labels = [f"{r['op']} {r['algo']}\n{r['gpus']} GPUs ov {r['oversubscription']:g}" for r in rows]
+        ax.bar(range(len(rows)), [r["ecmp_over_rail"] for r in rows])
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(range(len(rows)), labels, fontsize=6, rotation=60, ha="right")
+        ax.set_ylabel("time ECMP / rail routing")
 
 
 def main() -> int:

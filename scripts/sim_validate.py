@@ -38,6 +38,7 @@ from sw.collectives.fabric_topology import TopologyError, TopologySpec  # noqa: 
 from sw.collectives.tuner import ALGOS  # noqa: E402
 from sw.sim.run import SimParams, simulate  # noqa: E402
 from sw.units import UnitError, parse_rate_bps, parse_size_bytes  # noqa: E402
+from sw.units.plot import plot_figure  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOLOGIES = ("4x2", "8x2", "16x4")
@@ -146,32 +147,24 @@ def validate_topology(servers: int, gpus: int, args: argparse.Namespace) -> tupl
 
 
 def plot(rows: list[dict[str, Any]], path: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    for op, marker in (("allreduce", "o"), ("alltoall", "s")):
-        sel = [r for r in rows if r["op"] == op]
-        if sel:
-            ax.scatter([r["measured_s"] for r in sel], [r["predicted_s"] for r in sel], marker=marker, label=op)
-    top = max((t for r in rows for t in (r["measured_s"], r["predicted_s"])), default=0.0) * 1.1
-    if top > 0:
-        lim = np.array([0.0, top])
-        ax.plot(lim, lim, "k-", lw=0.8, label="predicted = measured")
-        ax.fill_between(lim, lim * 0.9, lim * 1.1, color="grey", alpha=0.2, label="±10 %")
-        ax.set_xlim(lim)
-        ax.set_ylim(lim)
-    ax.set_xlabel("measured (emulated fabric), s of network time")
-    ax.set_ylabel("predicted (flow-level simulator), s")
-    ax.legend()
-    fig.tight_layout()
     try:
-        fig.savefig(path)
+        with plot_figure(path, figsize=(5.5, 5)) as (_, ax):
+            for op, marker in (("allreduce", "o"), ("alltoall", "s")):
+                sel = [r for r in rows if r["op"] == op]
+                if sel:
+                    ax.scatter([r["measured_s"] for r in sel], [r["predicted_s"] for r in sel], marker=marker, label=op)
+            top = max((t for r in rows for t in (r["measured_s"], r["predicted_s"])), default=0.0) * 1.1
+            if top > 0:
+                lim = np.array([0.0, top])
+                ax.plot(lim, lim, "k-", lw=0.8, label="predicted = measured")
+                ax.fill_between(lim, lim * 0.9, lim * 1.1, color="grey", alpha=0.2, label="±10 %")
+                ax.set_xlim(lim)
+                ax.set_ylim(lim)
+            ax.set_xlabel("measured (emulated fabric), s of network time")
+            ax.set_ylabel("predicted (flow-level simulator), s")
+            ax.legend()
     except OSError as exc:
         raise ValidateError(f"--plot {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

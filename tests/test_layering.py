@@ -1,6 +1,7 @@
 """The README's layering, as a test: every import under hw/ p4/ emu/ sw/ (function-level and relative ones too)
 points down.  No exemptions: a module that needs something above its layer moves up (``sw.apps``), or the
-helper it needs moves down into a leaf (``sw.units``)."""
+helper it needs moves down into a leaf (``sw.units``).  One named exception: the plot set-up every ``--plot``
+shares (``sw.units.plot``) imports matplotlib inside its function, never at module level (``DRAWS_LAZILY``)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ PURE = ("sw.clock", "sw.units", "sw.cc", "sw.ops")
 
 THIRD_PARTY_HOME = {"mininet": ("emu",), "amaranth": ("hw",), "grpc": ("p4",)}
 """Third-party packages only one layer (and the top) may import."""
+
+DRAWS_LAZILY = {"sw.units.plot": "matplotlib"}
+"""The leaf module every ``--plot`` draws through, and the package it may import inside a function (never at
+module level): importing the leaf still loads only the standard library (tests/sw/units/test_plot.py)."""
 
 
 def layer_of(module: str) -> str | None:
@@ -79,6 +84,13 @@ def imports_of(path: Path) -> Iterator[tuple[int, str]]:
                 yield node.lineno, name
 
 
+def function_level_lines(path: Path) -> set[int]:
+    """Lines of the imports that stand inside a function of the file (run when it is called, not when imported)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return {node.lineno for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in ast.walk(fn) if isinstance(node, ast.Import | ast.ImportFrom)}
+
+
 def violations_in(path: Path) -> Iterator[str]:
     """One ``file:line: rule`` message per import that breaks a rule of the README's layering."""
     rel = path.relative_to(REPO)
@@ -104,6 +116,8 @@ def violations_in(path: Path) -> Iterator[str]:
                 yield f"{rel}:{line}: {source} imports {target}: {source} may import only {allowed}"
         elif root in THIRD_PARTY_HOME and source not in THIRD_PARTY_HOME[root]:
             yield f"{rel}:{line}: {source} imports {target}: only {' and '.join(THIRD_PARTY_HOME[root])} may"
+        elif DRAWS_LAZILY.get(_module_name(path)) == root and line in function_level_lines(path):
+            continue
         elif source in PURE and root != "__future__" and root not in sys.stdlib_module_names:
             yield f"{rel}:{line}: {source} imports {target}: {source} imports only the standard library and leaves"
 
@@ -140,6 +154,13 @@ def test_the_rules_catch_what_they_forbid(tmp_path: Path, monkeypatch: pytest.Mo
     assert list(violations_in(emu)) == [
         "emu/net.py:2: emu imports sw.cli: nothing below the top imports sw.cli",
         "emu/net.py:3: emu imports amaranth: only hw may",
+    ]
+    plot = tmp_path / "sw" / "units" / "plot.py"
+    plot.parent.mkdir()
+    plot.write_text("import matplotlib\n\n\ndef f():\n    import matplotlib.pyplot\n    import numpy\n")
+    assert list(violations_in(plot)) == [      # the lazy matplotlib import is the one allowed
+        "sw/units/plot.py:1: sw.units imports matplotlib: sw.units imports only the standard library and leaves",
+        "sw/units/plot.py:6: sw.units imports numpy: sw.units imports only the standard library and leaves",
     ]
 
 

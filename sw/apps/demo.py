@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sw.clock.lag import combine_fidelity, fidelity_exit
+from sw.units.plot import plot_figure
 
 ROOT = Path(__file__).resolve().parents[2]
 STARPULSE = [sys.executable, "-m", "sw.cli"]
@@ -137,21 +138,13 @@ def step_cc_incast(outdir: Path) -> dict:
                        "max_queue_bytes": res.max_queue_bytes, "ecn_marks": res.marks}
         traces[cc] = res.queue_samples_bytes
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(8, 4))
-        for cc, samples in traces.items():
-            ax.plot([i * 20 for i in range(len(samples))], [s / 1000 for s in samples], label=cc)
-        ax.set_xlabel("time (µs)")
-        ax.set_ylabel("bottleneck queue (KB)")
-        ax.set_title("8→1 incast, 25 Gb/s bottleneck (sw.cc golden models)")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(outdir / "incast_queue.png", dpi=100)
-        plt.close(fig)
+        with plot_figure(outdir / "incast_queue.png", figsize=(8, 4), dpi=100) as (_, ax):
+            for cc, samples in traces.items():
+                ax.plot([i * 20 for i in range(len(samples))], [s / 1000 for s in samples], label=cc)
+            ax.set_xlabel("time (µs)")
+            ax.set_ylabel("bottleneck queue (KB)")
+            ax.set_title("8→1 incast, 25 Gb/s bottleneck (sw.cc golden models)")
+            ax.legend()
     except ImportError:
         pass
     return figures

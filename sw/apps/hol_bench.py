@@ -32,6 +32,7 @@ import numpy as np
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.clock.lag import add_strict_fidelity_flag, combine_fidelity, fidelity_exit
 from sw.units import AutoDilation, add_time_dilation_flag, parse_rate_bps, parse_size_bytes
+from sw.units.plot import plot_figure
 
 SCENARIOS = ("alone", "pfc", "pfc_dcqcn", "pfc_own_priority")
 ROCE_DSCP, VICTIM_DSCP, CNP_DSCP, INT_DSCP = 26, 34, 48, 0x17
@@ -278,24 +279,16 @@ def run_scenario(name: str, cfg: HolConfig, clock: Clock | None = None) -> dict[
 
 def plot(runs: list[dict[str, Any]], path: str) -> None:
     """The victim's throughput per scenario, one PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    names = [r["scenario"] for r in runs]
-    values = [r["victim_throughput_bps"] / 1e6 for r in runs]
-    bars = ax.bar(names, values, color=["#4c72b0", "#c44e52", "#dd8452", "#55a868"][:len(runs)])
-    for b, r in zip(bars, runs, strict=True):
-        ax.annotate(f"{r['pauses_sent']} pauses", (b.get_x() + b.get_width() / 2, b.get_height()),
-                    ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("victim throughput (Mb/s, network time)")
-    ax.set_title(f"Head-of-line blocking: victim vs {runs[-1]['senders']}->1 incast under PFC, "
-                 f"{runs[0]['link_rate_bps'] / 1e6:g} Mb/s links")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with plot_figure(path, figsize=(7, 4)) as (_, ax):
+        names = [r["scenario"] for r in runs]
+        values = [r["victim_throughput_bps"] / 1e6 for r in runs]
+        bars = ax.bar(names, values, color=["#4c72b0", "#c44e52", "#dd8452", "#55a868"][:len(runs)])
+        for b, r in zip(bars, runs, strict=True):
+            ax.annotate(f"{r['pauses_sent']} pauses", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=8)
+        ax.set_ylabel("victim throughput (Mb/s, network time)")
+        ax.set_title(f"Head-of-line blocking: victim vs {runs[-1]['senders']}->1 incast under PFC, "
+                     f"{runs[0]['link_rate_bps'] / 1e6:g} Mb/s links")
 
 
 def run_bench(args: argparse.Namespace) -> int:

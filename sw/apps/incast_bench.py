@@ -67,6 +67,7 @@ from sw.units import (
     parse_size_bytes,
 )
 from sw.units.file_store import FileStore
+from sw.units.plot import plot_figure
 
 INT_ONE_HOP_BYTES = 4 + 12 + 28  # shim, MD header, one hop record
 DEFAULT_DILATION = 10000.0
@@ -360,25 +361,17 @@ def _check_alive(procs: list) -> None:
 
 def plot(runs: list[dict[str, Any]], path: str) -> None:
     """Completion time per flow and each run's utilization/fairness, one PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    width = 0.8 / max(1, len(runs))
-    for k, r in enumerate(runs):
-        xs = [i + k * width for i in range(len(r["completion_ns"]))]
-        ax.bar(xs, [t / 1e6 for t in r["completion_ns"]], width,
-               label=f"{r['cc']}: goodput {r['goodput_utilization']:.2f} (wire {r['utilization']:.2f}) of the link,"
-                     f" Jain {r['jain']:.3f}, drops {r['drops']}, max queue {r['max_queue_pkts']} pkts")
-    ax.set_xlabel("flow (sender)")
-    ax.set_ylabel("completion time (ms, network time)")
-    ax.set_title(f"{runs[0]['senders']}->1 RDMA WRITE incast, {runs[0]['link_rate_bps'] / 1e6:g} Mb/s links")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with plot_figure(path, figsize=(7, 4)) as (_, ax):
+        width = 0.8 / max(1, len(runs))
+        for k, r in enumerate(runs):
+            xs = [i + k * width for i in range(len(r["completion_ns"]))]
+            ax.bar(xs, [t / 1e6 for t in r["completion_ns"]], width,
+                   label=f"{r['cc']}: goodput {r['goodput_utilization']:.2f} (wire {r['utilization']:.2f}) of the link,"
+                         f" Jain {r['jain']:.3f}, drops {r['drops']}, max queue {r['max_queue_pkts']} pkts")
+        ax.set_xlabel("flow (sender)")
+        ax.set_ylabel("completion time (ms, network time)")
+        ax.set_title(f"{runs[0]['senders']}->1 RDMA WRITE incast, {runs[0]['link_rate_bps'] / 1e6:g} Mb/s links")
+        ax.legend(fontsize=8)
 
 
 def build_parser() -> argparse.ArgumentParser:

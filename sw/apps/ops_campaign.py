@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sw.apps.ops_cli import window_diagnosis
 from sw.clock import Clock
-from sw.ops.diagnose import diagnose
-from sw.ops.expected import CalibrationError, Expected
+from sw.ops.expected import CalibrationError
 from sw.units import int_flag
+from sw.units.plot import plot_figure
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 
 KINDS = ("slow_gpu", "degraded_link", "down_link", "dead_switch", "lossy_link", "slow_nic", "flapping_link",
@@ -204,22 +205,6 @@ def completed_step(store: TelemetryStore, world: int) -> int:
 def step_bounds(store: TelemetryStore, step: int) -> tuple[int, int]:
     lo, hi = store.db.execute("SELECT min(t0_ns), max(t1_ns) FROM steps WHERE step = ?", (step,)).fetchone()
     return int(lo), int(hi)
-
-
-def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str, Any]], since_ns: int,
-                     until_ns: int | None = None) -> dict[str, Any]:
-    """Diagnosis of the rows in [since, until]: steps and collectives that started in it, polls taken in it; the
-    simulator tests its degraded-link suspects (``sw.apps.ops_sim.explain``)."""
-    end = until_ns if until_ns is not None else 2**62
-    steps = [s for s in store.steps(since_ns) if since_ns <= s["t0_ns"] and s["t1_ns"] <= end]
-    colls = [c for c in store.collectives(since_ns) if since_ns <= c["post_ns"] and c["end_ns"] <= end]
-    polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
-    switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
-    nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
-    from sw.apps.ops_sim import explain
-
-    return explain(diagnose(exp, links, steps, colls, polls, switches, nics, store.int_hops(since_ns, end)), exp,
-                   store.meta(), colls)
 
 
 def _same_place(a: str, b: str) -> bool:
@@ -456,24 +441,15 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
 
 
 def _plot(r: dict[str, Any], path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     kinds = list(r["by_kind"])
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.5))
-    a1.bar([k for k in kinds], [r["by_kind"][k]["top1_accuracy"] or 0 for k in kinds], color="tab:blue")
-    a1.set_ylim(0, 1.05)
-    a1.set_title("top-1 accuracy per kind")
-    a2.bar(kinds, [r["by_kind"][k]["median_time_to_localize_s"] or 0 for k in kinds], color="tab:orange")
-    a2.set_title("median time to localize (network s)")
-    for ax in (a1, a2):
-        ax.tick_params(axis="x", labelrotation=20)
-    fig.tight_layout()
     try:
-        fig.savefig(path, dpi=100)
+        with plot_figure(path, 1, 2, figsize=(10, 3.5), dpi=100) as (_, (a1, a2)):
+            a1.bar([k for k in kinds], [r["by_kind"][k]["top1_accuracy"] or 0 for k in kinds], color="tab:blue")
+            a1.set_ylim(0, 1.05)
+            a1.set_title("top-1 accuracy per kind")
+            a2.bar(kinds, [r["by_kind"][k]["median_time_to_localize_s"] or 0 for k in kinds], color="tab:orange")
+            a2.set_title("median time to localize (network s)")
+            for ax in (a1, a2):
+                ax.tick_params(axis="x", labelrotation=20)
     except OSError as exc:
         raise CampaignError(f"--plot {path}: cannot write ({exc.strerror})") from None
-    finally:
-        plt.close(fig)

@@ -139,23 +139,32 @@ def window_start_ns(store: TelemetryStore, exp: Expected, since_s: float | None)
     return max(min(starts), exp.until_ns) if starts else exp.until_ns
 
 
-def diagnose_window(store: TelemetryStore, exp: Expected, since_ns: int) -> dict[str, Any]:
-    """Suspects from the rows of ``store`` since ``since_ns`` (steps started then or later)."""
+def window_diagnosis(store: TelemetryStore, exp: Expected, links: list[dict[str, Any]], since_ns: int,
+                     until_ns: int | None = None) -> dict[str, Any]:
+    """Diagnosis of the rows in [since, until] (open-ended without ``until_ns``): steps and collectives that started
+    in it, polls taken in it; the simulator tests its degraded-link suspects (``sw.apps.ops_sim.explain``).  One
+    function for ``ops diagnose/watch/report`` and the campaign; ``window`` names the steps judged, ``expected`` the
+    model."""
     from sw.apps.ops_sim import explain
 
-    steps = [s for s in store.steps(since_ns) if s["t0_ns"] >= since_ns]
-    colls = [c for c in store.collectives(since_ns) if c["post_ns"] >= since_ns]
-    result = diagnose(exp, store.meta().get("links", []), steps, colls, store.port_polls(since_ns),
-                      store.switch_polls(since_ns), store.nic_counters(since_ns), store.int_hops(since_ns))
-    explain(result, exp, store.meta(), colls)       # the simulator tests the degraded-link suspects
-    result["window"] = {"since_ns": since_ns, "steps": sorted({s["step"] for s in steps})}
+    end = until_ns if until_ns is not None else 2**62
+    steps = [s for s in store.steps(since_ns) if since_ns <= s["t0_ns"] and s["t1_ns"] <= end]
+    colls = [c for c in store.collectives(since_ns) if since_ns <= c["post_ns"] and c["end_ns"] <= end]
+    polls = [p for p in store.port_polls(since_ns) if p["t_ns"] <= end]
+    switches = [p for p in store.switch_polls(since_ns) if p["t_ns"] <= end]
+    nics = [n for n in store.nic_counters(since_ns) if n["t_ns"] <= end]   # also of a step still running
+    result = explain(diagnose(exp, links, steps, colls, polls, switches, nics, store.int_hops(since_ns, until_ns)),
+                     exp, store.meta(), colls)
+    result["window"] = {"since_ns": since_ns, "until_ns": until_ns, "steps": sorted({s["step"] for s in steps})}
     result["expected"] = exp.to_json()
     return result
 
 
 def diagnose_store(store: TelemetryStore, since_s: float | None, calibration: tuple[int, int]) -> dict[str, Any]:
     exp = expected_of(store, calibration)
-    return diagnose_window(store, exp, window_start_ns(store, exp, since_s))
+    result = window_diagnosis(store, exp, store.meta().get("links", []), window_start_ns(store, exp, since_s))
+    del result["window"]["until_ns"]        # open-ended: `ops diagnose --json`'s window has never named an end
+    return result
 
 
 def text_lines(result: dict[str, Any]) -> list[str]:

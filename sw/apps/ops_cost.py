@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sw.units import float_flag, int_flag
+from sw.units.plot import plot_figure
 
 TARGET_COST = 0.05
 """Issue 18 item 1: the collection costs less than 5 % of the emulation's throughput."""
@@ -214,29 +215,21 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 
 def plot(result: dict[str, Any], path: str) -> None:
     """Per-pair ratios on/off of each figure, with the 5 % line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     s = result["summary"]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    for i, key in enumerate(FIGURES):
-        ratios = s[key]["pair_ratios"]
-        ax.scatter([i] * len(ratios), ratios, color="tab:blue", zorder=3)
-        if s[key]["median_pair_ratio"] is not None:
-            ax.hlines(s[key]["median_pair_ratio"], i - 0.25, i + 0.25, color="tab:orange")
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.axhline(1 - TARGET_COST, color="tab:red", linestyle="--", linewidth=0.8, label="target (-5 %)")
-    ax.set_xticks(range(len(FIGURES)), FIGURES, fontsize=8)
-    ax.set_ylabel("ops on / ops off (per pair; orange: median)")
-    fid = "" if s["all_fidelity_ok"] else "  (fidelity NOT ok in some runs: figures bent)"
-    ax.set_title(f"ops collection cost, dilation {result['time_dilation']:g}, {result['load']['start']}{fid}",
-                 fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with plot_figure(path, figsize=(8, 4), dpi=110) as (_, ax):
+        for i, key in enumerate(FIGURES):
+            ratios = s[key]["pair_ratios"]
+            ax.scatter([i] * len(ratios), ratios, color="tab:blue", zorder=3)
+            if s[key]["median_pair_ratio"] is not None:
+                ax.hlines(s[key]["median_pair_ratio"], i - 0.25, i + 0.25, color="tab:orange")
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.axhline(1 - TARGET_COST, color="tab:red", linestyle="--", linewidth=0.8, label="target (-5 %)")
+        ax.set_xticks(range(len(FIGURES)), FIGURES, fontsize=8)
+        ax.set_ylabel("ops on / ops off (per pair; orange: median)")
+        fid = "" if s["all_fidelity_ok"] else "  (fidelity NOT ok in some runs: figures bent)"
+        ax.set_title(f"ops collection cost, dilation {result['time_dilation']:g}, {result['load']['start']}{fid}",
+                     fontsize=9)
+        ax.legend(fontsize=8)
 
 
 def children_cpu_ns() -> int:

@@ -15,8 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from sw.apps.ops_campaign import window_diagnosis
-from sw.apps.ops_cli import OpsError, expected_of, open_store, parse_calibration, window_start_ns
+from sw.apps.ops_cli import OpsError, expected_of, open_store, parse_calibration, window_diagnosis, window_start_ns
 from sw.units import float_flag
 from sw.units.telemetry import TelemetryStore
 
@@ -110,12 +109,7 @@ def diagnose_between(store: TelemetryStore, since_s: float | None, until_s: floa
     if until_ns is not None and until_ns <= since_ns:
         start_s = (since_ns - store.meta().get("origin_ns", 0)) / 1e9
         raise OpsError(f"--until {until_s:g}: must be after the window's start ({start_s:g} s after the run's start)")
-    result = window_diagnosis(store, exp, store.meta().get("links", []), since_ns, until_ns)
-    end = until_ns if until_ns is not None else 2**62
-    steps = {s["step"] for s in store.steps(since_ns) if s["t0_ns"] >= since_ns and s["t1_ns"] <= end}
-    result["window"] = {"since_ns": since_ns, "until_ns": until_ns, "steps": sorted(steps)}
-    result["expected"] = exp.to_json()
-    return result
+    return window_diagnosis(store, exp, store.meta().get("links", []), since_ns, until_ns)
 
 
 def fabric_of(meta_links: list[dict[str, Any]], polls: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],

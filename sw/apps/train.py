@@ -28,6 +28,7 @@ from sw.collectives.autotune import choice_lines
 from sw.collectives.config import ENV_ROCE_CC, ENV_STORE
 from sw.units import int_flag
 from sw.units.cli_guard import ArgumentParser, call_guarded
+from sw.units.plot import plot_figure
 from sw.units.straggler import ENV_SLOW_DIR, compute_factor, nic_rate_share, parse_slow, set_compute_factor
 from sw.units.telemetry import ENV_TELEMETRY_DB, TelemetryStore
 from sw.workload import PRESETS, ModelSpec, load_spec, plan_step, run_workload
@@ -317,33 +318,27 @@ def summary_lines(rep: dict[str, Any]) -> list[str]:
 
 def plot_timeline(rep: dict[str, Any], path: str) -> None:
     """Per-rank timeline of the first measured steps: compute, communication in flight, waiting (matplotlib)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     timeline = rep["timeline"]
-    fig, ax = plt.subplots(figsize=(12, 0.5 + 0.55 * len(timeline)))
-    for row in timeline:
-        y = row["rank"]
-        for kind, lanes in ((COMPUTE, (y - 0.4, 0.4)), (WAIT, (y - 0.4, 0.4)), (COMM, (y + 0.02, 0.35))):
-            bars = [(a / 1e6, (b - a) / 1e6) for k, a, b in row["segments"] if k == kind and b > a]
-            ax.broken_barh(bars, lanes, color=TIMELINE_COLORS[kind])
-        for end in row["step_ends_ns"]:
-            ax.plot([end / 1e6] * 2, [y - 0.45, y + 0.45], color="grey", linewidth=0.8)
-    ax.set_yticks([r["rank"] for r in timeline], [f"rank {r['rank']}" for r in timeline])
-    ax.invert_yaxis()
-    ax.set_xlabel("ms of network time since the rank's first measured step (grey: step ends)")
-    fid = rep.get("fidelity") or {}
-    ax.set_title(f"{rep['config']['model']['name']}: comm_share {rep['comm_share']:.3f}, link_load "
-                 f"{rep['link_load']:.3f}" + ("" if fid.get("ok", True) else "  (fidelity NOT ok: figures bent)"),
-                 fontsize=10)
-    ax.legend(handles=[Patch(color=c, label=k if k != COMM else "comm in flight") for k, c in TIMELINE_COLORS.items()],
-              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with plot_figure(path, figsize=(12, 0.5 + 0.55 * len(timeline)), dpi=110) as (_, ax):
+        for row in timeline:
+            y = row["rank"]
+            for kind, lanes in ((COMPUTE, (y - 0.4, 0.4)), (WAIT, (y - 0.4, 0.4)), (COMM, (y + 0.02, 0.35))):
+                bars = [(a / 1e6, (b - a) / 1e6) for k, a, b in row["segments"] if k == kind and b > a]
+                ax.broken_barh(bars, lanes, color=TIMELINE_COLORS[kind])
+            for end in row["step_ends_ns"]:
+                ax.plot([end / 1e6] * 2, [y - 0.45, y + 0.45], color="grey", linewidth=0.8)
+        ax.set_yticks([r["rank"] for r in timeline], [f"rank {r['rank']}" for r in timeline])
+        ax.invert_yaxis()
+        ax.set_xlabel("ms of network time since the rank's first measured step (grey: step ends)")
+        fid = rep.get("fidelity") or {}
+        ax.set_title(f"{rep['config']['model']['name']}: comm_share {rep['comm_share']:.3f}, link_load "
+                     f"{rep['link_load']:.3f}" + ("" if fid.get("ok", True) else "  (fidelity NOT ok: figures bent)"),
+                     fontsize=10)
+        ax.legend(handles=[Patch(color=c, label=k if k != COMM else "comm in flight")
+                           for k, c in TIMELINE_COLORS.items()],
+                  loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
 
 
 def _finish(args: argparse.Namespace, rep: dict[str, Any]) -> int:

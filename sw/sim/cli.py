@@ -16,6 +16,7 @@ from sw.units import (
     parse_rate_bps,
     parse_size_bytes,
 )
+from sw.units.plot import plot_figure
 
 from .flow_fabric import ROUTINGS
 from .run import SimParams, simulate
@@ -101,19 +102,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot(util: Any, path: str, title: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.hist(util, bins=50)
-    ax.set_xlabel("link utilisation over the collective")
-    ax.set_ylabel("links")
-    ax.set_title(title)
-    fig.tight_layout()
     try:
-        fig.savefig(path)
+        with plot_figure(path, figsize=(6, 3.5)) as (_, ax):
+            ax.hist(util, bins=50)
+            ax.set_xlabel("link utilisation over the collective")
+            ax.set_ylabel("links")
+            ax.set_title(title)
     except OSError as exc:
         raise SimUserError(f"--plot {path}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)

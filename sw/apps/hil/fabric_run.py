@@ -63,6 +63,7 @@ from sw.clock.lag import fidelity
 from sw.roce.softnic.qp_pacer import make_cc, make_np
 from sw.roce.wire.int_md import INT_HOP_BYTES, INT_MD_BYTES, INT_SHIM_BYTES, MAX_INT_HOPS
 from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
+from sw.units.plot import plot_figure
 
 RTL_LOAD = 0.8            # the busiest hop's load (INT included): below line rate, so cc none drops nothing
 FREE_FRAMES = 2000        # frames of the free-running speed measurement that picks the dilation (as hil bench)
@@ -453,31 +454,24 @@ def last_half_jain(series: dict[str, list[int]], names: list[str]) -> float | No
 def plot(out: dict[str, Any], path: str) -> None:
     """Every sender's payload throughput at the receiver over network time (its bins), and the RTL's QP_RATE as a
     payload rate (the limiter counts payload bytes), from the RTL's first doorbell."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    bins = out["throughput_bins"]
-    bin_ns = bins["bin_ns"]
-    kinds = {s["name"]: s["kind"] for s in out["senders"]}
-    for name, per in sorted(bins["payload_bytes"].items()):
-        t_ms = [(k + 0.5) * bin_ns / 1e6 for k in range(len(per))]
-        ax.plot(t_ms, [b * 8 / bin_ns for b in per], "-o", ms=3,
-                label=f"{name} ({kinds.get(name, '?')}) received, payload Gb/s")
-    trace = out["rtl"]["rate_trace"]
-    if trace:
-        t0 = trace[0]["rtl_ns"]
-        name = out["senders"][0]["name"]
-        ax.step([(s["rtl_ns"] - t0) / 1e6 for s in trace], [s["qp_rate"] * 8 * CLK_HZ / (1 << 24) / 1e9 for s in trace],
-                "--", where="post", label=f"{name} QP_RATE (RTL), payload Gb/s")
-    ax.set_xlabel("network time since the start (ms)")
-    ax.set_ylabel("Gb/s")
-    ax.set_title(f"hil run, cc {out['cc']}, dilation {out['time_dilation']:g}, Jain {out['jain']}, drops "
-                 f"{out['drops']}, model match {out['rtl']['rate_trace_matches_model']}, fidelity ok "
-                 f"{out['fidelity']['ok']}", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    with plot_figure(path, figsize=(8, 4.5)) as (_, ax):
+        bins = out["throughput_bins"]
+        bin_ns = bins["bin_ns"]
+        kinds = {s["name"]: s["kind"] for s in out["senders"]}
+        for name, per in sorted(bins["payload_bytes"].items()):
+            t_ms = [(k + 0.5) * bin_ns / 1e6 for k in range(len(per))]
+            ax.plot(t_ms, [b * 8 / bin_ns for b in per], "-o", ms=3,
+                    label=f"{name} ({kinds.get(name, '?')}) received, payload Gb/s")
+        trace = out["rtl"]["rate_trace"]
+        if trace:
+            t0 = trace[0]["rtl_ns"]
+            name = out["senders"][0]["name"]
+            ax.step([(s["rtl_ns"] - t0) / 1e6 for s in trace],
+                    [s["qp_rate"] * 8 * CLK_HZ / (1 << 24) / 1e9 for s in trace],
+                    "--", where="post", label=f"{name} QP_RATE (RTL), payload Gb/s")
+        ax.set_xlabel("network time since the start (ms)")
+        ax.set_ylabel("Gb/s")
+        ax.set_title(f"hil run, cc {out['cc']}, dilation {out['time_dilation']:g}, Jain {out['jain']}, drops "
+                     f"{out['drops']}, model match {out['rtl']['rate_trace_matches_model']}, fidelity ok "
+                     f"{out['fidelity']['ok']}", fontsize=9)
+        ax.legend(fontsize=8)

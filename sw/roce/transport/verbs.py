@@ -113,8 +113,25 @@ def _sg_tuple(sge: Sge | Sequence[Sge]) -> tuple[Sge, ...]:
     return (sge,) if isinstance(sge, Sge) else tuple(sge)
 
 
+class _ScatterGather:
+    """What a send and a receive work request share: ``sge`` given as one Sge or a sequence (kept as the Sge or a
+    tuple), and its elements as a tuple (``sg_list``)."""
+
+    __slots__ = ()
+    sge: Sge | tuple[Sge, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sge, Sge):
+            object.__setattr__(self, "sge", _sg_tuple(self.sge))
+
+    @property
+    def sg_list(self) -> tuple[Sge, ...]:
+        """The scatter/gather elements as a tuple (one or more)."""
+        return _sg_tuple(self.sge)
+
+
 @dataclass(frozen=True, slots=True)
-class SendWr:
+class SendWr(_ScatterGather):
     """A send-queue work request; ``remote_addr``/``rkey`` for RDMA and atomics, ``imm_data`` for *_WITH_IMM.
 
     ``sge`` is one Sge or a list of them (ibv_send_wr.sg_list).  Atomics: ``compare_add`` is the compare value
@@ -132,31 +149,13 @@ class SendWr:
     swap: int = 0
     fence: bool = False  # IBV_SEND_FENCE: wait until every earlier RDMA READ / atomic of this QP has completed
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.sge, Sge):
-            object.__setattr__(self, "sge", _sg_tuple(self.sge))
-
-    @property
-    def sg_list(self) -> tuple[Sge, ...]:
-        """The scatter/gather elements as a tuple (one or more)."""
-        return _sg_tuple(self.sge)
-
 
 @dataclass(frozen=True, slots=True)
-class RecvWr:
+class RecvWr(_ScatterGather):
     """A receive-queue work request: where the next incoming SEND lands (one Sge or a list, filled in order)."""
 
     wr_id: int
     sge: Sge | tuple[Sge, ...]
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.sge, Sge):
-            object.__setattr__(self, "sge", _sg_tuple(self.sge))
-
-    @property
-    def sg_list(self) -> tuple[Sge, ...]:
-        """The scatter/gather elements as a tuple (one or more)."""
-        return _sg_tuple(self.sge)
 
 
 MAX_SGE = 30  # device limit (ibv_device_attr.max_sge of a ConnectX-class HCA)

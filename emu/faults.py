@@ -16,8 +16,13 @@ A slow NIC (``slow_nic s1-eth0 RATE``, cleared by ``restore_nic s1-eth0``) makes
 port at RATE from its next step (``sw.units.straggler.set_nic_rate_share``, read by ``starpulse train``'s ranks).
 A flapping link (``flap A:B PERIOD``) goes down and up every half PERIOD of network time (a thread on the
 fabric's clock, each change logged) until ``link_up`` or ``restore_link`` on it stops it and leaves it up.  A
-congested port (``congest s1-eth0 RATE``, stopped by ``uncongest s1-eth0``): foreign UDP at RATE from the next NIC
-of the same leaf into that NIC, so the leaf's port toward it carries more than the job's traffic.  A PFC storm
+congested port (``congest s1-eth0 RATE``, stopped by ``uncongest s1-eth0``): another tenant's RoCE traffic into
+that NIC, as in a shared cluster (``emu.tenant``: an RC QP from the next NIC of the same leaf and rail, RDMA WRITEs
+paced at RATE in the fabric's lossless RoCE class, honouring PFC pauses and cutting its rate on CNPs like any DCQCN
+sender; its receiver runs beside the rank in the target host, on QP numbers of its own, so neither NIC takes the
+other's frames), so the leaf's port toward it is shared with the job's traffic instead of starving the foreign
+stream behind the job's class (foreign UDP in class 0, the fault before) or overrunning the lossless class (a
+sender deaf to PAUSE).  A PFC storm
 (``pfc_storm s1:0``, i.e. HOST[:RAIL], rail 0 when left out; stopped by ``restore_pfc s1:0``): a process in the
 host's namespace (``emu.pfc_storm``) makes that NIC send PFC PAUSE frames for the fabric's lossless priority with
 the maximum quanta, refreshed every quarter of the pause time (network time), so the leaf's queue toward the NIC
@@ -27,6 +32,7 @@ stays paused and the pause spreads upstream; it needs a fabric with PFC on (``--
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -44,8 +50,10 @@ if TYPE_CHECKING:
 ACTIONS = ("link_down", "link_up", "slow_link", "restore_link", "loss", "delay", "switch_stop", "switch_start",
            "slow_gpu", "restore_gpu", "slow_nic", "restore_nic", "flap", "congest", "uncongest", "pfc_storm",
            "restore_pfc")
-CONGEST_PAYLOAD_BYTES = 1400
-"""Datagram payload of the foreign traffic a ``congest`` fault sends (``emu.probe --blast``)."""
+TENANT_SUBDIR = "tenants"
+"""The fabric workdir's subdirectory of the ``congest`` streams' rendezvous stores and logs (``emu.tenant``)."""
+TENANT_READY_WALL_NS = 30_000_000_000
+"""Wall time both ends of a ``congest`` stream get to open their NICs and connect."""
 PFC_STORM_REFRESHES = 4
 """A storming NIC sends its maximum-quanta pause this many times per pause time (it never runs out)."""
 MIN_FLAP_PERIOD_NS = 1_000_000
@@ -426,10 +434,16 @@ class FaultInjector:
             stop.wait(clock.wall_duration_ns(half_ns) / 1e9)    # the half period in wall time; a stop wakes it
 
     def _congest(self, nic: str, value: str | None) -> list[str]:
-        """Foreign UDP traffic at RATE from the next server's NIC on the same rail to ``nic``: the leaf port toward
-        ``nic`` carries it on top of the job's (a congested switch port)."""
+        """Another tenant's RoCE stream at RATE from the next NIC of the same leaf and rail into ``nic``
+        (``emu.tenant``: an RC QP in the lossless RoCE class, paced, honouring PFC pauses, DCQCN on CNPs), so the
+        leaf's port toward ``nic`` is shared with the job's traffic (a congested switch port).  Its receiver runs
+        in the target host's namespace beside the rank, on QP numbers of its own."""
         import subprocess
         import sys
+
+        from emu.traffic import TrafficError, read_line
+        from sw.clock import ENV_DILATION
+        from sw.roce.softnic.pfc import nic_pfc_env
 
         _rank, link = self._nic_rank("congest", nic)
         rate_bps = self._nic_rate("congest", nic, link, value)
@@ -441,21 +455,42 @@ class FaultInjector:
         src = same_rail[(same_rail.index(dst) + 1) % len(same_rail)]
         if src is dst:
             raise FaultError(f"congest {nic}: no other NIC on its leaf {dst.leaf} to send from")
-        pps = rate_bps / 8 / CONGEST_PAYLOAD_BYTES
-        proc = self.fabric.net.hosts[src.server].popen(
-            [sys.executable, "-m", "emu.probe", "--blast", str(int(pps * 3600 * 24)), "--pps", f"{pps:.3f}",
-             "--size", str(CONGEST_PAYLOAD_BYTES), "--ecn", "--src", src.ip, "--dst", dst.ip],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.fabric.helper_procs.append(proc)
-        self.congested[nic] = (proc, rate_bps)
-        return [src.server, dst.leaf]
+        store = Path(self.fabric.workdir) / TENANT_SUBDIR / nic
+        if store.exists():            # a previous congest of this NIC: its rendezvous keys are stale
+            for old in store.iterdir():
+                old.unlink()
+        store.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, ENV_DILATION: repr(float(self.fabric.clock.dilation)),
+               **nic_pfc_env(self.fabric.spec.pfc_priority, os.environ)}
+        procs = []
+        for role, end in (("receiver", dst), ("sender", src)):
+            log = (store.parent / f"{nic}.{role}.log").open("ab")
+            proc = self.fabric.net.hosts[end.server].popen(
+                [sys.executable, "-m", "emu.tenant", role, "--dev", end.ifname, "--store", str(store),
+                 "--gateway-mac", end.gateway_mac, "--rate-bps", str(rate_bps)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env)
+            log.close()
+            self.fabric.helper_procs.append(proc)
+            procs.append(proc)
+        try:
+            for proc, end in zip(procs, (dst, src), strict=True):
+                read_line(self.fabric.clock, proc, end.server, "ready",
+                          int(self.fabric.clock.net_duration_ns(TENANT_READY_WALL_NS)))
+        except TrafficError as exc:
+            for proc in reversed(procs):
+                self._stop_helper(proc)
+            raise FaultError(f"congest {nic}: the tenant's stream did not start ({exc}; log in {store.parent})") \
+                from None
+        self.congested[nic] = (procs, rate_bps)
+        return [src.server, dst.leaf, dst.server]
 
     def _uncongest(self, nic: str) -> list[str]:
         self._nic_rank("uncongest", nic)
         if nic not in self.congested:
             raise FaultError(f"uncongest {nic}: not congested (congest {nic} RATE starts it)")
-        proc, _rate = self.congested.pop(nic)
-        self._stop_helper(proc)
+        procs, _rate = self.congested.pop(nic)
+        for proc in reversed(procs):    # the sender first: the receiver still ACKs what is in flight
+            self._stop_helper(proc)
         return [nic]
 
     def _stop_helper(self, proc: Any) -> None:

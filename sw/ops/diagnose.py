@@ -7,9 +7,11 @@ NIC in most of the window's retransmissions, with every peer, while no switch po
 whose compute per step grew against its own history while its peers' did not, and that its peers waited on (slow
 GPU); a port whose queue, ECN marks or drops grew against its healthy level while collectives ran slower than
 expected (``Expected.predict_ns``: the calibrated simulator, else alpha-beta) (degraded link, or lossy link when it
-drops without queueing); a port held by received PFC pauses for most of the window with packets queued and its
-egress idle (PFC storm: the NIC or switch at its other end keeps pausing it), whose place's other suspects are its
-effects.  INT hop records (sampled reports), where the store has them, join a suspect's
+drops without queueing; a congested port when it sends at its link's rate, or when a share of what it sends toward
+a NIC is not the job's (beyond what the leaf's other NIC ports send) while the others wait on the rank behind it:
+another tenant's traffic shares it); a port held by received PFC pauses for most of the window with packets
+queued and its egress idle (PFC storm: the NIC or switch at its other end keeps pausing it), whose place's other
+suspects are its effects.  INT hop records (sampled reports), where the store has them, join a suspect's
 evidence: the hop at its place whose latency or queue grew against healthy.
 """
 
@@ -43,6 +45,11 @@ LOSSY_SHARE = 0.75
 CONGESTED_UTIL = 0.75
 """A growing queue at a port sending at this share of its link's rate or more: more traffic than the link carries
 (a congested port), not a slow link."""
+FOREIGN_SHARE = 0.4
+"""A port toward a NIC of which this share or more of what it sent is not the job's (beyond what its leaf's other
+NIC ports send: the job sends every NIC of a rail as much): another tenant's traffic shares it (a congested port)."""
+FOREIGN_MIN_UTIL = 0.5
+"""... and which sends at this share of its link's rate or more (a rate-cut link sends below its cut)."""
 PFC_PAUSED_SHARE = 0.5
 """A port whose egress received PFC pauses held for this share of the window or more, ..."""
 PFC_IDLE_UTIL = 0.1
@@ -92,7 +99,7 @@ def diagnose(exp: Expected, links: list[dict[str, Any]], steps: list[dict[str, A
                 "comm_ratio": _comm_ratio(exp, collectives),
                 "step_ratio": _step_ratio(exp, steps), "waited_on": {f"rank {r}": n for r, n in waited_on.items()}}
     slow = _slow_ranks(exp, steps, waited_on, suspects)
-    _ports(exp, polls, dead, links, symptoms, suspects)
+    _ports(exp, polls, dead, links, symptoms, suspects, _where(steps, links))
     _slow_nics(steps, waited_on, slow, links, suspects)
     suspects = _fold_into_storms(pfc_storms(polls, dead, links), suspects, links)
     suspects.sort(key=lambda s: (-s.confidence, -s.severity))
@@ -279,8 +286,10 @@ def _slow_nics(steps: list[dict[str, Any]], waited_on: Counter[int], slow: set[i
         ev = [f"its peers waited on rank {rank} (server s{where[rank][0]}, NIC {where[rank][1]}): it posted last in "
               f"{n} of {total} late-posted collectives over {nsteps} step(s)",
               f"rank {rank}'s compute is within its healthy range: the delay is in its communication"]
-        known = next((s for s in out if s.place in (place, nic_name(*where[rank]))), None)
-        if known is not None:           # its leaf port or its NIC explains it too: one suspect, both chains
+        port = next((f"{lk['b']} port {lk['b_port']}" for lk in links if "b_port" in lk
+                     and lk.get("a_ifname") == nic_name(*where[rank])), None)
+        known = next((s for s in out if s.place in (place, nic_name(*where[rank]), port)), None)
+        if known is not None:           # its link, leaf port or NIC explains it too: one suspect, both chains
             known.evidence += ev
             known.confidence = round(min(0.97, known.confidence + 0.1), 3)
             continue
@@ -314,11 +323,46 @@ def _slow_ranks(exp: Expected, steps: list[dict[str, Any]], waited_on: Counter[i
     return slow
 
 
+def foreign_shares(deltas: dict[tuple[str, int], dict[str, Any]], links: list[dict[str, Any]],
+                   where: dict[int, tuple[int, int]]) -> dict[tuple[str, int], tuple[int, float, float, float]]:
+    """Per leaf port toward a NIC: (the rank behind it, the share of what it sent that is not the job's, its rate and
+    the job's, in bit/s).  The job's all-to-all and ring allreduce send every NIC of a rail as much, so the job's
+    rate into a NIC is the median of its leaf's other NIC ports (at least two of them); what a port sends beyond
+    that is foreign traffic (a port sending less, e.g. a cut link, has none)."""
+    ranks = {sg: r for r, sg in where.items()}
+    host_ports: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
+    for lk in links:
+        d = deltas.get((lk["b"], lk.get("b_port", -1)))
+        ifname = lk.get("a_ifname", "")
+        if lk.get("kind") != "host-leaf" or d is None or d["span_ns"] <= 0 or not ifname.startswith(lk["a"] + "-eth"):
+            continue
+        server, gpu = lk["a"][1:], ifname.rsplit("-eth", 1)[1]
+        rank = ranks.get((int(server), int(gpu))) if server.isdigit() and gpu.isdigit() else None
+        if rank is not None:
+            host_ports[lk["b"]].append((lk["b_port"], rank, d["tx_bytes"] * 8e9 / d["span_ns"]))
+    out = {}
+    for sw, ports in host_ports.items():
+        for port, rank, bps in ports:
+            others = [x for p, _r, x in ports if p != port]
+            if len(others) < 2 or bps <= 0:
+                continue
+            job_bps = statistics.median(others)
+            out[(sw, port)] = (rank, max(0.0, 1.0 - job_bps / bps), bps, job_bps)
+    return out
+
+
 def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: list[dict[str, Any]],
-           symptoms: dict[str, Any], out: list[Suspect]) -> None:
+           symptoms: dict[str, Any], out: list[Suspect], where: dict[int, tuple[int, int]] | None = None) -> None:
+    """Ports whose queue, ECN marks or drops grew while the job ran slow (or that dropped), by how much: a
+    degraded link (a rate cut), a lossy one (drops, no queue), or a congested port (one sending at its link's
+    rate, or carrying frames that are not the job's toward a NIC whose rank the others wait on)."""
     comm_slow = (symptoms["comm_ratio"] or 0) >= COMM_SLOW_RATIO or (symptoms["step_ratio"] or 0) >= COMM_SLOW_RATIO
+    rates = {frozenset((lk["a"], lk["b"])): lk.get("rate_bps", 0) for lk in links}
+    waited = {int(r.split()[1]) for r, n in symptoms.get("waited_on", {}).items() if n}
+    deltas = port_deltas(polls)
+    shares = foreign_shares(deltas, links, where or {})
     cands = []
-    for key, d in port_deltas(polls).items():
+    for key, d in deltas.items():
         sw, port = key
         if sw in dead or not d["up"] or not d["peer"] or d["span_ns"] <= 0:
             continue
@@ -343,20 +387,30 @@ def _ports(exp: Expected, polls: list[dict[str, Any]], dead: set[str], links: li
         lossy = d["drops"] >= DROPS_MIN and d["drops"] / (d["span_ns"] / 1e9) > 4 * (base.drops_per_s if base else 0)
         if lossy:
             ev.append(f"{sw} port {port}: {d['drops']} drops in the window")
-        if ev and (comm_slow or lossy):    # a queue that slows nothing is load, not a fault
-            cands.append((max(q_score, ecn_score), key, d, ev, lossy))
-    rates = {frozenset((lk["a"], lk["b"])): lk.get("rate_bps", 0) for lk in links}
-    for score, (sw, port), d, ev, lossy in sorted(cands, key=lambda c: -c[0])[:TOP]:
+        rate = rates.get(frozenset((sw, d["peer"])), 0)
+        util = d["tx_bytes"] * 8 / (d["span_ns"] / 1e9) / rate if rate else 0.0
+        share = shares.get(key)
+        shared = share is not None and share[1] >= FOREIGN_SHARE and util >= FOREIGN_MIN_UTIL
+        # a queue that slows nothing is load, not a fault; one the job shares with foreign traffic while the
+        # others wait on the rank behind it is this port's congestion
+        if ev and (comm_slow or lossy or (shared and share is not None and share[0] in waited)):
+            cands.append((max(q_score, ecn_score), key, d, ev, lossy, util, rate, share))
+    for score, (sw, port), d, ev, lossy, util, rate, share in sorted(cands, key=lambda c: -c[0])[:TOP]:
         if comm_slow:
             ev.append(f"collectives x{symptoms['comm_ratio'] or 0:.2f} of their {exp.model} prediction, steps "
                       f"x{symptoms['step_ratio'] or 0:.2f} of healthy")
         kind = "lossy_link" if lossy and d["qdepth_max"] < QUEUE_MIN_PKTS else "degraded_link"
         conf = min(0.9, 0.4 + 0.1 * min(score, 3.0) + (0.2 if comm_slow else 0.0))
-        rate = rates.get(frozenset((sw, d["peer"])), 0)
-        util = d["tx_bytes"] * 8 / (d["span_ns"] / 1e9) / rate if rate else 0.0
-        if kind == "degraded_link" and util >= CONGESTED_UTIL:
-            ev.append(f"{sw} port {port} sent at {100 * util:.0f} % of its link's {rate / 1e6:g} Mb/s: more traffic "
-                      "than the link carries, not a slow link")
+        shared = share is not None and share[1] >= FOREIGN_SHARE and util >= FOREIGN_MIN_UTIL
+        if kind == "degraded_link" and (util >= CONGESTED_UTIL or shared):
+            if share is not None and share[1] >= FOREIGN_SHARE:
+                ev.append(f"{100 * share[1]:.0f} % of what {sw} port {port} sent was not the job's: "
+                          f"{share[2] / 1e6:.1f} Mb/s toward rank {share[0]}'s NIC, the job's "
+                          f"{share[3] / 1e6:.1f} Mb/s "
+                          f"(the median of {sw}'s other NIC ports: the job sends every NIC of a rail as much)")
+            ev.append(f"{sw} port {port} sent at {100 * util:.0f} % of its link's {rate / 1e6:g} Mb/s: "
+                      + ("more traffic than the link carries, not a slow link" if util >= CONGESTED_UTIL
+                         else "above any rate cut, with a queue: its link is shared, not slow"))
             out.append(Suspect("congested_port", f"{sw} port {port}", round(util, 3), round(max(conf, 0.9), 3), ev))
             continue
         out.append(Suspect(kind, link_name(links, sw, d["peer"]), round(score, 2), round(conf, 3), ev))

@@ -37,6 +37,8 @@ DEFAULT_PACER_BURST_BYTES = 64 * 1024
 # HPCC's T (its window is line rate x T): the base RTT of the path.  A Python host stack over veths has an RTT
 # of about a millisecond, far from a NIC's microseconds; set it to the fabric's RTT where that is known.
 DEFAULT_BASE_RTT_NS = 1_000_000
+FIRST_QPN = 0x11  # QPNs below it are reserved (QP0/QP1 and the low range verbs keep back)
+MAX_QPN = (1 << 24) - 1
 
 
 class FramePort(Protocol):
@@ -94,7 +96,10 @@ class SoftNic:
         pfc_priority: int | None = None,
         pfc_rx_xoff_frames: int = 0,
         pfc_rx_xon_frames: int = 0,
+        first_qpn: int = FIRST_QPN,
     ) -> None:
+        if not FIRST_QPN <= first_qpn <= MAX_QPN:
+            raise ValueError(f"first QPN {first_qpn:#x}: allowed {FIRST_QPN:#x}..{MAX_QPN:#x}")
         self.port = port
         self.mac = mac
         self.ip = ip
@@ -106,7 +111,7 @@ class SoftNic:
         self._cc_factory = cc_factory
         self.pacer_burst_bytes = pacer_burst_bytes
         self.qps: dict[int, QueuePair] = {}
-        self._next_qpn = 0x11
+        self._next_qpn = first_qpn  # a second NIC process on the same interface takes its own range
         self.np = make_np()  # CNP spacing of the host's DCQCN (sw.roce.softnic.qp_pacer)
         self.counters = NicCounters()
         # how late the pacers of this NIC's QPs sent frames vs their token schedules (sw.clock.lag), how late the

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from sw.clock import Clock, get_clock
+from sw.roce.softnic.native_port import open_port
 from sw.roce.softnic.nic import SoftNic
 from sw.roce.softnic.pfc import NicPfc
 from sw.roce.softnic.port import (
@@ -160,6 +161,15 @@ class WirePort:
         self._queue.append(frame)
         self.drain()
 
+    def send_batch(self, frames: list[bytes]) -> None:
+        """``send`` of each frame in order, the queue drained once (one sendmmsg on the native port)."""
+        for frame in frames:
+            if frame[12:14] == b"\x88\x08":
+                self.port.send(frame)
+            else:
+                self._queue.append(frame)
+        self.drain()
+
     def drain(self) -> bool:
         """Put queued frames on the wire as far as the tokens allow; True if any left."""
         if not self._queue:
@@ -170,13 +180,18 @@ class WirePort:
             return False
         self._tokens = min(float(self.burst_bytes), self._tokens + (now_ns - self._last_ns) * self._bytes_per_ns)
         self._last_ns = now_ns
-        sent = False
+        out = []
         while self._queue and self._tokens >= len(self._queue[0]) + ETH_WIRE_OVERHEAD_BYTES:
             frame = self._queue.popleft()
             self._tokens -= len(frame) + ETH_WIRE_OVERHEAD_BYTES
-            self.port.send(frame)
-            sent = True
-        return sent
+            out.append(frame)
+        send_batch = getattr(self.port, "send_batch", None)
+        if send_batch is not None and out:     # the native port (sw.roce.softnic.native_port): one sendmmsg
+            send_batch(out)
+        else:
+            for frame in out:
+                self.port.send(frame)
+        return bool(out)
 
     def ready_in_ns(self) -> float | None:
         """Network ns until the next queued frame may leave (None: nothing queued)."""
@@ -191,6 +206,11 @@ class WirePort:
 
     def recv_batch(self, max_frames: int) -> list[bytes]:
         return self.port.recv_batch(max_frames)
+
+    @property
+    def rx_checked(self) -> bytes | bytearray:
+        """The port's per-frame verdicts of the last ``recv_batch`` (native port; empty otherwise), for SoftNic."""
+        return getattr(self.port, "rx_checked", b"")
 
     def wait(self, timeout_ns: int) -> None:
         self.port.wait(timeout_ns)
@@ -391,7 +411,7 @@ class RoceTransport(ChannelTransport):
         rate_bps = int(line_rate_bps) if line_rate_bps else link_speed_bps(ifname)
         try:
             pfc_options = env_pfc_options()   # a PFC fabric's class: the NIC honours (and may send) its pauses
-            wire = WirePort(RawSocketPort(ifname), rate_bps, clock)
+            wire = WirePort(open_port(ifname), rate_bps, clock)
         except NicPortError as exc:
             raise CollectiveUserError(f"RoCE NIC on {ifname}: {exc}") from None
         try:

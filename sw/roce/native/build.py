@@ -23,6 +23,10 @@ int sp_build(const uint8_t *tmpl, size_t len, uint32_t psn0, int count, uint8_t 
 int sp_tx_burst(int fd, const uint8_t *tmpl, size_t len, uint32_t psn0, int count, uint8_t *scratch);
 int sp_rx_check(const uint8_t *f, size_t n);
 int sp_rx_burst(int fd, uint8_t *buf, int max, uint64_t *counts);
+int sp_send_frames(int fd, const uint8_t *buf, const uint32_t *lens, int count);
+int sp_enable_rx_stamps(int fd);
+int sp_nic_verdict(const uint8_t *f, size_t n);
+int sp_rx_frames(int fd, uint8_t *buf, int max, uint32_t *lens, uint8_t *types, uint8_t *verdicts, int64_t *stamps);
 """
 MAX_BATCH = 256          # datapath.c's MAX_BATCH: frames per sp_tx_burst / sp_rx_burst
 RX_FRAME_CAP = 16384     # datapath.c's RX_FRAME_CAP: bytes of receive buffer per frame

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <linux/if_packet.h>
 
 #define ETH 14
@@ -161,6 +162,115 @@ int sp_rx_burst(int fd, uint8_t *buf, int max, uint64_t *counts) {
         counts[1] += n;
         int v = sp_rx_check(buf + (size_t)i * RX_FRAME_CAP, n);
         counts[v == 1 ? 2 : v == 0 ? 3 : 4]++;
+    }
+    return r;
+}
+
+/* --- the SoftNic's port (sw.roce.softnic.native_port): frames the RC logic built, sent in one sendmmsg, and
+ * frames received in one recvmmsg with their kernel stamps and a verdict that lets Python skip its checks. --- */
+
+/* Send count frames laid end to end in buf (lens[i] bytes each) on fd with sendmmsg.  A frame the kernel
+ * refuses is skipped (a NIC TX drop, as RawSocketPort.send counts it) and the rest still go.  Returns frames
+ * sent; the caller counts count - sent as errors. */
+int sp_send_frames(int fd, const uint8_t *buf, const uint32_t *lens, int count) {
+    struct mmsghdr msgs[MAX_BATCH];
+    struct iovec iov[MAX_BATCH];
+    int sent = 0, done = 0;
+    while (done < count) {
+        int n = count - done > MAX_BATCH ? MAX_BATCH : count - done;
+        memset(msgs, 0, sizeof(struct mmsghdr) * (size_t)n);
+        for (int i = 0; i < n; i++) {
+            iov[i].iov_base = (void *)buf;
+            iov[i].iov_len = lens[done + i];
+            buf += lens[done + i];
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        int at = 0;
+        while (at < n) {
+            int r = sendmmsg(fd, msgs + at, (unsigned)(n - at), MSG_DONTWAIT);
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                at++;                         /* this frame is dropped; try the next */
+                continue;
+            }
+            at += r;
+            sent += r;
+        }
+        done += n;
+    }
+    return sent;
+}
+
+/* Turn on SO_TIMESTAMPNS (the kernel's receive time as a control message of every frame); 0 or -errno. */
+int sp_enable_rx_stamps(int fd) {
+    int on = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) ? -errno : 0;
+}
+
+/* 1 when decode() may skip its checks on this frame: untagged IPv4 without options or INT, not a fragment, UDP to
+ * 4791, lengths consistent, IPv4 header checksum and ICRC good.  0 otherwise: Python decodes and checks it in
+ * full (IPv6, VLAN, INT, anything bad keep the reference path's verdicts and errors). */
+int sp_nic_verdict(const uint8_t *f, size_t n) {
+    if (n < ETH + IP4 + UDP + BTH + 4 || f[12] != 0x08 || f[13] != 0 || f[ETH] != 0x45 || f[ETH + 9] != 17) return 0;
+    const uint8_t *ip = f + ETH, *udp = ip + IP4;
+    if (((ip[6] << 8 | ip[7]) & 0x3FFF) || (ip[1] >> 2) == DSCP_INT || (udp[2] << 8 | udp[3]) != 4791) return 0;
+    size_t ip_len = (size_t)(ip[2] << 8 | ip[3]), udp_len = (size_t)(udp[4] << 8 | udp[5]);
+    if (ip_len > n - ETH || udp_len != ip_len - IP4 || ip_len < IP4 + UDP + BTH + 4) return 0;
+    uint32_t sum = 0;
+    for (int i = 0; i < IP4; i += 2) sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
+    if (sum % 0xFFFF) return 0;
+    size_t end = ETH + ip_len, b = ETH + IP4 + UDP;
+    uint32_t crc = icrc_v4(ip, (uint16_t)ip_len, (uint16_t)udp_len, f + b, f + b + BTH, end - b - BTH - 4);
+    uint32_t wire = (uint32_t)f[end - 4] | (uint32_t)f[end - 3] << 8 | (uint32_t)f[end - 2] << 16 |
+                    (uint32_t)f[end - 1] << 24;
+    return crc == wire;
+}
+
+#define STAMP_SPACE 64
+/* Receive up to max (<= MAX_BATCH) frames from fd (non-blocking recvmmsg into buf, RX_FRAME_CAP bytes a slot):
+ * lens[i] (bytes), types[i] (sll_pkttype) and verdicts[i] (sp_nic_verdict of host frames; 2: longer than a slot,
+ * cut to RX_FRAME_CAP bytes); stamps[0]/[1] the kernel's receive time (CLOCK_REALTIME ns,
+ * SO_TIMESTAMPNS) of the first and last frame read, 0 when it gave none.  Returns frames read, or -errno. */
+int sp_rx_frames(int fd, uint8_t *buf, int max, uint32_t *lens, uint8_t *types, uint8_t *verdicts,
+                 int64_t *stamps) {
+    struct mmsghdr msgs[MAX_BATCH];
+    struct iovec iov[MAX_BATCH];
+    struct sockaddr_ll addrs[MAX_BATCH];
+    uint8_t control[MAX_BATCH][STAMP_SPACE] __attribute__((aligned(8)));
+    if (max > MAX_BATCH) max = MAX_BATCH;
+    slot_msgs(msgs, iov, max, buf, RX_FRAME_CAP, RX_FRAME_CAP);
+    for (int i = 0; i < max; i++) {
+        msgs[i].msg_hdr.msg_name = &addrs[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof addrs[i];
+        msgs[i].msg_hdr.msg_control = control[i];
+        msgs[i].msg_hdr.msg_controllen = STAMP_SPACE;
+    }
+    int r;
+    do r = recvmmsg(fd, msgs, (unsigned)max, MSG_DONTWAIT, NULL); while (r < 0 && errno == EINTR);
+    if (r < 0) return -errno;
+    stamps[0] = stamps[1] = 0;
+    for (int i = 0; i < r; i++) {
+        size_t n = msgs[i].msg_len;
+        int trunc = (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) != 0;
+        if (n > RX_FRAME_CAP) n = RX_FRAME_CAP;
+        lens[i] = (uint32_t)n;
+        types[i] = addrs[i].sll_pkttype;
+        verdicts[i] = !trunc && types[i] == PACKET_HOST ? (uint8_t)sp_nic_verdict(buf + (size_t)i * RX_FRAME_CAP, n)
+                                                        : 0;
+        if (trunc) verdicts[i] = 2;
+        if (i == 0 || i == r - 1) {
+            int64_t ts = 0;
+            for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+                    struct timespec t;
+                    memcpy(&t, CMSG_DATA(c), sizeof t);
+                    ts = (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+                }
+            }
+            stamps[i == 0 ? 0 : 1] = ts;
+            if (r == 1) stamps[1] = ts;
+        }
     }
     return r;
 }

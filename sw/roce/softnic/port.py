@@ -255,5 +255,7 @@ def open_device(
     nic_options.update(env_pfc_options())
     if ip is None:
         ip = env_nic_ip(ifname)
-    port = RawSocketPort(ifname, ip=ip)
+    from sw.roce.softnic.native_port import open_port  # it builds on this module: imported here, not above
+
+    port = open_port(ifname, ip=ip)
     return SoftNic(port, mac=port.mac, ip=port.ip, line_rate_bps=line_rate_bps, cc=cc, clock=clock, **nic_options)

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 CACHE_ENV = "STARPULSE_CACHE_DIR"
 SWITCH_COMMANDS = {
-    "port_stats": "port_stats [EGRESS_PORT]  (rx/tx/drop counters, queue depth and high-water mark per port)",
+    "port_stats": "port_stats [EGRESS_PORT]  (rx/tx/drop counters, queue depth, high-water mark and the time-weighted "
+                  "depth p50/p99 per port)",
     "port_stats_reset": "port_stats_reset  (zero the port counters; high-water marks restart from now)",
     "set_port_rate": "set_port_rate EGRESS_PORT RATE [OVERHEAD_BYTES]  (shape a port to a line rate in bit/s, "
                      "e.g. 100M, counting each frame plus OVERHEAD_BYTES, 24 for Ethernet's preamble/FCS/gap; "

@@ -217,7 +217,8 @@ class EmbeddedSwitch:
         self.lag.execute(["lag_stats", "reset"])
 
     def port_stats(self) -> dict[int, dict[str, Any]]:
-        """Per port: interface, rx/tx packets and bytes, drops by cause, queue depth and high-water mark."""
+        """Per port: interface, rx/tx packets and bytes, drops by cause, queue depth, high-water mark and the
+        time-weighted depth's p50/p99 (network time since the last reset)."""
         self.flush_ports()                   # queued frames leave now: tx counters count every frame sent so far
         nums = sorted(set(self.ports) | set(self.tm.ports) | set(self.drops))
         out: dict[int, dict[str, Any]] = {}
@@ -238,6 +239,7 @@ class EmbeddedSwitch:
                 "no_port_drop_pkts": d.no_port_drop_pkts, "pipeline_error_pkts": d.pipeline_error_pkts,
                 "mac_control_pkts": d.mac_control_pkts,
                 "qdepth_pkts": q["qdepth_pkts"], "high_water_pkts": q["high_water_pkts"],
+                "queue_p50_pkts": q["queue_p50_pkts"], "queue_p99_pkts": q["queue_p99_pkts"],
                 **{k: v for k, v in self.pfc.port_totals(n, now_ns).items() if k in PORT_STATS_PFC},
             }
         return out
@@ -251,7 +253,7 @@ class EmbeddedSwitch:
         cols = ["rx_pkts", "rx_bytes", "rx_kernel_drops", "tx_pkts", "tx_bytes", "tx_errors", "tx_ring_full",
                 "pipeline_drop_pkts",
                 "queue_drop_pkts", "no_port_drop_pkts", "pipeline_error_pkts", "mac_control_pkts", "qdepth_pkts",
-                "high_water_pkts",
+                "high_water_pkts", "queue_p50_pkts", "queue_p99_pkts",
                 *PORT_STATS_PFC]
         rows = [["port", "iface", "up", "tx_ring", *cols]]
         for n, s in stats.items():

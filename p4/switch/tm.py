@@ -13,6 +13,10 @@ always goes first) or round-robin (one packet per backlogged queue in turn, high
 the packet's own queue by default (what RED/ECN and INT want per priority); ``tm_qdepth_scope port`` gives
 BMv2 simple_switch's per-port total.  With one queue per port (the default) both are the same.  A priority
 beyond the configured queues goes to the highest queue (BMv2 drops it and logs an error).
+
+Each port keeps, beside its high-water mark, a time-weighted histogram of its depth (network ns spent at each depth,
+one list add per enqueue and dequeue, none on the cut-through paths): ``port_counters``' ``queue_p50_pkts`` and
+``queue_p99_pkts``, figures a few late events cannot set as they set a peak.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from p4.errors import P4Error
+from sw.clock.lag import quantile_index
 
 DEFAULT_QUEUE_DEPTH_PKTS = 64
 MAX_PRIORITY_LEVELS = 8
@@ -112,6 +117,10 @@ class _Port:
         self.shaper = _Shaper()
         self.qdepth_pkts = 0
         self.high_water_pkts = 0
+        # time-weighted depth histogram: network ns the port spent at each depth (index), counted from its first
+        # depth change since the last reset (-1: none yet) to its last one (an idle tail or head is not counted)
+        self.depth_ns: list[int] = [0] * (min(levels * depth_pkts, 1024) + 1)
+        self.depth_since_ns = -1
         self.shaped = False          # any shaper on this port or its queues (cut-through needs none)
         self.paused_until_ns = [0] * levels   # per queue: PFC pause received for it holds its head until then
         self.paused = False          # some queue has a pause set (cut-through must queue instead)
@@ -166,6 +175,12 @@ class _Port:
             if best is None or t < best[0]:
                 best = (t, prio)
         return best
+
+
+def _grow_depth_ns(p: _Port, held_ns: int) -> None:
+    """``held_ns`` at a depth beyond the histogram's list (a deeper queue setting): grow it, then count."""
+    p.depth_ns.extend([0] * (p.qdepth_pkts + 1 - len(p.depth_ns)))
+    p.depth_ns[p.qdepth_pkts] += held_ns
 
 
 class TrafficManager:
@@ -357,6 +372,14 @@ class TrafficManager:
         q.stats.enq_pkts += 1
         if n >= q.stats.high_water_pkts:
             q.stats.high_water_pkts = n + 1
+        since = p.depth_since_ns
+        if now_ns > since:                         # the depth so far held since then (time-weighted histogram)
+            if since >= 0:
+                try:
+                    p.depth_ns[p.qdepth_pkts] += now_ns - since
+                except IndexError:
+                    _grow_depth_ns(p, now_ns - since)
+            p.depth_since_ns = now_ns
         p.qdepth_pkts += 1
         self.queued_pkts += 1
         if p.qdepth_pkts > p.high_water_pkts:
@@ -411,6 +434,14 @@ class TrafficManager:
             q = p.queues[prio]
             fifo = q.fifo
             qp = fifo.popleft()
+            since = p.depth_since_ns
+            if t_ns > since:                       # a departure scheduled before the last arrival counts no time
+                if since >= 0:
+                    try:
+                        p.depth_ns[p.qdepth_pkts] += t_ns - since
+                    except IndexError:
+                        _grow_depth_ns(p, t_ns - since)
+                p.depth_since_ns = t_ns
             p.qdepth_pkts -= 1
             self.queued_pkts -= 1
             q.stats.deq_pkts += 1
@@ -443,17 +474,30 @@ class TrafficManager:
         return p.qdepth_pkts if p else 0
 
     def port_counters(self, port: int) -> dict[str, int]:
-        """Totals over the port's queues: enqueued, dequeued, tail-dropped, depth now and high-water mark."""
+        """Totals over the port's queues: enqueued, dequeued, tail-dropped, depth now, high-water mark and the
+        time-weighted depth's p50/p99 (``depth_percentile_pkts``)."""
         p = self.ports.get(port)
         if p is None:
-            return {"enq_pkts": 0, "deq_pkts": 0, "queue_drop_pkts": 0, "qdepth_pkts": 0, "high_water_pkts": 0}
+            return {"enq_pkts": 0, "deq_pkts": 0, "queue_drop_pkts": 0, "qdepth_pkts": 0, "high_water_pkts": 0,
+                    "queue_p50_pkts": 0, "queue_p99_pkts": 0}
         return {
             "enq_pkts": sum(q.stats.enq_pkts for q in p.queues),
             "deq_pkts": sum(q.stats.deq_pkts for q in p.queues),
             "queue_drop_pkts": sum(q.stats.drop_pkts for q in p.queues),
             "qdepth_pkts": p.qdepth_pkts,
             "high_water_pkts": p.high_water_pkts,
+            "queue_p50_pkts": self.depth_percentile_pkts(port, 0.5),
+            "queue_p99_pkts": self.depth_percentile_pkts(port, 0.99),
         }
+
+    def depth_percentile_pkts(self, port: int, q: float) -> int:
+        """The depth (packets) the port's queues together stayed at or below for a share ``q`` (0..1) of the
+        network time since the last reset (first to last depth change; 0 before any): a figure a late tail of
+        events does not set, unlike the high-water mark."""
+        p = self.ports.get(port)
+        if p is None:
+            return 0
+        return quantile_index(p.depth_ns, sum(p.depth_ns), q)
 
     def queue_stats(self, port: int, priority: int = 0) -> QueueStats:
         self._check_priority(priority)
@@ -505,8 +549,10 @@ class TrafficManager:
         return ""
 
     def reset_counters(self) -> None:
-        """Zero enqueue/dequeue/drop counts; high-water marks restart from the current depths."""
+        """Zero enqueue/dequeue/drop counts and depth histograms; high-water marks restart from the current depths."""
         for p in self.ports.values():
             p.high_water_pkts = p.qdepth_pkts
+            p.depth_ns = [0] * len(p.depth_ns)
+            p.depth_since_ns = -1
             for q in p.queues:
                 q.stats = QueueStats(high_water_pkts=len(q.fifo))

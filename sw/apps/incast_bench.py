@@ -3,7 +3,9 @@
 The benchmark brings up a one-leaf fabric (``servers = senders + 1``, one NIC each, rail-local paths, so the
 leaf's port toward the receiver is the only bottleneck), starts one receiver and N sender processes inside the
 servers' namespaces (the same module's ``receiver``/``sender`` roles), lets every sender RDMA WRITE ``--size``
-bytes at once, and reports per run: switch drops, bottleneck utilization, the queue's high-water mark, Jain
+bytes at once, and reports per run: switch drops, bottleneck utilization, the queue's high-water mark
+(``max_queue_pkts``) and its time-weighted depth p50/p99 (``queue_p50_pkts``/``queue_p99_pkts``: network time from
+the bottleneck's first to last depth change; a late tail of events sets the peak, not these), Jain
 fairness and each flow's completion time — as JSON, and as a PNG with ``--plot``.
 Defaults model a datacenter ToR, because DCQCN's and HPCC's literature parameters (µs timers, KB thresholds)
 assume one: 10 Gb/s links in network time at a time dilation of 10000 (1 Mb/s of wall rate per link).  The
@@ -334,6 +336,7 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         "goodput_utilization": args.senders * args.size_bytes * 8e9 / span_ns / rate,
         "goodput_bps": args.senders * args.size_bytes * 8e9 / span_ns,
         "max_queue_pkts": port["high_water_pkts"],
+        "queue_p50_pkts": port["queue_p50_pkts"], "queue_p99_pkts": port["queue_p99_pkts"],
         "jain": jain([s["bytes"] * 8e9 / t for s, t in zip(senders, times, strict=True)]),
         "completion_ns": times,
         "retransmissions": sum(s["retransmissions"] for s in senders),
@@ -467,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in runs:
             print(f"{r['cc']:6s} drops {r['drops']:5d}  util {r['utilization']:.3f}"
                   f"  goodput {r['goodput_utilization']:.3f}  maxq {r['max_queue_pkts']:3d} pkts"
+                  f" (p99 {r['queue_p99_pkts']}, p50 {r['queue_p50_pkts']})"
                   f"  Jain {r['jain']:.4f}  data_ok {r['data_ok']}")
     return (0 if all(r["data_ok"] for r in runs) else 1) or fidelity_exit(fid, args.strict_fidelity)
 

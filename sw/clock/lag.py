@@ -49,6 +49,21 @@ def _bucket_high_ns(index: int) -> int:
     return ((mant + (1 << _SUB_BITS) + 1) << shift) - 1
 
 
+def quantile_index(hist: list[int], total: int, q: float) -> int:
+    """The first non-empty bucket of ``hist`` (counts or weights, ``total`` their sum) where the running sum
+    reaches ``q`` (0..1) of the total: the one percentile rule of lag histograms and the switch's queue depths
+    (0 when empty)."""
+    if total <= 0:
+        return 0
+    rank = q * total
+    seen = 0
+    for b, n in enumerate(hist):
+        seen += n
+        if n and seen >= rank:
+            return b
+    return len(hist) - 1
+
+
 class LagStats:
     """Lateness of one component's events in network ns: ``record(late_ns, n)`` per event (or n alike)."""
 
@@ -91,13 +106,7 @@ class LagStats:
         """The ``q`` quantile (0..1) of lateness, rounded up to its bucket's top (0 without events)."""
         if not self.events:
             return 0
-        rank = q * self.events
-        seen = 0
-        for b, n in enumerate(self._hist):
-            seen += n
-            if n and seen >= rank:
-                return min(_bucket_high_ns(b), self.max_ns)
-        return self.max_ns
+        return min(_bucket_high_ns(quantile_index(self._hist, self.events, q)), self.max_ns)
 
     @property
     def ok(self) -> bool:

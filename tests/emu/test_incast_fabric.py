@@ -31,8 +31,8 @@ def runs() -> dict[str, dict]:
             os.environ.pop(ENV_DILATION, None)
         else:
             os.environ[ENV_DILATION] = old
-    keys = ("drops", "utilization", "max_queue_pkts", "jain", "completion_ns", "ecn_marks", "cnps", "int_echoes",
-            "fidelity")
+    keys = ("drops", "utilization", "max_queue_pkts", "queue_p50_pkts", "queue_p99_pkts", "jain", "completion_ns",
+            "ecn_marks", "cnps", "int_echoes", "fidelity")
     print(json.dumps({cc: {k: r[k] for k in keys} for cc, r in out.items()}))
     return out
 
@@ -66,3 +66,10 @@ def test_hpcc_runs_on_echoed_int_and_holds_the_queue(runs):
     assert hpcc["drops"] <= none["drops"]
     assert hpcc["max_queue_pkts"] <= none["max_queue_pkts"]
     assert 0 < hpcc["jain"] <= 1.0 and 0 < hpcc["utilization"]
+
+
+def test_queue_depth_percentiles_sit_at_or_below_the_peak(runs):
+    """The bottleneck's time-weighted depth p50/p99 (the switch's port_stats) beside its high-water mark."""
+    for cc, r in runs.items():
+        assert 0 <= r["queue_p50_pkts"] <= r["queue_p99_pkts"] <= r["max_queue_pkts"], cc
+    assert runs["none"]["queue_p99_pkts"] > 0, "8 senders at line rate queue for more than 1 % of the incast"

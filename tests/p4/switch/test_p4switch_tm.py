@@ -166,3 +166,37 @@ def test_line_rate_shaper_can_count_ethernet_overhead() -> None:
     assert [q.deq_timestamp_ns for q in tm.dequeue_due(10**9)] == [0, 88_000, 176_000]
     with pytest.raises(TrafficManagerError):
         tm.set_port_rate_Bps(1_000_000, port=1, overhead_bytes=-1)
+
+
+def test_depth_percentiles_weigh_each_depth_by_the_network_time_it_held() -> None:
+    tm = TrafficManager()
+    tm.set_queue_rate(1000, port=2)           # 1 ms per packet
+    for i in range(4):
+        tm.enqueue(2, i, 64, 0)               # depth 4 at t=0, held no time: the peak, not a percentile
+    assert [q.item for q in tm.dequeue_due(0)] == [0]
+    assert len(tm.dequeue_due(10_000_000)) == 3   # depths 3, 2, 1 held 1 ms each, then empty at 3 ms
+    c = tm.port_counters(2)
+    assert (c["high_water_pkts"], c["queue_p50_pkts"], c["queue_p99_pkts"]) == (4, 2, 3)
+    assert tm.depth_percentile_pkts(2, 0.2) == 1 and tm.depth_percentile_pkts(9, 0.99) == 0
+    tm.enqueue(2, "late", 64, 100_000_000)    # 97 ms empty between: a time-weighted median of 0
+    assert tm.depth_percentile_pkts(2, 0.5) == 0 and tm.depth_percentile_pkts(2, 0.99) == 2
+    tm.dequeue_due(100_000_000)
+    tm.reset_counters()                       # starts again at the next depth change: the idle head not counted
+    tm.enqueue(2, "a", 64, 300_000_000)
+    tm.enqueue(2, "b", 64, 300_000_000)
+    tm.dequeue_due(302_000_000)
+    c = tm.port_counters(2)
+    assert (c["high_water_pkts"], c["queue_p50_pkts"], c["queue_p99_pkts"]) == (2, 1, 1)
+
+
+def test_depth_histogram_grows_with_a_deeper_queue_and_ignores_out_of_order_departures() -> None:
+    tm = TrafficManager(default_depth_pkts=4)
+    tm.set_queue_depth(3000, port=1)
+    tm.set_queue_rate(1000, port=1)
+    for i in range(2500):
+        assert tm.enqueue(1, i, 64, i) is not None   # one arrival per ns: depth k held 1 ns
+    tm.enqueue(1, "x", 64, 1_000_000)             # depth 2500 held until 1 ms (the first departure was due at 0)
+    assert tm.depth_percentile_pkts(1, 0.99) == 2500
+    out = tm.dequeue_due(1_000_000)               # due at 0 and 1 ms: the one before the last arrival adds no time
+    assert [q.deq_timestamp_ns for q in out] == [0, 1_000_000]
+    assert tm.port_counters(1)["queue_p50_pkts"] == 2500 and tm.port_counters(1)["high_water_pkts"] == 2501

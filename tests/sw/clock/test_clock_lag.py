@@ -14,6 +14,7 @@ from sw.clock.lag import (
     fidelity,
     fidelity_warning,
     mtu_serialization_ns,
+    quantile_index,
     read_lag_dir,
     register,
     write_lag_file,
@@ -35,6 +36,13 @@ def test_percentiles_late_share_and_bound() -> None:
     assert ok.ok and ok.summary()["lag_max_ns"] == 50_000
     ok.record(50_000, n=2)
     assert not ok.ok
+
+
+def test_quantile_index_weighs_buckets() -> None:
+    weights = [97, 1, 1, 1]               # e.g. ns at depths 0..3: the rank rule LagStats and the TM share
+    assert [quantile_index(weights, 100, q) for q in (0.5, 0.97, 0.98, 0.99, 1.0)] == [0, 0, 1, 2, 3]
+    assert quantile_index([0, 0, 5, 0], 5, 0.01) == 2     # empty buckets never answer
+    assert quantile_index([0, 0], 0, 0.99) == 0
 
 
 def test_merge_and_dict_round_trip() -> None:

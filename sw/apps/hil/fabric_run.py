@@ -519,7 +519,7 @@ def last_half_jain(series: dict[str, list[int]], names: list[str]) -> float | No
 
 def plot(out: dict[str, Any], path: str) -> None:
     """Every sender's payload throughput at the receiver over network time (its bins), and the RTL's QP_RATE as a
-    payload rate (the limiter's wire rate less each frame's overhead), from the RTL's first doorbell."""
+    payload rate (the limiter counts payload bytes), from the RTL's first doorbell."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -537,9 +537,7 @@ def plot(out: dict[str, Any], path: str) -> None:
     if trace:
         t0 = trace[0]["rtl_ns"]
         name = out["senders"][0]["name"]
-        mtu = HilSizes().mtu_bytes
-        payload = [s["qp_rate"] * 8 * CLK_HZ / (1 << 24) * mtu / (mtu + TX_WIRE_OVERHEAD_BYTES) / 1e9 for s in trace]
-        ax.step([(s["rtl_ns"] - t0) / 1e6 for s in trace], payload,
+        ax.step([(s["rtl_ns"] - t0) / 1e6 for s in trace], [s["qp_rate"] * 8 * CLK_HZ / (1 << 24) / 1e9 for s in trace],
                 "--", where="post", label=f"{name} QP_RATE (RTL), payload Gb/s")
     ax.set_xlabel("network time since the start (ms)")
     ax.set_ylabel("Gb/s")

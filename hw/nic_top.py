@@ -34,7 +34,9 @@ Data flow (``NicCcTop``, Verilog module ``nic_cc_top``):
   MIDDLE/LAST would lose whole messages with one frame, WRITE ONLY needs a RETH per frame.  For HPCC, start
   the template's PSN at 0 with QP_INIT (the INT-echo feeder numbers the QP's frames from 0 at QP_INIT).  Below
   512 bits (a build for fast CC simulations) there is no framer: ``tx_m_axis`` carries the scheduler's
-  payload-sized beats as they are and the TMPL words are unmapped.
+  payload-sized beats as they are and the TMPL words are unmapped.  With the framer the limiter charges each frame's
+  wire bytes, payload + ``TX_WIRE_OVERHEAD_BYTES`` (82: headers, ICRC, Ethernet preamble/FCS/gap), as the software
+  NIC's pacer does, so QP_RATE and the engines' rates are wire rates; without it, payload rates.
 * CC_MODE (none 0, dcqcn 1, hpcc 2; 3 is rejected with ERR_VALUE).  Outside dcqcn, CE packets raise no CNP
   requests, received CNPs are counted and dropped and the reaction point's rate writes are discarded (its
   timers keep running on its stored state); outside hpcc, INT-echo ACKs are counted and dropped and the HPCC
@@ -86,6 +88,7 @@ from sw.cc.nic_regs import CC_MODE_DCQCN as CC_MODE_DCQCN
 from sw.cc.nic_regs import CC_MODE_HPCC as CC_MODE_HPCC
 from sw.cc.nic_regs import CC_MODE_NONE as CC_MODE_NONE
 from sw.cc.nic_regs import COUNTER_ADDR, COUNTERS, TEMPLATE_BYTES, U32, ParamReg, line_rate_kbps, nic_params
+from sw.cc.nic_regs import TX_WIRE_OVERHEAD_BYTES as TX_WIRE_OVERHEAD_BYTES
 from sw.cc.nic_regs import hpcc_max_rtt_ns as hpcc_max_rtt_ns
 from sw.cc.nic_regs import hpcc_reset as hpcc_reset
 
@@ -146,7 +149,11 @@ class NicCcTop(wiring.Component):
         self.rate_conv = RateToIncrement(clk_hz=round(1e12 / clk_period_ps), frac_bits=RATE_FRAC_BITS)
         self.hpcc_reset = hpcc_reset(self.line_kbps)
         self.event_fifo_depth = event_fifo_depth
-        self.sched = TxScheduler(data_width=data_width, n_qps=n_qps, mtu_bytes=mtu_bytes, burst_bytes=burst_bytes)
+        self.framer = data_width >= MIN_DATA_WIDTH
+        """tx_m_axis carries RoCEv2 frames from ``tx_frame`` (else the scheduler's beats; module docstring)."""
+        # with the framer the limiter charges each frame's wire bytes (a wire rate, as the software NIC's pacer)
+        self.sched = TxScheduler(data_width=data_width, n_qps=n_qps, mtu_bytes=mtu_bytes, burst_bytes=burst_bytes,
+                                 frame_overhead_bytes=TX_WIRE_OVERHEAD_BYTES if self.framer else 0)
         self.parser = RoceParser(data_width=data_width, n_qps=n_qps)
         self.icrc = IcrcChecker(data_width=data_width)
         if self.icrc.latency + 3 >= EVENT_SLOTS:
@@ -160,8 +167,6 @@ class NicCcTop(wiring.Component):
         self.hpcc = HpccEngine(n_qps=n_qps, max_hops=MAX_INT_HOPS, params=self.hpcc_reset, rate_conv=self.rate_conv,
                                clk_period_ps=clk_period_ps, steps=HPCC_ENGINE_STEPS, runtime_cfg=True,
                                max_base_rtt_ns=hpcc_max_rtt_ns(self.line_kbps))
-        self.framer = data_width >= MIN_DATA_WIDTH
-        """tx_m_axis carries RoCEv2 frames from ``tx_frame`` (else the scheduler's beats; module docstring)."""
         if self.framer and mtu_bytes % 4:
             raise HwParamError(f"mtu_bytes must be a multiple of 4 with the RoCEv2 framer (the template's pad count "
                                f"is 0), not {mtu_bytes}")

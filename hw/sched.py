@@ -5,7 +5,8 @@ pipeline serves one operation per clock, in priority order: a *pick* of the roun
 eligible QPs, a rate write, a doorbell, and otherwise a background *sweep* that refills the next QP.  Refill
 is lazy and exact: ``tokens += rate * (now - last)`` in bytes/clock with ``frac_bits`` fraction bits, so credit
 is never lost to sweep latency, only capped at ``burst_bytes``.  A pick sends ``min(pending, mtu)`` bytes and
-debits them byte-accurately; a QP is sent from only when its tokens are > 0 and it has pending bytes (two
+debits them plus ``frame_overhead_bytes`` byte-accurately (the frame's bytes on the wire beyond its payload, so a
+rate is a wire rate; 0: a payload rate); a QP is sent from only when its tokens are > 0 and it has pending bytes (two
 bitmaps in flip-flops, one bit per QP, say which QPs a pick may try: credit positive within 8 clocks, work).
 Picks go through a small descriptor FIFO to the framer, which emits the packets on ``m_axis`` back to back.
 After reset, one pass of n_qps clocks zeroes every QP's state.  Rate writes and doorbells wait in a holding
@@ -136,13 +137,16 @@ class TxScheduler(wiring.Component):
     """
 
     def __init__(self, *, data_width: int = 1024, n_qps: int = 1024, mtu_bytes: int = 4096,
-                 burst_bytes: int = 16384, fifo_depth: int = 8, frac_bits: int = RATE_FRAC_BITS) -> None:
+                 burst_bytes: int = 16384, fifo_depth: int = 8, frac_bits: int = RATE_FRAC_BITS,
+                 frame_overhead_bytes: int = 0) -> None:
         if data_width <= 0 or data_width % 8:
             raise HwParamError(f"data_width must be a positive multiple of 8, not {data_width}")
         if n_qps < 2 or n_qps & (n_qps - 1):
             raise HwParamError(f"n_qps must be a power of two >= 2, not {n_qps}")
         if not 1 <= mtu_bytes <= burst_bytes:
             raise HwParamError(f"need 1 <= mtu_bytes <= burst_bytes, got mtu {mtu_bytes} burst {burst_bytes}")
+        if not 0 <= frame_overhead_bytes < 1 << 12:
+            raise HwParamError(f"frame_overhead_bytes must be in 0..4095, not {frame_overhead_bytes}")
         if fifo_depth < PIPE_STAGES + 2:
             raise HwParamError(f"fifo_depth must be >= {PIPE_STAGES + 2} (picks in flight), not {fifo_depth}")
         self.data_width = data_width
@@ -153,11 +157,16 @@ class TxScheduler(wiring.Component):
         self.burst_bytes = burst_bytes
         self.fifo_depth = fifo_depth
         self.frac_bits = frac_bits
+        self.frame_overhead_bytes = frame_overhead_bytes
+        """Bytes a pick charges beyond its payload (a frame's headers and wire overhead): the bucket's charge is
+        ``send_len + frame_overhead_bytes``."""
         self.line_rate_reg = self.bytes_per_beat << frac_bits
         self.rate_bits = self.line_rate_reg.bit_length()
         self.len_bits = mtu_bytes.bit_length()
         burst_units = burst_bytes << frac_bits
-        self.token_bits = max(burst_units.bit_length(), (mtu_bytes << frac_bits).bit_length()) + 2
+        self.charge_bits = (mtu_bytes + frame_overhead_bytes).bit_length()
+        charge_units = (mtu_bytes + frame_overhead_bytes) << frac_bits
+        self.token_bits = max(burst_units.bit_length(), charge_units.bit_length()) + 2
         self.prod_cut = max(self.token_bits, self.rate_bits + HINT_SHIFT, burst_units.bit_length() + 1)
         """A refill product at or above 2**prod_cut caps the credit whatever the tokens (no wider add needed)."""
         self.calc_bits = self.prod_cut + 4
@@ -366,6 +375,8 @@ class TxScheduler(wiring.Component):
         pend_lt = pend_hi_zero & (pend[:self.len_bits] < mtu)
         pend_gt = ~pend_hi_zero | (pend[:self.len_bits] > mtu)
         dt_b, slen_b, pend_b = Signal(TIMESTAMP_BITS), Signal(self.len_bits), Signal(pb)
+        ov = self.frame_overhead_bytes
+        chg_b = Signal(self.charge_bits) if ov else slen_b   # what a send debits: its length plus the overhead
         rate_old_b, rate_b = Signal(self.rate_bits), Signal(self.rate_bits)   # refill at the old rate
         bell_b = Signal(pb + 1)
         flags_b = Signal(3)  # pending > 0, pending > MTU (work left after a send), a doorbell adds > 0 bytes
@@ -373,6 +384,8 @@ class TxScheduler(wiring.Component):
                      rate_b.eq(Mux(rec_a.op == OP_RATE, rec_a.arg, st.rate)),   # the rate after the operation
                      slen_b.eq(Mux(pend_lt, pend, mtu)), pend_b.eq(pend), bell_b.eq(pend + rec_a.arg),
                      flags_b.eq(Cat(pend != 0, pend_gt, rec_a.arg != 0))]
+        if ov:   # the overhead added beside the compare, not after the select: no deeper than slen_b
+            m.d.sync += chg_b.eq(Mux(pend_lt, pend[:self.len_bits] + ov, mtu + ov))
         tok = split(m, st.tokens, lo, w, "tok")                                            # lo a, hi b
         t1 = skew_add(m, tok, const_skewed(-(burst_units + 1), lo, w), lo, w, "t1")        # tok-burst-1: b, c
         t2 = skew_add(m, tok, const_skewed(-1, lo, w), lo, w, "t2")                        # tok - 1: b, c
@@ -385,7 +398,7 @@ class TxScheduler(wiring.Component):
         a_c, b_c = Signal(prod_bits), Signal(prod_bits)
         m.d.sync += [a_c.eq(Cat(r_lo * d_lo, r_hi * d_hi)), b_c.eq((r_lo * d_hi + r_hi * d_lo) << 16)]
         hint_r = split(m, rate_b << HINT_SHIFT, lo, w, "hr")                               # lo b, hi c
-        nsl = invert(m, split(m, slen_b << frac, lo, w, "sl"), "sl")                       # ~(len << frac)
+        nsl = invert(m, split(m, chg_b << frac, lo, w, "sl"), "sl")   # ~(Ls << frac), Ls the charge (length + overhead)
         tok_b = align(m, tok, 1, "tokb")
         t3 = skew_add(m, t2, hint_r, lo, w, "t3")                                  # tok - 1 + R: c, d
         t5 = skew_add(m, tok_b, nsl, lo, w, "t5", carry_in=1)                      # tok - Ls: c, d

@@ -19,13 +19,16 @@ from hw.nic_top import NicCcTop
 from hw.parser import RoceParser
 from hw.sched import TxScheduler
 from hw.tx_frame import MIN_DATA_WIDTH, TxFrameBuilder
+from sw.cc.nic_regs import TX_WIRE_OVERHEAD_BYTES
 
 DEFAULT_DATA_WIDTH = 1024
 DEFAULT_N_QPS = 1024
 
 BLOCKS: dict[str, tuple[str, Callable[[int, int], wiring.Component]]] = {
-    "tx_sched": ("per-QP token-bucket rate limiter / round-robin scheduler",
-                 lambda width, qps: TxScheduler(data_width=width, n_qps=qps)),
+    "tx_sched": ("per-QP token-bucket rate limiter / round-robin scheduler (charging wire bytes as nic_cc_top "
+                 "builds it: from 512 bits, payload + the frame's overhead)",
+                 lambda width, qps: TxScheduler(data_width=width, n_qps=qps, frame_overhead_bytes=TX_WIRE_OVERHEAD_BYTES
+                                                if width >= MIN_DATA_WIDTH else 0)),
     "dcqcn_rp": ("DCQCN reaction-point engine (per-QP rate control)",
                  lambda width, qps: DcqcnRpEngine(n_qps=qps)),
     "cnp_gen": ("DCQCN notification point (CNP pacing per QP)",

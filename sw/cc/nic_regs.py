@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sw.cc.dcqcn import DcqcnParams
 from sw.cc.fixedpoint import BITS_NS_PER_KBPS, U_ONE
 from sw.cc.hpcc import HpccParams
-from sw.units import ROCE_DATA_FRAME_OVERHEAD_BYTES
+from sw.units import ETH_WIRE_OVERHEAD_BYTES, ROCE_DATA_FRAME_OVERHEAD_BYTES
 
 CSR_ID = 0x53504E31
 REG_ID, REG_QP_SEL, REG_QP_RATE, REG_ERR, REG_COUNTER0 = range(5)
@@ -25,6 +25,10 @@ MAX_COUNTERS = REG_QP_INIT - REG_COUNTER0
 ERR_QP, ERR_CLAMP, ERR_ADDR, ERR_VALUE = 1, 2, 4, 8
 POLICIES = ("clamp", "reject")
 TEMPLATE_BYTES = 14 + 20 + 8 + 12  # Ethernet, IPv4, UDP, BTH: a QP's header template
+TX_WIRE_OVERHEAD_BYTES = ROCE_DATA_FRAME_OVERHEAD_BYTES + ETH_WIRE_OVERHEAD_BYTES
+"""What the limiter charges per frame beyond its payload where the framer is built (>= 512 bits): the template's
+headers and the ICRC (``TEMPLATE_BYTES`` + 4) and the Ethernet wire overhead, as the software NIC's pacer charges
+a frame's bytes plus ``ETH_WIRE_OVERHEAD_BYTES``: QP_RATE and the CC engines' rates are wire rates there."""
 CC_MODE_NONE, CC_MODE_DCQCN, CC_MODE_HPCC = 0, 1, 2
 U32 = (1 << 32) - 1
 CC_MODES = {"none": CC_MODE_NONE, "dcqcn": CC_MODE_DCQCN, "hpcc": CC_MODE_HPCC}

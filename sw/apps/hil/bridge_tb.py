@@ -2,7 +2,8 @@
 
 Frames the kernel delivers on the interface (AF_PACKET, in the namespace the process runs in) enter ``rx_s_axis``;
 frames leaving ``tx_m_axis`` are sent on it (frame boundaries from tlast/tkeep, ``axis_io``).  The host driver
-reaches the CSR bus and doorbell over a local control socket (``sw.roce.softnic.rtl_nic_socket``).
+reaches the CSR bus and doorbell over a local control socket (``sw.roce.softnic.rtl_nic_socket``); its ``stats``
+name the testbench's process group (``pgid``: what ends it, e.g. a test killing it mid-run).
 
 Time is the one clock (``sw.clock``): the RTL advances in slices of ``slice_clocks`` clocks, each clock 2.5 ns of
 network time; after each slice it waits until network time has caught up (it never runs ahead), and records how
@@ -262,8 +263,9 @@ class Bridge:
         return self.figures()
 
     def figures(self) -> dict[str, Any]:
-        return {"ifname": self.ifname, "cycles": self.cycles, "rtl_ns": int(self.cycles * CLK_NS),
-                "net_ns": self.clock.now_ns() - self.net0_ns, "slept_s": round(self.slept_s, 4),
+        return {"ifname": self.ifname, "pgid": os.getpgid(0), "cycles": self.cycles,
+                "rtl_ns": int(self.cycles * CLK_NS), "net_ns": self.clock.now_ns() - self.net0_ns,
+                "slept_s": round(self.slept_s, 4),
                 "time_dilation": self.clock.dilation, "frames_tx": self.frames_tx, "frames_rx": self.frames_rx,
                 "lag": self.lag.summary(), **self.window.figures()}
 

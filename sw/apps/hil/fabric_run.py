@@ -10,13 +10,15 @@ first host on another leaf (else any other host); on its rail-0 interface ``sw.a
 An incast: every host but the RTL's and the receiver sends to the receiver too, with the software NIC (``sw.roce``,
 the roles of ``sw.apps.incast_bench``: one RDMA WRITE each, the same congestion control as the RTL), all starting
 on one "go"; each sender's share of bytes is what ``duration`` at the link rate over the number of senders carries.
-With ``--cc none`` the RTL's limiter holds a rate that loads every hop to ``RTL_LOAD`` of the link rate (payload,
-the 58 bytes of RoCEv2 framing and the INT stack the switches grow).  With ``--cc dcqcn`` the host driver writes the
-software NIC's DCQCN parameters (``sw.roce.softnic.qp_pacer.make_cc``, line rate = link rate) and QP_INIT in
-cc_mode dcqcn: the RTL's limiter counts payload bytes, so at its line rate it offers ~1.3x the link on the wire and
-congests its first hop by itself; the receiver's ``peer`` is its notification point (``sw.cc.DcqcnNp`` with the
-software NIC's CNP spacing, ``qp_pacer.make_np``): CNPs cross the fabric back to the RTL's ``rx_s_axis``.  The
-leaves then sink INT toward the hosts (``--int-sink report``): the RTL's parser finds a CNP's BTH only right after
+The RTL's limiter charges each frame's wire bytes (``sw.cc.nic_regs.TX_WIRE_OVERHEAD_BYTES`` beyond the payload), as
+the software NIC's pacer does: its rates are wire rates.  With ``--cc none`` it holds a rate that loads every hop to
+``RTL_LOAD`` of the link rate (payload, the 58 bytes of RoCEv2 framing, the Ethernet overhead and the INT stack the
+switches grow).  With ``--cc dcqcn`` the host driver writes the software NIC's DCQCN parameters
+(``sw.roce.softnic.qp_pacer.make_cc``, line rate = link rate) and QP_INIT in cc_mode dcqcn: at its line rate the RTL
+fills its link, and the INT stack its leaf adds puts the uplink above its rate, so the RTL congests its first hop by
+itself; the receiver's ``peer`` is its notification point (``sw.cc.DcqcnNp`` with the software NIC's CNP spacing,
+``qp_pacer.make_np``): CNPs cross the fabric back to the RTL's ``rx_s_axis``.  The leaves then sink INT toward the
+hosts (``--int-sink report``): the RTL's parser finds a CNP's BTH only right after
 UDP.  The bridge records each CNP's arrival clock and every QP_RATE read; ``rate_replay`` feeds the arrivals to
 ``sw.cc.DcqcnRp`` with the parameters read back from the NIC and compares every read bit for bit
 (``rtl.rate_trace_matches_model``).  With ``--cc hpcc`` the driver writes the software NIC's HPCC parameters
@@ -58,6 +60,7 @@ from sw.apps.hil.rate_replay import RX_PIPELINE_NS, RateRead, replay
 from sw.apps.hil.traffic import configure_dcqcn, configure_hpcc, configure_qp, flow_of, frame_bytes
 from sw.apps.incast_bench import jain
 from sw.cc import DcqcnParams, HpccParams, RateToIncrement
+from sw.cc.nic_regs import TX_WIRE_OVERHEAD_BYTES
 from sw.clock import ENV_DILATION, get_clock, set_clock
 from sw.clock.lag import fidelity
 from sw.roce.softnic.qp_pacer import make_cc, make_np
@@ -73,9 +76,12 @@ HPCC_BASE_RTT_NS = 4_000  # HPCC's T for the RTL and the software senders (incas
 HPCC_ACK_EVERY = 4        # the receiver ACKs every 4th RTL frame: the engine's ~1.2 us per ACK at 3 hops keeps up
 RATE_BINS = 40            # the receiver's bins of payload per sender over the run (the plot, Jain)
 SETTLE_NS = 100_000       # network time between the receiver's end and the RTL's final counters
+PROBE_POLL_NS = 2_000     # the bad-ICRC probe reads RX_ICRC_ERRORS this often (network time) ...
+PROBE_WAIT_NS = 200_000   # ... until it counts the frame, at most this long (the fabric's path is a few us)
 STORE_POLL_WALL_S = 0.005  # how often (wall) the run looks at the incast roles' rendezvous keys
 QUIET_WALL_S = 20.0       # the receiver gives up after this long (wall) without a frame
 RUN_WALL_S = 600.0        # the run's hang guard (wall seconds beyond the paced duration)
+BRIDGE_EXIT_WAIT_S = 5.0  # a control socket that closed: how long (wall) the testbench may take to be seen exited
 CC_RUNNABLE = ("none", "dcqcn", "hpcc")
 
 
@@ -98,10 +104,16 @@ def pick_receiver(topo: Any, hil_host: str) -> str:
 
 
 def payload_rate_bps(link_rate_bps: int, mtu_bytes: int) -> float:
-    """The RTL QP's limiter rate (it counts payload bytes) that keeps every hop at <= ``RTL_LOAD`` of the link
-    rate, counting the RoCEv2 framing and the INT stack the fabric grows on the way (up to ``MAX_INT_HOPS``)."""
+    """The RTL QP's payload rate that keeps every hop at <= ``RTL_LOAD`` of the link rate, counting the RoCEv2
+    framing, the Ethernet overhead and the INT stack the fabric grows on the way (up to ``MAX_INT_HOPS``)."""
     int_bytes = INT_SHIM_BYTES + INT_MD_BYTES + MAX_INT_HOPS * INT_HOP_BYTES
-    return RTL_LOAD * link_rate_bps * mtu_bytes / (mtu_bytes + ROCE_DATA_FRAME_OVERHEAD_BYTES + int_bytes)
+    return RTL_LOAD * link_rate_bps * mtu_bytes / (mtu_bytes + TX_WIRE_OVERHEAD_BYTES + int_bytes)
+
+
+def limiter_rate_bps(payload_bps: float, mtu_bytes: int) -> float:
+    """The limiter's (wire) rate that sends MTU frames at ``payload_bps`` of payload: it charges each frame its
+    payload and ``TX_WIRE_OVERHEAD_BYTES``."""
+    return payload_bps * (mtu_bytes + TX_WIRE_OVERHEAD_BYTES) / mtu_bytes
 
 
 def frames_for(duration_ns: int, rate_bps: float, mtu_bytes: int) -> int:
@@ -124,18 +136,22 @@ def software_senders(topo: Any, hil_host: str, receiver: str) -> list[str]:
 
 
 def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns: int, dilation: float | None,
-            workdir: Path | None = None, echo=None) -> dict[str, Any]:
+            workdir: Path | None = None, echo=None, bad_icrc_probe: bool = False) -> dict[str, Any]:
     """Bring the fabric up, run the RTL NIC on ``hil_host`` and the software senders into one receiver, tear
-    everything down (also on failure); the ``hil run`` JSON.  ``workdir`` (kept) holds the receiver's capture
-    ``receiver.pcap``; without one a temporary directory is used and removed after a good run."""
+    everything down (also on failure: a ``HilRunError`` then says, and holds in ``leftovers``, what outlived the
+    run); the ``hil run`` JSON.  ``workdir`` (kept) holds the receiver's capture ``receiver.pcap``; without one a
+    temporary directory is used and removed after a good run.  ``bad_icrc_probe`` (cc dcqcn): before the first
+    doorbell the receiver's host sends the RTL's QP a CNP with a wrong ICRC (``sw.roce``'s template, last ICRC byte
+    flipped), and ``rtl.bad_icrc_probe`` holds RX_ICRC_ERRORS, CNP_RECEIVED and QP_RATE before and after it."""
     from emu.cli import apply_dilation
     from emu.fabric import Fabric
-    from emu.net import leftovers
     from emu.reap import owned_tempdir
     from sw.collectives.fabric_topology import Topology
 
     if cc not in CC_RUNNABLE:
         raise HilRunError(f"--cc {cc}: not runnable; allowed: {', '.join(CC_RUNNABLE)}")
+    if bad_icrc_probe and cc != "dcqcn":
+        raise HilRunError(f"bad_icrc_probe: needs cc dcqcn (a CNP that must cut no rate), not {cc}")
     topo = Topology(fabric_opts["spec"])
     receiver = pick_receiver(topo, hil_host)
     if os.geteuid() != 0:
@@ -191,13 +207,17 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
                   share_bytes=share_bytes, bin_ns=max(1_000, duration_ns // RATE_BINS),
                   dcqcn=make_cc("dcqcn", spec.link_rate_bps).params if cc == "dcqcn" else None,
                   hpcc=make_cc("hpcc", spec.link_rate_bps, base_rtt_ns=HPCC_BASE_RTT_NS).params
-                  if cc == "hpcc" else None)
+                  if cc == "hpcc" else None, bad_icrc_probe=bad_icrc_probe)
     try:
-        with Fabric(**fabric_opts) as fab:
-            out = _run_on(fab, run)
-        # what outlived the run: the fabric's processes, namespaces, interfaces; the bridge's process group
-        out["leftovers"] = leftovers(fab.footprint) + [f"hil bridge process {pid}" for pid in
-                                                        live_in_group(out.pop("bridge_pgid"))]
+        fab = Fabric(**fabric_opts)
+        try:
+            with fab:
+                out = _run_on(fab, run)
+        except HilRunError as exc:      # torn down by now: say what outlived the failed run
+            exc.leftovers = run_leftovers(fab, run)
+            exc.args = (f"{exc.args[0]}; left behind: {', '.join(exc.leftovers) or 'nothing'}",)
+            raise
+        out["leftovers"] = run_leftovers(fab, run)
     finally:                            # a caller (a test session) keeps its own clock
         set_clock(prev_clock)
         if prev_env is None:
@@ -211,6 +231,15 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
         shutil.rmtree(work, ignore_errors=True)
         del out["receiver"]["pcap"]
     return out
+
+
+def run_leftovers(fab: Any, run: RunPlan) -> list[str]:
+    """What outlived the run: the fabric's processes, namespaces and interfaces, the bridge's process group."""
+    from emu.net import leftovers
+
+    left = leftovers(fab.footprint) if fab.footprint is not None else []
+    pgid = run.bridge_pgid
+    return left + ([f"hil bridge process {pid}" for pid in live_in_group(pgid)] if pgid is not None else [])
 
 
 @dataclass
@@ -232,6 +261,8 @@ class RunPlan:
     bin_ns: int                 # the receiver's bins of payload per sender
     dcqcn: DcqcnParams | None   # the parameters the driver writes (cc dcqcn)
     hpcc: HpccParams | None = None  # the parameters the driver writes (cc hpcc)
+    bad_icrc_probe: bool = False    # a bad-ICRC CNP to the RTL before the first doorbell (cc dcqcn)
+    bridge_pgid: int | None = None  # the bridge's process group, once started
 
     @property
     def qlen_unit_bytes(self) -> int:
@@ -303,7 +334,8 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
     cfg, sizes, n_frames, work = run.cfg, run.sizes, run.n_frames, run.work
     pcap, verdict, stop = work / "receiver.pcap", work / "receiver.json", work / "receiver.stop"
     bridge = start_bridge(fab.net.hosts[run.hil_host], cfg, clock.dilation)
-    pgid = bridge.proc.pid
+    run.bridge_pgid = bridge.proc.pid
+    probe: dict[str, Any] | None = None
     peer = None
     trace: list[dict[str, Any]] = []
     held: DcqcnParams | None = None
@@ -313,13 +345,15 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
     try:
         port = bridge.wait_ready()
         driver = RtlNicDriver(port)
-        share = run.rate_bps / (int(cfg["data_width"]) * CLK_HZ)
+        share = limiter_rate_bps(run.rate_bps, sizes.mtu_bytes) / (int(cfg["data_width"]) * CLK_HZ)
         asyncio.run(configure_qp(driver, 0, cfg, rate_share=share))
         if run.dcqcn is not None:
             held = asyncio.run(configure_dcqcn(driver, 0, run.dcqcn))
         if run.hpcc is not None:
             held_hpcc = asyncio.run(configure_hpcc(driver, 0, run.hpcc, run.qlen_unit_bytes))
         rate_reg = asyncio.run(driver.qp_rate(0))
+        if run.bad_icrc_probe:
+            probe = asyncio.run(bad_icrc_probe(fab, run, driver))
         np_args = ["--cnp-flow", json.dumps(run.back),
                    "--cnp-interval-ns", str(make_np().params.cnp_interval_ns)] if run.dcqcn is not None else []
         if run.hpcc is not None:
@@ -365,6 +399,13 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
         counters = asyncio.run(driver.counters(("TX_FRAMES", "CNP_RECEIVED", "INT_ACKS", "RX_ICRC_ERRORS",
                                                 "INT_ACKS_DROPPED", "HPCC_UPDATES")))
         figures = bridge.finish(port)
+    except (EOFError, OSError) as exc:      # the control socket closed: a testbench that exited is the run's end
+        try:
+            bridge.proc.wait(timeout=BRIDGE_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            raise exc from None
+        raise HilRunError(f"hil run: the RTL NIC's testbench exited mid-run (exit {bridge.proc.returncode}, "
+                          f"{type(exc).__name__} on its control socket); see {bridge.log}") from exc
     finally:
         bridge.kill()
         if peer is not None and peer.poll() is None:
@@ -395,6 +436,8 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
            "rate_bps": round(run.rate_bps), "qp_rate_reg": rate_reg, "rate_trace": trace,
            "cnp_arrival_cycles": figures["cnp_cycles"]}
     reads = [RateRead(*r) for r in figures["rate_reads"]]
+    if probe is not None:
+        rtl["bad_icrc_probe"] = probe
     if held is not None:
         init = next((c, f) for c, q, f in figures["qp_init_cycles"][::-1] if q == 0)
         rtl["dcqcn_params"] = dataclasses.asdict(held)
@@ -426,13 +469,37 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
         "rtl": rtl,
         "throughput_bins": {"bin_ns": bins["bin_ns"], "payload_bytes": series},
         "frames": n_frames,
-        "bridge_pgid": pgid,
         "cycles_per_s": cps,
         "bridge": {k: figures[k] for k in ("cycles", "rtl_ns", "net_ns", "slept_s", "frames_tx", "frames_rx",
                                            "window_cycles", "busy_wall_s")},
         "fidelity": fidelity(lag, clock.dilation),
         "fidelity_components": sorted(lag),
     }
+
+
+async def bad_icrc_probe(fab: Any, run: RunPlan, driver: Any) -> dict[str, Any]:
+    """From the receiver's host, a CNP of the RTL's QP with a wrong ICRC (``peer inject --cnp --bad-icrc``) across
+    the fabric; once RX_ICRC_ERRORS counted it and the RTL's reaction time (``replay_lag_ns``) passed: RX_ICRC_ERRORS,
+    CNP_RECEIVED and QP_RATE before and after (issue 17 item 6d: counted, no rate cut)."""
+    clock = get_clock()
+    names = ("RX_ICRC_ERRORS", "CNP_RECEIVED")
+    before = {**await driver.counters(names), "QP_RATE": await driver.qp_rate(0)}
+    inj = fab.net.hosts[run.receiver].popen(
+        [sys.executable, "-m", "sw.apps.hil.peer", "inject", "--ifname", run.rx_ifname, "--flow", json.dumps(run.back),
+         "--cnp", "--bad-icrc"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out_text, _ = inj.communicate(timeout=QUIET_WALL_S)
+    if inj.returncode != 0:
+        raise HilRunError(f"hil run: the bad-ICRC injection on {run.receiver} failed: {out_text.strip()[-300:]}")
+    waited_ns = 0
+    while (await driver.counters(names[:1]))["RX_ICRC_ERRORS"] == before["RX_ICRC_ERRORS"]:
+        if waited_ns > PROBE_WAIT_NS:
+            raise HilRunError(f"hil run: the bad-ICRC CNP from {run.receiver} never counted in RX_ICRC_ERRORS "
+                              f"({PROBE_WAIT_NS} ns of network time)")
+        clock.sleep_ns(PROBE_POLL_NS)
+        waited_ns += PROBE_POLL_NS
+    clock.sleep_ns(replay_lag_ns(run.sizes))
+    after = {**await driver.counters(names), "QP_RATE": await driver.qp_rate(0)}
+    return {"injected": 1, "before": before, "after": after}
 
 
 def replay_lag_ns(sizes: HilSizes) -> int:

@@ -4,7 +4,7 @@ on request it is that QP's DCQCN notification point (CNPs on CE-marked frames), 
 ``ack_every``-th frame that arrives with INT is answered by an RC ACK of its PSN with the frame's INT hops echoed in,
 as ``sw.roce``'s responder does: ``insert_int``), and sums every sender's payload over time (``RecvOptions``, the
 incast of ``hil run --cc dcqcn|hpcc``);
-``inject`` sends one SEND ONLY frame, with a wrong ICRC on request.  Run inside the peer's namespace.  Behind a
+``inject`` sends one SEND ONLY frame or CNP, with a wrong ICRC on request.  Run inside the peer's namespace.  Behind a
 fabric (``hil run``) frames arrive with the INT stack the last leaf left (host sink mode): it is stripped first, as
 the software NIC does (``sw.roce.wire.int_md.strip_int``), and the capture holds the frames without it."""
 
@@ -203,9 +203,12 @@ def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None,
     return out
 
 
-def inject(ifname: str, flow: Flow, psn: int, n_bytes: int, bad_icrc: bool) -> bytes:
-    """Send one SEND ONLY frame of ``flow`` on ``ifname``; with ``bad_icrc`` its ICRC's last byte flipped."""
-    frame = bytearray(FlowTemplates(flow)[Opcode.SEND_ONLY].build(psn, bytes(n_bytes)))
+def inject(ifname: str, flow: Flow, psn: int, n_bytes: int, bad_icrc: bool, cnp: bool = False) -> bytes:
+    """Send one SEND ONLY frame of ``flow`` (or, with ``cnp``, a CNP: ``n_bytes`` unused) on ``ifname``, built by
+    ``sw.roce``'s templates; with ``bad_icrc`` its ICRC's last byte flipped."""
+    templates = FlowTemplates(flow)
+    frame = bytearray(templates[Opcode.CNP].build(psn) if cnp
+                      else templates[Opcode.SEND_ONLY].build(psn, bytes(n_bytes)))
     if bad_icrc:
         frame[-1] ^= 0xFF
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
@@ -242,11 +245,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     i.add_argument("--psn", type=int, default=0)
     i.add_argument("--bytes", type=int, default=64)
     i.add_argument("--bad-icrc", action="store_true")
+    i.add_argument("--cnp", action="store_true", help="a CNP of the flow instead of a SEND ONLY frame")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.cmd == "inject":
-        inject(args.ifname, Flow(**json.loads(args.flow)), args.psn, args.bytes, args.bad_icrc)
+        inject(args.ifname, Flow(**json.loads(args.flow)), args.psn, args.bytes, args.bad_icrc, cnp=args.cnp)
         return 0
     opts = RecvOptions(qpn=args.dest_qpn, cnp_flow=Flow(**json.loads(args.cnp_flow)) if args.cnp_flow else None,
                        cnp_interval_ns=args.cnp_interval_ns, bin_ns=args.bin_ns,

@@ -12,8 +12,10 @@ from typing import Any
 from sw.apps.hil.model import HilSizes, ensure_model
 
 
-def run_cc(tmp_path: Path, cc: str, *, duration: str = "0.6ms", link_rate: str = "4G") -> dict[str, Any]:
-    """``starpulse hil run --link-rate LINK_RATE --duration DURATION --cc CC`` with the RTL on s0; its JSON."""
+def run_cc(tmp_path: Path, cc: str, *, duration: str = "0.6ms", link_rate: str = "4G",
+           bad_icrc_probe: bool = False) -> dict[str, Any]:
+    """``starpulse hil run --link-rate LINK_RATE --duration DURATION --cc CC`` with the RTL on s0 (``run_hil``'s
+    ``bad_icrc_probe`` on request); its JSON."""
     from emu.cli import fabric_options
     from sw.apps.hil.cli import add_run_arguments
     from sw.apps.hil.fabric_run import run_hil
@@ -24,7 +26,7 @@ def run_cc(tmp_path: Path, cc: str, *, duration: str = "0.6ms", link_rate: str =
     add_run_arguments(parser)
     args = parser.parse_args(["--link-rate", link_rate, "--duration", duration, "--cc", cc])
     out = run_hil(fabric_options(args), hil_host="s0", cc=cc, duration_ns=args.duration, dilation=None,
-                  workdir=tmp_path)
+                  workdir=tmp_path, bad_icrc_probe=bad_icrc_probe)
     (tmp_path / "out.json").write_text(json.dumps(out, indent=1))
     assert out["leftovers"] == [], "the run's processes, namespaces and interfaces must be gone"
     rx = out["receiver"]

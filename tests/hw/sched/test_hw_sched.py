@@ -50,6 +50,25 @@ def test_two_qps_share_link_at_their_rates() -> None:
     assert abs(seen["bytes"][1] - 2 * seen["bytes"][0]) <= 2 * 64 + 16, seen
 
 
+def test_frame_overhead_is_charged_with_each_send() -> None:
+    """A wire rate: at half the line rate with 32 bytes charged beyond each 64-byte send, the payload beats fill
+    64 / 96 of that half, a third of the clocks."""
+    dut = TxScheduler(data_width=64, n_qps=4, mtu_bytes=64, burst_bytes=256, frame_overhead_bytes=32)
+    seen = {"busy": 0}
+
+    async def tb(ctx):
+        ctx.set(dut.m_axis.tready, 1)
+        await _push(ctx, dut.rate_wr, qp=1, rate=dut.line_rate_reg // 2)
+        await _push(ctx, dut.doorbell, qp=1, bytes=1 << 20)
+        await ctx.tick().repeat(200)
+        for _ in range(3000):
+            await ctx.tick()
+            seen["busy"] += ctx.get(dut.m_axis.tvalid)
+
+    _run(dut, tb)
+    assert abs(seen["busy"] - 1000) <= 16, seen
+
+
 def test_doorbell_is_segmented_at_mtu_with_partial_last_beat() -> None:
     """100 bytes with a 64-byte MTU leave as a 64-byte and a 36-byte frame (tkeep marks the 4 last bytes)."""
     dut = TxScheduler(data_width=64, n_qps=4, mtu_bytes=64, burst_bytes=256)
@@ -99,3 +118,5 @@ def test_bad_parameters_are_rejected() -> None:
         TxScheduler(n_qps=1000)
     with pytest.raises(HwParamError, match="data_width"):
         TxScheduler(data_width=100)
+    with pytest.raises(HwParamError, match="frame_overhead_bytes"):
+        TxScheduler(frame_overhead_bytes=-1)

@@ -433,7 +433,7 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
     rtl_lost = max(0, counters["TX_FRAMES"] - judged["frames"])
     rtl = {"frames_tx": counters["TX_FRAMES"], "cnp_received": counters["CNP_RECEIVED"],
            "int_acks": counters["INT_ACKS"], "rx_icrc_errors": counters["RX_ICRC_ERRORS"],
-           "rate_bps": round(run.rate_bps), "qp_rate_reg": rate_reg, "rate_trace": trace,
+           "rate_bps": round(run.rate_bps), "qp_rate_reg": rate_reg, "rate_trace": trace, "mtu_bytes": sizes.mtu_bytes,
            "cnp_arrival_cycles": figures["cnp_cycles"]}
     reads = [RateRead(*r) for r in figures["rate_reads"]]
     if probe is not None:
@@ -520,7 +520,8 @@ def last_half_jain(series: dict[str, list[int]], names: list[str]) -> float | No
 
 def plot(out: dict[str, Any], path: str) -> None:
     """Every sender's payload throughput at the receiver over network time (its bins), and the RTL's QP_RATE as a
-    payload rate (the limiter counts payload bytes), from the RTL's first doorbell."""
+    payload rate (the limiter's rate is a wire rate: MTU frames carry ``mtu / (mtu + TX_WIRE_OVERHEAD_BYTES)`` of it
+    as payload), from the RTL's first doorbell."""
     with plot_figure(path, figsize=(8, 4.5)) as (_, ax):
         bins = out["throughput_bins"]
         bin_ns = bins["bin_ns"]
@@ -533,8 +534,10 @@ def plot(out: dict[str, Any], path: str) -> None:
         if trace:
             t0 = trace[0]["rtl_ns"]
             name = out["senders"][0]["name"]
+            mtu = out["rtl"]["mtu_bytes"]
+            payload = mtu / (mtu + TX_WIRE_OVERHEAD_BYTES)
             ax.step([(s["rtl_ns"] - t0) / 1e6 for s in trace],
-                    [s["qp_rate"] * 8 * CLK_HZ / (1 << 24) / 1e9 for s in trace],
+                    [s["qp_rate"] * 8 * CLK_HZ / (1 << 24) / 1e9 * payload for s in trace],
                     "--", where="post", label=f"{name} QP_RATE (RTL), payload Gb/s")
         ax.set_xlabel("network time since the start (ms)")
         ax.set_ylabel("Gb/s")

@@ -73,3 +73,29 @@ def test_bytes_sent_reach_the_byte_counter() -> None:
     sent = model_trajectory(PARAMS, int(INIT * CLK_NS), [int(c * CLK_NS) for c in CNPS],
                             [(int(60_500 * CLK_NS), 100_000)], t_end)
     assert sent[-1][1] > quiet[-1][1]
+
+
+def test_a_cnp_that_beat_the_sweep_to_a_due_timer_matches_and_the_model_order_alone_would_not() -> None:
+    """A CNP 100 ns after an alpha deadline: the RTL may take it before its sweep applies that expiry (the CNP's timer
+    reset swallows it).  Reads showing that order match through the replay's second order; values no order gives
+    still do not."""
+    init_ns = int(INIT * CLK_NS)
+    cnp1 = 10_000
+    cnp2 = cnp1 + PARAMS.alpha_timer_ns + 100          # the first CNP reset the alpha timer: due 100 ns before it
+    rtl = DcqcnRp(PARAMS, now_ns=init_ns)
+    rtl.on_cnp(cnp1)
+    rtl.advance(cnp2 - 150)
+    rtl.next_alpha_ns = cnp2 + 1                          # the sweep had not reached the due expiry: swallowed
+    rtl.on_cnp(cnp2)
+    own = DcqcnRp(PARAMS, now_ns=init_ns)
+    own.on_cnp(cnp1)
+    own.on_cnp(cnp2)
+    assert CONV.increment(rtl.rc_kbps) != CONV.increment(own.rc_kbps), "the orders agree: the test checks nothing"
+    reads = [RateRead(int((cnp2 + 600) / CLK_NS), 0, CONV.increment(rtl.rc_kbps), 0)]
+    out = replay(PARAMS, clk_ns=CLK_NS, qp=0, init=(INIT, 0), cnp_cycles=[int(cnp1 / CLK_NS), int(cnp2 / CLK_NS)],
+                 reads=reads, mtu_bytes=256, lag_ns=LAG_NS, conv=CONV)
+    assert out["matches"] and out["orders"] >= 2 and out["order"] > 0, out
+    assert model_trajectory(PARAMS, init_ns, [cnp1, cnp2], [], cnp2 + 600)[-1][1] == own.rc_kbps
+    wrong = [RateRead(reads[0].cycle, 0, reads[0].value + 1, 0)]
+    assert not replay(PARAMS, clk_ns=CLK_NS, qp=0, init=(INIT, 0), cnp_cycles=[int(cnp1 / CLK_NS),
+                      int(cnp2 / CLK_NS)], reads=wrong, mtu_bytes=256, lag_ns=LAG_NS, conv=CONV)["matches"]

@@ -58,6 +58,9 @@ short pauses of flow control under an incast, between which traffic moves."""
 PFC_STORM_CONFIDENCE = 0.97
 """Received pauses that hold a queue for most of the window are direct evidence: the other rules' suspects at the
 same place (a queue that grew, retransmissions, peers waiting) are its effects and join its evidence."""
+DOWN_BOTH_ENDS_CONFIDENCE = 0.97
+"""A link whose switch ports at both ends report no carrier: observed, not inferred, so it ranks above what its
+reroute causes (a few retransmissions on one rank's QPs can look like a lossy link, whose confidence is <= 0.95)."""
 NIC_RATE_SHARE = 0.9
 """A NIC pacing its port below this share of its line rate is rate-limited (a slow NIC)."""
 TOP = 3
@@ -150,7 +153,7 @@ def _link_states(polls: list[dict[str, Any]], dead: set[str], links: list[dict[s
         out.append(Suspect("flapping_link", name, float(len(ev)), 0.92, ev))
     for name, ev in down.items():
         if name not in flaps:
-            out.append(Suspect("down_link", name, 1.0, 0.9 if len(ev) > 1 else 0.85, ev))
+            out.append(Suspect("down_link", name, 1.0, DOWN_BOTH_ENDS_CONFIDENCE if len(ev) > 1 else 0.85, ev))
 
 
 def nic_name(server: int, gpu: int) -> str:

@@ -440,10 +440,23 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def plot_title(r: dict[str, Any]) -> str:
+    """The plot's title: the run's figures with its dilation and fidelity verdict, so a figure of a run that did not
+    keep up with its clock never looks like one that did."""
+    fid = r.get("fidelity") or {}
+    verdict = ("fidelity ok" if fid.get("ok") else
+               f"fidelity NOT ok ({100 * (fid.get('late_share') or 0):.0f} % of {fid.get('worst_component', '?')}'s "
+               "events late): not a result")
+    return (f"{r['faults']} faults, top-1 {r['top1_accuracy']}, top-3 {r['top3_accuracy']}, {r['false_alarms']} "
+            f"false alarms in {r['healthy_steps']} healthy steps; dilation {r.get('time_dilation', '?')}, {verdict}")
+
+
 def _plot(r: dict[str, Any], path: str) -> None:
+    """Per kind: top-1 accuracy and median time to localize, under ``plot_title``."""
     kinds = list(r["by_kind"])
     try:
-        with plot_figure(path, 1, 2, figsize=(10, 3.5), dpi=100) as (_, (a1, a2)):
+        with plot_figure(path, 1, 2, figsize=(10, 3.8), dpi=100) as (fig, (a1, a2)):
+            fig.suptitle(plot_title(r), fontsize=9)
             a1.bar([k for k in kinds], [r["by_kind"][k]["top1_accuracy"] or 0 for k in kinds], color="tab:blue")
             a1.set_ylim(0, 1.05)
             a1.set_title("top-1 accuracy per kind")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sw.apps.ops_campaign import _result, summary_lines
+from sw.apps.ops_campaign import _result, plot_title, summary_lines
 from sw.ops.expected import Expected
 
 pytestmark = pytest.mark.unit
@@ -30,3 +30,12 @@ def test_partial_result_keeps_the_measured_faults_and_says_it_is_incomplete() ->
     assert lines[1].startswith("# campaign: 2 faults, detected 1, top-1 0.50")
     result["completed"] = True
     assert not summary_lines(result)[0].startswith("# INCOMPLETE")
+
+
+def test_the_plot_title_says_a_run_that_missed_its_clock_is_not_a_result() -> None:
+    r = {"faults": 50, "top1_accuracy": 0.98, "top3_accuracy": 1.0, "false_alarms": 0, "healthy_steps": 100,
+         "time_dilation": 192.0}
+    late = plot_title({**r, "fidelity": {"ok": False, "late_share": 0.24, "worst_component": "p0l0 ingress"}})
+    assert "fidelity NOT ok (24 % of p0l0 ingress's events late): not a result" in late and "dilation 192.0" in late
+    kept = plot_title({**r, "fidelity": {"ok": True, "late_share": 0.0, "worst_component": "p0l0 tm"}})
+    assert "fidelity ok" in kept and "NOT" not in kept and "not a result" not in kept

@@ -183,6 +183,19 @@ def _grow_depth_ns(p: _Port, held_ns: int) -> None:
     p.depth_ns[p.qdepth_pkts] += held_ns
 
 
+def _hold_depth(p: _Port, t_ns: int) -> None:
+    """Before the port's depth changes at ``t_ns``: count the time it held its depth since the last change (the
+    time-weighted histogram; a change scheduled before the last one counts no time)."""
+    since = p.depth_since_ns
+    if t_ns > since:
+        if since >= 0:
+            try:
+                p.depth_ns[p.qdepth_pkts] += t_ns - since
+            except IndexError:
+                _grow_depth_ns(p, t_ns - since)
+        p.depth_since_ns = t_ns
+
+
 class TrafficManager:
     """Egress queues of one switch; ``enqueue`` at ingress end, ``dequeue_due(now)`` feeds egress in time order."""
 
@@ -372,14 +385,7 @@ class TrafficManager:
         q.stats.enq_pkts += 1
         if n >= q.stats.high_water_pkts:
             q.stats.high_water_pkts = n + 1
-        since = p.depth_since_ns
-        if now_ns > since:                         # the depth so far held since then (time-weighted histogram)
-            if since >= 0:
-                try:
-                    p.depth_ns[p.qdepth_pkts] += now_ns - since
-                except IndexError:
-                    _grow_depth_ns(p, now_ns - since)
-            p.depth_since_ns = now_ns
+        _hold_depth(p, now_ns)
         p.qdepth_pkts += 1
         self.queued_pkts += 1
         if p.qdepth_pkts > p.high_water_pkts:
@@ -434,14 +440,7 @@ class TrafficManager:
             q = p.queues[prio]
             fifo = q.fifo
             qp = fifo.popleft()
-            since = p.depth_since_ns
-            if t_ns > since:                       # a departure scheduled before the last arrival counts no time
-                if since >= 0:
-                    try:
-                        p.depth_ns[p.qdepth_pkts] += t_ns - since
-                    except IndexError:
-                        _grow_depth_ns(p, t_ns - since)
-                p.depth_since_ns = t_ns
+            _hold_depth(p, t_ns)
             p.qdepth_pkts -= 1
             self.queued_pkts -= 1
             q.stats.deq_pkts += 1

@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from sw.roce.native import build as native_build
-from sw.roce.softnic.port import PACKET_HOST, PACKET_MULTICAST, PACKET_OUTGOING, NicPortError, RawSocketPort
+from sw.roce.softnic.port import PACKET_HOST, NicPortError, RawSocketPort, keep_other_frame
 
 ENV_NIC_DATAPATH = "STARPULSE_NIC_DATAPATH"
 NIC_DATAPATHS = ("native", "python")
@@ -79,14 +79,10 @@ class NativeRawSocketPort(RawSocketPort):
             at = i * slot
             pkttype = types[i]
             if pkttype != PACKET_HOST:
-                if pkttype == PACKET_MULTICAST and data[at + 12:at + 14] == b"\x88\x08":   # PFC
-                    c.rx_frames += 1
-                    out.append(data[at:at + lens[i]])
+                frame = data[at:at + lens[i]]
+                if keep_other_frame(pkttype, frame, c):
+                    out.append(frame)
                     checked.append(0)
-                elif pkttype == PACKET_OUTGOING:
-                    c.outgoing_skipped += 1
-                else:
-                    c.not_for_us += 1
                 continue
             c.rx_frames += 1
             out.append(data[at:at + lens[i]])

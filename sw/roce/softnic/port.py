@@ -101,6 +101,19 @@ def _stamp_ns(ancdata: list[tuple[int, int, bytes]]) -> int:
     return 0
 
 
+def keep_other_frame(pkttype: int, frame: bytes, counters: NicPortCounters) -> bool:
+    """A received frame not addressed to this host (``pkttype`` not PACKET_HOST): True for a PFC frame (multicast
+    01:80:C2:00:00:01, kept and counted as received); else it is counted as our own outgoing or as not for us."""
+    if pkttype == PACKET_MULTICAST and frame[12:14] == b"\x88\x08":
+        counters.rx_frames += 1
+        return True
+    if pkttype == PACKET_OUTGOING:
+        counters.outgoing_skipped += 1
+    else:
+        counters.not_for_us += 1
+    return False
+
+
 class RawSocketPort:
     """Frames to and from interface ``ifname`` through one non-blocking AF_PACKET socket."""
 
@@ -215,13 +228,8 @@ class RawSocketPort:
                     self.rx_first_ts_ns = self._ioctl_ts_ns()
             pkttype = addr[2]
             if pkttype != PACKET_HOST:
-                if pkttype == PACKET_MULTICAST and frame[12:14] == b"\x88\x08":   # PFC (01:80:C2:00:00:01)
-                    c.rx_frames += 1
+                if keep_other_frame(pkttype, frame, c):
                     out.append(frame)
-                elif pkttype == PACKET_OUTGOING:
-                    c.outgoing_skipped += 1
-                else:
-                    c.not_for_us += 1
                 continue
             c.rx_frames += 1
             out.append(frame)

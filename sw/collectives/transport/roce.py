@@ -19,7 +19,7 @@ import numpy as np
 
 from sw.clock import Clock, get_clock
 from sw.roce.softnic.native_port import open_port
-from sw.roce.softnic.nic import SoftNic
+from sw.roce.softnic.nic import SoftNic, send_frames
 from sw.roce.softnic.pfc import NicPfc
 from sw.roce.softnic.port import (
     ROCE_HEADROOM_BYTES,
@@ -154,9 +154,15 @@ class WirePort:
         self.rate_bps = rate_bps
         self._bytes_per_ns = rate_bps / 8e9
 
-    def send(self, frame: bytes) -> None:
-        if frame[12:14] == b"\x88\x08":   # MAC control (the NIC's PFC): the MAC sends it at once, paused or not
+    def _sent_at_once(self, frame: bytes) -> bool:
+        """MAC control (the NIC's PFC) is not paced: the MAC sends it at once, paused or not."""
+        if frame[12:14] == b"\x88\x08":
             self.port.send(frame)
+            return True
+        return False
+
+    def send(self, frame: bytes) -> None:
+        if self._sent_at_once(frame):
             return
         self._queue.append(frame)
         self.drain()
@@ -164,9 +170,7 @@ class WirePort:
     def send_batch(self, frames: list[bytes]) -> None:
         """``send`` of each frame in order, the queue drained once (one sendmmsg on the native port)."""
         for frame in frames:
-            if frame[12:14] == b"\x88\x08":
-                self.port.send(frame)
-            else:
+            if not self._sent_at_once(frame):
                 self._queue.append(frame)
         self.drain()
 
@@ -185,12 +189,8 @@ class WirePort:
             frame = self._queue.popleft()
             self._tokens -= len(frame) + ETH_WIRE_OVERHEAD_BYTES
             out.append(frame)
-        send_batch = getattr(self.port, "send_batch", None)
-        if send_batch is not None and out:     # the native port (sw.roce.softnic.native_port): one sendmmsg
-            send_batch(out)
-        else:
-            for frame in out:
-                self.port.send(frame)
+        if out:
+            send_frames(self.port, out)     # the native port (sw.roce.softnic.native_port): one sendmmsg
         return bool(out)
 
     def ready_in_ns(self) -> float | None:

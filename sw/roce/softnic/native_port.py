@@ -18,7 +18,6 @@ from sw.roce.softnic.port import PACKET_HOST, NicPortError, RawSocketPort, keep_
 
 ENV_NIC_DATAPATH = "STARPULSE_NIC_DATAPATH"
 NIC_DATAPATHS = ("native", "python")
-RX_CHECKED = 1   # sp_nic_verdict: IPv4 checksum and ICRC verified in C (decode may skip them)
 
 
 def nic_datapath() -> str:
@@ -45,7 +44,7 @@ class NativeRawSocketPort(RawSocketPort):
         self._tx_lens = self.ffi.new("uint32_t[]", cap)
         if self.rx_timestamps:
             self.rx_timestamps = self.lib.sp_enable_rx_stamps(self.sock.fileno()) == 0
-        # per frame of the last recv_batch: RX_CHECKED when C verified its IPv4 checksum and ICRC (SoftNic._receive)
+        # per frame of the last recv_batch: nic.RX_CHECKED when C verified its IPv4 checksum and ICRC (SoftNic._receive)
         self.rx_checked = bytearray()
 
     def send_batch(self, frames: list[bytes]) -> None:

@@ -37,6 +37,8 @@ DEFAULT_PACER_BURST_BYTES = 64 * 1024
 # HPCC's T (its window is line rate x T): the base RTT of the path.  A Python host stack over veths has an RTT
 # of about a millisecond, far from a NIC's microseconds; set it to the fabric's RTT where that is known.
 DEFAULT_BASE_RTT_NS = 1_000_000
+RX_CHECKED = 1
+"""A port's verdict (``rx_checked``, the native port) that C verified a frame's IPv4 checksum and ICRC."""
 FIRST_QPN = 0x11  # QPNs below it are reserved (QP0/QP1 and the low range verbs keep back)
 MAX_QPN = (1 << 24) - 1
 
@@ -52,6 +54,18 @@ class FramePort(Protocol):
 
     def wait(self, timeout_ns: int) -> None:
         """Block until a frame may be readable or ``timeout_ns`` of wall time passed."""
+
+
+def send_frames(port: FramePort, frames: list[bytes]) -> None:
+    """Put ``frames`` on ``port`` in order: in one batch where it has ``send_batch`` (the native port's sendmmsg),
+    else one ``send`` each (the Python reference and the other frame ports)."""
+    send_batch = getattr(port, "send_batch", None)
+    if send_batch is not None:
+        send_batch(frames)
+        return
+    send = port.send
+    for frame in frames:
+        send(frame)
 
 
 @dataclass
@@ -215,7 +229,7 @@ class SoftNic:
             counters.rx_frames += 1
             hops = None
             try:
-                if checked and checked[i] == 1:
+                if checked and checked[i] == RX_CHECKED:
                     pkt = decode(frame, check_icrc=False)
                     pkt.icrc_ok = True
                 else:
@@ -276,13 +290,7 @@ class SoftNic:
                     still.append(qp)
             active = still
         if out:
-            send_batch = getattr(self.port, "send_batch", None)
-            if send_batch is not None:   # the native port: the pass's frames in one sendmmsg
-                send_batch(out)
-            else:
-                send = self.port.send
-                for frame in out:
-                    send(frame)
+            send_frames(self.port, out)   # the native port: the pass's frames in one sendmmsg
         self.counters.tx_frames += len(out)
         return bool(out)
 

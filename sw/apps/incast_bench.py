@@ -59,6 +59,7 @@ from sw.clock.lag import (
 )
 from sw.roce.softnic.qp_pacer import CC_NAMES, DCQCN_CNP_INTERVAL_NS, make_cc
 from sw.roce.transport.qp_connect import connect, qp_info
+from sw.roce.transport.rules import PATH_MTUS
 from sw.roce.transport.verbs import SendWr, WcStatus, WrOpcode
 from sw.units import (
     ROCE_DATA_FRAME_OVERHEAD_BYTES,
@@ -98,12 +99,14 @@ def _pattern(index: int, size: int) -> np.ndarray:
 
 
 def _open(args: argparse.Namespace):
-    from sw.roce.softnic.port import interface_mtu, open_device, path_mtu_for
+    from sw.roce.softnic.port import chosen_path_mtu, interface_mtu, open_device, path_mtu_for
+    from sw.roce.wire.gid import path_mtu_headroom_bytes
 
     opts = {} if args.pacer_burst_bytes is None else {"pacer_burst_bytes": args.pacer_burst_bytes}
     nic = open_device(args.dev, line_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"), cc=args.cc,
                       base_rtt_ns=parse_duration_ns(args.base_rtt, what="--base-rtt"), **opts)
-    return nic, path_mtu_for(interface_mtu(args.dev))
+    largest = path_mtu_for(interface_mtu(args.dev) - path_mtu_headroom_bytes(nic.ip))
+    return nic, chosen_path_mtu(args.path_mtu, largest, flag="--path-mtu", dev=args.dev)
 
 
 def run_receiver(args: argparse.Namespace) -> dict[str, Any]:
@@ -260,7 +263,8 @@ def run_incast(cc: str, args: argparse.Namespace, clock: Clock | None = None) ->
         common = ["--store", store_dir, "--size", str(args.size_bytes), "--senders", str(args.senders), "--cc", cc,
                   "--link-rate", str(rate), "--base-rtt", args.base_rtt, "--timeout", str(args.timeout),
                   "--qp-timeout", str(args.qp_timeout),
-                  *(["--pacer-burst", str(args.pacer_burst_bytes)] if args.pacer_burst_bytes is not None else [])]
+                  *(["--pacer-burst", str(args.pacer_burst_bytes)] if args.pacer_burst_bytes is not None else []),
+                  *(["--path-mtu", str(args.path_mtu)] if args.path_mtu is not None else [])]
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]),
                    **{ENV_DILATION: repr(clock.dilation)})
         if pfc.enabled:
@@ -400,6 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pfc-headroom", default="64K", help="PFC headroom per ingress port in bytes (default 64K)")
     p.add_argument("--ipv6", action="store_true", help="RoCEv2 over IPv6 (the fabric's IPv6 plan) instead of IPv4")
     p.add_argument("--pacer-burst", help="each QP's token-bucket depth in bytes (default: the NIC's)")
+    p.add_argument("--path-mtu", type=int, choices=PATH_MTUS,
+                   help="every QP's RoCE path MTU (default: the largest the interfaces carry)")
     p.add_argument("--qp-timeout", type=int, default=10,
                    help="QP ACK timeout exponent (default 10: 4.2 ms, beyond a full 2 MB queue at 10G)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds of network time per run (default 300)")

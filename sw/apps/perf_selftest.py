@@ -32,7 +32,7 @@ from sw.clock.lag import (
     search_dilation,
 )
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.port import interface_mtu, open_device, path_mtu_for
+from sw.roce.softnic.port import chosen_path_mtu, interface_mtu, open_device, path_mtu_for
 from sw.roce.softnic.qp_pacer import CC_NAMES
 from sw.roce.tools.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
 from sw.roce.transport.rules import PATH_MTUS
@@ -200,14 +200,8 @@ def _nic(args: argparse.Namespace) -> tuple[SoftNic, int]:
     base_rtt_ns = _base_rtt_ns(args)
     ip = interface_ipv6(args.dev) if args.ipv6 else None
     nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc, base_rtt_ns=base_rtt_ns, ip=ip)
-    mtu = path_mtu_for(interface_mtu(args.dev) - path_mtu_headroom_bytes(nic.ip))
-    if args.mtu is not None:
-        if args.mtu not in PATH_MTUS or args.mtu > mtu:
-            raise PerfArgError(
-                f"--mtu {args.mtu}: must be one of {PATH_MTUS} and at most {mtu} on {args.dev}"
-            )
-        mtu = args.mtu
-    return nic, mtu
+    largest = path_mtu_for(interface_mtu(args.dev) - path_mtu_headroom_bytes(nic.ip))
+    return nic, chosen_path_mtu(args.mtu, largest, flag="--mtu", dev=args.dev)
 
 
 def _base_rtt_ns(args: argparse.Namespace) -> int:

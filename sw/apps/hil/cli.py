@@ -13,8 +13,9 @@ from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
 MAX_FRAMES = 100_000
 MAX_DURATION_NS = 1_000_000_000     # 1 s of network time is 400e6 RTL clocks: hours of simulation
 CC_CHOICES = ("none", "dcqcn", "hpcc")
-# hil run's fabric: the smallest whose sender and receiver sit on different leaves (2 pods of 1 server, 1 spine)
-RUN_TOPOLOGY = {"servers": 2, "gpus_per_server": 1, "pods": 2, "spines": 1, "link_rate": "4G"}
+# hil run's fabric: 2 leaves of 2 one-GPU servers and a spine: the RTL on s0, the receiver on the other leaf, s1 and s3
+# sending beside the RTL with the software NIC (a 3-to-1 incast; s0 and s1 share their leaf's uplink)
+RUN_TOPOLOGY = {"servers": 4, "gpus_per_server": 1, "pods": 2, "spines": 1, "link_rate": "4G"}
 
 
 def _frames(text: str) -> int:
@@ -82,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        "the receiver (on another leaf) sending to it: goodput, Jain, drops, RTL counters, QP_RATE "
                        "trace against the golden model, dilation, fidelity",
                        description="Topology defaults here: " + " ".join(
-                           f"--{k.replace('_', '-')} {v}" for k, v in RUN_TOPOLOGY.items()) + " (2 leaves, 1 spine).")
+                           f"--{k.replace('_', '-')} {v}" for k, v in RUN_TOPOLOGY.items())
+                       + " (2 leaves of 2 servers, 1 spine).")
     add_run_arguments(r)
 
 

@@ -8,27 +8,29 @@ first host on another leaf (else any other host); on its rail-0 interface ``sw.a
 (INT the fabric left stripped first, as the software NIC does): ICRC, the pattern payload, PSN order and gaps.
 
 An incast: every host but the RTL's and the receiver sends to the receiver too, with the software NIC (``sw.roce``,
-the roles of ``sw.apps.incast_bench``: one RDMA WRITE each, the same congestion control as the RTL), all starting
-on one "go"; each sender's share of bytes is what ``duration`` at the link rate over the number of senders carries.
-The RTL's limiter charges each frame's wire bytes (``sw.cc.nic_regs.TX_WIRE_OVERHEAD_BYTES`` beyond the payload), as
-the software NIC's pacer does: its rates are wire rates.  With ``--cc none`` it holds a rate that loads every hop to
-``RTL_LOAD`` of the link rate (payload, the 58 bytes of RoCEv2 framing, the Ethernet overhead and the INT stack the
-switches grow).  With ``--cc dcqcn`` the host driver writes the software NIC's DCQCN parameters
-(``sw.roce.softnic.qp_pacer.make_cc``, line rate = link rate) and QP_INIT in cc_mode dcqcn: at its line rate the RTL
-fills its link, and the INT stack its leaf adds puts the uplink above its rate, so the RTL congests its first hop by
-itself; the receiver's ``peer`` is its notification point (``sw.cc.DcqcnNp`` with the software NIC's CNP spacing,
-``qp_pacer.make_np``): CNPs cross the fabric back to the RTL's ``rx_s_axis``.  The leaves then sink INT toward the
-hosts (``--int-sink report``): the RTL's parser finds a CNP's BTH only right after
-UDP.  The bridge records each CNP's arrival clock and every QP_RATE read; ``rate_replay`` feeds the arrivals to
-``sw.cc.DcqcnRp`` with the parameters read back from the NIC and compares every read bit for bit
-(``rtl.rate_trace_matches_model``).  With ``--cc hpcc`` the driver writes the software NIC's HPCC parameters
-(``make_cc("hpcc", link rate, base_rtt_ns=HPCC_BASE_RTT_NS)``, the software senders get the same T), the INT queue
-unit (an MTU frame, as the host stack counts it) and QP_INIT in cc_mode hpcc; the leaves leave the INT stack to the
-hosts (``--int-sink host``); the receiver's ``peer`` answers every ``HPCC_ACK_EVERY``-th RTL frame with an RC ACK
-echoing the frame's INT hops, which the fabric carries back unchanged into the RTL's INT-ACK parser, feeder and
-HPCC engine.  The bridge records every INT-echo ACK it hands to ``rx_s_axis`` and every event of the engine;
-``hpcc_replay`` feeds the ACKs to ``sw.cc.Hpcc`` and compares the engine's rate ACK by ACK and every QP_RATE read
-bit for bit.  With cc none the model (``sw.cc.NoCc``) holds the rate the host set.
+the roles of ``sw.apps.incast_bench``: one RDMA WRITE each, the same congestion control as the RTL), all starting on
+one "go".  Every sender moves the same payload (the RTL's frames, each software WRITE): what ``duration`` carries in
+MTU frames at the receiver link's payload rate over the number of senders.  The software senders' QPs take the RTL's
+RoCE MTU as their path MTU, so every sender's frames are alike (DCQCN marks per packet).  The RTL's limiter charges
+each frame's wire bytes (``sw.cc.nic_regs.TX_WIRE_OVERHEAD_BYTES`` beyond the payload), as the software NIC's pacer
+does: its rates are wire rates.  With ``--cc none`` it holds a rate that loads every hop to ``RTL_LOAD`` of the link
+rate (payload, the 58 bytes of RoCEv2 framing, the Ethernet overhead and the INT stack the switches grow).  With
+``--cc dcqcn`` the host driver writes the software NIC's DCQCN parameters (``sw.roce.softnic.qp_pacer.make_cc``,
+line rate = link rate) and QP_INIT in cc_mode dcqcn: at its line rate the RTL fills its link, and the INT stack its
+leaf adds puts the uplink above its rate, so the RTL congests its first hop by itself; the receiver's ``peer`` is
+its notification point (``sw.cc.DcqcnNp`` with the software NIC's CNP spacing, ``qp_pacer.make_np``): CNPs cross the
+fabric back to the RTL's ``rx_s_axis``.  The leaves then sink INT toward the hosts (``--int-sink report``): the
+RTL's parser finds a CNP's BTH only right after UDP.  The bridge records each CNP's arrival clock and every QP_RATE
+read; ``rate_replay`` feeds the arrivals to ``sw.cc.DcqcnRp`` with the parameters read back from the NIC and
+compares every read bit for bit (``rtl.rate_trace_matches_model``).  With ``--cc hpcc`` the driver writes the
+software NIC's HPCC parameters (``make_cc("hpcc", link rate, base_rtt_ns=HPCC_BASE_RTT_NS)``, the software senders
+get the same T), the INT queue unit (an MTU frame, as the host stack counts it) and QP_INIT in cc_mode hpcc; the
+leaves leave the INT stack to the hosts (``--int-sink host``); the receiver's ``peer`` answers every
+``HPCC_ACK_EVERY``-th RTL frame with an RC ACK echoing the frame's INT hops, which the fabric carries back unchanged
+into the RTL's INT-ACK parser, feeder and HPCC engine.  The bridge records every INT-echo ACK it hands to
+``rx_s_axis`` and every event of the engine; ``hpcc_replay`` feeds the ACKs to ``sw.cc.Hpcc`` and compares the
+engine's rate ACK by ACK and every QP_RATE read bit for bit.  With cc none the model (``sw.cc.NoCc``) holds the rate
+the host set.
 
 Goodput: the RTL's is the payload the receiver accepted over its sending window (first doorbell to last frame out, in
 RTL clocks = network time); a software sender's its WRITE's bytes over its completion time.  The receiver sums every
@@ -181,9 +183,11 @@ def run_hil(fabric_opts: dict[str, Any], *, hil_host: str, cc: str, duration_ns:
     n_senders = 1 + len(others)
     line_payload_bps = payload_rate_bps(spec.link_rate_bps, sizes.mtu_bytes) / RTL_LOAD
     rate_bps = payload_rate_bps(spec.link_rate_bps, sizes.mtu_bytes)
-    n_frames = frames_for(duration_ns, (rate_bps if n_senders == 1 else line_payload_bps / n_senders),
-                          sizes.mtu_bytes)
-    share_bytes = max(sizes.mtu_bytes, int(duration_ns * spec.link_rate_bps / 8e9 / n_senders))
+    # every sender moves the same payload, what ``duration`` at the fair share of the receiver's link carries in
+    # MTU frames, so none finishes early by its size and Jain over the last half compares senders still sending
+    share_frames = frames_for(duration_ns, line_payload_bps / n_senders, sizes.mtu_bytes)
+    n_frames = frames_for(duration_ns, rate_bps, sizes.mtu_bytes) if n_senders == 1 else share_frames
+    share_bytes = share_frames * sizes.mtu_bytes
     src, dst = topo.nics_of(hil_host)[0], topo.nics_of(receiver)[0]
     qpns = flow_of({}, 0)       # the bridge's QP numbers; the addresses are the fabric's (next hop: the leaf)
     flow = {"src_mac": src.mac, "dst_mac": src.gateway_mac, "src_ip": src.ip, "dst_ip": dst.ip,
@@ -280,7 +284,8 @@ def _start_incast(fab: Any, run: RunPlan, store_dir: Path) -> list[subprocess.Po
     topo = fab.topo
     rate = topo.spec.link_rate_bps
     common = ["--store", str(store_dir), "--size", str(run.share_bytes), "--senders", str(len(run.others)),
-              "--cc", run.cc, "--link-rate", str(rate), "--base-rtt", f"{HPCC_BASE_RTT_NS}ns"]
+              "--cc", run.cc, "--link-rate", str(rate), "--base-rtt", f"{HPCC_BASE_RTT_NS}ns",
+              "--path-mtu", str(run.sizes.mtu_bytes)]
     me = [sys.executable, "-m", "sw.apps.incast_bench"]
     procs = []
     for k, host in enumerate([*run.others, run.receiver]):

@@ -8,11 +8,13 @@ needs it.  ``ensure_model`` also skips the Verilog conversion of the bridged NIC
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -70,6 +72,22 @@ def build_key(simulator: str, verilog_text: str, *, toplevel: str, cxx_opt: str 
     return h.hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def stdout_on_stderr() -> Iterator[None]:
+    """Standard output on stderr while a build runs (descriptor 1, which the tools inherit, and ``sys.stdout``): their
+    output never mixes into a command's stdout, where ``hil run --json`` prints its one JSON object."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):     # and Python's own prints, wherever sys.stdout points
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def build_model(simulator: str, verilog_text: str, *, toplevel: str, out: Path, cxx_opt: str = "",
                 waves: bool = False) -> Path:
     """Build ``verilog_text`` (top ``toplevel``) for ``simulator`` in ``out`` unless the stamp there says this
@@ -92,8 +110,9 @@ def build_model(simulator: str, verilog_text: str, *, toplevel: str, out: Path, 
         if cxx_opt:
             os.environ["MAKEFLAGS"] += f" {cxx_opt}"
         build_args = list(VERILATOR_ARGS)
-    get_runner(simulator).build(sources=[src], hdl_toplevel=toplevel, build_dir=out, build_args=build_args,
-                                timescale=TIMESCALE, always=True, waves=waves)
+    with stdout_on_stderr():
+        get_runner(simulator).build(sources=[src], hdl_toplevel=toplevel, build_dir=out, build_args=build_args,
+                                    timescale=TIMESCALE, always=True, waves=waves)
     stamp.write_text(key)
     return out
 

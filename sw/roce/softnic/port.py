@@ -92,6 +92,16 @@ def path_mtu_for(if_mtu: int) -> int:
     return fitting[-1]
 
 
+def chosen_path_mtu(requested: int | None, largest: int, *, flag: str, dev: str) -> int:
+    """The path MTU a QP uses: ``requested`` when it is a RoCE path MTU no larger than ``largest`` (what ``dev``
+    carries), ``largest`` when nothing was asked for; a NicPortError naming ``flag`` otherwise."""
+    if requested is None:
+        return largest
+    if requested not in PATH_MTUS or requested > largest:
+        raise NicPortError(f"{flag} {requested}: must be one of {PATH_MTUS} and at most {largest} on {dev}")
+    return requested
+
+
 def _stamp_ns(ancdata: list[tuple[int, int, bytes]]) -> int:
     """The SCM_TIMESTAMPNS receive time (CLOCK_REALTIME ns) among a frame's control messages; 0 when absent."""
     for level, kind, data in ancdata:

@@ -1,7 +1,7 @@
-"""One congestion-controlled ``hil run`` on the default fabric from a test: the CLI's flags parsed as ``starpulse hil
-run`` parses them, the model built once, the JSON kept in the test's directory (``out.json``) for a failure's
-post-mortem, and what every such run must show checked: nothing left behind, every RTL frame received good and in
-order, nothing dropped."""
+"""One congestion-controlled ``hil run`` of the RTL and its receiver alone from a test: the CLI's flags parsed as
+``starpulse hil run`` parses them, the model built once, the JSON kept in the test's directory (``out.json``) for a
+failure's post-mortem, and what every such run must show checked: nothing left behind, every RTL frame received good
+and in order, nothing dropped."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from sw.apps.hil.model import HilSizes, ensure_model
+
+# hil run's default fabric with one server per leaf: the RTL on s0 and its receiver s1 alone (no software senders)
+RTL_ALONE = ("--servers", "2")
 
 
 def run_cc(tmp_path: Path, cc: str, *, duration: str = "0.6ms", link_rate: str = "4G",
@@ -24,7 +27,7 @@ def run_cc(tmp_path: Path, cc: str, *, duration: str = "0.6ms", link_rate: str =
     ensure_model(HilSizes())
     parser = ArgumentParser(prog="starpulse hil run")
     add_run_arguments(parser)
-    args = parser.parse_args(["--link-rate", link_rate, "--duration", duration, "--cc", cc])
+    args = parser.parse_args([*RTL_ALONE, "--link-rate", link_rate, "--duration", duration, "--cc", cc])
     out = run_hil(fabric_options(args), hil_host="s0", cc=cc, duration_ns=args.duration, dilation=None,
                   workdir=tmp_path, bad_icrc_probe=bad_icrc_probe)
     (tmp_path / "out.json").write_text(json.dumps(out, indent=1))

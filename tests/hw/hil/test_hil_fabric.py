@@ -2,9 +2,10 @@
 fabric of two leaves and a spine sends one QP's frames to host s1 on the other leaf; the receiver
 (``sw.apps.hil.peer``) judges every frame, the test re-checks its capture (sw.roce and an independent ICRC, tshark,
 pattern, PSNs), the INT stack every frame arrived with shows the leaf-spine-leaf path, nothing is dropped and nothing
-is left behind.  6e: the same run with the testbench SIGKILLed (its process group) once its first frames are out:
-the run fails with a one-line error, and no process of the testbench's group, no namespace and no interface of
-the fabric outlives it."""
+is left behind.  6e: a run on ``hil run``'s default fabric (two leaves of two servers: the software senders and
+their receiver run beside the RTL) with the testbench SIGKILLed (its process group) once its first frames are out:
+the run fails with a one-line error, and no process of the testbench's group or of the fabric (the software roles
+too), no namespace and no interface of the fabric outlives it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hil_run import RTL_ALONE
 from roce_tx_check import check_pattern_pcap
 
 from sw.apps.hil.model import HilSizes, ensure_model
@@ -42,7 +44,7 @@ def test_rtl_nic_sends_through_leaf_spine_leaf_to_a_software_receiver(tmp_path: 
     ensure_model(sizes)
     parser = ArgumentParser(prog="starpulse hil run")
     add_run_arguments(parser)
-    args = parser.parse_args(["--link-rate", LINK_RATE, "--duration", DURATION])   # hil run's defaults
+    args = parser.parse_args([*RTL_ALONE, "--link-rate", LINK_RATE, "--duration", DURATION])
     out = run_hil(fabric_options(args), hil_host="s0", cc="none", duration_ns=args.duration, dilation=None,
                   workdir=tmp_path)
     (tmp_path / "out.json").write_text(json.dumps(out, indent=1))

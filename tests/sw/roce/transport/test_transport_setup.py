@@ -13,7 +13,7 @@ from sw.apps.perf_selftest import PerfArgError, add_perf_arguments, run_perf
 from sw.clock import Clock, ManualClock
 from sw.roce.softnic.loopback import LinkProfile, MemoryWire, run_until
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.port import path_mtu_for
+from sw.roce.softnic.port import chosen_path_mtu, path_mtu_for
 from sw.roce.transport.qp import QpState
 from sw.roce.transport.qp_connect import connect, exchange, qp_info
 from sw.roce.transport.verbs import SendWr, VerbsError, WcStatus, WrOpcode
@@ -94,6 +94,15 @@ def test_path_mtu_follows_the_interface_mtu():
     assert path_mtu_for(4200) == 4096
     with pytest.raises(OSError, match="too small"):
         path_mtu_for(300)
+
+
+def test_a_requested_path_mtu_is_a_roce_mtu_no_larger_than_the_interface_carries():
+    assert chosen_path_mtu(None, 1024, flag="--path-mtu", dev="eth0") == 1024
+    assert chosen_path_mtu(256, 1024, flag="--path-mtu", dev="eth0") == 256
+    for bad in (2048, 300):
+        with pytest.raises(OSError, match=f"--path-mtu {bad}: must be one of .* and at most 1024 on eth0") as info:
+            chosen_path_mtu(bad, 1024, flag="--path-mtu", dev="eth0")
+        assert info.value.is_user_error
 
 
 def test_traffic_class_sets_the_dscp_of_every_packet_and_is_range_checked():

@@ -49,6 +49,7 @@ COMMANDS_HELP = {
     "register_reset": "register_reset REGISTER",
     "counter_read": "counter_read COUNTER INDEX (direct counters: entry HANDLE)",
     "counter_reset": "counter_reset COUNTER",
+    "counter_write": "counter_write COUNTER INDEX PACKETS BYTES (direct counters: entry HANDLE)",
     "meter_array_set_rates": "meter_array_set_rates METER CIR:CBS PIR:PBS (rates per microsecond)",
     "meter_set_rates": "meter_set_rates METER INDEX CIR:CBS PIR:PBS",
     "mirroring_add": "mirroring_add SESSION PORT",
@@ -568,6 +569,24 @@ class RuntimeCLI:
             raise CommandError(f"no entry with handle {h} in the table of direct counter {args[0]}")
         i = self._index(args[1], c.size, c.name)
         return f"{c.name}[{i}]=  BmCounterValue(packets={c.packets[i]}, bytes={c.bytes[i]})"
+
+    def _counter_write(self, args: list[str]) -> str:
+        """``counter_write COUNTER INDEX PACKETS BYTES``: set one cell (a direct counter's by entry handle)."""
+        self._nargs(args, 4, "counter_write")
+        c = self._find("counter", args[0], self.state.counters)
+        packets, nbytes = self._int(args[2], "packet count"), self._int(args[3], "byte count")
+        if packets < 0 or nbytes < 0:
+            raise CommandError(f"counter_write: counts must be >= 0, got {packets} packets, {nbytes} bytes")
+        if c.direct:
+            h = self._int(args[1], "entry handle")
+            for t in self.state.tables.values():
+                if t.direct_counter is c and h in t.entries:
+                    t.entries[h].packets, t.entries[h].bytes = packets, nbytes
+                    return ""
+            raise CommandError(f"no entry with handle {h} in the table of direct counter {args[0]}")
+        i = self._index(args[1], c.size, c.name)
+        c.packets[i], c.bytes[i] = packets, nbytes
+        return ""
 
     def _counter_reset(self, args: list[str]) -> str:
         self._nargs(args, 1, "counter_reset")

@@ -32,7 +32,7 @@ from sw.clock import ManualClock
 # STF commands and what they do here; the passed-through ones are simple_switch_CLI commands (bmv2stf.py
 # hands them to the CLI unchanged).
 PASS_THROUGH = ("mirroring_add", "mc_mgrp_create", "mc_node_create", "mc_node_associate",
-                "counter_read", "register_read", "register_write", "register_reset")
+                "counter_read", "counter_write", "register_read", "register_write", "register_reset")
 STF_COMMANDS = ("add", "setdefault", "packet", "expect", "wait", "check_counter", "remove") + PASS_THROUGH
 
 PRIORITY_BASE = 10000     # bmv2stf.py: BMv2 priority = 10000 - STF priority (STF: larger wins; BMv2: smaller)
@@ -146,8 +146,8 @@ def parse_stf(text: str, name: str) -> list[StfLine]:
             _port_and_data(cmd, rest, where)           # checked now: a bad line fails before anything runs
         elif cmd in ("add", "setdefault", "check_counter") and not rest:
             raise StfError(f"{where}: {cmd} needs arguments")
-        elif cmd == "remove" and rest.lower() != "all":
-            raise StfUnsupported(f"{where}: unsupported STF command 'remove {rest}' (only 'remove all')")
+        elif cmd == "remove" and not rest:
+            raise StfError(f"{where}: remove needs 'all' or TABLE KEY:VALUE ...")
         out.append(StfLine(lineno, cmd, rest))
     return out
 
@@ -281,6 +281,7 @@ class StfRunner:
         self.cli = RuntimeCLI(pipeline)
         self.name = name
         self.handles: dict[str, tuple[Table, int]] = {}          # ``add ... = ID`` -> (table, entry handle)
+        self.added: dict[tuple[str, tuple[str, ...]], list[int]] = {}   # (table, CLI match words) -> handles
 
     def run(self, lines: list[StfLine]) -> StfResult:
         res = StfResult()
@@ -312,10 +313,13 @@ class StfRunner:
                     problem = self._check_counter(ln.args)
                     if problem:
                         res.counter_failures.append(f"line {ln.lineno}: check_counter {ln.args}: {problem}")
-                elif ln.cmd == "remove":
+                elif ln.cmd == "remove" and ln.args.lower() == "all":
                     for t in self.pipeline.state.tables.values():
                         if not t.const_entries:
                             t.clear()
+                    self.added.clear()
+                elif ln.cmd == "remove":
+                    self._remove(ln.args)
                 elif ln.cmd in PASS_THROUGH:
                     self.cli.execute(f"{ln.cmd} {ln.args}")
                 # ``wait``: packets are processed when sent, there is nothing to wait for
@@ -375,6 +379,18 @@ class StfRunner:
         if keys_words and keys_words[0].isdigit():
             prio = int(keys_words.pop(0))
         action, data = self._action(table, words[-1] + paren + tail)
+        match = self._match_words(table, keys_words)
+        cmd = ["table_add", table.name, action, *match, "=>", *data]
+        if any(k.kind in ("ternary", "range", "optional") for k in table.keys):
+            cmd.append(str(PRIORITY_BASE - (prio or 0)))
+        out = self.cli.execute(" ".join(cmd))
+        handle = int(out.rsplit(" ", 1)[-1])
+        self.added.setdefault((table.name, tuple(match)), []).append(handle)
+        if entry_id is not None:
+            self.handles[entry_id] = (table, handle)
+
+    def _match_words(self, table: Table, keys_words: list[str]) -> list[str]:
+        """The CLI match words of ``KEY:VALUE ...`` (a key left out matches anything)."""
         given: dict[int, str] = {}
         for kw in keys_words:
             kname, colon, value = kw.partition(":")
@@ -382,13 +398,17 @@ class StfRunner:
                 raise CommandError(f"match {kw!r}: expected FIELD:VALUE")
             i = self._key_index(table, kname)
             given[i] = cli_match_word(value, table.keys[i])
-        match = [given.get(i, default_match_word(k)) for i, k in enumerate(table.keys)]
-        cmd = ["table_add", table.name, action, *match, "=>", *data]
-        if any(k.kind in ("ternary", "range", "optional") for k in table.keys):
-            cmd.append(str(PRIORITY_BASE - (prio or 0)))
-        out = self.cli.execute(" ".join(cmd))
-        if entry_id is not None:
-            self.handles[entry_id] = (table, int(out.rsplit(" ", 1)[-1]))
+        return [given.get(i, default_match_word(k)) for i, k in enumerate(table.keys)]
+
+    def _remove(self, args: str) -> None:
+        """``remove TABLE KEY:VALUE ...``: delete the entry an earlier ``add`` made with that match (the oldest
+        one when several were) -> ``table_delete``."""
+        words = args.split()
+        table = self._table(words[0])
+        key = (table.name, tuple(self._match_words(table, words[1:])))
+        if not self.added.get(key):
+            raise CommandError(f"remove: no entry added to {table.name} matches {' '.join(words[1:]) or '(all keys)'}")
+        self.cli.execute(f"table_delete {table.name} {self.added[key].pop(0)}")
 
     def _key_index(self, table: Table, name: str) -> int:
         by_name = {k.name: i for i, k in enumerate(table.keys)}

@@ -77,6 +77,7 @@ class CompilerContext:
         self.main: Tree | None = None
         self.top_instantiations: list[Tree] = []             # top-level extern instances (``register<..>(4) r;``)
         self.global_scope: dict[str, Sym] = {}               # their symbols, looked up after every local scope
+        self.direct_invocations: dict[str, int] = {}         # ``C.apply(..)`` call sites per type, to name them
         self.init: list[Any] = [None, None, -1, NO_FIELD_LIST, NO_FIELD_LIST, NO_FIELD_LIST, 0, None]
         assert len(self.init) == N_HIDDEN
         self.ns: dict[str, Any] = {

@@ -121,6 +121,18 @@ class ControlDeclarations(CompilerContext):
             raise self.err(node, f"{tname}: constructor argument '{missing[0]}' is missing")
         return [given[n] for n in names[:len(given)]]
 
+    def instance_arg(self, arg: Any) -> Sym | None:
+        """The instance a constructor argument names (a plain name bound to a control, parser or extern instance),
+        else None."""
+        if not (isinstance(arg, Tree) and arg.data == "name_ref"):
+            return None
+        name = name_of(arg)
+        for sc in reversed(self.scopes):
+            if name in sc:
+                sym = sc[name]
+                return sym if sym.kind in ("control", "parser", "extern") else None
+        return None
+
     def ctor_scope(self, decl: Tree, args: list, node: Tree, what: str) -> dict[str, Sym]:
         """A parser's or control's constructor parameters bound to an instance's arguments (positional or named,
         defaults for the rest): compile-time constants in the instance's scope."""
@@ -139,12 +151,16 @@ class ControlDeclarations(CompilerContext):
                                  f"{', '.join(names) or 'none'})")
         scope: dict[str, Sym] = {}
         for p, pname in zip(params, names, strict=True):
-            t = self.resolve_type(subtrees(p, "type_ref")[0])
             last = p.children[-1]
             default = last if isinstance(last, Tree) and last.data != "name" else None
             arg = given.get(pname, default)
             if arg is None:
                 raise self.err(node, f"{what}: constructor argument '{pname}' is missing")
+            inst = self.instance_arg(arg)
+            if inst is not None:    # a control/parser/extern instance passed in (``C2(c1) c2;``): the same instance
+                scope[pname] = inst
+                continue
+            t = self.resolve_type(subtrees(p, "type_ref")[0])
             scope[pname] = Sym("const", t, value=self.const_value(self.expr(arg, t), t, arg))
         return scope
 

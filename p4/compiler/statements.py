@@ -9,7 +9,7 @@ from lark import Token, Tree
 from p4.compiler import lower
 from p4.compiler.context import CompilerContext
 from p4.compiler.ir import BOOL, INFINT, VOID, E, Ref, Sym, TableInfo
-from p4.compiler.syntax import name_of, nonnull, subtrees
+from p4.compiler.syntax import name_of, nonnull, param_names, subtrees
 from p4.types import (
     BitT,
     EnumT,
@@ -19,12 +19,13 @@ from p4.types import (
     ListT,
     StackT,
     StructLike,
+    VarbitT,
     VoidT,
     default_value,
 )
 
 GUARDED_STATEMENTS = frozenset({"assign", "var_decl", "call_stmt", "generic_method_stmt", "generic_call_stmt",
-                                "switch_stmt"})
+                                "type_apply_stmt", "switch_stmt"})
 
 
 class Statements(CompilerContext):
@@ -117,6 +118,8 @@ class Statements(CompilerContext):
             e = self.call(s.children[0], nonnull(s.children[1].children), as_stmt=True)
             if e.src != "None":
                 self.out(e.src)
+        elif d == "type_apply_stmt":
+            self.type_apply(s)
         elif d == "lookahead_stmt":     # the value is dropped; a packet too short still fails the parser
             self.expr(Tree("lookahead_expr", s.children, s.meta))
         elif d == "generic_method_stmt":
@@ -329,6 +332,32 @@ class Statements(CompilerContext):
             raise self.err(n, f"slice [{hi}:{lo}] out of range for a {base_w}-bit value (0..{base_w - 1})")
         return ref, base_lo + lo, hi - lo + 1
 
+    def type_apply(self, s: Tree) -> None:
+        """``C.apply(args)`` / ``P.apply(args)`` on a control or parser type (the spec's direct type invocation):
+        an instance without constructor arguments, one per call site, named after the type as p4c names it."""
+        tname = str(s.children[0])
+        args = nonnull(s.children[2].children)
+        n = self.direct_invocations.get(tname, 0)
+        self.direct_invocations[tname] = n + 1
+        full = tname if n == 0 else f"{tname}_{n}"
+        if tname in self.controls:
+            if self.in_parser:
+                raise self.err(s, f"control {tname} cannot be applied from a parser state")
+            node = self.controls[tname]
+            value = (node, full, self.ctor_scope(node, [], s, f"control {tname}"))
+            args = self.bind_named(args, [param_names(node)], s, f"{tname}.apply")
+            self.inline_control(value, args, s)
+            return
+        if tname in self.parsers:
+            if not self.in_parser:
+                raise self.err(s, f"parser {tname} can only be applied from a parser state")
+            node = self.parsers[tname]
+            value = (node, full, self.ctor_scope(node, [], s, f"parser {tname}"))
+            args = self.bind_named(args, [param_names(node)], s, f"{tname}.apply")
+            self.subparser_call(value, args, s)
+            return
+        raise self.err(s, f"'{tname}' is not a control or parser type; only those can be applied directly")
+
     def write_bits(self, ref: Ref, lo: int, w: int, src: str) -> None:
         """Store ``src`` (a w-bit value) into bits [lo+w-1:lo] of ``ref``, leaving its other bits as they are."""
         t = ref.type
@@ -382,7 +411,8 @@ class Statements(CompilerContext):
             if t.is_header:
                 self.out(f"S[{ref.off(0)}] = True")
             return
-        if v.ref is None or v.type is not t:
+        same = v.type is t or (isinstance(t, VarbitT) and v.type == t)  # varbit<N> types are values, not named
+        if v.ref is None or not same:
             raise self.err(rhs, f"cannot assign a value of type {v.type} to {t}")
         self.copy(ref, v.ref)
 

@@ -229,3 +229,61 @@ def test_extract_into_dont_care_skips_a_header(source_switch: SourceSwitch) -> N
     sw = source_switch(program(parse="pkt.extract<h_t>(_); pkt.extract(hdr.h);",
                                apply="if (sm.parser_error != error.NoError) { mark_to_drop(sm); }"))
     assert sw.send(0, bytes([1, 2, 3, 4, 5])) == []        # too short for both: PacketTooShort, dropped
+
+
+# A control-level varbit variable takes a header's varbit field and gives it back (swap of two 1- or 2-byte fields)
+VARBIT_SWAP = """
+header l_t { bit<8> len; }
+header v_t { varbit<16> v; }
+struct headers { l_t l; v_t a; v_t b; }
+struct metadata { }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start {
+        pkt.extract(hdr.l);
+        pkt.extract(hdr.a, (bit<32>)hdr.l.len);
+        pkt.extract(hdr.b, (bit<32>)hdr.l.len);
+        transition accept;
+    }
+}
+control VC(inout headers hdr, inout metadata meta) { apply { } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    varbit<16> s;
+    apply { sm.egress_spec = 1; s = hdr.a.v; hdr.a.v = hdr.b.v; hdr.b.v = s; }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control CC(inout headers hdr, inout metadata meta) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+@pytest.mark.parametrize(("frame", "expected"), [
+    (bytes([8, 0x11, 0x22, 0xEE]), bytes([8, 0x22, 0x11, 0xEE])),
+    (bytes([16, 0x11, 0x22, 0x33, 0x44]), bytes([16, 0x33, 0x44, 0x11, 0x22])),
+])
+def test_varbit_variable_assigned_from_and_to_header_fields(source_switch: SourceSwitch, frame: bytes,
+                                                           expected: bytes) -> None:
+    assert run(source_switch, VARBIT_SWAP, frame) == expected
+
+
+# Direct type invocation (C.apply(..) / P.apply(..) without an instance) and a control instance passed as a
+# constructor argument: h.a + 1 twice from Add.apply, h.b + 2 through Twice(add), h.c extracted by Sub.apply
+DIRECT = program(top="""
+control AddT(inout bit<8> x);
+control Add(inout bit<8> x) { apply { x = x + 1; } }
+control Twice(inout bit<8> x)(AddT c) { apply { c.apply(x); c.apply(x); } }
+parser Sub(packet_in p, out h_t h) { state start { p.extract(h); transition accept; } }
+""", parse="Sub.apply(pkt, hdr.h);", cdecl="Add() add; Twice(add) twice;", apply="""
+    Add.apply(hdr.h.a);
+    Add.apply(hdr.h.a);
+    twice.apply(hdr.h.b);
+""")
+
+
+def test_direct_type_invocation_and_control_constructor_argument(source_switch: SourceSwitch) -> None:
+    assert run(source_switch, DIRECT, bytes([0x10, 0x20, 0x30, 0xEE])) == bytes([0x12, 0x22, 0x30, 0xEE])
+
+
+def test_direct_type_invocation_of_a_non_block_type_is_an_error(source_switch: SourceSwitch) -> None:
+    with pytest.raises(CompileError, match="'h_t' is not a control or parser type"):
+        source_switch(program(apply="h_t.apply(hdr.h.a);"))

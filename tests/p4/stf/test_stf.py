@@ -87,6 +87,22 @@ def test_failed_check_counter_fails(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "line 4: check_counter op_hits(1) packets == 3: packets is 1" in capsys.readouterr().out
 
 
+def test_remove_one_entry_and_counter_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``remove TABLE KEY:VALUE`` deletes the entry that match added (the packet then takes the default, drop);
+    ``counter_write`` sets a cell as simple_switch_CLI does (check_counter sees the written value plus the count)."""
+    text = (f"{ADD}add by_op data.op:2 fwd(port:2)\npacket 0 {FRAME}\nexpect 2 {FRAME}\n"
+            "remove by_op data.op:1\n"
+            f"packet 0 {FRAME}\n"
+            "counter_write op_hits 1 40 400\n"
+            f"packet 0 {FRAME}\n"
+            "check_counter op_hits(1) packets == 41\ncheck_counter op_hits(1) bytes == 415\n")
+    assert main(["p4", "stf", str(PROG), str(_stf(tmp_path, text))]) == 0, capsys.readouterr()
+    assert "pass (3 packets in, 1 out" in capsys.readouterr().out
+    again = _stf(tmp_path, f"{ADD}remove by_op data.op:1\nremove by_op data.op:1\n", "again.stf")
+    assert main(["p4", "stf", str(PROG), str(again)]) == 2
+    assert "again.stf:3: remove: no entry added to Ing.by_op matches data.op:1" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("text, message", [
     ("wait\npacket 0 0G\n", "t.stf:2: packet: data must be hex digits"),
     ("expect 1 0x00\n", "t.stf:1: expect: data must be hex digits or '*'"),

@@ -25,9 +25,10 @@ read; ``rate_replay`` feeds the arrivals to ``sw.cc.DcqcnRp`` with the parameter
 compares every read bit for bit (``rtl.rate_trace_matches_model``).  With ``--cc hpcc`` the driver writes the
 software NIC's HPCC parameters (``make_cc("hpcc", link rate, base_rtt_ns=HPCC_BASE_RTT_NS)``, the software senders
 get the same T), the INT queue unit (an MTU frame, as the host stack counts it) and QP_INIT in cc_mode hpcc; the
-leaves leave the INT stack to the hosts (``--int-sink host``); the receiver's ``peer`` answers every
-``HPCC_ACK_EVERY``-th RTL frame with an RC ACK echoing the frame's INT hops, which the fabric carries back unchanged
-into the RTL's INT-ACK parser, feeder and HPCC engine.  The bridge records every INT-echo ACK it hands to
+leaves leave the INT stack to the hosts (``--int-sink host``); the receiver's ``peer`` answers every RTL frame with
+an RC ACK echoing the frame's INT hops (as HPCC assumes: one ACK per packet), but none sooner after the last than
+twice the time the RTL's HPCC engine takes to handle one (``hpcc_ack_gap_ns``); the fabric carries them back
+unchanged into the RTL's INT-ACK parser, feeder and HPCC engine.  The bridge records every INT-echo ACK it hands to
 ``rx_s_axis`` and every event of the engine; ``hpcc_replay`` feeds the ACKs to ``sw.cc.Hpcc`` and compares the
 engine's rate ACK by ACK and every QP_RATE read bit for bit.  With cc none the model (``sw.cc.NoCc``) holds the rate
 the host set.
@@ -75,7 +76,7 @@ FREE_FRAMES = 2000        # frames of the free-running speed measurement that pi
 TRACE_SAMPLES = 20        # QP_RATE and TX_FRAMES samples over the run (the plot, the rate trace)
 DCQCN_SAMPLE_NS = 5_000   # with cc dcqcn|hpcc, a QP_RATE read at least this often (network time): the compared trace
 HPCC_BASE_RTT_NS = 4_000  # HPCC's T for the RTL and the software senders (incast_bench's default --base-rtt)
-HPCC_ACK_EVERY = 4        # the receiver ACKs every 4th RTL frame: the engine's ~1.2 us per ACK at 3 hops keeps up
+HPCC_ACK_HEADROOM = 2     # the receiver's ACK gap over the HPCC engine's time per ACK (its FIFO rides out bridge lag)
 RATE_BINS = 40            # the receiver's bins of payload per sender over the run (the plot, Jain)
 SETTLE_NS = 100_000       # network time between the receiver's end and the RTL's final counters
 PROBE_POLL_NS = 2_000     # the bad-ICRC probe reads RX_ICRC_ERRORS this often (network time) ...
@@ -362,7 +363,7 @@ def _run_on(fab: Any, run: RunPlan) -> dict[str, Any]:
         np_args = ["--cnp-flow", json.dumps(run.back),
                    "--cnp-interval-ns", str(make_np().params.cnp_interval_ns)] if run.dcqcn is not None else []
         if run.hpcc is not None:
-            np_args = ["--int-echo-flow", json.dumps(run.back), "--ack-every", str(HPCC_ACK_EVERY)]
+            np_args = ["--int-echo-flow", json.dumps(run.back), "--ack-gap-ns", str(hpcc_ack_gap_ns(sizes))]
         peer = fab.net.hosts[run.receiver].popen(
             [sys.executable, "-m", "sw.apps.hil.peer", "recv", "--ifname", run.rx_ifname, "--frames", str(n_frames),
              "--pcap", str(pcap), "--json", str(verdict), "--timeout-s", str(QUIET_WALL_S),
@@ -512,6 +513,18 @@ def replay_lag_ns(sizes: HilSizes) -> int:
     from hw.dcqcn import sweep_interval_ns
 
     return int(sweep_interval_ns(sizes.n_qps, int(CLK_NS * 1000))) + RX_PIPELINE_NS
+
+
+def hpcc_ack_gap_ns(sizes: HilSizes) -> int:
+    """The least network time between two INT-echo ACKs to the RTL: ``HPCC_ACK_HEADROOM`` times its HPCC engine's
+    time per ACK at the most INT hops (``HpccEngine.ack_ii_clocks``), so ACKs never pile up in its event FIFO however
+    fast frames arrive, while a slow sender gets one per frame (2,930 ns: every 256-byte frame below a wire rate of
+    0.92 Gb/s, every second one at the fair share of three on 4 Gb/s, as a software sender whose window of about two
+    frames fills asks for one)."""
+    from hw.nic_top import NicCcTop
+
+    engine = NicCcTop(**dataclasses.asdict(sizes)).hpcc
+    return math.ceil(HPCC_ACK_HEADROOM * engine.ack_ii_clocks(MAX_INT_HOPS) * CLK_NS)
 
 
 def last_half_jain(series: dict[str, list[int]], names: list[str]) -> float | None:

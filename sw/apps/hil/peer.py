@@ -1,8 +1,9 @@
 """The bridged NIC's peer, a plain AF_PACKET program on the other end of its link: ``recv`` takes the RoCEv2
 frames of one QP and judges each (decoded by ``sw.roce``, ICRC valid, payload the NIC's pattern, PSNs in order);
-on request it is that QP's DCQCN notification point (CNPs on CE-marked frames), or its HPCC responder (every
-``ack_every``-th frame that arrives with INT is answered by an RC ACK of its PSN with the frame's INT hops echoed in,
-as ``sw.roce``'s responder does: ``insert_int``), and sums every sender's payload over time (``RecvOptions``, the
+on request it is that QP's DCQCN notification point (CNPs on CE-marked frames), or its HPCC responder (a frame that
+arrives with INT is answered by an RC ACK of its PSN with the frame's INT hops echoed in, as ``sw.roce``'s responder
+does: ``insert_int``; every ``ack_every``-th such frame, and none sooner than ``ack_gap_ns`` after the last ACK), and
+sums every sender's payload over time (``RecvOptions``, the
 incast of ``hil run --cc dcqcn|hpcc``);
 ``inject`` sends one SEND ONLY frame or CNP, with a wrong ICRC on request.  Run inside the peer's namespace.  Behind a
 fabric (``hil run``) frames arrive with the INT stack the last leaf left (host sink mode): it is stripped first, as
@@ -81,13 +82,16 @@ class RecvOptions:
     ``cnp_interval_ns``): a CE-marked frame sends a CNP of ``cnp_flow`` back on the interface; with ``bin_ns`` the
     RoCE payload of every sender is summed per source address in bins of network time (a PSN counted once per
     QP); with ``ack_flow`` every ``ack_every``-th judged frame that carries INT is acknowledged on ``ack_flow`` with
-    its hops echoed (HPCC); with ``stop_file`` it goes on after ``n_frames`` until that file exists."""
+    its hops echoed (HPCC), skipping any that arrives less than ``ack_gap_ns`` of network time after the last ACK
+    sent (a NIC's HPCC engine that takes one ACK per that long loses none); with ``stop_file`` it goes on after
+    ``n_frames`` until that file exists."""
 
     qpn: int | None = None
     cnp_flow: Flow | None = None
     cnp_interval_ns: int = 0
     ack_flow: Flow | None = None
     ack_every: int = 1
+    ack_gap_ns: int = 0         # least network time between two ACKs sent
     first_psn: int = 0          # the judged QP's first PSN (the ACKs' MSN counts messages from it)
     bin_ns: int | None = None
     stop_file: Path | None = None
@@ -102,6 +106,7 @@ class RecvResult:
     cnps_sent: int = 0
     int_frames: int = 0
     int_echoes_sent: int = 0
+    last_ack_ns: int | None = None
     first_ns: int | None = None
     bins: dict[str, dict[int, int]] = field(default_factory=dict)
     seen: set[tuple[str, int, int]] = field(default_factory=set)
@@ -121,6 +126,13 @@ class RecvResult:
         k = (now_ns - self.first_ns) // bin_ns
         per = self.bins.setdefault(pkt.src_ip, {})
         per[k] = per.get(k, 0) + len(pkt.payload)
+
+
+def ack_due(opts: RecvOptions, int_frame_no: int, now_ns: int, last_ack_ns: int | None) -> bool:
+    """Is the ``int_frame_no``-th INT frame (from 1), arriving at ``now_ns``, to be answered: every ``ack_every``-th,
+    and ``ack_gap_ns`` or more after the last ACK sent (at ``last_ack_ns``, None before the first)?"""
+    spaced = last_ack_ns is None or now_ns - last_ack_ns >= opts.ack_gap_ns
+    return int_frame_no % opts.ack_every == 0 and spaced
 
 
 def dest_qpn(frame: bytes) -> int:
@@ -194,11 +206,12 @@ def recv_frames(ifname: str, n_frames: int, timeout_s: float, ready=None,
                 out.cnps_sent += 1
         if acks is not None and plain is not data:
             out.int_frames += 1
-            if out.int_frames % opts.ack_every == 0:
+            if ack_due(opts, out.int_frames, now_ns, out.last_ack_ns):
                 ack = echo_ack(acks, data, opts.first_psn)
                 if ack is not None:
                     sock.send(ack)
                     out.int_echoes_sent += 1
+                    out.last_ack_ns = now_ns
     sock.close()
     return out
 
@@ -239,6 +252,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    "sw.roce.Flow's fields) echoing the INT hops of every --ack-every-th frame that carries INT")
     r.add_argument("--ack-every", type=int, default=1, help="with --int-echo-flow: acknowledge every N-th INT "
                    "frame (default 1)")
+    r.add_argument("--ack-gap-ns", type=int, default=0, help="with --int-echo-flow: no ACK sooner than this many ns "
+                   "of network time after the last one (default 0)")
     i = sub.add_parser("inject", help="send one SEND ONLY frame")
     i.add_argument("--ifname", required=True)
     i.add_argument("--flow", required=True, help="the flow's fields as JSON (sw.roce.Flow)")
@@ -256,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
                        cnp_interval_ns=args.cnp_interval_ns, bin_ns=args.bin_ns,
                        stop_file=Path(args.stop_file) if args.stop_file else None,
                        ack_flow=Flow(**json.loads(args.int_echo_flow)) if args.int_echo_flow else None,
-                       ack_every=max(1, args.ack_every), first_psn=args.first_psn)
+                       ack_every=max(1, args.ack_every), ack_gap_ns=max(0, args.ack_gap_ns),
+                       first_psn=args.first_psn)
     got = recv_frames(args.ifname, args.frames, args.timeout_s, ready=lambda: print("ready", flush=True), opts=opts)
     frames, int_counts = without_int(got.frames)
     write_frames(Path(args.pcap), frames)

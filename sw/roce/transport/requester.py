@@ -83,6 +83,7 @@ class _Op:
     is_read: bool
     is_atomic: bool = False
     read_done: int = 0  # read response packets (or the one atomic ACK) received in order
+    acked: int = 0  # SEND/WRITE bytes acknowledged so far (counted in ``Requester.acked_bytes`` packet by packet)
 
     @property
     def needs_response(self) -> bool:
@@ -435,10 +436,16 @@ class Requester:
                 break
             last = psn_add(op.first_psn, op.n_pkts - 1)
             if psn_diff(psn, last) >= 0:
-                self.acked_bytes += op.length
+                self.acked_bytes += op.length - op.acked
                 self._complete_head(WcStatus.SUCCESS)
                 popped = True
                 continue
+            # HPCC's ack_seq moves with every packet acknowledged, not only when a long message completes: its
+            # reference window follows the ACKs once per RTT (sw.cc.hpcc), which a WRITE-long ack_seq never passes
+            done = min(op.length, (psn_diff(psn, op.first_psn) + 1) * self.qp.attr.path_mtu)
+            if done > op.acked:
+                self.acked_bytes += done - op.acked
+                op.acked = done
             new_una = psn_add(psn, 1)
             if psn_diff(new_una, self.una_psn) > 0:
                 self.una_psn = new_una

@@ -372,6 +372,28 @@ def test_hpcc_window_limits_bytes_in_flight_and_never_stalls():
     assert c["acks_received"] >= 200_000 // 1024 // 3
 
 
+def test_hpcc_ack_seq_moves_with_every_ack_of_a_long_write():
+    # HPCC moves its reference window once its ack_seq passes the snd_nxt of its last update: an ack_seq that waited
+    # for the WRITE's completion never did, so a long WRITE never cut its reference window (hil run, issue 17).
+    pair = Pair(cc="hpcc", base_rtt_ns=20_000)
+    seen: list[tuple[int, int]] = []
+    on_ack = pair.qa.pacer.on_ack
+
+    def record(acked: int, sent: int, now_ns: int, hops: tuple = ()) -> None:
+        seen.append((acked, sent))
+        on_ack(acked, sent, now_ns, hops)
+
+    pair.qa.pacer.on_ack = record
+    n = 100_000
+    src, dst = pair.pd_a.reg_mr(_pattern(n)), pair.pd_b.reg_mr(np.zeros(n, np.uint8))
+    pair.qa.post_send(SendWr(1, WrOpcode.RDMA_WRITE, src.sge(), remote_addr=dst.addr, rkey=dst.rkey))
+    pair.wait_wc(pair.cq_a, 1)
+    acked = [a for a, _ in seen]
+    assert len(seen) > 10 and 0 < acked[0] < n
+    assert all(b > a for a, b in zip(acked, acked[1:], strict=False)), "every ACK moved ack_seq"
+    assert all(a <= s for a, s in seen) and acked[-1] == n, "bytes acknowledged, never beyond those sent"
+
+
 def test_send_larger_than_the_posted_receive_fails_on_both_sides():
     pair = Pair()
     msg = pair.pd_a.reg_mr(_pattern(3000))

@@ -1,11 +1,11 @@
 """Hardware in the loop, HPCC (issue 17 item 6c): the RTL NIC (Verilator) on host s0 of a P4 fabric (two leaves, a
 spine) runs HPCC (cc_mode hpcc) from its line rate, a wire rate: with the INT stack its leaf adds, more than the
-uplink carries, so its leaf's uplink queues.  fabric.p4 stamps INT into its frames and leaves the stack to the receiver
-(host sink mode); the receiver on the other leaf (``sw.apps.hil.peer``) answers every frame, but none sooner after
-the last than the engine's time per ACK (``fabric_run.hpcc_ack_gap_ns``), with an RC ACK that echoes the frame's INT
-hops, the fabric carries it back unchanged, and the RTL's INT-ACK parser, feeder and HPCC engine take it.  The
-engine's rate after every ACK, and every QP_RATE read all run long, equals ``sw.cc.Hpcc`` fed the same INT records
-(read from the ACK frames as the host stack reads them), bit for bit; nothing is dropped and nothing is left
+uplink carries, so its leaf's uplink queues. fabric.p4 stamps INT into its frames and leaves the stack to the
+receiver (host sink mode); the receiver on the other leaf (``sw.apps.hil.peer``) answers every frame, but none sooner
+after the last than twice the engine's time per ACK (``fabric_run.hpcc_ack_gap_ns``), with an RC ACK that echoes the
+frame's INT hops, the fabric carries it back unchanged, and the RTL's INT-ACK parser, feeder and HPCC engine take it.
+The engine's rate after every ACK, and every QP_RATE read all run long, equals ``sw.cc.Hpcc`` fed the same INT
+records (read from the ACK frames as the host stack reads them), bit for bit; nothing is dropped and nothing is left
 behind."""
 
 from __future__ import annotations

@@ -99,14 +99,12 @@ def _pattern(index: int, size: int) -> np.ndarray:
 
 
 def _open(args: argparse.Namespace):
-    from sw.roce.softnic.port import chosen_path_mtu, interface_mtu, open_device, path_mtu_for
-    from sw.roce.wire.gid import path_mtu_headroom_bytes
+    from sw.roce.softnic.port import device_path_mtu, open_device
 
     opts = {} if args.pacer_burst_bytes is None else {"pacer_burst_bytes": args.pacer_burst_bytes}
     nic = open_device(args.dev, line_rate_bps=parse_rate_bps(args.link_rate, what="--link-rate"), cc=args.cc,
                       base_rtt_ns=parse_duration_ns(args.base_rtt, what="--base-rtt"), **opts)
-    largest = path_mtu_for(interface_mtu(args.dev) - path_mtu_headroom_bytes(nic.ip))
-    return nic, chosen_path_mtu(args.path_mtu, largest, flag="--path-mtu", dev=args.dev)
+    return nic, device_path_mtu(args.dev, nic.ip, args.path_mtu, flag="--path-mtu")
 
 
 def run_receiver(args: argparse.Namespace) -> dict[str, Any]:

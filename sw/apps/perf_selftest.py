@@ -32,12 +32,12 @@ from sw.clock.lag import (
     search_dilation,
 )
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.port import chosen_path_mtu, interface_mtu, open_device, path_mtu_for
+from sw.roce.softnic.port import device_path_mtu, open_device
 from sw.roce.softnic.qp_pacer import CC_NAMES
 from sw.roce.tools.perf import OPS, PerfClient, PerfConfig, PerfError, run_server
 from sw.roce.transport.rules import PATH_MTUS
 from sw.roce.transport.verbs import ATOMIC_BYTES, MAX_QP_INIT_RD_ATOM, query_device
-from sw.roce.wire.gid import interface_ipv6, path_mtu_headroom_bytes
+from sw.roce.wire.gid import interface_ipv6
 from sw.units import (
     MAX_LINK_RATE_BPS,
     AutoDilation,
@@ -200,8 +200,7 @@ def _nic(args: argparse.Namespace) -> tuple[SoftNic, int]:
     base_rtt_ns = _base_rtt_ns(args)
     ip = interface_ipv6(args.dev) if args.ipv6 else None
     nic = open_device(args.dev, line_rate_bps=rate, cc=args.cc, base_rtt_ns=base_rtt_ns, ip=ip)
-    largest = path_mtu_for(interface_mtu(args.dev) - path_mtu_headroom_bytes(nic.ip))
-    return nic, chosen_path_mtu(args.mtu, largest, flag="--mtu", dev=args.dev)
+    return nic, device_path_mtu(args.dev, nic.ip, args.mtu, flag="--mtu")
 
 
 def _base_rtt_ns(args: argparse.Namespace) -> int:

@@ -22,7 +22,14 @@ from sw.clock import Clock
 from sw.roce.softnic.nic import SoftNic
 from sw.roce.softnic.pfc import ENV_NIC_PFC
 from sw.roce.transport.rules import PATH_MTUS
-from sw.roce.wire.gid import GidError, fabric_ipv6, ip_version, udp_bind_address, udp_family
+from sw.roce.wire.gid import (
+    GidError,
+    fabric_ipv6,
+    ip_version,
+    path_mtu_headroom_bytes,
+    udp_bind_address,
+    udp_family,
+)
 from sw.roce.wire.opcodes import ROCEV2_UDP_DPORT
 
 ETH_P_ALL = 0x0003
@@ -100,6 +107,13 @@ def chosen_path_mtu(requested: int | None, largest: int, *, flag: str, dev: str)
     if requested not in PATH_MTUS or requested > largest:
         raise NicPortError(f"{flag} {requested}: must be one of {PATH_MTUS} and at most {largest} on {dev}")
     return requested
+
+
+def device_path_mtu(dev: str, ip: str, requested: int | None, *, flag: str) -> int:
+    """The path MTU of a QP on interface ``dev`` whose GID is ``ip``: ``requested`` (checked by ``chosen_path_mtu``)
+    or the largest RoCE path MTU the interface carries at that IP version's headers."""
+    largest = path_mtu_for(interface_mtu(dev) - path_mtu_headroom_bytes(ip))
+    return chosen_path_mtu(requested, largest, flag=flag, dev=dev)
 
 
 def _stamp_ns(ancdata: list[tuple[int, int, bytes]]) -> int:

@@ -13,7 +13,7 @@ from sw.apps.perf_selftest import PerfArgError, add_perf_arguments, run_perf
 from sw.clock import Clock, ManualClock
 from sw.roce.softnic.loopback import LinkProfile, MemoryWire, run_until
 from sw.roce.softnic.nic import SoftNic
-from sw.roce.softnic.port import chosen_path_mtu, path_mtu_for
+from sw.roce.softnic.port import chosen_path_mtu, device_path_mtu, path_mtu_for
 from sw.roce.transport.qp import QpState
 from sw.roce.transport.qp_connect import connect, exchange, qp_info
 from sw.roce.transport.verbs import SendWr, VerbsError, WcStatus, WrOpcode
@@ -103,6 +103,12 @@ def test_a_requested_path_mtu_is_a_roce_mtu_no_larger_than_the_interface_carries
         with pytest.raises(OSError, match=f"--path-mtu {bad}: must be one of .* and at most 1024 on eth0") as info:
             chosen_path_mtu(bad, 1024, flag="--path-mtu", dev="eth0")
         assert info.value.is_user_error
+
+
+def test_a_device_path_mtu_is_the_largest_its_interface_carries_unless_one_is_asked_for():
+    largest = path_mtu_for(65536)                   # the loopback interface's MTU
+    assert device_path_mtu("lo", "127.0.0.1", None, flag="--mtu") == largest == 4096
+    assert device_path_mtu("lo", "::1", 512, flag="--mtu") == 512
 
 
 def test_traffic_class_sets_the_dscp_of_every_packet_and_is_range_checked():

@@ -31,7 +31,7 @@ from emu.fabric_daemon import (
 from p4.switch.trace import LEVELS
 from sw.clock import get_clock, set_clock
 from sw.clock.lag import add_strict_fidelity_flag, fidelity_exit
-from sw.collectives.fabric_topology import TopologySpec
+from sw.collectives.fabric_topology import DEFAULT_FABRIC_MTU, TopologySpec
 from sw.units import (
     MAX_LINK_DELAY_NS,
     MAX_LINK_RATE_BPS,
@@ -61,7 +61,8 @@ def add_topology_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--link-rate", default="100M", metavar="RATE", help="host link rate, e.g. 100M, 1G (default 100M)")
     g.add_argument("--delay", default="0", metavar="D",
                    help="per-link one-way delay, e.g. 10us (> 0 runs a link emulator on every link)")
-    g.add_argument("--mtu", type=int, default=1500, metavar="M", help="MTU in bytes, up to 9216 (default 1500)")
+    g.add_argument("--mtu", type=int, default=DEFAULT_FABRIC_MTU, metavar="M",
+                   help=f"MTU in bytes, 576..9216 (default {DEFAULT_FABRIC_MTU}: jumbo, RoCE path MTU 4096)")
     g.add_argument("--backend", default="embedded", metavar="embedded|bmv2",
                    help="P4 target: our embedded switch or BMv2 simple_switch (default embedded)")
     g.add_argument("--control", default="cli", choices=("cli", "p4runtime"),

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sw.clock.lag import combine_fidelity, fidelity_exit
+from sw.collectives.fabric_topology import DEFAULT_FABRIC_MTU
 from sw.units.plot import plot_figure
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,16 +81,13 @@ def step_fabric(outdir: Path) -> dict:
 COLL_DILATION = "auto"
 """Each bench calibrates its dilation on its fabric before measuring (emu.calibrate): the lowest at which the
 switches keep up with line rate on this machine as loaded now; the chosen one is in the JSON and the summary."""
-COLL_MTU = 9000
-"""Jumbo frames, as RoCE fabrics run them: a 4096-byte RoCE path MTU (1500 gives 1024-byte frames, 4x the
-per-packet work and a 0.93 payload ceiling)."""
 
 
 def _bench(outdir: Path, op: str, sweep: list[str]) -> dict:
-    """One `starpulse bench OP` on its own default fabric (4 servers x 2 rails x 2 spines, 100 Mb/s links) over the
-    RoCE transport with DCQCN, the switches marking ECN."""
+    """One `starpulse bench OP` on its own default fabric (4 servers x 2 rails x 2 spines, 100 Mb/s links, jumbo
+    frames) over the RoCE transport with DCQCN, the switches marking ECN."""
     out_json = outdir / f"bench_{op}.json"
-    _run([*STARPULSE, "bench", op, *sweep, "-n", "2", "-w", "1", "--net", "roce", "--mtu", str(COLL_MTU),
+    _run([*STARPULSE, "bench", op, *sweep, "-n", "2", "-w", "1", "--net", "roce",
           "--time-dilation", COLL_DILATION, "-J", str(out_json)], timeout_s=900)
     report = json.loads(out_json.read_text())
     if report["wrong"]:
@@ -111,7 +109,7 @@ def step_collectives(outdir: Path) -> dict:
         pass
     figures: dict = {"net": allreduce.get("net", "roce"), "link_rate_bps": allreduce["line_rate_bps"],
                      "time_dilation": {"allreduce": allreduce["time_dilation"],
-                                       "alltoall": alltoall["time_dilation"]}, "mtu": COLL_MTU}
+                                       "alltoall": alltoall["time_dilation"]}, "mtu": DEFAULT_FABRIC_MTU}
     for name, rep in (("allreduce", allreduce), ("alltoall", alltoall)):
         figures[name] = {
             "size_bytes": rep["max_size_bytes"], "algo": rep["results"][-1]["algo"],

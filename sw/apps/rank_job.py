@@ -23,6 +23,7 @@ from sw.collectives.config import (
     CommConfig,
     intra_rate_for,
 )
+from sw.collectives.fabric_topology import DEFAULT_FABRIC_MTU
 from sw.collectives.tuner import ENV_HETERO_SPLIT, parse_hetero_split_env
 from sw.units import AutoDilation, UnitError, add_time_dilation_flag, float_flag, parse_rate_bps
 
@@ -71,7 +72,8 @@ def add_topology_arguments(parser: argparse.ArgumentParser, sim_backend: bool = 
     t.add_argument("--spines", type=int, default=2, metavar="S", help="spines, 0 = rail-only (default 2)")
     t.add_argument("--link-rate", default="100M", metavar="RATE", help="host link rate (default 100M)")
     t.add_argument("--delay", default="0", metavar="D", help="per-link delay (only 0 here)")
-    t.add_argument("--mtu", type=int, default=1500, metavar="M", help="MTU in bytes (default 1500)")
+    t.add_argument("--mtu", type=int, default=DEFAULT_FABRIC_MTU, metavar="M",
+                   help=f"MTU in bytes (default {DEFAULT_FABRIC_MTU}: jumbo, RoCE path MTU 4096)")
     t.add_argument("--backend", default="embedded", type=backend_flag(sim_backend),
                    metavar="embedded|bmv2" + ("|sim" if sim_backend else ""),
                    help="P4 target (default embedded)" + ("; sim: no fabric, the flow-level simulator predicts the "

@@ -29,7 +29,9 @@ from emu.reap import owned_tempdir
 from sw.clock import ENV_DILATION, Clock, get_clock
 from sw.clock.lag import ENV_LINK_MTU
 from sw.collectives.config import (
+    ENV_INTER_RATE,
     ENV_INTRA_RATE,
+    ENV_NET,
     ENV_ROCE_BASE_RTT,
     ENV_ROCE_CC,
     ROCE_CCS,
@@ -47,8 +49,6 @@ EXIT_TIMEOUT = 124
 NETS = ("roce", "tcp")
 DEFAULT_NET = "roce"
 """Inter-server transport of ranks on a fabric: its NICs are RoCE NICs (TCP: $STARPULSE_NET=tcp or --net tcp)."""
-ENV_NET = "STARPULSE_NET"
-ENV_INTER_RATE = "STARPULSE_INTER_RATE"
 LOOPBACK_ADDR = "127.0.0.1"
 
 

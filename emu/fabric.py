@@ -42,7 +42,7 @@ from emu.traffic import PROBE_PORT
 from emu.wire import WireProfile
 from p4.switch.switch_lag import parse_lag_json
 from sw.clock import Clock, get_clock
-from sw.clock.lag import ENV_LAG_DIR, LagStats, fidelity, read_lag_dir, write_lag_file
+from sw.clock.lag import ENV_LAG_DIR, ENV_LINK_MTU, LagStats, fidelity, read_lag_dir, write_lag_file
 from sw.collectives.fabric_topology import Topology, TopologySpec
 
 if TYPE_CHECKING:
@@ -190,6 +190,7 @@ class Fabric:
         self.helper_procs: list[subprocess.Popen] = []
         self.owned: dict[str, Any] = {}   # more for the workdir's owned.json (e.g. the CLI's state directory)
         self.lag_dir: Path | None = None
+        self._env_link_mtu: tuple[str | None] | None = None   # $STARPULSE_LINK_MTU before up() set it, boxed
         self.ops = ops
         """Operations telemetry on: a poller records the switches into the run's store (``emu.ops_collect``)."""
         self.collector: Any = None
@@ -246,6 +247,9 @@ class Fabric:
         self.lag_dir = self.workdir / "lag"
         self.lag_dir.mkdir(exist_ok=True)
         os.environ[ENV_LAG_DIR] = str(self.lag_dir)
+        # ...and judge lateness against one frame of this fabric's MTU (sw.clock.lag.mtu_serialization_ns)
+        self._env_link_mtu = (os.environ.get(ENV_LINK_MTU),)
+        os.environ[ENV_LINK_MTU] = str(self.spec.mtu)
         try:
             t = clock.now_ns()
             report = self.int_cfg.enabled and self.int_cfg.collector_port is not None
@@ -338,6 +342,12 @@ class Fabric:
             self.fnet = None
         if self.lag_dir is not None and os.environ.get(ENV_LAG_DIR) == str(self.lag_dir):
             del os.environ[ENV_LAG_DIR]
+        if self._env_link_mtu is not None:         # put back what was there before up()
+            (before,), self._env_link_mtu = self._env_link_mtu, None
+            if before is None:
+                os.environ.pop(ENV_LINK_MTU, None)
+            else:
+                os.environ[ENV_LINK_MTU] = before
         if self._workdir_arg is None and self.workdir.name.startswith(WORKDIR_PREFIX):
             shutil.rmtree(self.workdir, ignore_errors=True)   # ours: switch logs, command files, batches
         if self.name is not None and self.owned.get("state_dir"):

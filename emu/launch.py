@@ -27,8 +27,11 @@ from typing import IO, Any
 
 from emu.reap import owned_tempdir
 from sw.clock import ENV_DILATION, Clock, get_clock
+from sw.clock.lag import ENV_LINK_MTU
 from sw.collectives.config import (
+    ENV_INTER_RATE,
     ENV_INTRA_RATE,
+    ENV_NET,
     ENV_ROCE_BASE_RTT,
     ENV_ROCE_CC,
     ROCE_CCS,
@@ -46,8 +49,6 @@ EXIT_TIMEOUT = 124
 NETS = ("roce", "tcp")
 DEFAULT_NET = "roce"
 """Inter-server transport of ranks on a fabric: its NICs are RoCE NICs (TCP: $STARPULSE_NET=tcp or --net tcp)."""
-ENV_NET = "STARPULSE_NET"
-ENV_INTER_RATE = "STARPULSE_INTER_RATE"
 LOOPBACK_ADDR = "127.0.0.1"
 
 
@@ -130,7 +131,8 @@ def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
     of the link rate or 'off'; else ``base``'s $STARPULSE_INTRA_RATE, else ``DEFAULT_INTRA_RATIO`` x the link
     rate), the switches' time dilation, the transport (``net``, else ``base``'s $STARPULSE_NET, else RoCE), the
     RoCE QPs' congestion control (``roce_cc``, else ``base``'s $STARPULSE_ROCE_CC, else the communicator's
-    default) and the fabric's base round trip (``TopologySpec.base_rtt_ns``: HPCC's T covers it).
+    default), the fabric's base round trip (``TopologySpec.base_rtt_ns``: HPCC's T covers it) and its MTU (the
+    lateness bound's frame, ``sw.clock.lag.link_mtu``).
     A rate already set in ``base`` is kept (pacing below line rate)."""
     base = dict(os.environ if base is None else base)
     chosen = net or base.get(ENV_NET, "").strip().lower() or DEFAULT_NET
@@ -144,7 +146,8 @@ def fabric_env(spec: TopologySpec, dilation: float, net: str | None = None,
     return {ENV_INTER_RATE: base.get(ENV_INTER_RATE) or str(int(spec.link_rate_bps)),
             ENV_INTRA_RATE: "off" if intra_bps is None else str(int(intra_bps)),
             ENV_DILATION: repr(float(dilation)), ENV_NET: chosen, **({ENV_ROCE_CC: cc} if cc else {}),
-            ENV_ROCE_BASE_RTT: str(spec.base_rtt_ns()), **nic_pfc_env(spec.pfc_priority, base)}
+            ENV_ROCE_BASE_RTT: str(spec.base_rtt_ns()), ENV_LINK_MTU: str(spec.mtu),
+            **nic_pfc_env(spec.pfc_priority, base)}
 
 
 def roce_cc_choice(roce_cc: str | None, base: dict[str, str] | os._Environ[str]) -> str:

@@ -23,7 +23,7 @@ from sw.units import UnitError, int_flag, parse_size_bytes
 from sw.units.cli_guard import ArgumentParser, call_guarded
 
 from .rank_job import (
-    add_topology_arguments,
+    add_job_topology_arguments,
     add_where_arguments,
     autotune_env,
     fabric_counters,
@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_strict_fidelity_flag(g)
     g.add_argument("--line-rate", default=None, metavar="RATE",
                    help="per-rail line rate busbw is compared with (default: the fabric's --link-rate)")
-    add_topology_arguments(parser)
+    add_job_topology_arguments(parser)
     add_where_arguments(parser)
 
 

@@ -48,7 +48,7 @@ class CampaignError(ValueError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sw.apps.rank_job import add_topology_arguments
+    from sw.apps.rank_job import add_job_topology_arguments
     from sw.units import add_time_dilation_flag
 
     p.add_argument("--faults", type=int_flag(1, 10_000), required=True, metavar="N", help="faults to inject")
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="steps a fault is observed for before it counts as missed (default 3)")
     p.add_argument("--keep-store", default=None, metavar="FILE", help="copy the run's telemetry store here")
     p.add_argument("--timeout", type=float, default=3600.0, metavar="S", help="stop after S wall seconds")
-    add_topology_arguments(p)          # its --seed also seeds the campaign's kinds, places and moments
+    add_job_topology_arguments(p)          # its --seed also seeds the campaign's kinds, places and moments
     add_time_dilation_flag(p)
     p.set_defaults(servers=8, gpus_per_server=2)
     p.description = ("Fault campaign on its own fabric (default 8 servers x 2 rails, 2 spines: the topology group's "

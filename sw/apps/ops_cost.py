@@ -40,7 +40,7 @@ class OpsCostError(ValueError):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from sw.apps.rank_job import add_topology_arguments
+    from sw.apps.rank_job import add_job_topology_arguments
 
     p.add_argument("--pairs", type=int_flag(1, 50), default=3, metavar="N",
                    help="pairs of runs, ops off and on, the order alternating (default 3)")
@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    metavar="S", help="stop a run's job after S wall seconds (default 900)")
     p.add_argument("--json", action="store_true", help="print the runs and the summary as JSON (progress: stderr)")
     p.add_argument("--plot", default=None, metavar="FILE", help="per-pair ratios on/off of each figure (PNG)")
-    add_topology_arguments(p)
+    add_job_topology_arguments(p)
     p.set_defaults(servers=4, gpus_per_server=2)
 
 

@@ -61,7 +61,7 @@ def backend_flag(sim: bool) -> Callable[[str], str]:
     return check
 
 
-def add_topology_arguments(parser: argparse.ArgumentParser, sim_backend: bool = False) -> None:
+def add_job_topology_arguments(parser: argparse.ArgumentParser, sim_backend: bool = False) -> None:
     """The topology flags (as ``starpulse fabric``; ignored inside a launched job); ``sim_backend``: ``--backend``
     also takes ``sim``."""
     t = parser.add_argument_group("topology (as `starpulse fabric`; ignored inside a launched job)")

@@ -38,7 +38,7 @@ from sw.workload.schedule import COMM, COMPUTE, WAIT
 from .rank_job import (
     SIM_BACKEND,
     RankJobError,
-    add_topology_arguments,
+    add_job_topology_arguments,
     add_where_arguments,
     autotune_env,
     fabric_counters,
@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="A/B: run once per configuration (baseline: ring allreduce, pairwise all-to-all, ECMP, no "
                         "CC; starpulse: the tuner's rail-aware choices, DCQCN or --roce-cc's CC) and print the ratios")
     add_strict_fidelity_flag(g)
-    add_topology_arguments(parser, sim_backend=True)
+    add_job_topology_arguments(parser, sim_backend=True)
     add_where_arguments(parser)
 
 

@@ -25,7 +25,11 @@ from sw.clock import Clock
 from sw.units import ETH_WIRE_OVERHEAD_BYTES
 
 DEFAULT_RATE_BPS = 10_000_000_000  # a link of unknown rate: a veth's 10 Gb/s
-MTU_WIRE_BYTES = 1500 + 14 + ETH_WIRE_OVERHEAD_BYTES   # an IP MTU of 1500 on the wire: Ethernet header and overhead
+ENV_LINK_MTU = "STARPULSE_LINK_MTU"
+"""The fabric's IP MTU in bytes, which a fabric sets for the processes it starts (switches, link emulators, ranks):
+the lateness bound is one frame of that MTU at the component's rate.  Unset: ``DEFAULT_LINK_MTU``."""
+DEFAULT_LINK_MTU = 1500
+LINK_MTU_RANGE = (576, 9216)        # the fabric's --mtu range
 OK_SHARE = 0.001                    # a component is within its bound when at most this share of events was late
 FIDELITY_KEYS = ("time_dilation", "bound_ns", "late_share", "lag_p99_ns", "lag_max_ns", "worst_component", "ok")
 _SUB_BITS = 4                       # 2**4 sub-buckets per power of two
@@ -33,10 +37,29 @@ _LINEAR = 2 << _SUB_BITS            # values below this have a bucket each
 _BUCKETS = (64 - _SUB_BITS) << _SUB_BITS   # up to 2**63 ns
 
 
-def mtu_serialization_ns(rate_bps: float, wire_bytes: int = MTU_WIRE_BYTES) -> int:
-    """Network ns one MTU-sized frame takes on a link of ``rate_bps``: the default lateness bound."""
+def link_mtu() -> int:
+    """The IP MTU of this process's links: $STARPULSE_LINK_MTU (set by the fabric), else ``DEFAULT_LINK_MTU``."""
+    raw = os.environ.get(ENV_LINK_MTU, "").strip()
+    if not raw:
+        return DEFAULT_LINK_MTU
+    lo, hi = LINK_MTU_RANGE
+    if not raw.isdigit() or not lo <= int(raw) <= hi:
+        raise ValueError(f"${ENV_LINK_MTU}={raw!r}: expected an integer MTU in bytes, {lo}..{hi}")
+    return int(raw)
+
+
+def mtu_wire_bytes(ip_mtu: int) -> int:
+    """What a frame of IP MTU ``ip_mtu`` occupies on the wire: Ethernet header and overhead added."""
+    return ip_mtu + 14 + ETH_WIRE_OVERHEAD_BYTES
+
+
+def mtu_serialization_ns(rate_bps: float, wire_bytes: int | None = None) -> int:
+    """Network ns one MTU-sized frame (``wire_bytes``, else one of ``link_mtu()``) takes on a link of ``rate_bps``:
+    the default lateness bound (a frame served later than this is behind a whole frame time of its own link)."""
     if not rate_bps > 0:
         raise ValueError(f"link rate {rate_bps!r} bit/s: must be > 0")
+    if wire_bytes is None:
+        wire_bytes = mtu_wire_bytes(link_mtu())
     return max(1, int(wire_bytes * 8 * 1_000_000_000 / rate_bps))
 
 

@@ -4,6 +4,7 @@ it) turns it to ok: false with that switch named, one warning line, and exit 3 u
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -13,7 +14,14 @@ import pytest
 from emu.cli import print_status
 from emu.fabric import Fabric
 from sw.clock import ENV_DILATION, Clock
-from sw.clock.lag import FIDELITY_KEYS, STRICT_FIDELITY_EXIT, fidelity_exit, mtu_serialization_ns
+from sw.clock.lag import (
+    ENV_LINK_MTU,
+    FIDELITY_KEYS,
+    STRICT_FIDELITY_EXIT,
+    fidelity_exit,
+    mtu_serialization_ns,
+    mtu_wire_bytes,
+)
 from sw.collectives.fabric_topology import TopologySpec
 
 pytestmark = pytest.mark.emu
@@ -24,7 +32,8 @@ DILATION = 20.0     # the other components keep up on a loaded machine; the 1 s 
 
 def test_fidelity_in_status_and_a_stalled_switch_is_reported(capsys, monkeypatch) -> None:
     monkeypatch.setenv(ENV_DILATION, repr(DILATION))          # the switches and emulators run at it too
-    fab = Fabric(TopologySpec(servers=2, gpus_per_server=1, spines=1, delay_ns=2_000),   # wired: emu.wire too
+    monkeypatch.delenv(ENV_LINK_MTU, raising=False)
+    fab = Fabric(TopologySpec(servers=2, gpus_per_server=1, spines=1, delay_ns=2_000, mtu=9000),  # wired: emu.wire
                  clock=Clock(DILATION))
     with fab:
         a, b = fab.topo.nics[0].ip, fab.topo.nics[1].ip
@@ -35,8 +44,10 @@ def test_fidelity_in_status_and_a_stalled_switch_is_reported(capsys, monkeypatch
         comps = fab.lag()
         assert {"p0l0 ingress", "p0l0 tm"} <= set(comps) and comps["p0l0 ingress"].events > 0
         assert any(name.startswith("wire ") for name in comps)          # the delay lines reported too
-        fastest_bps = max(fab.link_rates_bps("p0l0").values())         # one MTU at the leaf's fastest link
-        assert comps["p0l0 tm"].bound_ns == mtu_serialization_ns(fastest_bps)
+        fastest_bps = max(fab.link_rates_bps("p0l0").values())   # one frame of the fabric's MTU at its fastest link
+        assert comps["p0l0 tm"].bound_ns == mtu_serialization_ns(fastest_bps, mtu_wire_bytes(9000))
+        wire = next(s for name, s in comps.items() if name.startswith("wire "))
+        assert wire.bound_ns == mtu_serialization_ns(10e9, mtu_wire_bytes(9000))    # an unshaped veth's 10 Gb/s
 
         leaf = fab.net.switches["p0l0"].proc
         assert leaf is not None
@@ -50,6 +61,7 @@ def test_fidelity_in_status_and_a_stalled_switch_is_reported(capsys, monkeypatch
         t.join(timeout=30)
         status = fab.status()
         stalled = fab.lag()["p0l0 ingress"]
+    assert ENV_LINK_MTU not in os.environ                            # the fabric's MTU left with the fabric
     assert not stalled.ok and stalled.max_ns >= 0.2e9 / DILATION      # a frame waited >= 0.2 s at the stopped leaf
     fid = status["fidelity"]
     assert fid["ok"] is False and fid["lag_max_ns"] >= stalled.max_ns and fid["late_share"] > 0.001

@@ -52,7 +52,7 @@ def test_ranks_get_the_fabric_link_rate_dilation_and_roce() -> None:
     shared = fabric_env(spec, 50.0, base={"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"})
     assert shared == {"STARPULSE_INTER_RATE": "400000000", "STARPULSE_INTRA_RATE": "3600000000",
                       "STARPULSE_TIME_DILATION": "50.0", "STARPULSE_NET": "roce",
-                      "STARPULSE_ROCE_BASE_RTT": str(spec.base_rtt_ns())}
+                      "STARPULSE_ROCE_BASE_RTT": str(spec.base_rtt_ns()), "STARPULSE_LINK_MTU": "1500"}
     env = rank_env(rank_plan(Topology(spec))[0], "/tmp/s", {"PATH": "/bin", "STARPULSE_TIME_DILATION": "3"}, shared)
     assert (env["STARPULSE_INTER_RATE"], env["STARPULSE_TIME_DILATION"], env["STARPULSE_NET"]) == (
         "400000000", "50.0", "roce")                        # the fabric's dilation wins over a stale one

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from sw.clock.lag import (
+    ENV_LINK_MTU,
     FIDELITY_KEYS,
     LagStats,
     fidelity,
     fidelity_warning,
+    link_mtu,
     mtu_serialization_ns,
     quantile_index,
     read_lag_dir,
@@ -36,6 +38,18 @@ def test_percentiles_late_share_and_bound() -> None:
     assert ok.ok and ok.summary()["lag_max_ns"] == 50_000
     ok.record(50_000, n=2)
     assert not ok.ok
+
+
+def test_the_bound_is_one_frame_of_the_fabrics_mtu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_LINK_MTU, raising=False)
+    assert link_mtu() == 1500 and mtu_serialization_ns(100e6) == 123_040     # 1,538 wire bytes at 100 Mb/s
+    monkeypatch.setenv(ENV_LINK_MTU, "9000")                               # a jumbo fabric sets it for its processes
+    assert link_mtu() == 9000 and mtu_serialization_ns(100e6) == 723_040
+    assert mtu_serialization_ns(100e6, wire_bytes=1538) == 123_040           # an explicit frame size wins
+    for bad in ("abc", "100", "9217", "-1"):
+        monkeypatch.setenv(ENV_LINK_MTU, bad)
+        with pytest.raises(ValueError, match=r"\$STARPULSE_LINK_MTU=.*576\.\.9216"):
+            mtu_serialization_ns(100e6)
 
 
 def test_quantile_index_weighs_buckets() -> None:

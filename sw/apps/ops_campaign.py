@@ -445,7 +445,7 @@ def plot_title(r: dict[str, Any]) -> str:
     keep up with its clock never looks like one that did."""
     fid = r.get("fidelity") or {}
     verdict = ("fidelity ok" if fid.get("ok") else
-               f"fidelity NOT ok ({100 * (fid.get('late_share') or 0):.0f} % of {fid.get('worst_component', '?')}'s "
+               f"fidelity NOT ok ({100 * (fid.get('late_share') or 0):.2f} % of {fid.get('worst_component', '?')}'s "
                "events late): not a result")
     return (f"{r['faults']} faults, top-1 {r['top1_accuracy']}, top-3 {r['top3_accuracy']}, {r['false_alarms']} "
             f"false alarms in {r['healthy_steps']} healthy steps; dilation {r.get('time_dilation', '?')}, {verdict}")

@@ -31,8 +31,8 @@ MAX_MTU = 9216
 DEFAULT_FABRIC_MTU = 9000
 """The topology flags' default MTU (every command that brings up a fabric): jumbo frames, as RoCE fabrics for
 training run them, so the RoCE path MTU is 4096 (at 1500 it is 1024: 4x the packets per byte, and headers cap
-payload at 0.93 of the line). ``TopologySpec`` keeps 1500 for library callers and the incast and HoL benches,
-whose published figures are taken at 1500."""
+payload at 0.93 of the line); ``Fabric(**flags)`` parses the same flags.  ``TopologySpec`` keeps 1500 for code that
+builds one, as the incast and HoL benches do (their published figures are taken at 1500)."""
 PFC_PRIORITIES = 8
 CNP_PRIORITY = 6     # CNPs' class (DSCP 48): strict priority above RoCE data, never the lossless one
 ETH_HEADER_BYTES = 14

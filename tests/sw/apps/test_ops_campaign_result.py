@@ -36,6 +36,8 @@ def test_the_plot_title_says_a_run_that_missed_its_clock_is_not_a_result() -> No
     r = {"faults": 50, "top1_accuracy": 0.98, "top3_accuracy": 1.0, "false_alarms": 0, "healthy_steps": 100,
          "time_dilation": 192.0}
     late = plot_title({**r, "fidelity": {"ok": False, "late_share": 0.24, "worst_component": "p0l0 ingress"}})
-    assert "fidelity NOT ok (24 % of p0l0 ingress's events late): not a result" in late and "dilation 192.0" in late
+    assert "fidelity NOT ok (24.00 % of p0l0 ingress's events late): not a result" in late and "dilation 192.0" in late
+    barely = plot_title({**r, "fidelity": {"ok": False, "late_share": 0.002343, "worst_component": "p0l0 tm"}})
+    assert "(0.23 % of p0l0 tm's events late)" in barely        # never rounded down to a harmless-looking 0 %
     kept = plot_title({**r, "fidelity": {"ok": True, "late_share": 0.0, "worst_component": "p0l0 tm"}})
     assert "fidelity ok" in kept and "NOT" not in kept and "not a result" not in kept

@@ -290,7 +290,7 @@ class PfcManager:
             else:
                 eg.until_ns = 0
                 eg.since_ns = None
-            self._apply(port, st)
+            self._apply(port, st, now_ns)
         return True
 
     def _close_pause(self, eg: _Egress, c: PfcCounters, now_ns: int) -> None:
@@ -304,7 +304,7 @@ class PfcManager:
         if eg.until_ns <= now_ns:
             eg.since_ns = None
 
-    def _apply(self, port: int, st: _PortState) -> None:
+    def _apply(self, port: int, st: _PortState, now_ns: int) -> None:
         """Hold each TM queue of ``port`` until the latest pause among the PFC priorities mapped to it."""
         levels = self.tm.priority_levels
         until = [0] * levels
@@ -312,7 +312,7 @@ class PfcManager:
             q = min(prio, levels - 1)
             until[q] = max(until[q], eg.until_ns)
         for q, t in enumerate(until):
-            self.tm.set_paused_until(port, q, t)
+            self.tm.set_paused_until(port, q, t, now_ns)
 
     # --- timers --------------------------------------------------------------------------------------------
     def next_deadline_ns(self) -> int | None:
@@ -361,7 +361,7 @@ class PfcManager:
                     c.watchdog_restores += 1
                     self.log.warning("PFC watchdog: port %d priority %d honours pauses again", port, prio)
             if changed:
-                self._apply(port, st)
+                self._apply(port, st, now_ns)
 
     # --- counters and commands -----------------------------------------------------------------------------
     def counters(self, port: int, now_ns: int | None = None) -> list[dict[str, int]]:

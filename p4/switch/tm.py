@@ -316,13 +316,17 @@ class TrafficManager:
             raise TrafficManagerError(f"queue depth scope {scope!r}: allowed {', '.join(QDEPTH_SCOPES)}")
         self.qdepth_per_queue = scope == "queue"
 
-    def set_paused_until(self, port: int, priority: int, until_ns: int) -> None:
+    def set_paused_until(self, port: int, priority: int, until_ns: int, now_ns: int) -> None:
         """PFC: hold ``priority``'s queue of ``port`` until ``until_ns`` (0 = resume now); its packets keep
-        their place, the other priorities keep flowing."""
+        their place, the other priorities keep flowing.  A pause ended early (XON, the watchdog) ends at
+        ``now_ns`` (or at its expiry, if that came first): the packets it held become due then, not back at
+        their arrival (their departure is what the lag accounting judges the switch against)."""
         self._check_priority(priority)
         p = self._port(port)
         if until_ns and until_ns != p.paused_until_ns[priority]:
             p.queues[priority].stats.pauses += 1
+        if until_ns < p.paused_until_ns[priority]:       # resumed (or shortened): held until it ended, not less
+            until_ns = max(until_ns, min(p.paused_until_ns[priority], now_ns))
         p.paused_until_ns[priority] = until_ns
         p.paused = any(p.paused_until_ns)
         ready = p.head_ready_ns()

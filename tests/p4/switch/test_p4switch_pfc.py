@@ -132,9 +132,24 @@ def test_received_pause_holds_only_that_priority_until_quanta_or_xon() -> None:
     pfc.on_frame(2, build_pfc_frame(port_mac(9, 9), {3: 0xFFFF}), 600_000)
     assert tm.dequeue_due(700_000) == []
     pfc.on_frame(2, build_pfc_frame(port_mac(9, 9), {3: 0}), 700_000)       # XON resumes at once
-    assert [q.item for q in tm.dequeue_due(700_000)] == ["again"]
+    resumed = tm.dequeue_due(700_000)
+    assert [q.item for q in resumed] == ["again"]
+    assert resumed[0].deq_timestamp_ns == 700_000    # due when the pause ended, not at its arrival (lag accounting)
     c = pfc.counters(2)[3]
     assert (c["paused_ns"], c["pauses_rx"], c["xon_rx"]) == (612_000, 2, 1)
+
+
+def test_a_pause_ended_by_xon_holds_its_packets_until_it_ended_not_since_arrival() -> None:
+    tm, pfc, _, _ = _setup(levels=8)
+    pfc.on_frame(2, build_pfc_frame(port_mac(9, 9), {3: 100}), 0)           # 100 quanta: until 51,200 ns
+    tm.enqueue(2, "held", 100, 1_000, 3)
+    pfc.on_frame(2, build_pfc_frame(port_mac(9, 9), {3: 0}), 80_000)        # XON after the pause expired
+    out = tm.dequeue_due(90_000)                      # serviced late: 38.8 us after the expiry, not 89 us
+    assert [q.item for q in out] == ["held"] and out[0].deq_timestamp_ns == 51_200
+    pfc.on_frame(2, build_pfc_frame(port_mac(9, 9), {3: 0xFFFF}), 100_000)
+    tm.enqueue(2, "next", 100, 100_500, 3)
+    pfc.on_frame(2, build_pfc_frame(port_mac(9, 9), {3: 10}), 120_000)       # a shorter pause replaces it
+    assert tm.dequeue_due(125_119) == [] and tm.dequeue_due(125_120)[0].deq_timestamp_ns == 125_120
 
 
 def test_pause_on_a_disabled_port_is_consumed_not_honoured() -> None:

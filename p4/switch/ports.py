@@ -42,6 +42,9 @@ from p4.switch.tx_ring import TX_RING_BYTES, TxRing
 MAX_FRAME_BYTES = 65536
 SOCKET_BUFFER_BYTES = 4 << 20
 RX_RING_BYTES = 4 << 20
+RX_RING_FRAMES = RX_RING_BYTES // 2048
+"""Frames the default receive ring holds: 4 MiB of 2 KiB slots at a 1,500-byte MTU; a jumbo MTU's 16 KiB slots get
+as many (32 MiB): with a fixed 4 MiB a burst of small frames overflowed its 256."""
 RING_ENV = "STARPULSE_P4SWITCH_RING"     # "0" turns the receive ring off (plain recv() per frame)
 RING_BYTES_ENV = "STARPULSE_P4SWITCH_RING_BYTES"   # receive ring size per port (a tiny one forces kernel drops)
 TX_RING_ENV = "STARPULSE_P4SWITCH_TX_RING"   # "0" turns the transmit ring off (one send() per frame)
@@ -120,11 +123,14 @@ class SwitchPort:
             except OSError:
                 pass        # no transmit ring (or no virtio-net header): one send() per frame still works
 
-    def _setup_ring(self, ifname: str, ring_bytes: int) -> None:
-        """A TPACKET_V2 receive ring of about ``ring_bytes`` (at least one page-sized block holding one frame):
+    def _setup_ring(self, ifname: str, ring_bytes: int | None) -> None:
+        """A TPACKET_V2 receive ring of about ``ring_bytes`` (None: ``RX_RING_FRAMES`` slots; at least one page-sized
+        block holding one frame):
         the kernel writes frames into shared memory, no syscall per frame."""
         try:
             frame_bytes = ring_slot_bytes(interface_mtu(self.sock, ifname), ETH_HLEN + VLAN_HLEN + 128)
+            if ring_bytes is None:                 # the default: as many frames at any MTU
+                ring_bytes = RX_RING_FRAMES * frame_bytes
             block_bytes = max(frame_bytes, min(RING_BLOCK_BYTES, ring_bytes // PAGE_BYTES * PAGE_BYTES), PAGE_BYTES)
             blocks = max(1, ring_bytes // block_bytes)
             self.sock.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V2)
@@ -304,11 +310,12 @@ class SwitchPort:
         self.sock.close()
 
 
-def ring_bytes_from_env() -> int:
-    """The receive ring size: ``STARPULSE_P4SWITCH_RING_BYTES`` if set (a positive integer), else 4 MiB."""
+def ring_bytes_from_env() -> int | None:
+    """The receive ring size: ``STARPULSE_P4SWITCH_RING_BYTES`` if set (a positive integer), else None (the
+    default: ``RX_RING_FRAMES`` slots of the interface's MTU)."""
     text = os.environ.get(RING_BYTES_ENV, "").strip()
     if not text:
-        return RX_RING_BYTES
+        return None
     if not text.isdigit() or int(text) <= 0:
         raise SwitchPortError(f"{RING_BYTES_ENV}={text!r}: expected a positive number of bytes, e.g. 4096")
     return int(text)

@@ -41,8 +41,7 @@ from p4.switch.tx_ring import TX_RING_BYTES, TxRing
 
 MAX_FRAME_BYTES = 65536
 SOCKET_BUFFER_BYTES = 4 << 20
-RX_RING_BYTES = 4 << 20
-RX_RING_FRAMES = RX_RING_BYTES // 2048
+RX_RING_FRAMES = 2048
 """Frames the default receive ring holds: 4 MiB of 2 KiB slots at a 1,500-byte MTU; a jumbo MTU's 16 KiB slots get
 as many (32 MiB): with a fixed 4 MiB a burst of small frames overflowed its 256."""
 RING_ENV = "STARPULSE_P4SWITCH_RING"     # "0" turns the receive ring off (plain recv() per frame)

@@ -10,6 +10,7 @@ import pytest
 
 from emu.fabric import Fabric
 from emu.status import parse_port_stats, parse_table
+from sw.collectives.fabric_topology import ETH_HEADER_BYTES
 
 pytestmark = pytest.mark.emu
 
@@ -35,7 +36,7 @@ def test_congest_paces_a_tenant_rdma_stream_into_the_nic_and_uncongest_stops_it(
         assert 0.3 * RATE_BPS <= sent_bps <= 1.15 * RATE_BPS, sent_bps    # paced at the fault's rate, not beyond
         queues = {int(r["prio"]): r for r in parse_table(fab.switch_cli(nic.leaf, f"queue_stats {nic.leaf_port}"))}
         lossless = int(queues[fab.spec.pfc_priority]["deq_pkts"])
-        largest_frame = fab.spec.mtu + 14                             # an MTU-sized IP packet and its Ethernet header
+        largest_frame = fab.spec.mtu + ETH_HEADER_BYTES               # an MTU-sized IP packet and its Ethernet header
         assert lossless * largest_frame >= 0.5 * (b1 - b0), queues    # the stream leaves by the lossless queue
         assert int(queues[0]["deq_pkts"]) < lossless / 10, queues
         fab.fault("uncongest", nic.ifname)
